@@ -1,0 +1,581 @@
+#include "group/coordinator.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "group/assignor.hpp"
+#include "group/reconcile.hpp"
+
+namespace rsc::group {
+
+using protocol::HeartbeatRequest;
+using protocol::HeartbeatResponse;
+using protocol::HeartbeatStatus;
+using LS = protocol::MemberLifecycleState;
+
+// ---------------------------------------------------------------------------------------------
+// State helpers shared with describe and the store.
+
+void Delta::merge(const Delta& o) {
+  group = group || o.group;
+  for (const auto& id : o.upserted) {
+    upserted.insert(id);
+    removed.erase(id);
+  }
+  for (const auto& id : o.removed) {
+    removed.insert(id);
+    upserted.erase(id);
+  }
+}
+
+std::string to_string(Event::Kind k) {
+  switch (k) {
+    case Event::Kind::JOINED: return "joined";
+    case Event::Kind::REJOINED: return "rejoined";
+    case Event::Kind::LEFT: return "leaving";
+    case Event::Kind::REMOVED: return "removed";
+    case Event::Kind::REVOKE_REQUESTED: return "revoke";
+    case Event::Kind::REVOKE_ACKED: return "ack";
+    case Event::Kind::ASSIGNED: return "assigned";
+    case Event::Kind::EPOCH_ADVANCED: return "epoch";
+    case Event::Kind::EXPIRED: return "expired";
+    case Event::Kind::FENCED: return "fenced";
+    case Event::Kind::GROUP_EPOCH_BUMPED: return "group-epoch";
+    case Event::Kind::TARGET_COMPUTED: return "target";
+    case Event::Kind::METADATA_CHANGED: return "metadata";
+    case Event::Kind::ROLLBACK_GUARD: return "rollback";
+  }
+  return "?";
+}
+
+std::string to_string(const Event& e) {
+  std::ostringstream os;
+  os << to_string(e.kind);
+  if (!e.member.empty()) os << " member=" << e.member;
+  if (!e.shards.empty()) {
+    os << " shards=[";
+    for (std::size_t i = 0; i < e.shards.size(); ++i) os << (i ? "," : "") << e.shards[i];
+    os << "]";
+  }
+  if (!e.detail.empty()) os << " " << e.detail;
+  return os.str();
+}
+
+MemberLifecycleState lifecycle(const Member& m) {
+  if ((m.state == LS::ACTIVE || m.state == LS::STARTING) && !m.revoking.empty()) return LS::DRAINING;
+  return m.state;
+}
+
+protocol::GroupStateName group_state(const GroupState& g) {
+  using GS = protocol::GroupStateName;
+  bool any = false;
+  bool reconciling = false;
+  for (const auto& [id, m] : g.members) {
+    if (!m.live()) continue;
+    any = true;
+    if (m.leaving() || !m.revoking.empty() || m.epoch != g.assignmentEpoch || m.assigned != m.target)
+      reconciling = true;
+  }
+  if (!any) return GS::EMPTY;
+  if (g.groupEpoch > g.assignmentEpoch) return GS::ASSIGNING;
+  return reconciling ? GS::RECONCILING : GS::STABLE;
+}
+
+std::vector<std::string> shard_owners(const GroupState& g) {
+  std::vector<std::string> owners(static_cast<std::size_t>(std::max(0, g.shardCount)));
+  for (const auto& [id, m] : g.members) {
+    if (!m.live()) continue;
+    for (int32_t s : m.assigned)
+      if (s >= 0 && s < g.shardCount) owners[static_cast<std::size_t>(s)] = id;
+    for (int32_t s : m.revoking)
+      if (s >= 0 && s < g.shardCount) owners[static_cast<std::size_t>(s)] = id;
+  }
+  return owners;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A step: a working copy of the state plus what changed.
+
+namespace {
+
+std::string epoch_text(int32_t e) { return "epoch=" + std::to_string(e); }
+
+class Step {
+ public:
+  Step(const GroupState& g, const Config& cfg, Millis now) : cfg_(cfg), now_(now) { out_.state = g; }
+
+  GroupState& g() { return out_.state; }
+  const Config& cfg() const { return cfg_; }
+  Millis now() const { return now_; }
+
+  Member* find(const std::string& id) {
+    auto it = g().members.find(id);
+    return it == g().members.end() ? nullptr : &it->second;
+  }
+  Member& touch(Member& m) {
+    out_.delta.upserted.insert(m.id);
+    out_.delta.removed.erase(m.id);
+    return m;
+  }
+  void touch_group() { out_.delta.group = true; }
+  void event(Event::Kind k, const std::string& member, ShardSet shards = {}, std::string detail = {}) {
+    out_.events.push_back(Event{k, member, std::move(shards), std::move(detail)});
+  }
+
+  void bump_group_epoch(const std::string& why) {
+    ++g().groupEpoch;
+    touch_group();
+    event(Event::Kind::GROUP_EPOCH_BUMPED, "", {}, epoch_text(g().groupEpoch) + " (" + why + ")");
+  }
+
+  void erase(const std::string& id) {
+    g().members.erase(id);
+    out_.delta.upserted.erase(id);
+    out_.delta.removed.insert(id);
+  }
+
+  // The member stops counting: its shards are free at once, its epoch is dead.
+  void kill(Member& m, LS state, const std::string& why) {
+    const ShardSet released = m.held();
+    m.state = state;
+    m.assigned.clear();
+    m.revoking.clear();
+    m.target.clear();
+    m.revokeDeadlineMs = 0;
+    m.progress.clear();
+    m.lastRequestId.clear();
+    m.lastResponse.reset();
+    m.tombstoneUntilMs = now_ + cfg_.tombstone_retention();
+    touch(m);
+    event(state == LS::EXPIRED ? Event::Kind::EXPIRED : Event::Kind::FENCED, m.id, released,
+          epoch_text(m.epoch) + " " + why);
+    bump_group_epoch(std::string(state == LS::EXPIRED ? "expired " : "fenced ") + m.id);
+  }
+
+  bool held_by_other(const std::string& self, int32_t shard) const {
+    for (const auto& [id, m] : out_.state.members) {
+      if (id == self || !m.live()) continue;
+      if (contains(m.assigned, shard) || contains(m.revoking, shard)) return true;
+    }
+    return false;
+  }
+
+  bool grants_allowed() const { return now_ >= out_.state.rollbackGuardUntilMs; }
+
+  // Rule 4: target recomputed when the group epoch moved past the assignment epoch.
+  void maybe_recompute_target() {
+    if (g().groupEpoch <= g().assignmentEpoch) return;
+    AssignmentSpec spec;
+    spec.shardCount = g().shardCount;
+    for (const auto& [id, m] : g().members) {
+      if (!m.live() || m.leaving()) continue;
+      spec.members.push_back(id);
+      spec.current.emplace(id, m.target);
+    }
+    auto target = assign_uniform_sticky(spec);
+    for (auto& [id, m] : g().members) {
+      auto it = target.find(id);
+      const ShardSet& t = it == target.end() ? ShardSet{} : it->second;
+      if (m.target != t) {
+        m.target = t;
+        touch(m);
+      }
+    }
+    g().assignmentEpoch = g().groupEpoch;
+    touch_group();
+    event(Event::Kind::TARGET_COMPUTED, "", {},
+          epoch_text(g().assignmentEpoch) + " members=" + std::to_string(spec.members.size()) +
+              " shards=" + std::to_string(spec.shardCount));
+  }
+
+  ReconcileResult reconcile(Member& m) {
+    const std::string self = m.id;
+    auto r = reconcile_member(
+        m, g().assignmentEpoch, [&](int32_t s) { return held_by_other(self, s); }, grants_allowed(), cfg_, now_);
+    if (!r.newlyRevoked.empty())
+      event(Event::Kind::REVOKE_REQUESTED, m.id, r.newlyRevoked,
+            "deadline=+" + std::to_string(m.revokeDeadlineMs - now_) + "ms");
+    if (!r.newlyAssigned.empty()) event(Event::Kind::ASSIGNED, m.id, r.newlyAssigned);
+    if (r.epochAdvanced) event(Event::Kind::EPOCH_ADVANCED, m.id, {}, epoch_text(m.epoch));
+    return r;
+  }
+
+  // Lease expiry, rebalance timeouts and tombstones (rules 7 and 8).
+  void expire_and_fence() {
+    std::vector<std::string> drop;
+    for (auto& [id, m] : g().members) {
+      if (!m.live()) {
+        if (now_ >= m.tombstoneUntilMs) drop.push_back(id);
+        continue;
+      }
+      if (now_ - m.lastHeartbeatMs > cfg_.memberLeaseTtlMs) {
+        if (m.leaving()) {
+          event(Event::Kind::REMOVED, id, m.held(), "leaving member went silent");
+          drop.push_back(id);
+        } else {
+          kill(m, LS::EXPIRED, "no heartbeat for " + std::to_string(now_ - m.lastHeartbeatMs) + "ms");
+        }
+      } else if (!m.revoking.empty() && m.revokeDeadlineMs != 0 && now_ > m.revokeDeadlineMs) {
+        if (m.leaving()) {
+          event(Event::Kind::REMOVED, id, m.held(), "leaving member missed its revoke deadline");
+          drop.push_back(id);
+        } else {
+          kill(m, LS::FENCED, "revoke not acked within rebalance timeout");
+        }
+      }
+    }
+    for (const auto& id : drop) erase(id);
+  }
+
+  Outcome take() { return std::move(out_); }
+  HeartbeatOutcome take_with(HeartbeatResponse resp) {
+    HeartbeatOutcome h;
+    static_cast<Outcome&>(h) = std::move(out_);
+    h.response = std::move(resp);
+    return h;
+  }
+
+ private:
+  const Config& cfg_;
+  Millis now_;
+  Outcome out_;
+};
+
+HeartbeatResponse base_response(const GroupState& g, const HeartbeatRequest& req, const Config& cfg) {
+  HeartbeatResponse r;
+  r.responseTo = req.requestId;
+  r.memberId = req.memberId;
+  r.memberEpoch = req.memberEpoch;
+  r.heartbeatIntervalMs = cfg.heartbeatIntervalMs;
+  r.rebalanceTimeoutMs = cfg.rebalanceTimeoutMs;
+  r.memberLeaseTtlMs = cfg.memberLeaseTtlMs;
+  r.groupEpoch = g.groupEpoch;
+  r.assignmentEpoch = g.assignmentEpoch;
+  r.metadataVersion = g.metadataVersion;
+  return r;
+}
+
+HeartbeatResponse error(const GroupState& g, const HeartbeatRequest& req, const Config& cfg, HeartbeatStatus s,
+                        std::string message) {
+  auto r = base_response(g, req, cfg);
+  r.status = s;
+  r.message = std::move(message);
+  return r;
+}
+
+protocol::Assignment assignment_of(const Member& m, const GroupState& g) {
+  protocol::Assignment a;
+  a.assignedShards = m.assigned;
+  a.pendingShards = m.pending();
+  a.metadataVersion = g.metadataVersion;
+  return a;
+}
+
+std::vector<int32_t> owned_indexes(const HeartbeatRequest& req) {
+  std::vector<int32_t> v;
+  v.reserve(req.ownedShards.size());
+  for (const auto& o : req.ownedShards) v.push_back(o.shardIndex);
+  return normalized(std::move(v));
+}
+
+// Progress is kept only for shards the member holds (rule 3 fences the rest).
+std::vector<protocol::ShardProgress> held_progress(const Member& m, const HeartbeatRequest& req) {
+  std::vector<protocol::ShardProgress> out;
+  for (const auto& p : req.shardProgress)
+    if (contains(m.assigned, p.shardIndex) || contains(m.revoking, p.shardIndex)) out.push_back(p);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.shardIndex < b.shardIndex; });
+  return out;
+}
+
+std::optional<std::string> out_of_range(const HeartbeatRequest& req, int32_t shardCount) {
+  auto bad = [&](const char* list, std::size_t i, int32_t s) {
+    return std::string(list) + "[" + std::to_string(i) + "].shardIndex: shard " + std::to_string(s) +
+           " is outside [0, " + std::to_string(shardCount) + ")";
+  };
+  for (std::size_t i = 0; i < req.ownedShards.size(); ++i)
+    if (req.ownedShards[i].shardIndex >= shardCount) return bad("ownedShards", i, req.ownedShards[i].shardIndex);
+  for (std::size_t i = 0; i < req.revokingShards.size(); ++i)
+    if (req.revokingShards[i].shardIndex >= shardCount)
+      return bad("revokingShards", i, req.revokingShards[i].shardIndex);
+  for (std::size_t i = 0; i < req.shardProgress.size(); ++i)
+    if (req.shardProgress[i].shardIndex >= shardCount)
+      return bad("shardProgress", i, req.shardProgress[i].shardIndex);
+  return std::nullopt;
+}
+
+// Remembers the response for a repeated requestId (rule 10).
+HeartbeatOutcome finish(Step& st, Member* m, HeartbeatResponse resp) {
+  if (m != nullptr) {
+    m->lastRequestId = resp.responseTo;
+    m->lastResponse = resp;
+    st.touch(*m);
+  }
+  return st.take_with(std::move(resp));
+}
+
+HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
+  auto& g = st.g();
+  Member* m = st.find(req.memberId);
+  if (m != nullptr) {
+    // A known id joins again: the old incarnation is fenced and what it held is released.
+    st.event(Event::Kind::REJOINED, m->id, m->held(),
+             "old " + epoch_text(m->epoch) + " state=" + std::string(protocol::to_string(lifecycle(*m))));
+    ShardSet keepTarget = m->target;  // stickiness: the same id tends to get its shards back
+    *m = Member{};
+    m->id = req.memberId;
+    m->target = std::move(keepTarget);
+  } else {
+    Member fresh;
+    fresh.id = req.memberId;
+    m = &g.members.emplace(req.memberId, std::move(fresh)).first->second;
+    st.event(Event::Kind::JOINED, m->id);
+  }
+  m->state = LS::STARTING;
+  m->lastHeartbeatMs = st.now();
+  m->capacity = req.runtimeConsumerCapacity;
+  st.touch(*m);
+  st.bump_group_epoch("join " + m->id);
+  st.maybe_recompute_target();
+  auto rr = st.reconcile(*m);
+  auto resp = base_response(g, req, st.cfg());
+  resp.status = rr.status;
+  resp.memberEpoch = m->epoch;
+  resp.groupEpoch = g.groupEpoch;
+  resp.assignmentEpoch = g.assignmentEpoch;
+  resp.assignment = assignment_of(*m, g);
+  if (!resp.assignment->pendingShards.empty()) resp.heartbeatIntervalMs = st.cfg().pending_heartbeat_interval();
+  return finish(st, m, std::move(resp));
+}
+
+HeartbeatOutcome leave(Step& st, const HeartbeatRequest& req) {
+  auto& g = st.g();
+  Member* m = st.find(req.memberId);
+  auto resp = base_response(g, req, st.cfg());
+  resp.memberEpoch = -1;
+  resp.assignment = protocol::Assignment{};
+  resp.assignment->metadataVersion = g.metadataVersion;
+  if (m == nullptr || !m->live()) {
+    // Gone already (removed, expired or fenced): leaving again is a no-op.
+    return st.take_with(std::move(resp));
+  }
+  if (!m->leaving()) {
+    m->state = LS::LEAVING;
+    m->revoking = m->held();
+    m->assigned.clear();
+    m->target.clear();
+    st.event(Event::Kind::LEFT, m->id, m->revoking);
+    st.bump_group_epoch("leave " + m->id);
+  }
+  m->lastHeartbeatMs = st.now();
+  m->capacity = req.runtimeConsumerCapacity;
+  m->progress = held_progress(*m, req);
+  // A leaving member reports its full state, so what it no longer mentions is released.
+  const auto acked = process_revoke_acks(*m, req, /*implicitAcks=*/true);
+  if (!acked.empty()) st.event(Event::Kind::REVOKE_ACKED, m->id, acked);
+  st.touch(*m);
+  if (m->revoking.empty()) {
+    st.event(Event::Kind::REMOVED, m->id, {}, "left the group");
+    st.erase(req.memberId);
+    m = nullptr;
+  } else {
+    if (m->revokeDeadlineMs == 0) m->revokeDeadlineMs = st.now() + st.cfg().rebalanceTimeoutMs;
+    resp.status = HeartbeatStatus::REVOKE_PENDING;
+  }
+  st.maybe_recompute_target();
+  resp.groupEpoch = g.groupEpoch;
+  resp.assignmentEpoch = g.assignmentEpoch;
+  return finish(st, m, std::move(resp));
+}
+
+HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
+  auto& g = st.g();
+  const auto& cfg = st.cfg();
+  Member* m = st.find(req.memberId);
+  if (m == nullptr)
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::UNKNOWN_MEMBER_ID,
+                              "member '" + req.memberId + "' is not in the group; rejoin with memberEpoch 0"));
+  if (!m->live())
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                              "member was " + std::string(protocol::to_string(m->state)) + " at " +
+                                  epoch_text(m->epoch) + "; rejoin with memberEpoch 0"));
+  if (m->leaving())
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                              "member is leaving; only memberEpoch -1 or a rejoin with 0 is accepted"));
+
+  // Rule 3: the epoch check.
+  if (req.memberEpoch > m->epoch) {
+    if (st.now() < g.rollbackGuardUntilMs) {
+      // The store went back in time: this epoch was issued by state it lost. Not trusted.
+      st.kill(*m, LS::FENCED, "presented " + epoch_text(req.memberEpoch) + " the store does not know (rollback)");
+      st.maybe_recompute_target();
+      return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                                "memberEpoch " + std::to_string(req.memberEpoch) +
+                                    " is unknown after a store rollback; rejoin with memberEpoch 0"));
+    }
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST,
+                              "memberEpoch: " + std::to_string(req.memberEpoch) +
+                                  " was never issued to this member (current " + std::to_string(m->epoch) + ")"));
+  }
+  const auto owned = owned_indexes(req);
+  if (req.memberEpoch < m->epoch) {
+    const bool lostResponse = req.memberEpoch == m->previousEpoch && is_subset(owned, m->assigned);
+    if (!lostResponse)
+      return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                                "memberEpoch " + std::to_string(req.memberEpoch) + " is stale (current " +
+                                    std::to_string(m->epoch) + "); rejoin with memberEpoch 0"));
+  }
+
+  // Rule 9: a member that knows a newer stream layout than this coordinator waits for it to sync.
+  if (req.metadataVersion > g.metadataVersion) {
+    m->lastHeartbeatMs = st.now();
+    st.touch(*m);
+    auto resp = base_response(g, req, cfg);
+    resp.status = HeartbeatStatus::SYNC_METADATA;
+    resp.memberEpoch = m->epoch;
+    resp.assignment = assignment_of(*m, g);
+    resp.message = "member metadataVersion " + std::to_string(req.metadataVersion) + " is ahead of the coordinator's " +
+                   std::to_string(g.metadataVersion) + "; keep only the assigned shards and start nothing new";
+    return st.take_with(std::move(resp));
+  }
+  if (auto bad = out_of_range(req, g.shardCount))
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, *bad));
+
+  // Rule 3, second half: reading what the coordinator did not give this member is fenced.
+  for (int32_t s : owned) {
+    if (contains(m->assigned, s) || contains(m->revoking, s)) continue;
+    const auto owners = shard_owners(g);
+    const std::string& other = owners[static_cast<std::size_t>(s)];
+    st.kill(*m, LS::FENCED,
+            "reported OWNED shard " + std::to_string(s) + (other.empty() ? " it was not given" : " held by " + other));
+    st.maybe_recompute_target();
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                              "ownedShards: shard " + std::to_string(s) + " is not assigned to this member" +
+                                  (other.empty() ? "" : " (held by " + other + ")") + "; rejoin with memberEpoch 0"));
+  }
+  for (const auto& p : req.shardProgress) {
+    if (contains(m->assigned, p.shardIndex) || contains(m->revoking, p.shardIndex)) continue;
+    st.kill(*m, LS::FENCED, "reported progress on shard " + std::to_string(p.shardIndex) + " it does not hold");
+    st.maybe_recompute_target();
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                              "shardProgress: shard " + std::to_string(p.shardIndex) +
+                                  " is neither owned nor being revoked by this member; rejoin with memberEpoch 0"));
+  }
+
+  // Accepted.
+  const int32_t epochBefore = m->epoch;
+  st.touch(*m);
+  m->lastHeartbeatMs = st.now();
+  m->capacity = req.runtimeConsumerCapacity;
+  m->progress = held_progress(*m, req);
+  if (m->state == LS::STARTING) m->state = LS::ACTIVE;
+  // A shard missing from the report counts as acked only when the report is at the current epoch:
+  // a report at the previous epoch may predate the revocation.
+  const auto acked = process_revoke_acks(*m, req, /*implicitAcks=*/req.memberEpoch == m->epoch);
+  if (!acked.empty()) st.event(Event::Kind::REVOKE_ACKED, m->id, acked);
+  st.maybe_recompute_target();
+  const auto rr = st.reconcile(*m);
+
+  auto resp = base_response(g, req, cfg);
+  resp.status = rr.status;
+  resp.memberEpoch = m->epoch;
+  const auto pending = m->pending();
+  const bool converged = rr.status == HeartbeatStatus::OK && req.memberEpoch == m->epoch && epochBefore == m->epoch &&
+                         owned == m->assigned && pending.empty() && m->revoking.empty() &&
+                         req.metadataVersion == g.metadataVersion && req.revokingShards.empty();
+  if (!converged) resp.assignment = assignment_of(*m, g);
+  if (!pending.empty()) resp.heartbeatIntervalMs = cfg.pending_heartbeat_interval();
+  return finish(st, m, std::move(resp));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+HeartbeatOutcome heartbeat(const GroupState& g, const HeartbeatRequest& req, const Config& cfg, Millis now) {
+  // Rule 10 first: a repeated requestId changes nothing and gets the same answer.
+  if (auto it = g.members.find(req.memberId); it != g.members.end()) {
+    const Member& m = it->second;
+    if (m.lastResponse && !m.lastRequestId.empty() && m.lastRequestId == req.requestId) {
+      HeartbeatOutcome h;
+      h.state = g;
+      h.response = *m.lastResponse;
+      return h;
+    }
+  }
+  Step st(g, cfg, now);
+  if (req.memberEpoch == 0) return join(st, req);
+  if (req.memberEpoch == -1) return leave(st, req);
+  if (req.memberEpoch < -1)
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, "memberEpoch: must be at least -1"));
+  return member_heartbeat(st, req);
+}
+
+Outcome tick(const GroupState& g, const Config& cfg, Millis now) {
+  Step st(g, cfg, now);
+  st.expire_and_fence();
+  st.maybe_recompute_target();
+  if (g.rollbackGuardUntilMs != 0 && now >= g.rollbackGuardUntilMs) {
+    st.g().rollbackGuardUntilMs = 0;
+    st.touch_group();
+    st.event(Event::Kind::ROLLBACK_GUARD, "", {}, "guard lifted: shards may be handed out again");
+  }
+  return st.take();
+}
+
+Outcome apply_metadata(const GroupState& g, int32_t shardCount, int32_t metadataVersion, const Config& cfg,
+                       Millis now) {
+  Step st(g, cfg, now);
+  if (shardCount <= g.shardCount || metadataVersion <= g.metadataVersion) return st.take();  // grow only
+  st.g().shardCount = shardCount;
+  st.g().metadataVersion = metadataVersion;
+  st.touch_group();
+  st.event(Event::Kind::METADATA_CHANGED, "", {},
+           "shardCount " + std::to_string(g.shardCount) + " -> " + std::to_string(shardCount) + " metadataVersion=" +
+               std::to_string(metadataVersion));
+  st.bump_group_epoch("metadata");
+  st.maybe_recompute_target();
+  return st.take();
+}
+
+Outcome resume_after_outage(const GroupState& g, Millis from, Millis to) {
+  Config unused;
+  Step st(g, unused, to);
+  const Millis outage = std::max<Millis>(0, to - from);
+  for (auto& [id, m] : st.g().members) {
+    if (!m.live()) continue;
+    m.lastHeartbeatMs = std::max(m.lastHeartbeatMs, to);
+    if (m.revokeDeadlineMs != 0) m.revokeDeadlineMs += outage;
+    st.touch(m);
+  }
+  return st.take();
+}
+
+Outcome recover_from_rollback(const GroupState& g, int32_t seenGroupEpoch, const Config& cfg, Millis now) {
+  Step st(g, cfg, now);
+  auto& s = st.g();
+  // Epochs issued from here on must be new: skip past everything this pod saw.
+  s.groupEpoch = std::max(s.groupEpoch, seenGroupEpoch);
+  s.rollbackGuardUntilMs = now + cfg.memberLeaseTtlMs;
+  st.event(Event::Kind::ROLLBACK_GUARD, "", {},
+           "store went back in time; no fresh grants for " + std::to_string(cfg.memberLeaseTtlMs) + "ms");
+  st.bump_group_epoch("rollback");
+  st.maybe_recompute_target();
+  return st.take();
+}
+
+Outcome fence_member(const GroupState& g, const std::string& memberId, const std::string& reason, const Config& cfg,
+                     Millis now) {
+  Step st(g, cfg, now);
+  Member* m = st.find(memberId);
+  if (m == nullptr || !m->live()) return st.take();
+  if (m->leaving()) {
+    st.event(Event::Kind::REMOVED, m->id, m->held(), reason);
+    st.erase(memberId);
+  } else {
+    st.kill(*m, LS::FENCED, reason);
+  }
+  st.maybe_recompute_target();
+  return st.take();
+}
+
+}  // namespace rsc::group

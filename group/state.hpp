@@ -1,0 +1,114 @@
+// Group state as the coordinator decides on it and the store persists it (SPEC §3).
+// Plain values; every change is made by the functions in coordinator.hpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "group/shard_set.hpp"
+#include "protocol/types.hpp"
+
+namespace rsc::group {
+
+using Millis = int64_t;  // milliseconds on the coordinator's clock; passed in, never read here
+using protocol::MemberLifecycleState;
+
+struct Config {
+  Millis heartbeatIntervalMs = 3000;
+  Millis memberLeaseTtlMs = 15000;
+  Millis rebalanceTimeoutMs = 60000;
+  // How long an EXPIRED or FENCED member is remembered, so that its next heartbeat is told
+  // FENCED_MEMBER_EPOCH rather than UNKNOWN_MEMBER_ID. 0 = max(lease, rebalance timeout).
+  Millis tombstoneRetentionMs = 0;
+
+  Millis tombstone_retention() const {
+    return tombstoneRetentionMs > 0 ? tombstoneRetentionMs : std::max(memberLeaseTtlMs, rebalanceTimeoutMs);
+  }
+  // Sooner heartbeats while a member waits for shards held elsewhere.
+  Millis pending_heartbeat_interval() const { return std::max<Millis>(1, heartbeatIntervalMs / 4); }
+};
+
+struct Member {
+  std::string id;
+  int32_t epoch = 0;          // the epoch issued last
+  int32_t previousEpoch = 0;  // accepted too while the last response may have been lost
+  // Stored: STARTING, ACTIVE, LEAVING, EXPIRED or FENCED. DRAINING is derived (see lifecycle()).
+  MemberLifecycleState state = MemberLifecycleState::STARTING;
+  Millis lastHeartbeatMs = 0;
+  Millis revokeDeadlineMs = 0;  // 0 = nothing being revoked
+  Millis tombstoneUntilMs = 0;  // EXPIRED / FENCED only
+  ShardSet assigned;            // the member may read these now
+  ShardSet revoking;            // asked to give up, not yet acked: still held, nobody else gets them
+  ShardSet target;              // what the assignor wants this member to have
+  protocol::RuntimeConsumerCapacity capacity;
+  std::vector<protocol::ShardProgress> progress;
+  std::string lastRequestId;
+  std::optional<protocol::HeartbeatResponse> lastResponse;  // replayed for a repeated requestId
+
+  bool live() const { return state != MemberLifecycleState::EXPIRED && state != MemberLifecycleState::FENCED; }
+  bool leaving() const { return state == MemberLifecycleState::LEAVING; }
+  // Shards this member holds: nobody else may read them.
+  ShardSet held() const { return set_union(assigned, revoking); }
+  ShardSet pending() const { return set_minus(target, assigned); }
+};
+
+struct GroupState {
+  std::string streamPrefix;
+  std::string consumerGroup;
+  int32_t groupEpoch = 0;
+  int32_t assignmentEpoch = 0;
+  int32_t metadataVersion = 0;
+  int32_t shardCount = 0;
+  int64_t storeRevision = 0;  // owned by the store: incremented by every successful CAS
+  // After the store went back to an older revision: until then, epochs the store does not know are
+  // fenced, and no shard goes from free to a member (a holder the store forgot must show up or
+  // fence itself first).
+  Millis rollbackGuardUntilMs = 0;
+  std::map<std::string, Member> members;  // ordered: every walk is deterministic
+};
+
+// What a step changed, so the store writes only that (the group's fields and the named members).
+struct Delta {
+  bool group = false;
+  std::set<std::string> upserted;
+  std::set<std::string> removed;
+  bool empty() const { return !group && upserted.empty() && removed.empty(); }
+  void merge(const Delta& o);
+};
+
+// A state change worth one log line.
+struct Event {
+  enum class Kind {
+    JOINED,
+    REJOINED,
+    LEFT,
+    REMOVED,
+    REVOKE_REQUESTED,
+    REVOKE_ACKED,
+    ASSIGNED,
+    EPOCH_ADVANCED,
+    EXPIRED,
+    FENCED,
+    GROUP_EPOCH_BUMPED,
+    TARGET_COMPUTED,
+    METADATA_CHANGED,
+    ROLLBACK_GUARD,
+  };
+  Kind kind;
+  std::string member;
+  ShardSet shards;
+  std::string detail;
+};
+std::string to_string(Event::Kind k);
+std::string to_string(const Event& e);
+
+MemberLifecycleState lifecycle(const Member& m);
+protocol::GroupStateName group_state(const GroupState& g);
+// shard -> member id of the live member holding it (assigned or revoking); empty if free.
+std::vector<std::string> shard_owners(const GroupState& g);
+
+}  // namespace rsc::group

@@ -1,0 +1,390 @@
+#include "protocol/codec.hpp"
+
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace rsc::protocol {
+namespace {
+
+using json = nlohmann::json;
+
+// Thrown only inside this file, always caught by the decode_* entry points.
+struct Invalid {
+  ValidationError error;
+};
+
+[[noreturn]] void fail(const std::string& field, const std::string& what,
+                       HeartbeatStatus status = HeartbeatStatus::INVALID_REQUEST) {
+  throw Invalid{{status, field, field.empty() ? what : field + ": " + what}};
+}
+
+std::string type_name(const json& j) {
+  if (j.is_number_integer()) return "integer";
+  if (j.is_number_float()) return "non-integer number";
+  return j.type_name();
+}
+
+std::string join(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+const json* find(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+const json& require(const json& obj, const std::string& parent, const char* key) {
+  const json* v = find(obj, key);
+  if (v == nullptr) fail(join(parent, key), "is required");
+  return *v;
+}
+
+int64_t as_int(const json& v, const std::string& field, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) fail(field, "expected an integer, got " + type_name(v));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+    fail(field, "must be at most " + std::to_string(hi));
+  const int64_t x = v.get<int64_t>();
+  if (x < lo) fail(field, "must be at least " + std::to_string(lo));
+  if (x > hi) fail(field, "must be at most " + std::to_string(hi));
+  return x;
+}
+
+std::string as_string(const json& v, const std::string& field, std::size_t maxLen) {
+  if (!v.is_string()) fail(field, "expected a string, got " + type_name(v));
+  const auto& s = v.get_ref<const std::string&>();
+  if (s.empty()) fail(field, "must not be empty");
+  if (s.size() > maxLen) fail(field, "must be at most " + std::to_string(maxLen) + " characters");
+  return s;
+}
+
+const json& as_array(const json& v, const std::string& field) {
+  if (!v.is_array()) fail(field, "expected an array, got " + type_name(v));
+  return v;
+}
+
+const json& as_object(const json& v, const std::string& field) {
+  if (!v.is_object()) fail(field, "expected an object, got " + type_name(v));
+  return v;
+}
+
+std::string item(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
+
+constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+
+ShardAssignmentState as_shard_state(const json& v, const std::string& field) {
+  if (!v.is_string()) fail(field, "expected a string, got " + type_name(v));
+  auto st = shard_state_from(v.get_ref<const std::string&>());
+  if (!st) fail(field, "unknown shard state '" + v.get<std::string>() + "' (OWNED, REVOKING, DRAINING, REVOKED)");
+  return *st;
+}
+
+// A Redis stream id: "<ms>-<seq>", both decimal.
+bool valid_stream_id(const std::string& s) {
+  auto dash = s.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == s.size() || s.size() > 41) return false;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (i != dash && (s[i] < '0' || s[i] > '9')) return false;
+  return true;
+}
+
+HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
+  as_object(j, "");
+  // The version is checked first: a future version may change any other field.
+  const auto version = as_int(require(j, "", "protocolVersion"), "protocolVersion", std::numeric_limits<int32_t>::min(),
+                              kI32Max);
+  if (version != kProtocolVersion)
+    fail("protocolVersion", "unsupported version " + std::to_string(version) + ", this coordinator speaks " +
+                                std::to_string(kProtocolVersion),
+         HeartbeatStatus::UNSUPPORTED_PROTOCOL);
+
+  HeartbeatRequest r;
+  r.protocolVersion = static_cast<int32_t>(version);
+  r.requestId = as_string(require(j, "", "requestId"), "requestId", 256);
+  r.memberId = as_string(require(j, "", "memberId"), "memberId", 1024);
+  if (auto e = validate_name("memberId", r.memberId)) throw Invalid{*e};
+  if (r.memberId != pathMemberId)
+    fail("memberId", "body memberId '" + r.memberId + "' does not match the path memberId '" +
+                         std::string(pathMemberId) + "'");
+  r.memberEpoch = static_cast<int32_t>(as_int(require(j, "", "memberEpoch"), "memberEpoch", -1, kI32Max));
+  r.metadataVersion =
+      static_cast<int32_t>(as_int(require(j, "", "metadataVersion"), "metadataVersion", 0, kI32Max));
+
+  const auto& cap = as_object(require(j, "", "runtimeConsumerCapacity"), "runtimeConsumerCapacity");
+  r.runtimeConsumerCapacity.runtimeMaxConcurrency = static_cast<int32_t>(
+      as_int(require(cap, "runtimeConsumerCapacity", "runtimeMaxConcurrency"),
+             "runtimeConsumerCapacity.runtimeMaxConcurrency", 0, kI32Max));
+  r.runtimeConsumerCapacity.availableConcurrency = static_cast<int32_t>(
+      as_int(require(cap, "runtimeConsumerCapacity", "availableConcurrency"),
+             "runtimeConsumerCapacity.availableConcurrency", 0, kI32Max));
+
+  // A shard may appear once across ownedShards and revokingShards together.
+  std::set<int32_t> held;
+  const auto& owned = as_array(require(j, "", "ownedShards"), "ownedShards");
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    const auto f = item("ownedShards", i);
+    const auto& o = as_object(owned[i], f);
+    OwnedShard s;
+    s.shardIndex = static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
+    if (const json* st = find(o, "state")) {
+      s.state = as_shard_state(*st, f + ".state");
+      if (s.state != ShardAssignmentState::OWNED)
+        fail(f + ".state", "an owned shard must be OWNED; report a shard being given up in revokingShards");
+    }
+    if (!held.insert(s.shardIndex).second)
+      fail(f + ".shardIndex", "duplicate shard " + std::to_string(s.shardIndex));
+    r.ownedShards.push_back(s);
+  }
+  if (const json* rv = find(j, "revokingShards"); rv != nullptr && !rv->is_null()) {
+    as_array(*rv, "revokingShards");
+    for (std::size_t i = 0; i < rv->size(); ++i) {
+      const auto f = item("revokingShards", i);
+      const auto& o = as_object((*rv)[i], f);
+      RevokingShard s;
+      s.shardIndex = static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
+      s.state = as_shard_state(require(o, f, "state"), f + ".state");
+      if (s.state == ShardAssignmentState::OWNED)
+        fail(f + ".state", "a revoking shard must be REVOKING, DRAINING or REVOKED");
+      s.inFlight = static_cast<int32_t>(as_int(require(o, f, "inFlight"), f + ".inFlight", 0, kI32Max));
+      if (s.state == ShardAssignmentState::REVOKED && s.inFlight != 0)
+        fail(f + ".inFlight", "a REVOKED shard must have inFlight 0");
+      if (const json* a = find(o, "ackedAt"); a != nullptr && !a->is_null()) {
+        if (a->is_string())
+          s.ackedAt = a->get<std::string>();
+        else if (a->is_number_integer())
+          s.ackedAt = std::to_string(a->get<int64_t>());
+        else
+          fail(f + ".ackedAt", "expected null, a string or an integer, got " + type_name(*a));
+      }
+      if (!held.insert(s.shardIndex).second)
+        fail(f + ".shardIndex", "duplicate shard " + std::to_string(s.shardIndex));
+      r.revokingShards.push_back(s);
+    }
+  }
+  if (const json* pg = find(j, "shardProgress"); pg != nullptr && !pg->is_null()) {
+    as_array(*pg, "shardProgress");
+    std::set<int32_t> seen;
+    for (std::size_t i = 0; i < pg->size(); ++i) {
+      const auto f = item("shardProgress", i);
+      const auto& o = as_object((*pg)[i], f);
+      ShardProgress p;
+      p.shardIndex = static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
+      if (const json* v = find(o, "lastDeliveredId"); v != nullptr && !v->is_null()) {
+        p.lastDeliveredId = as_string(*v, f + ".lastDeliveredId", 64);
+        if (!valid_stream_id(*p.lastDeliveredId))
+          fail(f + ".lastDeliveredId", "'" + *p.lastDeliveredId + "' is not a stream id like 1700000000000-0");
+      }
+      if (const json* v = find(o, "pending"); v != nullptr && !v->is_null())
+        p.pending = as_int(*v, f + ".pending", 0, kI64Max);
+      if (const json* v = find(o, "lag"); v != nullptr && !v->is_null()) p.lag = as_int(*v, f + ".lag", 0, kI64Max);
+      if (!seen.insert(p.shardIndex).second)
+        fail(f + ".shardIndex", "duplicate shard " + std::to_string(p.shardIndex));
+      r.shardProgress.push_back(p);
+    }
+  }
+  return r;
+}
+
+std::vector<int32_t> parse_shard_refs(const json& v, const std::string& field) {
+  std::vector<int32_t> out;
+  as_array(v, field);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto f = field + "[" + std::to_string(i) + "]";
+    const auto& o = as_object(v[i], f);
+    out.push_back(static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max)));
+  }
+  return out;
+}
+
+HeartbeatResponse parse_response(const json& j) {
+  as_object(j, "");
+  HeartbeatResponse r;
+  if (const json* v = find(j, "responseTo"); v != nullptr && v->is_string()) r.responseTo = v->get<std::string>();
+  const auto& st = require(j, "", "status");
+  if (!st.is_string()) fail("status", "expected a string, got " + type_name(st));
+  auto status = heartbeat_status_from(st.get_ref<const std::string&>());
+  if (!status) fail("status", "unknown status '" + st.get<std::string>() + "'");
+  r.status = *status;
+  if (const json* v = find(j, "memberId"); v != nullptr && v->is_string()) r.memberId = v->get<std::string>();
+  auto opt_int = [&](const char* k, int64_t lo, int64_t hi, int64_t dflt) {
+    const json* v = find(j, k);
+    return (v == nullptr || v->is_null()) ? dflt : as_int(*v, k, lo, hi);
+  };
+  r.memberEpoch = static_cast<int32_t>(opt_int("memberEpoch", -1, kI32Max, 0));
+  r.heartbeatIntervalMs = opt_int("heartbeatIntervalMs", 0, kI64Max, 0);
+  r.rebalanceTimeoutMs = opt_int("rebalanceTimeoutMs", 0, kI64Max, 0);
+  r.memberLeaseTtlMs = opt_int("memberLeaseTtlMs", 0, kI64Max, 0);
+  r.groupEpoch = static_cast<int32_t>(opt_int("groupEpoch", 0, kI32Max, 0));
+  r.assignmentEpoch = static_cast<int32_t>(opt_int("assignmentEpoch", 0, kI32Max, 0));
+  r.metadataVersion = static_cast<int32_t>(opt_int("metadataVersion", 0, kI32Max, 0));
+  if (const json* a = find(j, "assignment"); a != nullptr && !a->is_null()) {
+    as_object(*a, "assignment");
+    Assignment as;
+    if (const json* e = find(*a, "error"); e != nullptr && e->is_string()) as.error = e->get<std::string>();
+    as.assignedShards = parse_shard_refs(require(*a, "assignment", "assignedShards"), "assignment.assignedShards");
+    if (const json* p = find(*a, "pendingShards"); p != nullptr && !p->is_null())
+      as.pendingShards = parse_shard_refs(*p, "assignment.pendingShards");
+    if (const json* m = find(*a, "metadataVersion"); m != nullptr && !m->is_null())
+      as.metadataVersion = static_cast<int32_t>(as_int(*m, "assignment.metadataVersion", 0, kI32Max));
+    r.assignment = std::move(as);
+  }
+  if (const json* m = find(j, "message"); m != nullptr && m->is_string()) r.message = m->get<std::string>();
+  return r;
+}
+
+template <typename T, typename F>
+Decoded<T> guarded(F&& f) {
+  Decoded<T> out;
+  try {
+    out.value = f();
+  } catch (const Invalid& e) {
+    out.error = e.error;
+  } catch (const json::exception& e) {  // defensive: a conversion we did not foresee
+    out.error = {HeartbeatStatus::INVALID_REQUEST, "", std::string("malformed request: ") + e.what()};
+  }
+  return out;
+}
+
+json parse_body(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail("", "body is not valid JSON");
+  return j;
+}
+
+json shard_refs(const std::vector<int32_t>& v) {
+  json a = json::array();
+  for (auto s : v) a.push_back({{"shardIndex", s}});
+  return a;
+}
+
+}  // namespace
+
+bool valid_name(std::string_view s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::optional<ValidationError> validate_name(std::string_view field, std::string_view value) {
+  if (valid_name(value)) return std::nullopt;
+  std::string f(field);
+  return ValidationError{HeartbeatStatus::INVALID_REQUEST, f,
+                         f + ": '" + std::string(value.substr(0, 140)) + "' must match [A-Za-z0-9._:-]{1,128}"};
+}
+
+Decoded<HeartbeatRequest> decode_heartbeat_request_json(const json& j, std::string_view pathMemberId) {
+  return guarded<HeartbeatRequest>([&] { return parse_request(j, pathMemberId); });
+}
+
+Decoded<HeartbeatRequest> decode_heartbeat_request(std::string_view body, std::string_view pathMemberId) {
+  return guarded<HeartbeatRequest>([&] { return parse_request(parse_body(body), pathMemberId); });
+}
+
+Decoded<HeartbeatResponse> decode_heartbeat_response_json(const json& j) {
+  return guarded<HeartbeatResponse>([&] { return parse_response(j); });
+}
+
+Decoded<HeartbeatResponse> decode_heartbeat_response(std::string_view body) {
+  return guarded<HeartbeatResponse>([&] { return parse_response(parse_body(body)); });
+}
+
+Decoded<int32_t> decode_shard_count_body(std::string_view body) {
+  return guarded<int32_t>([&] {
+    json j = parse_body(body);
+    as_object(j, "");
+    return static_cast<int32_t>(as_int(require(j, "", "shardCount"), "shardCount", 1, kMaxShardCount));
+  });
+}
+
+Decoded<StreamMetadata> decode_stream_metadata(std::string_view body) {
+  return guarded<StreamMetadata>([&] {
+    json j = parse_body(body);
+    as_object(j, "");
+    StreamMetadata m;
+    m.streamPrefix = as_string(require(j, "", "streamPrefix"), "streamPrefix", 128);
+    m.shardCount = static_cast<int32_t>(as_int(require(j, "", "shardCount"), "shardCount", 0, kMaxShardCount));
+    m.metadataVersion =
+        static_cast<int32_t>(as_int(require(j, "", "metadataVersion"), "metadataVersion", 0, kI32Max));
+    return m;
+  });
+}
+
+json to_json(const HeartbeatRequest& r) {
+  json owned = json::array();
+  for (const auto& s : r.ownedShards) owned.push_back({{"shardIndex", s.shardIndex}, {"state", to_string(s.state)}});
+  json revoking = json::array();
+  for (const auto& s : r.revokingShards) {
+    json e{{"shardIndex", s.shardIndex}, {"state", to_string(s.state)}, {"inFlight", s.inFlight}};
+    e["ackedAt"] = s.ackedAt ? json(*s.ackedAt) : json(nullptr);
+    revoking.push_back(std::move(e));
+  }
+  json progress = json::array();
+  for (const auto& p : r.shardProgress) {
+    json e{{"shardIndex", p.shardIndex}};
+    if (p.lastDeliveredId) e["lastDeliveredId"] = *p.lastDeliveredId;
+    if (p.pending) e["pending"] = *p.pending;
+    e["lag"] = p.lag ? json(*p.lag) : json(nullptr);
+    progress.push_back(std::move(e));
+  }
+  return {{"protocolVersion", r.protocolVersion},
+          {"requestId", r.requestId},
+          {"memberId", r.memberId},
+          {"memberEpoch", r.memberEpoch},
+          {"metadataVersion", r.metadataVersion},
+          {"runtimeConsumerCapacity",
+           {{"runtimeMaxConcurrency", r.runtimeConsumerCapacity.runtimeMaxConcurrency},
+            {"availableConcurrency", r.runtimeConsumerCapacity.availableConcurrency}}},
+          {"ownedShards", std::move(owned)},
+          {"revokingShards", std::move(revoking)},
+          {"shardProgress", std::move(progress)}};
+}
+
+json to_json(const HeartbeatResponse& r) {
+  json j{{"responseTo", r.responseTo},
+         {"status", to_string(r.status)},
+         {"memberId", r.memberId},
+         {"memberEpoch", r.memberEpoch},
+         {"heartbeatIntervalMs", r.heartbeatIntervalMs},
+         {"rebalanceTimeoutMs", r.rebalanceTimeoutMs},
+         {"memberLeaseTtlMs", r.memberLeaseTtlMs},
+         {"groupEpoch", r.groupEpoch},
+         {"assignmentEpoch", r.assignmentEpoch},
+         {"metadataVersion", r.metadataVersion}};
+  if (r.assignment) {
+    j["assignment"] = {{"error", r.assignment->error},
+                       {"assignedShards", shard_refs(r.assignment->assignedShards)},
+                       {"pendingShards", shard_refs(r.assignment->pendingShards)},
+                       {"metadataVersion", r.assignment->metadataVersion}};
+  } else {
+    j["assignment"] = nullptr;
+  }
+  if (r.message) j["message"] = *r.message;
+  return j;
+}
+
+json to_json(const StreamMetadata& m) {
+  return {{"streamPrefix", m.streamPrefix}, {"shardCount", m.shardCount}, {"metadataVersion", m.metadataVersion}};
+}
+
+// Names from a URL may hold bytes that are not UTF-8: replace them rather than throw.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string encode(const HeartbeatRequest& r) { return dump(to_json(r)); }
+std::string encode(const HeartbeatResponse& r) { return dump(to_json(r)); }
+std::string encode(const StreamMetadata& m) { return dump(to_json(m)); }
+
+HeartbeatResponse error_response(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,
+                                  std::string message) {
+  HeartbeatResponse r;
+  r.responseTo = std::string(requestId);
+  r.memberId = std::string(memberId);
+  r.status = status;
+  r.message = std::move(message);
+  return r;
+}
+
+}  // namespace rsc::protocol

@@ -1,0 +1,56 @@
+// JSON codec and request validation for the wire types (SPEC §2).
+// Decoding never throws: bad input becomes a ValidationError naming the field.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/types.hpp"
+
+namespace rsc::protocol {
+
+struct ValidationError {
+  HeartbeatStatus status = HeartbeatStatus::INVALID_REQUEST;
+  std::string field;    // e.g. "ownedShards[2].shardIndex"; empty for whole-body problems
+  std::string message;  // human readable, names the field
+};
+
+template <typename T>
+struct Decoded {
+  std::optional<T> value;
+  ValidationError error;
+  bool ok() const { return value.has_value(); }
+};
+
+// memberId, consumerGroup and streamPrefix: [A-Za-z0-9._:-]{1,128}.
+bool valid_name(std::string_view s);
+std::optional<ValidationError> validate_name(std::string_view field, std::string_view value);
+
+// Parses and statically validates a heartbeat body. `pathMemberId` is the {memberId} of the URL.
+// Rules that need the group (shard range, an epoch never issued) are checked by the group core.
+Decoded<HeartbeatRequest> decode_heartbeat_request(std::string_view body, std::string_view pathMemberId);
+Decoded<HeartbeatRequest> decode_heartbeat_request_json(const nlohmann::json& j, std::string_view pathMemberId);
+Decoded<HeartbeatResponse> decode_heartbeat_response(std::string_view body);
+Decoded<HeartbeatResponse> decode_heartbeat_response_json(const nlohmann::json& j);
+// {"shardCount": N} with 1 <= N <= kMaxShardCount.
+Decoded<int32_t> decode_shard_count_body(std::string_view body);
+Decoded<StreamMetadata> decode_stream_metadata(std::string_view body);
+
+inline constexpr int32_t kMaxShardCount = 65536;
+
+nlohmann::json to_json(const HeartbeatRequest& r);
+nlohmann::json to_json(const HeartbeatResponse& r);
+nlohmann::json to_json(const StreamMetadata& m);
+// Serializes without throwing (invalid UTF-8 is replaced).
+std::string dump(const nlohmann::json& j);
+std::string encode(const HeartbeatRequest& r);
+std::string encode(const HeartbeatResponse& r);
+std::string encode(const StreamMetadata& m);
+
+// The error body shape of SPEC §2: the response shape with status and message set.
+HeartbeatResponse error_response(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,
+                                  std::string message);
+
+}  // namespace rsc::protocol

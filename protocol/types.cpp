@@ -1,0 +1,81 @@
+#include "protocol/types.hpp"
+
+#include <array>
+#include <utility>
+
+namespace rsc::protocol {
+namespace {
+
+template <typename E, std::size_t N>
+std::string_view lookup(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
+  for (const auto& [k, v] : table)
+    if (k == e) return v;
+  return "UNKNOWN";
+}
+
+template <typename E, std::size_t N>
+std::optional<E> reverse(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view s) {
+  for (const auto& [k, v] : table)
+    if (v == s) return k;
+  return std::nullopt;
+}
+
+using HS = HeartbeatStatus;
+constexpr std::array<std::pair<HS, std::string_view>, 9> kStatus{{
+    {HS::OK, "OK"},
+    {HS::RETRY, "RETRY"},
+    {HS::SYNC_METADATA, "SYNC_METADATA"},
+    {HS::REVOKE_PENDING, "REVOKE_PENDING"},
+    {HS::UNKNOWN_MEMBER_ID, "UNKNOWN_MEMBER_ID"},
+    {HS::FENCED_MEMBER_EPOCH, "FENCED_MEMBER_EPOCH"},
+    {HS::UNSUPPORTED_PROTOCOL, "UNSUPPORTED_PROTOCOL"},
+    {HS::INVALID_REQUEST, "INVALID_REQUEST"},
+    {HS::GROUP_AUTHORIZATION_FAILED, "GROUP_AUTHORIZATION_FAILED"},
+}};
+
+using SS = ShardAssignmentState;
+constexpr std::array<std::pair<SS, std::string_view>, 4> kShard{{
+    {SS::OWNED, "OWNED"}, {SS::REVOKING, "REVOKING"}, {SS::DRAINING, "DRAINING"}, {SS::REVOKED, "REVOKED"}}};
+
+using LS = MemberLifecycleState;
+constexpr std::array<std::pair<LS, std::string_view>, 6> kLife{{{LS::STARTING, "STARTING"},
+                                                                {LS::ACTIVE, "ACTIVE"},
+                                                                {LS::DRAINING, "DRAINING"},
+                                                                {LS::LEAVING, "LEAVING"},
+                                                                {LS::EXPIRED, "EXPIRED"},
+                                                                {LS::FENCED, "FENCED"}}};
+
+using GS = GroupStateName;
+constexpr std::array<std::pair<GS, std::string_view>, 4> kGroup{
+    {{GS::EMPTY, "EMPTY"}, {GS::ASSIGNING, "ASSIGNING"}, {GS::RECONCILING, "RECONCILING"}, {GS::STABLE, "STABLE"}}};
+
+}  // namespace
+
+std::string_view to_string(HeartbeatStatus s) { return lookup(kStatus, s); }
+std::string_view to_string(ShardAssignmentState s) { return lookup(kShard, s); }
+std::string_view to_string(MemberLifecycleState s) { return lookup(kLife, s); }
+std::string_view to_string(GroupStateName s) { return lookup(kGroup, s); }
+std::optional<HeartbeatStatus> heartbeat_status_from(std::string_view s) { return reverse(kStatus, s); }
+std::optional<ShardAssignmentState> shard_state_from(std::string_view s) { return reverse(kShard, s); }
+std::optional<MemberLifecycleState> lifecycle_from(std::string_view s) { return reverse(kLife, s); }
+
+int http_status_for(HeartbeatStatus s, bool authenticated) {
+  switch (s) {
+    case HS::OK:
+    case HS::SYNC_METADATA:
+    case HS::REVOKE_PENDING:
+    case HS::UNKNOWN_MEMBER_ID:
+    case HS::FENCED_MEMBER_EPOCH:
+      return 200;
+    case HS::RETRY:
+      return 503;
+    case HS::UNSUPPORTED_PROTOCOL:
+    case HS::INVALID_REQUEST:
+      return 400;
+    case HS::GROUP_AUTHORIZATION_FAILED:
+      return authenticated ? 403 : 401;
+  }
+  return 500;
+}
+
+}  // namespace rsc::protocol

@@ -1,0 +1,145 @@
+// Wire types of the heartbeat RPC (SPEC §2) and the stream admin calls.
+// Plain values: no I/O, no clock, no framework include.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+namespace rsc::protocol {
+
+inline constexpr int kProtocolVersion = 1;
+
+enum class HeartbeatStatus {
+  OK,
+  RETRY,
+  SYNC_METADATA,
+  REVOKE_PENDING,
+  UNKNOWN_MEMBER_ID,
+  FENCED_MEMBER_EPOCH,
+  UNSUPPORTED_PROTOCOL,
+  INVALID_REQUEST,
+  GROUP_AUTHORIZATION_FAILED,
+};
+
+enum class ShardAssignmentState { OWNED, REVOKING, DRAINING, REVOKED };
+
+enum class MemberLifecycleState { STARTING, ACTIVE, DRAINING, LEAVING, EXPIRED, FENCED };
+
+// Derived, never stored (SPEC §3 tick).
+enum class GroupStateName { EMPTY, ASSIGNING, RECONCILING, STABLE };
+
+// Exact wire spellings.
+std::string_view to_string(HeartbeatStatus s);
+std::string_view to_string(ShardAssignmentState s);
+std::string_view to_string(MemberLifecycleState s);
+std::string_view to_string(GroupStateName s);
+std::optional<HeartbeatStatus> heartbeat_status_from(std::string_view s);
+std::optional<ShardAssignmentState> shard_state_from(std::string_view s);
+std::optional<MemberLifecycleState> lifecycle_from(std::string_view s);
+
+struct RuntimeConsumerCapacity {
+  int32_t runtimeMaxConcurrency = 0;
+  int32_t availableConcurrency = 0;
+  friend bool operator==(const RuntimeConsumerCapacity& a, const RuntimeConsumerCapacity& b) {
+    return std::tie(a.runtimeMaxConcurrency, a.availableConcurrency) == std::tie(b.runtimeMaxConcurrency, b.availableConcurrency);
+  }
+  friend bool operator!=(const RuntimeConsumerCapacity& a, const RuntimeConsumerCapacity& b) { return !(a == b); }
+};
+
+struct OwnedShard {
+  int32_t shardIndex = 0;
+  ShardAssignmentState state = ShardAssignmentState::OWNED;
+  friend bool operator==(const OwnedShard& a, const OwnedShard& b) {
+    return std::tie(a.shardIndex, a.state) == std::tie(b.shardIndex, b.state);
+  }
+  friend bool operator!=(const OwnedShard& a, const OwnedShard& b) { return !(a == b); }
+};
+
+struct RevokingShard {
+  int32_t shardIndex = 0;
+  ShardAssignmentState state = ShardAssignmentState::DRAINING;
+  int32_t inFlight = 0;
+  // Kept as the member sent it (null, a string or a number); informational only.
+  std::optional<std::string> ackedAt;
+  friend bool operator==(const RevokingShard& a, const RevokingShard& b) {
+    return std::tie(a.shardIndex, a.state, a.inFlight, a.ackedAt) == std::tie(b.shardIndex, b.state, b.inFlight, b.ackedAt);
+  }
+  friend bool operator!=(const RevokingShard& a, const RevokingShard& b) { return !(a == b); }
+};
+
+struct ShardProgress {
+  int32_t shardIndex = 0;
+  std::optional<std::string> lastDeliveredId;
+  std::optional<int64_t> pending;
+  std::optional<int64_t> lag;  // null when Redis cannot tell (entries deleted)
+  friend bool operator==(const ShardProgress& a, const ShardProgress& b) {
+    return std::tie(a.shardIndex, a.lastDeliveredId, a.pending, a.lag) == std::tie(b.shardIndex, b.lastDeliveredId, b.pending, b.lag);
+  }
+  friend bool operator!=(const ShardProgress& a, const ShardProgress& b) { return !(a == b); }
+};
+
+struct HeartbeatRequest {
+  int32_t protocolVersion = kProtocolVersion;
+  std::string requestId;
+  std::string memberId;
+  int32_t memberEpoch = 0;
+  int32_t metadataVersion = 0;
+  RuntimeConsumerCapacity runtimeConsumerCapacity;
+  std::vector<OwnedShard> ownedShards;
+  std::vector<RevokingShard> revokingShards;
+  std::vector<ShardProgress> shardProgress;
+  friend bool operator==(const HeartbeatRequest& a, const HeartbeatRequest& b) {
+    return std::tie(a.protocolVersion, a.requestId, a.memberId, a.memberEpoch, a.metadataVersion, a.runtimeConsumerCapacity, a.ownedShards, a.revokingShards, a.shardProgress) == std::tie(b.protocolVersion, b.requestId, b.memberId, b.memberEpoch, b.metadataVersion, b.runtimeConsumerCapacity, b.ownedShards, b.revokingShards, b.shardProgress);
+  }
+  friend bool operator!=(const HeartbeatRequest& a, const HeartbeatRequest& b) { return !(a == b); }
+};
+
+struct Assignment {
+  std::string error = "NONE";
+  std::vector<int32_t> assignedShards;  // on the wire: [{"shardIndex": n}]
+  std::vector<int32_t> pendingShards;
+  int32_t metadataVersion = 0;
+  friend bool operator==(const Assignment& a, const Assignment& b) {
+    return std::tie(a.error, a.assignedShards, a.pendingShards, a.metadataVersion) == std::tie(b.error, b.assignedShards, b.pendingShards, b.metadataVersion);
+  }
+  friend bool operator!=(const Assignment& a, const Assignment& b) { return !(a == b); }
+};
+
+struct HeartbeatResponse {
+  std::string responseTo;
+  HeartbeatStatus status = HeartbeatStatus::OK;
+  std::string memberId;
+  int32_t memberEpoch = 0;
+  int64_t heartbeatIntervalMs = 0;
+  int64_t rebalanceTimeoutMs = 0;
+  int64_t memberLeaseTtlMs = 0;
+  int32_t groupEpoch = 0;
+  int32_t assignmentEpoch = 0;
+  int32_t metadataVersion = 0;
+  std::optional<Assignment> assignment;
+  std::optional<std::string> message;  // human-readable, set on every error
+  friend bool operator==(const HeartbeatResponse& a, const HeartbeatResponse& b) {
+    return std::tie(a.responseTo, a.status, a.memberId, a.memberEpoch, a.heartbeatIntervalMs, a.rebalanceTimeoutMs, a.memberLeaseTtlMs, a.groupEpoch, a.assignmentEpoch, a.metadataVersion, a.assignment, a.message) == std::tie(b.responseTo, b.status, b.memberId, b.memberEpoch, b.heartbeatIntervalMs, b.rebalanceTimeoutMs, b.memberLeaseTtlMs, b.groupEpoch, b.assignmentEpoch, b.metadataVersion, b.assignment, b.message);
+  }
+  friend bool operator!=(const HeartbeatResponse& a, const HeartbeatResponse& b) { return !(a == b); }
+};
+
+// PUT /coord/v1/streams/{prefix} body and GET answer.
+struct StreamMetadata {
+  std::string streamPrefix;
+  int32_t shardCount = 0;
+  int32_t metadataVersion = 0;
+  friend bool operator==(const StreamMetadata& a, const StreamMetadata& b) {
+    return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion) == std::tie(b.streamPrefix, b.shardCount, b.metadataVersion);
+  }
+  friend bool operator!=(const StreamMetadata& a, const StreamMetadata& b) { return !(a == b); }
+};
+
+// HTTP status for a heartbeat status (SPEC §2). `authenticated` picks 401 vs 403.
+int http_status_for(HeartbeatStatus s, bool authenticated = true);
+
+}  // namespace rsc::protocol

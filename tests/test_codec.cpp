@@ -1,0 +1,318 @@
+// The wire codec: round trips of every message and every static validation rule of SPEC §2.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/codec.hpp"
+
+using namespace rsc::protocol;
+using nlohmann::json;
+
+namespace {
+
+json valid_request() {
+  return json::parse(R"({"protocolVersion": 1, "requestId": "hb-member-a-000042", "memberId": "member-a",
+    "memberEpoch": 11, "metadataVersion": 8,
+    "runtimeConsumerCapacity": {"runtimeMaxConcurrency": 12, "availableConcurrency": 8},
+    "ownedShards": [{"shardIndex": 0, "state": "OWNED"}],
+    "revokingShards": [{"shardIndex": 3, "state": "DRAINING", "inFlight": 2, "ackedAt": null}],
+    "shardProgress": [{"shardIndex": 0, "lastDeliveredId": "1700000000000-0", "pending": 3, "lag": 120}]})");
+}
+
+// Decodes `j` for path member "member-a" and expects a rejection naming `field`.
+void expect_rejected(const json& j, const std::string& field, HeartbeatStatus status = HeartbeatStatus::INVALID_REQUEST,
+                     const std::string& pathMember = "member-a") {
+  auto d = decode_heartbeat_request(j.dump(), pathMember);
+  ASSERT_FALSE(d.ok()) << "accepted: " << j.dump();
+  EXPECT_EQ(d.error.status, status) << d.error.message;
+  EXPECT_EQ(d.error.field, field) << d.error.message;
+  if (!field.empty()) {
+    EXPECT_NE(d.error.message.find(field), std::string::npos) << d.error.message;
+  }
+}
+
+}  // namespace
+
+TEST(Codec, EnumsUseTheirExactWireSpellings) {
+  for (auto s : {HeartbeatStatus::OK, HeartbeatStatus::RETRY, HeartbeatStatus::SYNC_METADATA,
+                 HeartbeatStatus::REVOKE_PENDING, HeartbeatStatus::UNKNOWN_MEMBER_ID,
+                 HeartbeatStatus::FENCED_MEMBER_EPOCH, HeartbeatStatus::UNSUPPORTED_PROTOCOL,
+                 HeartbeatStatus::INVALID_REQUEST, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED})
+    EXPECT_EQ(heartbeat_status_from(to_string(s)), s);
+  EXPECT_EQ(to_string(HeartbeatStatus::FENCED_MEMBER_EPOCH), "FENCED_MEMBER_EPOCH");
+  EXPECT_EQ(to_string(ShardAssignmentState::DRAINING), "DRAINING");
+  EXPECT_EQ(to_string(MemberLifecycleState::EXPIRED), "EXPIRED");
+  EXPECT_EQ(to_string(GroupStateName::RECONCILING), "RECONCILING");
+  for (auto s : {MemberLifecycleState::STARTING, MemberLifecycleState::ACTIVE, MemberLifecycleState::DRAINING,
+                 MemberLifecycleState::LEAVING, MemberLifecycleState::EXPIRED, MemberLifecycleState::FENCED})
+    EXPECT_EQ(lifecycle_from(to_string(s)), s);
+  EXPECT_FALSE(heartbeat_status_from("ok").has_value());
+}
+
+TEST(Codec, HttpCodesFollowTheSpec) {
+  EXPECT_EQ(http_status_for(HeartbeatStatus::OK), 200);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::FENCED_MEMBER_EPOCH), 200);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::RETRY), 503);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::INVALID_REQUEST), 400);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::UNSUPPORTED_PROTOCOL), 400);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, false), 401);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, true), 403);
+}
+
+TEST(Codec, TheSpecExampleRequestDecodes) {
+  auto d = decode_heartbeat_request(valid_request().dump(), "member-a");
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  const auto& r = *d.value;
+  EXPECT_EQ(r.requestId, "hb-member-a-000042");
+  EXPECT_EQ(r.memberEpoch, 11);
+  EXPECT_EQ(r.metadataVersion, 8);
+  EXPECT_EQ(r.runtimeConsumerCapacity.runtimeMaxConcurrency, 12);
+  ASSERT_EQ(r.revokingShards.size(), 1u);
+  EXPECT_EQ(r.revokingShards[0].state, ShardAssignmentState::DRAINING);
+  EXPECT_EQ(r.revokingShards[0].inFlight, 2);
+  ASSERT_EQ(r.shardProgress.size(), 1u);
+  EXPECT_EQ(r.shardProgress[0].lag, 120);
+}
+
+TEST(Codec, RequestRoundTrips) {
+  HeartbeatRequest r;
+  r.requestId = "r-1";
+  r.memberId = "10.0.0.7:3";
+  r.memberEpoch = -1;
+  r.metadataVersion = 4;
+  r.runtimeConsumerCapacity = {16, 3};
+  r.ownedShards = {{1, ShardAssignmentState::OWNED}, {5, ShardAssignmentState::OWNED}};
+  r.revokingShards = {{2, ShardAssignmentState::REVOKED, 0, std::string("1700000000000")},
+                      {7, ShardAssignmentState::DRAINING, 4, std::nullopt}};
+  r.shardProgress = {{1, std::string("17-3"), 2, std::nullopt}, {5, std::nullopt, std::nullopt, 9}};
+  auto d = decode_heartbeat_request(encode(r), r.memberId);
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  EXPECT_EQ(*d.value, r);
+}
+
+TEST(Codec, ResponseRoundTripsWithAndWithoutAssignment) {
+  HeartbeatResponse r;
+  r.responseTo = "hb-1";
+  r.status = HeartbeatStatus::REVOKE_PENDING;
+  r.memberId = "m";
+  r.memberEpoch = 12;
+  r.heartbeatIntervalMs = 3000;
+  r.rebalanceTimeoutMs = 60000;
+  r.memberLeaseTtlMs = 15000;
+  r.groupEpoch = 13;
+  r.assignmentEpoch = 13;
+  r.metadataVersion = 9;
+  r.assignment = Assignment{"NONE", {0, 4}, {2}, 9};
+  auto d = decode_heartbeat_response(encode(r));
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  EXPECT_EQ(*d.value, r);
+
+  r.assignment.reset();
+  r.status = HeartbeatStatus::FENCED_MEMBER_EPOCH;
+  r.message = "stale";
+  auto j = json::parse(encode(r));
+  EXPECT_TRUE(j.at("assignment").is_null());
+  auto d2 = decode_heartbeat_response(j.dump());
+  ASSERT_TRUE(d2.ok()) << d2.error.message;
+  EXPECT_EQ(*d2.value, r);
+}
+
+TEST(Codec, StreamMetadataAndShardCountBodiesRoundTrip) {
+  StreamMetadata m{"orders", 16, 3};
+  auto d = decode_stream_metadata(encode(m));
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  EXPECT_EQ(*d.value, m);
+  auto c = decode_shard_count_body(R"({"shardCount": 32})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c.value, 32);
+  EXPECT_EQ(decode_shard_count_body(R"({"shardCount": 0})").error.field, "shardCount");
+  EXPECT_EQ(decode_shard_count_body(R"({"shardCount": "8"})").error.field, "shardCount");
+  EXPECT_EQ(decode_shard_count_body(R"({})").error.field, "shardCount");
+  EXPECT_EQ(decode_shard_count_body(R"({"shardCount": 100000000})").error.field, "shardCount");
+}
+
+TEST(Codec, ErrorBodyHasTheResponseShapeWithAMessage) {
+  auto r = error_response("rq", "m\xff", HeartbeatStatus::INVALID_REQUEST, "memberId: bad");
+  auto j = json::parse(encode(r));  // invalid UTF-8 from a URL must not throw
+  EXPECT_EQ(j.at("status"), "INVALID_REQUEST");
+  EXPECT_EQ(j.at("message"), "memberId: bad");
+  EXPECT_EQ(j.at("responseTo"), "rq");
+  EXPECT_TRUE(j.contains("memberEpoch"));
+}
+
+TEST(Validation, ABodyThatIsNotJsonIsRejected) {
+  auto d = decode_heartbeat_request("{not json", "member-a");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_NE(d.error.message.find("JSON"), std::string::npos);
+  auto arr = decode_heartbeat_request("[1,2]", "member-a");
+  ASSERT_FALSE(arr.ok());
+  EXPECT_EQ(arr.error.status, HeartbeatStatus::INVALID_REQUEST);
+}
+
+TEST(Validation, EveryRequiredFieldIsRequired) {
+  for (const char* f : {"protocolVersion", "requestId", "memberId", "memberEpoch", "metadataVersion",
+                        "runtimeConsumerCapacity", "ownedShards"}) {
+    auto j = valid_request();
+    j.erase(f);
+    SCOPED_TRACE(f);
+    expect_rejected(j, f);
+  }
+  for (const char* f : {"runtimeMaxConcurrency", "availableConcurrency"}) {
+    auto j = valid_request();
+    j["runtimeConsumerCapacity"].erase(f);
+    expect_rejected(j, std::string("runtimeConsumerCapacity.") + f);
+  }
+  auto j = valid_request();
+  j["ownedShards"][0].erase("shardIndex");
+  expect_rejected(j, "ownedShards[0].shardIndex");
+  j = valid_request();
+  j["revokingShards"][0].erase("inFlight");
+  expect_rejected(j, "revokingShards[0].inFlight");
+  j = valid_request();
+  j["revokingShards"][0].erase("state");
+  expect_rejected(j, "revokingShards[0].state");
+  j = valid_request();
+  j["shardProgress"][0].erase("shardIndex");
+  expect_rejected(j, "shardProgress[0].shardIndex");
+}
+
+TEST(Validation, OptionalListsMayBeAbsentOrNull) {
+  auto j = valid_request();
+  j.erase("revokingShards");
+  j["shardProgress"] = nullptr;
+  auto d = decode_heartbeat_request(j.dump(), "member-a");
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  EXPECT_TRUE(d.value->revokingShards.empty());
+  EXPECT_TRUE(d.value->shardProgress.empty());
+}
+
+TEST(Validation, WrongJsonTypesAreRejectedNamingTheField) {
+  struct Case {
+    std::string pointer;
+    json value;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"/requestId", 42, "requestId"},
+      {"/memberId", json::array(), "memberId"},
+      {"/memberEpoch", "11", "memberEpoch"},
+      {"/memberEpoch", 1.5, "memberEpoch"},
+      {"/metadataVersion", true, "metadataVersion"},
+      {"/runtimeConsumerCapacity", json::array(), "runtimeConsumerCapacity"},
+      {"/runtimeConsumerCapacity/availableConcurrency", "8", "runtimeConsumerCapacity.availableConcurrency"},
+      {"/ownedShards", json::object(), "ownedShards"},
+      {"/ownedShards/0", 0, "ownedShards[0]"},
+      {"/ownedShards/0/shardIndex", "0", "ownedShards[0].shardIndex"},
+      {"/ownedShards/0/state", 1, "ownedShards[0].state"},
+      {"/revokingShards", "x", "revokingShards"},
+      {"/revokingShards/0/inFlight", -1, "revokingShards[0].inFlight"},
+      {"/revokingShards/0/ackedAt", json::object(), "revokingShards[0].ackedAt"},
+      {"/shardProgress/0/pending", "3", "shardProgress[0].pending"},
+      {"/shardProgress/0/lag", -5, "shardProgress[0].lag"},
+      {"/shardProgress/0/lastDeliveredId", 17, "shardProgress[0].lastDeliveredId"},
+      {"/shardProgress/0/lastDeliveredId", "yesterday", "shardProgress[0].lastDeliveredId"},
+      {"/protocolVersion", "1", "protocolVersion"},
+  };
+  for (const auto& c : cases) {
+    auto j = valid_request();
+    j[json::json_pointer(c.pointer)] = c.value;
+    SCOPED_TRACE(c.pointer);
+    expect_rejected(j, c.field);
+  }
+}
+
+TEST(Validation, UnknownShardStatesAreRejected) {
+  auto j = valid_request();
+  j["ownedShards"][0]["state"] = "MINE";
+  expect_rejected(j, "ownedShards[0].state");
+  j = valid_request();
+  j["ownedShards"][0]["state"] = "DRAINING";  // a shard being given up belongs in revokingShards
+  expect_rejected(j, "ownedShards[0].state");
+  j = valid_request();
+  j["revokingShards"][0]["state"] = "OWNED";
+  expect_rejected(j, "revokingShards[0].state");
+  j = valid_request();
+  j["revokingShards"][0]["state"] = "REVOKED";  // with inFlight 2: not drained
+  expect_rejected(j, "revokingShards[0].inFlight");
+}
+
+TEST(Validation, PathAndBodyMemberIdMustMatch) {
+  expect_rejected(valid_request(), "memberId", HeartbeatStatus::INVALID_REQUEST, "member-b");
+}
+
+TEST(Validation, NamesMustMatchTheAllowedAlphabetAndLength) {
+  EXPECT_TRUE(valid_name("10.0.0.7:worker-3_a"));
+  EXPECT_TRUE(valid_name(std::string(128, 'a')));
+  EXPECT_FALSE(valid_name(std::string(129, 'a')));
+  EXPECT_FALSE(valid_name(""));
+  EXPECT_FALSE(valid_name("a/b"));
+  EXPECT_FALSE(valid_name("a b"));
+  EXPECT_FALSE(valid_name("caf\xc3\xa9"));
+  auto e = validate_name("consumerGroup", "bad group");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field, "consumerGroup");
+  EXPECT_NE(e->message.find("consumerGroup"), std::string::npos);
+  EXPECT_FALSE(validate_name("streamPrefix", "orders.v2").has_value());
+
+  auto j = valid_request();
+  j["memberId"] = "member a";
+  expect_rejected(j, "memberId", HeartbeatStatus::INVALID_REQUEST, "member a");
+  j["memberId"] = std::string(129, 'm');
+  expect_rejected(j, "memberId", HeartbeatStatus::INVALID_REQUEST, std::string(129, 'm'));
+}
+
+TEST(Validation, EpochBelowMinusOneIsRejected) {
+  auto j = valid_request();
+  j["memberEpoch"] = -2;
+  expect_rejected(j, "memberEpoch");
+  j["memberEpoch"] = 4294967296LL;  // beyond int32
+  expect_rejected(j, "memberEpoch");
+  j["memberEpoch"] = -1;
+  EXPECT_TRUE(decode_heartbeat_request(j.dump(), "member-a").ok());
+}
+
+TEST(Validation, DuplicateShardsInOrAcrossListsAreRejected) {
+  auto j = valid_request();
+  j["ownedShards"].push_back({{"shardIndex", 0}, {"state", "OWNED"}});
+  expect_rejected(j, "ownedShards[1].shardIndex");
+  j = valid_request();
+  j["revokingShards"].push_back({{"shardIndex", 3}, {"state", "REVOKED"}, {"inFlight", 0}});
+  expect_rejected(j, "revokingShards[1].shardIndex");
+  j = valid_request();
+  j["revokingShards"][0]["shardIndex"] = 0;  // also owned
+  expect_rejected(j, "revokingShards[0].shardIndex");
+  j = valid_request();
+  j["shardProgress"].push_back({{"shardIndex", 0}});
+  expect_rejected(j, "shardProgress[1].shardIndex");
+}
+
+TEST(Validation, NegativeShardIndexIsRejected) {
+  auto j = valid_request();
+  j["ownedShards"][0]["shardIndex"] = -1;
+  expect_rejected(j, "ownedShards[0].shardIndex");
+}
+
+TEST(Validation, OtherProtocolVersionsAreUnsupportedEvenWithOtherFieldsBroken) {
+  auto j = valid_request();
+  j["protocolVersion"] = 2;
+  expect_rejected(j, "protocolVersion", HeartbeatStatus::UNSUPPORTED_PROTOCOL);
+  j.erase("ownedShards");  // a future version may well have different fields
+  expect_rejected(j, "protocolVersion", HeartbeatStatus::UNSUPPORTED_PROTOCOL);
+  j["protocolVersion"] = 0;
+  expect_rejected(j, "protocolVersion", HeartbeatStatus::UNSUPPORTED_PROTOCOL);
+}
+
+TEST(Validation, EmptyOrOverlongRequestIdIsRejected) {
+  auto j = valid_request();
+  j["requestId"] = "";
+  expect_rejected(j, "requestId");
+  j["requestId"] = std::string(257, 'r');
+  expect_rejected(j, "requestId");
+}
+
+TEST(Validation, UnknownFieldsAreIgnoredForForwardCompatibility) {
+  auto j = valid_request();
+  j["clientSoftwareVersion"] = "1.2.3";
+  EXPECT_TRUE(decode_heartbeat_request(j.dump(), "member-a").ok());
+}

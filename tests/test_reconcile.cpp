@@ -1,0 +1,640 @@
+// Reconciliation (SPEC §3): one test per transition, then one long walk of three members.
+// Everything runs on a fake clock through the pure core; no sleeps.
+#include "group_harness.hpp"
+
+using namespace rsc::testing;
+using rsc::group::GroupState;
+using rsc::protocol::GroupStateName;
+using LS = rsc::protocol::MemberLifecycleState;
+
+namespace {
+
+// a joins a 6-shard stream and owns all of it; b joins and waits for a to give up 3,4,5.
+struct TwoMembers : ::testing::Test {
+  Harness h;
+  HeartbeatResponse a, b;
+  void SetUp() override {
+    a = h.hb("a", 0);
+    b = h.hb("b", 0);
+  }
+  // a learns of the revocation and acks it explicitly; b then takes the shards.
+  void hand_over() {
+    auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+    ASSERT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+    a = h.hb("a", r.memberEpoch, {assigned(r), Shards{3, 4, 5}});
+    ASSERT_EQ(a.status, HeartbeatStatus::OK);
+    b = h.hb("b", b.memberEpoch);
+    ASSERT_EQ(assigned(b), (Shards{3, 4, 5}));
+  }
+};
+
+}  // namespace
+
+TEST(Join, AJoinWithEpochZeroIsAcceptedAndBumpsTheGroupEpoch) {
+  Harness h;
+  const auto before = h.state().groupEpoch;
+  auto r = h.hb("a", 0);
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_EQ(r.groupEpoch, before + 1);
+  EXPECT_EQ(r.memberEpoch, r.groupEpoch);
+  EXPECT_EQ(r.assignmentEpoch, r.groupEpoch);
+  EXPECT_EQ(h.member("a").state, LS::STARTING);
+  EXPECT_EQ(r.memberLeaseTtlMs, 1000);
+  EXPECT_EQ(r.rebalanceTimeoutMs, 500);
+}
+
+TEST(Join, TheFirstMemberGetsEveryShardAtOnce) {
+  Harness h;
+  auto r = h.hb("a", 0);
+  EXPECT_EQ(assigned(r), (Shards{0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(pending(r).empty());
+}
+
+TEST(Join, AJoinedMemberBecomesActiveOnItsFirstHeartbeat) {
+  Harness h;
+  auto r = h.hb("a", 0);
+  h.hb("a", r.memberEpoch, {assigned(r)});
+  EXPECT_EQ(h.member("a").state, LS::ACTIVE);
+}
+
+TEST_F(TwoMembers, ANewcomerGetsOnlyPendingShardsWhileTheirOwnerStillHoldsThem) {
+  EXPECT_EQ(b.status, HeartbeatStatus::OK);
+  EXPECT_TRUE(assigned(b).empty());
+  EXPECT_EQ(pending(b), (Shards{3, 4, 5}));
+  EXPECT_LT(b.heartbeatIntervalMs, h.cfg().heartbeatIntervalMs) << "a waiting member is asked to come back sooner";
+}
+
+TEST_F(TwoMembers, AnOwnerWhoseTargetShrankGetsRevokePendingWithoutTheRevokedShards) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  EXPECT_EQ(assigned(r), (Shards{0, 1, 2}));
+  EXPECT_EQ(r.memberEpoch, a.memberEpoch) << "the epoch is kept until the revocation is acked";
+  EXPECT_EQ(h.member("a").revoking, (Shards{3, 4, 5}));
+  EXPECT_EQ(h.member("a").revokeDeadlineMs, h.now() + h.cfg().rebalanceTimeoutMs);
+  EXPECT_EQ(rsc::group::lifecycle(h.member("a")), LS::DRAINING);
+}
+
+TEST_F(TwoMembers, RevokePendingNeverAddsAShardTheMemberDidNotOwn) {
+  // c joins too: a's target changes again while it is still revoking.
+  h.hb("a", a.memberEpoch, {assigned(a)});
+  h.hb("c", 0);
+  auto r = h.hb("a", a.memberEpoch, {{0, 1, 2}, {}, {3, 4, 5}});
+  EXPECT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  for (auto s : assigned(r)) EXPECT_TRUE(s <= 2) << "shard " << s << " is new to a";
+}
+
+TEST_F(TwoMembers, AnExplicitRevokedAckReleasesTheShardsToTheirNewOwner) { hand_over(); }
+
+TEST_F(TwoMembers, AShardStillDrainingIsNotAnAck) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  r = h.hb("a", r.memberEpoch, {{0, 1, 2}, {}, {3, 4, 5}});
+  EXPECT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  EXPECT_EQ(h.member("a").revoking, (Shards{3, 4, 5}));
+  EXPECT_TRUE(assigned(h.hb("b", b.memberEpoch)).empty());
+}
+
+TEST_F(TwoMembers, AShardAbsentFromBothListsAtTheCurrentEpochCountsAsAcked) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  r = h.hb("a", r.memberEpoch, {{0, 1, 2}});
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_TRUE(h.member("a").revoking.empty());
+  EXPECT_EQ(assigned(h.hb("b", b.memberEpoch)), (Shards{3, 4, 5}));
+}
+
+TEST_F(TwoMembers, TheEpochAdvancesOnceNothingIsLeftToRevoke) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(r.memberEpoch, a.memberEpoch);
+  r = h.hb("a", r.memberEpoch, {{0, 1, 2}, {3, 4, 5}});
+  EXPECT_EQ(r.memberEpoch, h.state().assignmentEpoch);
+  EXPECT_EQ(h.member("a").previousEpoch, a.memberEpoch);
+  EXPECT_EQ(h.member("a").revokeDeadlineMs, 0);
+}
+
+TEST_F(TwoMembers, AShardIsNeverInTwoMembersAssignmentsAtOnce) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  auto rb = h.hb("b", b.memberEpoch);
+  for (auto s : assigned(rb)) EXPECT_TRUE(std::find(assigned(r).begin(), assigned(r).end(), s) == assigned(r).end());
+  EXPECT_TRUE(assigned(rb).empty()) << "3,4,5 are still being revoked from a";
+}
+
+TEST_F(TwoMembers, APreviousEpochWithOwnedWithinAssignedIsALostResponse) {
+  hand_over();
+  // a's epoch advanced in its last response; pretend that response was lost.
+  const auto prev = h.member("a").previousEpoch;
+  auto r = h.hb("a", prev, {{0, 1, 2}});
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_EQ(r.memberEpoch, h.member("a").epoch);
+  EXPECT_EQ(assigned(r), (Shards{0, 1, 2}));
+}
+
+TEST_F(TwoMembers, APreviousEpochReportingMoreThanAssignedIsFenced) {
+  hand_over();
+  const auto prev = h.member("a").previousEpoch;
+  const auto rev = h.state().storeRevision;
+  auto r = h.hb("a", prev, {{0, 1, 2, 3}});
+  EXPECT_EQ(r.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_EQ(h.state().storeRevision, rev) << "a stale epoch changes nothing";
+}
+
+TEST_F(TwoMembers, AReportAtThePreviousEpochIsNoImplicitAck) {
+  // c joins: b must give up shard 5.
+  hand_over();
+  h.hb("c", 0);
+  auto rb = h.hb("b", b.memberEpoch, {assigned(b)});
+  ASSERT_EQ(rb.status, HeartbeatStatus::REVOKE_PENDING);
+  ASSERT_EQ(h.member("b").revoking, (Shards{5}));
+  // Put b one epoch ahead of its report, as if a response b never saw had advanced it: a report
+  // at the previous epoch may predate the revocation, so leaving 5 out of it is no ack.
+  auto& m = h.state().members.at("b");
+  m.previousEpoch = m.epoch;
+  m.epoch = h.state().assignmentEpoch;
+  const int32_t previous = m.previousEpoch;
+  auto r = h.hb("b", previous, {{3, 4}});
+  EXPECT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  EXPECT_EQ(h.member("b").revoking, (Shards{5}));
+  // The same report at the current epoch is an ack.
+  r = h.hb("b", h.member("b").epoch, {{3, 4}});
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_TRUE(h.member("b").revoking.empty());
+}
+
+TEST_F(TwoMembers, AnOlderEpochIsFencedAndChangesNothing) {
+  hand_over();
+  const auto rev = h.state().storeRevision;
+  auto r = h.hb("a", 1, {{0, 1, 2}});
+  EXPECT_EQ(r.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_TRUE(r.message.has_value());
+  EXPECT_EQ(h.state().storeRevision, rev);
+  EXPECT_EQ(h.member("a").state, LS::ACTIVE);
+}
+
+TEST_F(TwoMembers, AnEpochNeverIssuedIsInvalidAndNothingIsStored) {
+  const auto rev = h.state().storeRevision;
+  auto r = h.hb("a", a.memberEpoch + 5, {assigned(a)});
+  EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_NE(r.message->find("memberEpoch"), std::string::npos);
+  EXPECT_EQ(h.state().storeRevision, rev);
+  EXPECT_FALSE(h.last().changed());
+}
+
+TEST(Epochs, AnUnknownMemberIsToldToRejoin) {
+  Harness h;
+  auto r = h.hb("ghost", 7);
+  EXPECT_EQ(r.status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
+  EXPECT_FALSE(h.last().changed());
+}
+
+TEST_F(TwoMembers, ClaimingAnotherMembersShardFencesTheClaimant) {
+  hand_over();
+  const auto epoch = h.state().groupEpoch;
+  auto r = h.hb("b", b.memberEpoch, {{0, 3, 4, 5}});
+  EXPECT_EQ(r.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_NE(r.message->find("shard 0"), std::string::npos);
+  EXPECT_EQ(h.member("b").state, LS::FENCED);
+  EXPECT_TRUE(h.member("b").assigned.empty());
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  EXPECT_EQ(h.member("a").target, (Shards{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(TwoMembers, ProgressOnAShardNotHeldFencesTheReporter) {
+  hand_over();
+  auto r = h.hb("b", b.memberEpoch, {{3, 4, 5}, {}, {}, {1}});
+  EXPECT_EQ(r.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_EQ(h.member("b").state, LS::FENCED);
+}
+
+TEST_F(TwoMembers, ProgressOnHeldShardsIsKept) {
+  hand_over();
+  h.hb("b", b.memberEpoch, {{3, 4, 5}, {}, {}, {3, 5}});
+  ASSERT_EQ(h.member("b").progress.size(), 2u);
+  EXPECT_EQ(h.member("b").progress[1].shardIndex, 5);
+}
+
+TEST_F(TwoMembers, AShardOutsideTheStreamIsInvalidAndNothingIsStored) {
+  const auto rev = h.state().storeRevision;
+  auto r = h.hb("a", a.memberEpoch, {{0, 1, 2, 3, 4, 5, 6}});
+  EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_NE(r.message->find("ownedShards[6].shardIndex"), std::string::npos);
+  EXPECT_EQ(h.state().storeRevision, rev);
+}
+
+TEST(Leave, ALeaveHoldingNothingRemovesTheMemberAtOnce) {
+  Harness h;
+  auto a = h.hb("a", 0);
+  auto b = h.hb("b", 0);
+  auto r = h.hb("b", -1);
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_EQ(r.memberEpoch, -1);
+  ASSERT_TRUE(r.assignment.has_value());
+  EXPECT_TRUE(r.assignment->assignedShards.empty());
+  EXPECT_FALSE(h.has("b"));
+  EXPECT_EQ(h.member("a").target, (Shards{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(TwoMembers, ALeaveWhileHoldingShardsDrainsThemBeforeAnyoneElseGetsThem) {
+  hand_over();
+  const auto epoch = h.state().groupEpoch;
+  auto r = h.hb("b", -1, {{3, 4, 5}});
+  EXPECT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  EXPECT_EQ(r.memberEpoch, -1);
+  EXPECT_TRUE(assigned(r).empty());
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  EXPECT_EQ(h.member("b").state, LS::LEAVING);
+  // a's target now has everything, but 3,4,5 wait for b.
+  auto ra = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(assigned(ra), (Shards{0, 1, 2}));
+  EXPECT_EQ(pending(ra), (Shards{3, 4, 5}));
+  // Phase two: b drains 3 and 4, still holds 5.
+  r = h.hb("b", -1, {{}, {3, 4}, {5}});
+  EXPECT_TRUE(h.has("b"));
+  ra = h.hb("a", ra.memberEpoch, {assigned(ra)});
+  EXPECT_EQ(assigned(ra), (Shards{0, 1, 2, 3, 4}));
+  r = h.hb("b", -1, {{}, {5}});
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_FALSE(h.has("b"));
+  ra = h.hb("a", ra.memberEpoch, {assigned(ra)});
+  EXPECT_EQ(assigned(ra), (Shards{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(TwoMembers, ALeavingMemberThatGoesSilentIsRemovedAtItsRevokeDeadline) {
+  hand_over();
+  h.hb("b", -1, {{3, 4, 5}});
+  h.advance(400);
+  h.hb("a", a.memberEpoch, {assigned(a)});
+  h.tick();
+  EXPECT_TRUE(h.has("b")) << "not yet: the rebalance timeout is 500ms";
+  h.advance(200);
+  h.tick();
+  EXPECT_FALSE(h.has("b"));
+  EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {assigned(a)})), (Shards{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(Leave, ALeavingMemberThatGoesSilentIsRemovedAtItsLease) {
+  auto cfg = Harness::default_config();
+  cfg.rebalanceTimeoutMs = 5000;  // longer than the lease: the lease decides
+  Harness h(6, cfg);
+  auto a = h.hb("a", 0);
+  h.hb("a", -1, {assigned(a)});
+  h.advance(1000);
+  h.tick();
+  EXPECT_TRUE(h.has("a"));
+  h.advance(1);
+  h.tick();
+  EXPECT_FALSE(h.has("a"));
+}
+
+TEST_F(TwoMembers, LeaseExpiryMarksTheMemberExpiredAndReleasesItsShards) {
+  hand_over();
+  const auto epoch = h.state().groupEpoch;
+  h.advance(600);
+  a = h.hb("a", a.memberEpoch, {assigned(a)});
+  h.advance(600);  // b: 1200ms silent > 1000ms lease
+  h.tick();
+  EXPECT_EQ(h.member("b").state, LS::EXPIRED);
+  EXPECT_TRUE(h.member("b").assigned.empty());
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  auto ra = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(assigned(ra), (Shards{0, 1, 2, 3, 4, 5}));
+  // The expired member's next heartbeat is fenced, not trusted.
+  auto rb = h.hb("b", b.memberEpoch, {{3, 4, 5}});
+  EXPECT_EQ(rb.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+}
+
+TEST_F(TwoMembers, AMemberWithinItsLeaseIsNotExpired) {
+  hand_over();
+  h.advance(1000);  // exactly the lease: not past it
+  h.tick();
+  EXPECT_EQ(h.member("b").state, LS::ACTIVE);
+}
+
+TEST_F(TwoMembers, AnExpiredMemberRejoinsWithEpochZero) {
+  hand_over();
+  h.advance(1001);
+  h.tick();
+  ASSERT_EQ(h.member("b").state, LS::EXPIRED);
+  auto r = h.hb("b", 0);
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_GT(r.memberEpoch, b.memberEpoch);
+  EXPECT_EQ(h.member("b").state, LS::STARTING);
+}
+
+TEST_F(TwoMembers, ARejoinOfAKnownIdFencesTheOldIncarnationAndReleasesItsShards) {
+  hand_over();
+  const auto epoch = h.state().groupEpoch;
+  auto r = h.hb("b", 0);
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  EXPECT_EQ(r.memberEpoch, h.state().groupEpoch);
+  // Sticky: the same id gets its shards back at once, since the old incarnation released them.
+  EXPECT_EQ(assigned(r), (Shards{3, 4, 5}));
+  auto stale = h.hb("b", b.memberEpoch, {{3, 4, 5}});
+  EXPECT_EQ(stale.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+}
+
+TEST_F(TwoMembers, AMemberThatMissesItsRevokeDeadlineIsFenced) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  ASSERT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  const auto epoch = h.state().groupEpoch;
+  h.advance(300);
+  h.hb("a", r.memberEpoch, {{0, 1, 2}, {}, {3, 4, 5}});  // alive but still draining
+  h.hb("b", b.memberEpoch);
+  h.advance(300);  // 600ms > 500ms rebalance timeout
+  h.tick();
+  EXPECT_EQ(h.member("a").state, LS::FENCED);
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  auto next = h.hb("a", r.memberEpoch, {{0, 1, 2}});
+  EXPECT_EQ(next.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  auto rb = h.hb("b", b.memberEpoch);
+  EXPECT_EQ(assigned(rb), (Shards{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(TwoMembers, TimeTheStoreWasDownDoesNotCountAgainstLeasesOrDeadlines) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  const auto deadline = h.member("a").revokeDeadlineMs;
+  const auto from = h.now() + 100;
+  h.advance(5000);  // the store was unreachable for ~5s; no heartbeat got through
+  h.apply(rsc::group::resume_after_outage(h.state(), from, h.now()));
+  h.tick();
+  EXPECT_EQ(h.member("a").state, LS::ACTIVE);
+  EXPECT_EQ(h.member("b").state, LS::STARTING);
+  EXPECT_EQ(h.member("a").revokeDeadlineMs, deadline + 4900);
+  EXPECT_EQ(h.member("b").lastHeartbeatMs, h.now()) << "one full lease from recovery";
+  h.advance(1001);
+  h.tick();
+  EXPECT_EQ(h.member("b").state, LS::EXPIRED) << "after recovery the lease runs again";
+}
+
+TEST_F(TwoMembers, AMemberAheadOfTheCoordinatorsMetadataIsToldToSync) {
+  auto q = h.request("a", a.memberEpoch, {assigned(a)});
+  q.metadataVersion = h.state().metadataVersion + 1;
+  auto r = h.send(q);
+  EXPECT_EQ(r.status, HeartbeatStatus::SYNC_METADATA);
+  EXPECT_EQ(r.metadataVersion, h.state().metadataVersion);
+  ASSERT_TRUE(r.assignment.has_value());
+  EXPECT_EQ(r.assignment->metadataVersion, h.state().metadataVersion);
+  EXPECT_TRUE(h.member("a").revoking.empty()) << "SYNC_METADATA starts no revocation";
+}
+
+TEST_F(TwoMembers, AMemberBehindOnMetadataGetsTheNewVersionInItsAssignment) {
+  hand_over();
+  h.apply(rsc::group::apply_metadata(h.state(), 8, 2, h.cfg(), h.now()));
+  auto q = h.request("a", a.memberEpoch, {assigned(a)});
+  q.metadataVersion = 1;
+  auto r = h.send(q);
+  EXPECT_NE(r.status, HeartbeatStatus::SYNC_METADATA);
+  ASSERT_TRUE(r.assignment.has_value());
+  EXPECT_EQ(r.assignment->metadataVersion, 2);
+}
+
+TEST_F(TwoMembers, AGrownStreamBumpsTheEpochAndSpreadsTheNewShards) {
+  hand_over();
+  const auto epoch = h.state().groupEpoch;
+  h.apply(rsc::group::apply_metadata(h.state(), 8, 2, h.cfg(), h.now()));
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  EXPECT_EQ(h.state().shardCount, 8);
+  EXPECT_EQ(h.member("a").target, (Shards{0, 1, 2, 6}));
+  EXPECT_EQ(h.member("b").target, (Shards{3, 4, 5, 7}));
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(assigned(r), (Shards{0, 1, 2, 6}));
+  EXPECT_EQ(r.metadataVersion, 2);
+}
+
+TEST_F(TwoMembers, ShrinkingTheStreamIsIgnored) {
+  auto o = rsc::group::apply_metadata(h.state(), 4, 2, h.cfg(), h.now());
+  EXPECT_FALSE(o.changed());
+  EXPECT_EQ(o.state.shardCount, 6);
+}
+
+TEST_F(TwoMembers, ARepeatedRequestIdGetsTheSameResponseAndChangesNothing) {
+  auto q = h.request("a", a.memberEpoch, {assigned(a)});
+  auto first = h.send(q);
+  const auto rev = h.state().storeRevision;
+  h.advance(50);
+  auto again = h.send(q);
+  EXPECT_EQ(again, first);
+  EXPECT_FALSE(h.last().changed());
+  EXPECT_EQ(h.state().storeRevision, rev);
+}
+
+TEST(Idempotence, ARepeatedJoinDoesNotResetTheMemberAgain) {
+  Harness h;
+  auto q = h.request("a", 0);
+  auto first = h.send(q);
+  const auto epoch = h.state().groupEpoch;
+  auto again = h.send(q);
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(h.state().groupEpoch, epoch);
+}
+
+TEST_F(TwoMembers, AConvergedMemberGetsANullAssignment) {
+  hand_over();
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_FALSE(r.assignment.has_value());
+  EXPECT_EQ(r.heartbeatIntervalMs, h.cfg().heartbeatIntervalMs);
+}
+
+TEST_F(TwoMembers, AMemberThatHasNotPickedUpItsShardsStillGetsTheAssignment) {
+  hand_over();
+  auto r = h.hb("b", b.memberEpoch, {{3}});
+  ASSERT_TRUE(r.assignment.has_value());
+  EXPECT_EQ(r.assignment->assignedShards, (Shards{3, 4, 5}));
+}
+
+TEST(GroupState, TheGroupStateIsDerivedFromTheMembers) {
+  Harness h;
+  EXPECT_EQ(rsc::group::group_state(h.state()), GroupStateName::EMPTY);
+  auto a = h.hb("a", 0);
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(rsc::group::group_state(h.state()), GroupStateName::STABLE);
+  auto b = h.hb("b", 0);
+  EXPECT_EQ(rsc::group::group_state(h.state()), GroupStateName::RECONCILING);
+  GroupState s = h.state();
+  s.groupEpoch += 1;  // a bump not yet followed by a target
+  EXPECT_EQ(rsc::group::group_state(s), GroupStateName::ASSIGNING);
+  r = h.hb("a", a.memberEpoch, {assigned(a)});
+  r = h.hb("a", r.memberEpoch, {assigned(r)});
+  b = h.hb("b", b.memberEpoch);
+  EXPECT_EQ(rsc::group::group_state(h.state()), GroupStateName::STABLE);
+}
+
+TEST_F(TwoMembers, AFencedMemberIsForgottenAfterItsTombstoneRetention) {
+  hand_over();
+  h.apply(rsc::group::fence_member(h.state(), "b", "admin removal", h.cfg(), h.now()));
+  EXPECT_EQ(h.member("b").state, LS::FENCED);
+  h.advance(h.cfg().tombstone_retention());
+  h.hb("a", a.memberEpoch, {assigned(a)});
+  h.tick();
+  EXPECT_FALSE(h.has("b"));
+  EXPECT_EQ(h.hb("b", b.memberEpoch).status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
+}
+
+TEST_F(TwoMembers, AdminRemovalFencesTheMemberAndHandsItsShardsOn) {
+  hand_over();
+  h.apply(rsc::group::fence_member(h.state(), "b", "admin removal", h.cfg(), h.now()));
+  EXPECT_EQ(h.hb("b", b.memberEpoch, {{3, 4, 5}}).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {assigned(a)})), (Shards{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(TwoMembers, AfterAStoreRollbackUnknownEpochsAreFencedAndNothingIsGrantedForOneLease) {
+  hand_over();
+  // The store lost b's last writes: b knows an epoch the store never recorded.
+  const int32_t seen = h.state().groupEpoch + 3;
+  h.apply(rsc::group::recover_from_rollback(h.state(), seen, h.cfg(), h.now()));
+  EXPECT_GT(h.state().groupEpoch, seen) << "new epochs skip everything this pod saw";
+  auto& m = h.state().members.at("b");
+  const int32_t storeEpoch = m.epoch;
+  auto r = h.hb("b", storeEpoch + 1, {{3, 4, 5}});
+  EXPECT_EQ(r.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_EQ(h.member("b").state, LS::FENCED);
+  // b's shards are free in the store, but nobody gets them until the guard ends.
+  auto ra = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(assigned(ra), (Shards{0, 1, 2}));
+  EXPECT_EQ(pending(ra), (Shards{3, 4, 5}));
+  h.advance(h.cfg().memberLeaseTtlMs);
+  h.tick();
+  ra = h.hb("a", ra.memberEpoch, {assigned(ra)});
+  EXPECT_EQ(assigned(ra), (Shards{0, 1, 2, 3, 4, 5}));
+}
+
+TEST_F(TwoMembers, EveryStateChangeIsReportedAsAnEvent) {
+  hand_over();
+  auto joined = std::count_if(h.events().begin(), h.events().end(),
+                              [](const std::string& e) { return e.rfind("joined", 0) == 0; });
+  EXPECT_EQ(joined, 2);
+  bool sawRevoke = false, sawAck = false;
+  for (const auto& e : h.events()) {
+    sawRevoke = sawRevoke || e.rfind("revoke member=a shards=[3,4,5]", 0) == 0;
+    sawAck = sawAck || e == "ack member=a shards=[3,4,5]";
+  }
+  EXPECT_TRUE(sawRevoke);
+  EXPECT_TRUE(sawAck);
+}
+
+// The long walk: three members through join, scale-out handover, a lost response, a leave, an
+// expiry and a rebalance timeout, checking the single-owner invariant after every step.
+TEST(Walk, ThreeMembersThroughJoinHandoverLostResponseLeaveExpiryAndRebalanceTimeout) {
+  Harness h(9);
+  std::map<std::string, int32_t> epoch;
+  std::map<std::string, Shards> own;  // what each member reads, as a runtime would track it
+  auto beat = [&](const std::string& id, Report r) {
+    auto resp = h.hb(id, epoch[id], r);
+    if (resp.status == HeartbeatStatus::OK || resp.status == HeartbeatStatus::REVOKE_PENDING) {
+      if (resp.memberEpoch > 0) epoch[id] = resp.memberEpoch;
+      if (resp.assignment) own[id] = resp.assignment->assignedShards;
+    }
+    return resp;
+  };
+  auto steady = [&](const std::string& id) { return beat(id, {own[id]}); };
+  auto single_owner = [&] {
+    std::map<int32_t, int> holders;
+    for (const auto& [id, m] : h.state().members)
+      if (m.live())
+        for (auto s : m.held()) ++holders[s];
+    for (const auto& [s, n] : holders) ASSERT_EQ(n, 1) << "shard " << s;
+  };
+  const Shards all{0, 1, 2, 3, 4, 5, 6, 7, 8};
+
+  // 1. a joins alone and takes all nine shards.
+  beat("a", {});
+  ASSERT_EQ(own["a"], all);
+  steady("a");
+  single_owner();
+
+  // 2. b and c join: a must give up six; b and c wait for them.
+  h.advance(50);
+  beat("b", {});
+  beat("c", {});
+  const Shards tb = h.member("b").target, tc = h.member("c").target;
+  EXPECT_EQ(tb.size(), 3u);
+  EXPECT_EQ(tc.size(), 3u);
+  EXPECT_TRUE(own["b"].empty());
+  EXPECT_TRUE(own["c"].empty());
+  auto ra = steady("a");
+  ASSERT_EQ(ra.status, HeartbeatStatus::REVOKE_PENDING);
+  EXPECT_EQ(own["a"], (Shards{0, 1, 2}));
+  EXPECT_EQ(pending(steady("b")), tb);
+  single_owner();
+
+  // 3. a drains b's shards first: b gets them, c still waits.
+  h.advance(50);
+  ra = beat("a", {own["a"], tb, tc});
+  EXPECT_EQ(ra.status, HeartbeatStatus::REVOKE_PENDING);
+  steady("b");
+  EXPECT_EQ(own["b"], tb);
+  steady("c");
+  EXPECT_TRUE(own["c"].empty());
+  single_owner();
+
+  // 4. a acks the rest, but the response is lost: a retries at its previous epoch.
+  h.advance(50);
+  const int32_t before = epoch["a"];
+  auto lost = h.hb("a", before, {own["a"], tc});
+  EXPECT_EQ(lost.status, HeartbeatStatus::OK);
+  EXPECT_GT(lost.memberEpoch, before);
+  auto retry = h.hb("a", before, {own["a"]});
+  EXPECT_EQ(retry.status, HeartbeatStatus::OK) << "previous epoch, owned within assigned: a lost response";
+  EXPECT_EQ(retry.memberEpoch, lost.memberEpoch);
+  epoch["a"] = retry.memberEpoch;
+  steady("c");
+  EXPECT_EQ(own["c"], tc);
+  for (const char* id : {"a", "b", "c", "b", "c"}) steady(id);
+  EXPECT_EQ(rsc::group::group_state(h.state()), GroupStateName::STABLE);
+  single_owner();
+
+  // 5. c leaves gracefully: its shards go to a and b only after c acks them.
+  h.advance(50);
+  auto rc = h.hb("c", -1, {own["c"]});
+  EXPECT_EQ(rc.status, HeartbeatStatus::REVOKE_PENDING);
+  steady("a");
+  steady("b");
+  EXPECT_EQ(own["a"].size() + own["b"].size(), 6u) << "c's shards are still pending";
+  single_owner();
+  rc = h.hb("c", -1, {{}, own["c"]});
+  EXPECT_EQ(rc.status, HeartbeatStatus::OK);
+  EXPECT_FALSE(h.has("c"));
+  steady("a");
+  steady("b");
+  EXPECT_EQ(own["a"].size() + own["b"].size(), 9u);
+  single_owner();
+
+  // 6. b dies silently: after the lease a gets everything.
+  for (int i = 0; i < 11; ++i) {
+    h.advance(100);
+    steady("a");
+    h.tick();
+    single_owner();
+  }
+  EXPECT_EQ(h.member("b").state, LS::EXPIRED);
+  steady("a");
+  EXPECT_EQ(own["a"], all);
+
+  // 7. b rejoins; a is slow to revoke and is fenced at the rebalance timeout; b then takes all.
+  epoch["b"] = 0;
+  own["b"].clear();
+  beat("b", {});
+  ra = steady("a");
+  ASSERT_EQ(ra.status, HeartbeatStatus::REVOKE_PENDING);
+  const Shards drainingA = rsc::group::set_minus(all, own["a"]);
+  for (int i = 0; i < 6; ++i) {
+    h.advance(100);
+    beat("a", {own["a"], {}, drainingA});
+    steady("b");
+    h.tick();
+    single_owner();
+  }
+  EXPECT_EQ(h.member("a").state, LS::FENCED);
+  steady("b");
+  EXPECT_EQ(own["b"], all);
+  EXPECT_EQ(h.hb("a", epoch["a"], {own["a"]}).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+
+  // 8. a rejoins and the group settles 5/4.
+  epoch["a"] = 0;
+  own["a"].clear();
+  beat("a", {});
+  for (const char* id : {"b", "b", "a", "a", "b"}) steady(id);
+  EXPECT_EQ(rsc::group::group_state(h.state()), GroupStateName::STABLE);
+  const auto na = own["a"].size(), nb = own["b"].size();
+  EXPECT_EQ(na + nb, 9u);
+  EXPECT_LE(std::max(na, nb) - std::min(na, nb), 1u);
+  single_owner();
+}

@@ -1,0 +1,470 @@
+// Seeded deterministic simulation of the pure core under a fake clock: members join, leave,
+// crash, freeze, lose and repeat responses, drain slowly; the stream grows. After every step the
+// SPEC §7 invariants I1 (single owner, including what members believe they may read), I3
+// (monotonic epochs and revision) and I5 (sticky targets) are checked; at the end chaos stops and
+// I2 (the group settles STABLE and balanced) is checked.
+//
+//   RSC_SIM_SEEDS=N   number of seeds (default 200)     RSC_SIM_STEPS=N  steps per seed (3000)
+//   RSC_SIM_SEED=S    replay one seed, printing every event
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "group/coordinator.hpp"
+
+using namespace rsc;
+using group::Millis;
+using group::ShardSet;
+using protocol::HeartbeatStatus;
+using protocol::ShardAssignmentState;
+
+namespace {
+
+constexpr Millis kSelfFenceMargin = 200;
+
+struct Stats {
+  long heartbeats = 0, joins = 0, leaves = 0, crashes = 0, freezes = 0, lostResponses = 0, retries = 0,
+       replays = 0, expiries = 0, rebalanceFences = 0, fencedResponses = 0, handovers = 0, grows = 0,
+       pendingWaits = 0, i5Checks = 0;
+  void add(const Stats& o) {
+    heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
+    lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
+    rebalanceFences += o.rebalanceFences, fencedResponses += o.fencedResponses, handovers += o.handovers;
+    grows += o.grows, pendingWaits += o.pendingWaits, i5Checks += o.i5Checks;
+  }
+};
+
+// One member process as the runtime of SPEC §6 would behave.
+struct SimMember {
+  std::string id;
+  bool running = false;
+  bool leaving = false;
+  Millis frozenUntil = 0;
+  int32_t epoch = 0;  // 0: the next heartbeat joins
+  ShardSet owned;
+  std::map<int32_t, Millis> draining;  // shard -> when its in-flight work is done
+  ShardSet revokedToReport;
+  Millis lastSuccessSentAt = -1'000'000'000;  // self-fence clock: when the last good request was sent
+  Millis nextHeartbeatAt = 0;
+  std::optional<protocol::HeartbeatRequest> unanswered;  // a request whose response was lost
+  int seq = 0;
+
+  bool self_fenced(Millis now, const group::Config& cfg) const {
+    return now >= lastSuccessSentAt + cfg.memberLeaseTtlMs - kSelfFenceMargin;
+  }
+  void drop_everything() {
+    owned.clear();
+    draining.clear();
+    revokedToReport.clear();
+    epoch = 0;
+    unanswered.reset();
+  }
+};
+
+class Simulation {
+ public:
+  Simulation(uint64_t seed, bool verbose) : rng_(seed), verbose_(verbose) {
+    cfg_.heartbeatIntervalMs = 100;
+    cfg_.memberLeaseTtlMs = 1000;
+    cfg_.rebalanceTimeoutMs = 600;
+    g_.streamPrefix = "sim";
+    g_.consumerGroup = "g";
+    const int members = 6 + static_cast<int>(rng_() % 3);
+    for (int i = 0; i < members; ++i) {
+      SimMember m;
+      m.id = "m" + std::to_string(i);
+      members_.push_back(m);
+    }
+    apply(group::apply_metadata(g_, 8 + static_cast<int32_t>(rng_() % 17), 1, cfg_, now_), "create");
+  }
+
+  // Returns an empty string, or what went wrong.
+  std::string run(int steps) {
+    for (int step = 0; step < steps && failure_.empty(); ++step) {
+      step_ = step;
+      now_ += 1 + static_cast<Millis>(rng_() % 40);
+      chaos();
+      for (auto& m : members_) {
+        if (!failure_.empty()) break;
+        finish_drains(m);
+        if (m.running && now_ >= m.frozenUntil && now_ >= m.nextHeartbeatAt) heartbeat(m);
+      }
+      if (rng_() % 3 == 0) apply(group::tick(g_, cfg_, now_), "tick");
+      check();
+    }
+    if (failure_.empty()) settle();
+    return failure_;
+  }
+
+  const Stats& stats() const { return stats_; }
+
+ private:
+  bool chance(int percentTenths) { return static_cast<int>(rng_() % 1000) < percentTenths; }
+
+  void chaos() {
+    if (!chance(25)) return;
+    auto& m = members_[rng_() % members_.size()];
+    switch (rng_() % 6) {
+      case 0:  // crash: the process is gone, nothing it held is read any more
+        if (m.running) {
+          m.running = false;
+          m.drop_everything();
+          m.leaving = false;
+          ++stats_.crashes;
+        }
+        break;
+      case 1:  // (re)start
+        if (!m.running) {
+          m.running = true;
+          m.drop_everything();
+          m.frozenUntil = 0;
+          m.nextHeartbeatAt = now_;
+        }
+        break;
+      case 2:  // freeze (SIGSTOP-like) for 0.2-2.5s
+        if (m.running && now_ >= m.frozenUntil) {
+          m.frozenUntil = now_ + 200 + static_cast<Millis>(rng_() % 2300);
+          ++stats_.freezes;
+        }
+        break;
+      case 3:  // graceful shutdown
+        if (m.running && m.epoch > 0 && !m.leaving) {
+          m.leaving = true;
+          for (int32_t s : m.owned) m.draining[s] = now_ + static_cast<Millis>(rng_() % 300);
+          m.owned.clear();
+          m.nextHeartbeatAt = now_;
+          ++stats_.leaves;
+        }
+        break;
+      case 4:
+        if (chance(150) && g_.shardCount < 40) {
+          apply(group::apply_metadata(g_, g_.shardCount + 1 + static_cast<int32_t>(rng_() % 4),
+                                      g_.metadataVersion + 1, cfg_, now_),
+                "grow");
+          ++stats_.grows;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  void finish_drains(SimMember& m) {
+    for (auto it = m.draining.begin(); it != m.draining.end();) {
+      if (now_ >= it->second && now_ >= m.frozenUntil) {
+        group::insert(m.revokedToReport, it->first);
+        it = m.draining.erase(it);
+        m.nextHeartbeatAt = now_;  // heartbeat at once after finishing a revocation
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  protocol::HeartbeatRequest build(SimMember& m) {
+    protocol::HeartbeatRequest q;
+    q.requestId = m.id + "-" + std::to_string(++m.seq);
+    q.memberId = m.id;
+    q.memberEpoch = m.leaving ? -1 : m.epoch;
+    q.metadataVersion = metadataSeen_.count(m.id) ? metadataSeen_[m.id] : 0;
+    q.runtimeConsumerCapacity = {4, 4};
+    for (int32_t s : m.owned) q.ownedShards.push_back({s, ShardAssignmentState::OWNED});
+    for (const auto& [s, until] : m.draining)
+      q.revokingShards.push_back({s, ShardAssignmentState::DRAINING, 1, std::nullopt});
+    for (int32_t s : m.revokedToReport)
+      q.revokingShards.push_back({s, ShardAssignmentState::REVOKED, 0, std::nullopt});
+    for (int32_t s : m.owned)
+      if (rng_() % 2) q.shardProgress.push_back({s, std::string("1-1"), 0, 0});
+    return q;
+  }
+
+  void heartbeat(SimMember& m) {
+    protocol::HeartbeatRequest q;
+    if (m.unanswered && rng_() % 2 == 0) {
+      q = *m.unanswered;  // the client retries the very request whose answer it never got
+      ++stats_.retries;
+    } else {
+      q = build(m);
+    }
+    const Millis sentAt = now_;
+    const bool isReplay = [&] {
+      auto it = g_.members.find(m.id);
+      return it != g_.members.end() && it->second.lastResponse && it->second.lastRequestId == q.requestId;
+    }();
+    auto out = group::heartbeat(g_, q, cfg_, now_);
+    ++stats_.heartbeats;
+    if (isReplay) {
+      ++stats_.replays;
+      if (out.changed()) fail("a replayed requestId changed the state");
+    }
+    if (q.memberEpoch == 0 && !isReplay) ++stats_.joins;
+    apply(out, m.id);
+    if (!failure_.empty()) return;
+    m.nextHeartbeatAt = now_ + (out.response.heartbeatIntervalMs > 0 ? out.response.heartbeatIntervalMs : 100);
+    if (chance(80)) {  // the response is lost on the way back
+      m.unanswered = q;
+      ++stats_.lostResponses;
+      return;
+    }
+    m.unanswered.reset();
+    receive(m, q, out.response, sentAt);
+  }
+
+  void receive(SimMember& m, const protocol::HeartbeatRequest& q, const protocol::HeartbeatResponse& r, Millis sentAt) {
+    if (r.responseTo != q.requestId) fail("response answers " + r.responseTo + ", not " + q.requestId);
+    switch (r.status) {
+      case HeartbeatStatus::OK:
+      case HeartbeatStatus::REVOKE_PENDING:
+      case HeartbeatStatus::SYNC_METADATA: {
+        m.lastSuccessSentAt = std::max(m.lastSuccessSentAt, sentAt);
+        metadataSeen_[m.id] = r.metadataVersion;
+        // REVOKED reports that reached the coordinator are done.
+        for (const auto& rv : q.revokingShards)
+          if (rv.state == ShardAssignmentState::REVOKED) group::erase(m.revokedToReport, rv.shardIndex);
+        if (m.leaving) {
+          if (r.status == HeartbeatStatus::OK && m.draining.empty() && m.revokedToReport.empty()) {
+            m.running = false;  // left the group; the process exits
+            m.leaving = false;
+            m.drop_everything();
+          }
+          return;
+        }
+        m.epoch = r.memberEpoch;
+        if (!r.assignment) return;
+        const ShardSet target = r.assignment->assignedShards;
+        if (!r.assignment->pendingShards.empty()) ++stats_.pendingWaits;
+        for (int32_t s : group::set_minus(m.owned, target)) {
+          group::erase(m.owned, s);
+          m.draining[s] = now_ + static_cast<Millis>(rng_() % 800);  // some outlast the rebalance timeout
+        }
+        if (r.status == HeartbeatStatus::SYNC_METADATA) return;  // start nothing new
+        for (int32_t s : group::set_minus(target, m.owned)) {
+          if (m.draining.count(s) || group::contains(m.revokedToReport, s))
+            fail("member " + m.id + " was given shard " + std::to_string(s) + " it is still revoking");
+          group::insert(m.owned, s);
+          ++stats_.handovers;
+        }
+        return;
+      }
+      case HeartbeatStatus::FENCED_MEMBER_EPOCH:
+      case HeartbeatStatus::UNKNOWN_MEMBER_ID:
+      case HeartbeatStatus::INVALID_REQUEST:
+        ++stats_.fencedResponses;
+        if (r.status == HeartbeatStatus::INVALID_REQUEST && (!r.message || r.message->find("memberEpoch") == std::string::npos))
+          fail("unexpected INVALID_REQUEST: " + r.message.value_or(""));
+        if (m.leaving) {
+          m.running = false;
+          m.leaving = false;
+        }
+        m.drop_everything();  // stop every read, rejoin with epoch 0
+        m.nextHeartbeatAt = now_;
+        return;
+      default:
+        fail("unexpected status " + std::string(protocol::to_string(r.status)));
+    }
+  }
+
+  void apply(const group::Outcome& o, const std::string& who) {
+    const group::GroupState before = g_;
+    g_ = o.state;
+    g_.storeRevision = before.storeRevision + (o.changed() ? 1 : 0);
+    for (const auto& e : o.events) {
+      if (e.kind == group::Event::Kind::EXPIRED) ++stats_.expiries;
+      if (e.kind == group::Event::Kind::FENCED && e.detail.find("rebalance") != std::string::npos)
+        ++stats_.rebalanceFences;
+      if (verbose_) std::cout << "t=" << now_ << " [" << who << "] " << group::to_string(e) << "\n";
+    }
+    check_monotonic(before);
+    check_sticky(before);
+  }
+
+  void check_monotonic(const group::GroupState& before) {
+    if (g_.groupEpoch < before.groupEpoch) fail("I3: groupEpoch went back");
+    if (g_.assignmentEpoch < before.assignmentEpoch) fail("I3: assignmentEpoch went back");
+    if (g_.storeRevision < before.storeRevision) fail("I3: storeRevision went back");
+    if (g_.assignmentEpoch > g_.groupEpoch) fail("assignmentEpoch is ahead of groupEpoch");
+    for (const auto& [id, m] : g_.members) {
+      auto& seen = maxEpoch_[id];
+      if (m.epoch < seen) fail("I3: epoch of " + id + " went back from " + std::to_string(seen));
+      seen = std::max(seen, m.epoch);
+      if (m.epoch > g_.assignmentEpoch) fail("member epoch ahead of assignmentEpoch: " + id);
+    }
+  }
+
+  static std::map<std::string, ShardSet> targets(const group::GroupState& g) {
+    std::map<std::string, ShardSet> t;
+    for (const auto& [id, m] : g.members)
+      if (m.live() && !m.leaving()) t[id] = m.target;
+    return t;
+  }
+
+  // I5: one join or one leave moves only the shards the balance needs.
+  void check_sticky(const group::GroupState& before) {
+    if (g_.assignmentEpoch == before.assignmentEpoch || g_.shardCount != before.shardCount) return;
+    auto a = targets(before), b = targets(g_);
+    std::set<std::string> ka, kb;
+    for (const auto& [k, v] : a) ka.insert(k);
+    for (const auto& [k, v] : b) kb.insert(k);
+    std::vector<std::string> added, removed;
+    std::set_difference(kb.begin(), kb.end(), ka.begin(), ka.end(), std::back_inserter(added));
+    std::set_difference(ka.begin(), ka.end(), kb.begin(), kb.end(), std::back_inserter(removed));
+    if (added.size() + removed.size() > 1) return;
+    std::map<int32_t, std::string> oa, ob;
+    for (const auto& [k, v] : a)
+      for (int32_t s : v) oa[s] = k;
+    for (const auto& [k, v] : b)
+      for (int32_t s : v) ob[s] = k;
+    ++stats_.i5Checks;
+    for (const auto& [s, owner] : ob) {
+      const auto it = oa.find(s);
+      if (it == oa.end() || it->second == owner) continue;
+      const bool ok = (!added.empty() && owner == added[0]) || (!removed.empty() && it->second == removed[0]);
+      if (!ok) fail("I5: shard " + std::to_string(s) + " moved " + it->second + " -> " + owner + " without need");
+    }
+  }
+
+  // I1 after every step, on the coordinator's books and on what the members believe they may read.
+  void check() {
+    std::map<int32_t, std::string> holder;
+    for (const auto& [id, m] : g_.members) {
+      if (!m.live()) {
+        if (!m.assigned.empty() || !m.revoking.empty()) fail("a fenced member still holds shards: " + id);
+        continue;
+      }
+      for (int32_t s : m.held()) {
+        if (holder.count(s)) fail("I1: shard " + std::to_string(s) + " held by " + holder[s] + " and " + id);
+        holder[s] = id;
+      }
+      for (int32_t s : m.assigned)
+        if (s >= g_.shardCount) fail("assigned shard outside the stream");
+    }
+    std::map<int32_t, std::string> reader;
+    for (const auto& m : members_) {
+      if (!m.running || m.self_fenced(now_, cfg_)) continue;
+      auto it = g_.members.find(m.id);
+      if (it == g_.members.end() || !it->second.live()) continue;  // fenced: its reading time has ended
+      ShardSet reading = m.owned;
+      for (const auto& [s, until] : m.draining) group::insert(reading, s);
+      for (int32_t s : reading) {
+        if (!group::contains(it->second.held(), s))
+          fail("I1: " + m.id + " reads shard " + std::to_string(s) + " the coordinator does not attribute to it");
+        if (reader.count(s)) fail("I1: shard " + std::to_string(s) + " read by " + reader[s] + " and " + m.id);
+        reader[s] = m.id;
+      }
+    }
+  }
+
+  // Chaos stops; every process runs and heartbeats promptly; the group must settle (I2).
+  void settle() {
+    for (auto& m : members_) {
+      m.frozenUntil = 0;
+      if (!m.running || m.leaving) {
+        m.running = true;
+        m.leaving = false;
+        m.drop_everything();
+      }
+    }
+    for (int round = 0; round < 400 && failure_.empty(); ++round) {
+      now_ += 25;
+      for (auto& m : members_) {
+        for (auto& [s, until] : m.draining) until = std::min(until, now_);
+        finish_drains(m);
+        if (now_ >= m.nextHeartbeatAt) {
+          auto q = build(m);
+          auto out = group::heartbeat(g_, q, cfg_, now_);
+          apply(out, m.id);
+          m.nextHeartbeatAt = now_ + out.response.heartbeatIntervalMs;
+          receive(m, q, out.response, now_);
+        }
+      }
+      apply(group::tick(g_, cfg_, now_), "tick");
+      check();
+    }
+    if (!failure_.empty()) return;
+    if (group::group_state(g_) != protocol::GroupStateName::STABLE)
+      return fail("I2: group is " + std::string(protocol::to_string(group::group_state(g_))) + " after settling");
+    std::size_t lo = SIZE_MAX, hi = 0, total = 0;
+    for (const auto& [id, m] : g_.members) {
+      if (!m.live()) continue;
+      lo = std::min(lo, m.assigned.size());
+      hi = std::max(hi, m.assigned.size());
+      total += m.assigned.size();
+    }
+    if (total != static_cast<std::size_t>(g_.shardCount)) fail("I2: not every shard is assigned");
+    if (hi - lo > 1) fail("I2: counts differ by more than one");
+    for (const auto& m : members_)
+      if (m.owned != g_.members.at(m.id).assigned) fail("I2: " + m.id + " reads something else than it was given");
+  }
+
+  void fail(const std::string& what) {
+    if (!failure_.empty()) return;
+    std::ostringstream os;
+    os << "step " << step_ << " t=" << now_ << ": " << what;
+    failure_ = os.str();
+  }
+
+  std::mt19937_64 rng_;
+  bool verbose_;
+  group::Config cfg_;
+  group::GroupState g_;
+  Millis now_ = 0;
+  int step_ = 0;
+  std::vector<SimMember> members_;
+  std::map<std::string, int32_t> metadataSeen_;
+  std::map<std::string, int32_t> maxEpoch_;
+  Stats stats_;
+  std::string failure_;
+};
+
+long env_long(const char* name, long dflt) {
+  const char* v = std::getenv(name);
+  return v ? std::strtol(v, nullptr, 10) : dflt;
+}
+
+}  // namespace
+
+TEST(Simulation, InvariantsHoldOverManySeeds) {
+  const long steps = env_long("RSC_SIM_STEPS", 3000);
+  if (const char* one = std::getenv("RSC_SIM_SEED")) {
+    const uint64_t seed = std::strtoull(one, nullptr, 10);
+    Simulation sim(seed, true);
+    const auto failure = sim.run(static_cast<int>(steps));
+    EXPECT_TRUE(failure.empty()) << "seed " << seed << ": " << failure;
+    return;
+  }
+  const long seeds = env_long("RSC_SIM_SEEDS", 200);
+  Stats total;
+  int failures = 0;
+  for (long seed = 1; seed <= seeds; ++seed) {
+    Simulation sim(static_cast<uint64_t>(seed), false);
+    const auto failure = sim.run(static_cast<int>(steps));
+    total.add(sim.stats());
+    if (!failure.empty() && ++failures <= 5)
+      ADD_FAILURE() << "seed " << seed << ": " << failure << "\n  replay: RSC_SIM_SEED=" << seed
+                    << " ./tests/test_simulation";
+  }
+  std::cout << "simulated " << seeds << " seeds x " << steps << " steps: " << total.heartbeats << " heartbeats, "
+            << total.joins << " joins, " << total.leaves << " leaves, " << total.crashes << " crashes, "
+            << total.freezes << " freezes, " << total.lostResponses << " lost responses, " << total.retries
+            << " retries (" << total.replays << " replayed), " << total.expiries << " expiries, "
+            << total.rebalanceFences << " rebalance-timeout fences, " << total.fencedResponses
+            << " fenced/unknown responses, " << total.handovers << " shard handovers, " << total.pendingWaits
+            << " pending waits, " << total.grows << " stream grows, " << total.i5Checks << " I5 checks\n";
+  EXPECT_EQ(failures, 0);
+  // The simulation must actually reach every situation it claims to cover.
+  EXPECT_GT(total.joins, seeds);
+  EXPECT_GT(total.leaves, 0);
+  EXPECT_GT(total.crashes, 0);
+  EXPECT_GT(total.freezes, 0);
+  EXPECT_GT(total.lostResponses, 0);
+  EXPECT_GT(total.replays, 0);
+  EXPECT_GT(total.expiries, 0);
+  EXPECT_GT(total.rebalanceFences, 0);
+  EXPECT_GT(total.fencedResponses, 0);
+  EXPECT_GT(total.pendingWaits, 0);
+  EXPECT_GT(total.grows, 0);
+  EXPECT_GT(total.i5Checks, seeds);
+}
