@@ -1,2 +1,129 @@
+// Benchmarks of the pure core: the assignor (full and incremental) and one heartbeat step.
+//   ./build/benchmarks/bench_core
 #include <benchmark/benchmark.h>
-BENCHMARK_MAIN();
+
+#include "group/assignor.hpp"
+#include "group/coordinator.hpp"
+
+using namespace rsc;
+
+namespace {
+
+std::vector<std::string> member_ids(int n) {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) v.push_back("10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250) + ":0");
+  return v;
+}
+
+// From nothing: every shard placed.
+void BM_AssignFull(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  const int32_t shards = static_cast<int32_t>(st.range(1));
+  group::AssignmentSpec spec{member_ids(members), shards, {}};
+  for (auto _ : st) benchmark::DoNotOptimize(group::assign_uniform_sticky(spec));
+  st.counters["members"] = members;
+  st.counters["shards"] = shards;
+}
+
+// One member joins a balanced group.
+void BM_AssignOneJoin(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  const int32_t shards = static_cast<int32_t>(st.range(1));
+  auto ids = member_ids(members);
+  group::AssignmentSpec spec{ids, shards, {}};
+  spec.current = group::assign_uniform_sticky(spec);
+  spec.members.push_back("joiner");
+  for (auto _ : st) benchmark::DoNotOptimize(group::assign_uniform_sticky(spec));
+  st.counters["members"] = members + 1;
+  st.counters["shards"] = shards;
+}
+
+BENCHMARK(BM_AssignFull)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AssignOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
+
+// A stable group of `members` members; returns it with each member's epoch and shards.
+group::GroupState stable_group(int members, int32_t shards, const group::Config& cfg, group::Millis now) {
+  group::GroupState g;
+  g.streamPrefix = "bench";
+  g.consumerGroup = "g";
+  g = group::apply_metadata(g, shards, 1, cfg, now).state;
+  auto ids = member_ids(members);
+  for (const auto& id : ids) {
+    protocol::HeartbeatRequest q;
+    q.requestId = id + "-join";
+    q.memberId = id;
+    q.memberEpoch = 0;
+    q.metadataVersion = 1;
+    g = group::heartbeat(g, q, cfg, now).state;
+  }
+  // Settle: everybody reports what it has until nothing moves.
+  for (int round = 0; round < 4; ++round) {
+    for (const auto& id : ids) {
+      const auto& m = g.members.at(id);
+      protocol::HeartbeatRequest q;
+      q.requestId = id + "-settle-" + std::to_string(round);
+      q.memberId = id;
+      q.memberEpoch = m.epoch;
+      q.metadataVersion = 1;
+      for (auto s : m.assigned) q.ownedShards.push_back({s, protocol::ShardAssignmentState::OWNED});
+      g = group::heartbeat(g, q, cfg, now).state;
+    }
+  }
+  return g;
+}
+
+// One steady heartbeat of one member of a stable 100-member group: the hot path.
+void BM_HeartbeatSteady(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  group::Config cfg;
+  const group::Millis now = 1'000'000;
+  auto g = stable_group(members, static_cast<int32_t>(members * 10), cfg, now);
+  if (group::group_state(g) != protocol::GroupStateName::STABLE) st.SkipWithError("group did not settle");
+  const auto& m = g.members.begin()->second;
+  protocol::HeartbeatRequest q;
+  q.memberId = m.id;
+  q.memberEpoch = m.epoch;
+  q.metadataVersion = 1;
+  for (auto s : m.assigned) {
+    q.ownedShards.push_back({s, protocol::ShardAssignmentState::OWNED});
+    q.shardProgress.push_back({s, std::string("1700000000000-0"), 3, 120});
+  }
+  const bool moved = st.range(1) != 0;
+  int64_t i = 0;
+  for (auto _ : st) {
+    q.requestId = "hb-" + std::to_string(++i);
+    if (moved) {
+      // The group actor's way: the state goes in and the next state comes back out.
+      auto out = group::heartbeat(std::move(g), q, cfg, now + i);
+      g = std::move(out.state);
+      benchmark::DoNotOptimize(out.response);
+    } else {
+      auto out = group::heartbeat(g, q, cfg, now + i);
+      benchmark::DoNotOptimize(out);
+    }
+  }
+  st.counters["members"] = members;
+}
+// Second argument: 0 = the state is copied in, 1 = moved in.
+BENCHMARK(BM_HeartbeatSteady)
+    ->Args({10, 0})->Args({10, 1})->Args({100, 0})->Args({100, 1})->Args({1000, 0})->Args({1000, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+// A join into a stable group: bump, target recompute, reconcile of the joiner.
+void BM_HeartbeatJoin(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  group::Config cfg;
+  auto g = stable_group(members, static_cast<int32_t>(members * 10), cfg, 1'000'000);
+  protocol::HeartbeatRequest q;
+  q.memberId = "joiner";
+  q.memberEpoch = 0;
+  q.metadataVersion = 1;
+  int64_t i = 0;
+  for (auto _ : st) {
+    q.requestId = "join-" + std::to_string(++i);
+    benchmark::DoNotOptimize(group::heartbeat(g, q, cfg, 1'000'000));
+  }
+}
+BENCHMARK(BM_HeartbeatJoin)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

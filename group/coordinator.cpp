@@ -102,7 +102,7 @@ std::string epoch_text(int32_t e) { return "epoch=" + std::to_string(e); }
 
 class Step {
  public:
-  Step(const GroupState& g, const Config& cfg, Millis now) : cfg_(cfg), now_(now) { out_.state = g; }
+  Step(GroupState g, const Config& cfg, Millis now) : cfg_(cfg), now_(now) { out_.state = std::move(g); }
 
   GroupState& g() { return out_.state; }
   const Config& cfg() const { return cfg_; }
@@ -491,30 +491,30 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
 
 // ---------------------------------------------------------------------------------------------
 
-HeartbeatOutcome heartbeat(const GroupState& g, const HeartbeatRequest& req, const Config& cfg, Millis now) {
+HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& req, const Config& cfg, Millis now) {
   // Rule 10 first: a repeated requestId changes nothing and gets the same answer.
   if (auto it = g.members.find(req.memberId); it != g.members.end()) {
     const Member& m = it->second;
     if (m.lastResponse && !m.lastRequestId.empty() && m.lastRequestId == req.requestId) {
       HeartbeatOutcome h;
-      h.state = g;
       h.response = *m.lastResponse;
+      h.state = std::move(g);
       return h;
     }
   }
-  Step st(g, cfg, now);
+  Step st(std::move(g), cfg, now);
   if (req.memberEpoch == 0) return join(st, req);
   if (req.memberEpoch == -1) return leave(st, req);
   if (req.memberEpoch < -1)
-    return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, "memberEpoch: must be at least -1"));
+    return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, "memberEpoch: must be at least -1"));
   return member_heartbeat(st, req);
 }
 
-Outcome tick(const GroupState& g, const Config& cfg, Millis now) {
-  Step st(g, cfg, now);
+Outcome tick(GroupState g, const Config& cfg, Millis now) {
+  Step st(std::move(g), cfg, now);
   st.expire_and_fence();
   st.maybe_recompute_target();
-  if (g.rollbackGuardUntilMs != 0 && now >= g.rollbackGuardUntilMs) {
+  if (st.g().rollbackGuardUntilMs != 0 && now >= st.g().rollbackGuardUntilMs) {
     st.g().rollbackGuardUntilMs = 0;
     st.touch_group();
     st.event(Event::Kind::ROLLBACK_GUARD, "", {}, "guard lifted: shards may be handed out again");
@@ -522,24 +522,24 @@ Outcome tick(const GroupState& g, const Config& cfg, Millis now) {
   return st.take();
 }
 
-Outcome apply_metadata(const GroupState& g, int32_t shardCount, int32_t metadataVersion, const Config& cfg,
-                       Millis now) {
-  Step st(g, cfg, now);
-  if (shardCount <= g.shardCount || metadataVersion <= g.metadataVersion) return st.take();  // grow only
+Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg, Millis now) {
+  const int32_t oldCount = g.shardCount;
+  Step st(std::move(g), cfg, now);
+  if (shardCount <= oldCount || metadataVersion <= st.g().metadataVersion) return st.take();  // grow only
   st.g().shardCount = shardCount;
   st.g().metadataVersion = metadataVersion;
   st.touch_group();
   st.event(Event::Kind::METADATA_CHANGED, "", {},
-           "shardCount " + std::to_string(g.shardCount) + " -> " + std::to_string(shardCount) + " metadataVersion=" +
+           "shardCount " + std::to_string(oldCount) + " -> " + std::to_string(shardCount) + " metadataVersion=" +
                std::to_string(metadataVersion));
   st.bump_group_epoch("metadata");
   st.maybe_recompute_target();
   return st.take();
 }
 
-Outcome resume_after_outage(const GroupState& g, Millis from, Millis to) {
+Outcome resume_after_outage(GroupState g, Millis from, Millis to) {
   Config unused;
-  Step st(g, unused, to);
+  Step st(std::move(g), unused, to);
   const Millis outage = std::max<Millis>(0, to - from);
   for (auto& [id, m] : st.g().members) {
     if (!m.live()) continue;
@@ -550,8 +550,8 @@ Outcome resume_after_outage(const GroupState& g, Millis from, Millis to) {
   return st.take();
 }
 
-Outcome recover_from_rollback(const GroupState& g, int32_t seenGroupEpoch, const Config& cfg, Millis now) {
-  Step st(g, cfg, now);
+Outcome recover_from_rollback(GroupState g, int32_t seenGroupEpoch, const Config& cfg, Millis now) {
+  Step st(std::move(g), cfg, now);
   auto& s = st.g();
   // Epochs issued from here on must be new: skip past everything this pod saw.
   s.groupEpoch = std::max(s.groupEpoch, seenGroupEpoch);
@@ -563,9 +563,9 @@ Outcome recover_from_rollback(const GroupState& g, int32_t seenGroupEpoch, const
   return st.take();
 }
 
-Outcome fence_member(const GroupState& g, const std::string& memberId, const std::string& reason, const Config& cfg,
+Outcome fence_member(GroupState g, const std::string& memberId, const std::string& reason, const Config& cfg,
                      Millis now) {
-  Step st(g, cfg, now);
+  Step st(std::move(g), cfg, now);
   Member* m = st.find(memberId);
   if (m == nullptr || !m->live()) return st.take();
   if (m->leaving()) {

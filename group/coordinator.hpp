@@ -22,30 +22,35 @@ struct HeartbeatOutcome : Outcome {
   protocol::HeartbeatResponse response;
 };
 
+// Every step takes the state by value: pass an lvalue to keep it (one copy, O(members)), or
+// std::move it in when the caller only needs the next state (the steady heartbeat then costs
+// O(what changed)). A caller that moved its state in and then fails to persist the outcome must
+// reload from the store, as it must after any failed write.
+
 // One heartbeat (join, leave, liveness, ownership report, revoke ack, assignment delivery).
 // `req` has passed protocol::decode_heartbeat_request; the group-dependent checks happen here.
 // Errors that are the request's fault (INVALID_REQUEST, UNKNOWN_MEMBER_ID, a stale epoch) change
 // nothing.
-HeartbeatOutcome heartbeat(const GroupState& g, const protocol::HeartbeatRequest& req, const Config& cfg, Millis now);
+HeartbeatOutcome heartbeat(GroupState g, const protocol::HeartbeatRequest& req, const Config& cfg, Millis now);
 
 // Lease expiry, rebalance-timeout fencing, tombstone cleanup, target recompute.
-Outcome tick(const GroupState& g, const Config& cfg, Millis now);
+Outcome tick(GroupState g, const Config& cfg, Millis now);
 
 // The stream's shard count grew (or the group first learns it). Shrinking is ignored.
-Outcome apply_metadata(const GroupState& g, int32_t shardCount, int32_t metadataVersion, const Config& cfg,
+Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg,
                        Millis now);
 
 // The store was unreachable from `from` to `to`: that time does not count against leases or
 // revoke deadlines, and every live member gets one full lease from `to`.
-Outcome resume_after_outage(const GroupState& g, Millis from, Millis to);
+Outcome resume_after_outage(GroupState g, Millis from, Millis to);
 
 // The store came back with an older revision than this pod had seen (restart without persistence,
 // failover to a lagging replica). Epochs jump past anything this pod saw, and for one lease no
 // shard is handed out fresh and epochs the store does not know are fenced.
-Outcome recover_from_rollback(const GroupState& g, int32_t seenGroupEpoch, const Config& cfg, Millis now);
+Outcome recover_from_rollback(GroupState g, int32_t seenGroupEpoch, const Config& cfg, Millis now);
 
 // Admin removal: the member is fenced and its shards released.
-Outcome fence_member(const GroupState& g, const std::string& memberId, const std::string& reason, const Config& cfg,
+Outcome fence_member(GroupState g, const std::string& memberId, const std::string& reason, const Config& cfg,
                      Millis now);
 
 }  // namespace rsc::group
