@@ -1,0 +1,150 @@
+#include "redis/connection.hpp"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace rsc::store {
+namespace {
+
+timeval to_timeval(Millis ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(ms / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+  return tv;
+}
+
+struct FreeReply {
+  void operator()(void* r) const { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<void, FreeReply>;
+
+Value convert(const redisReply* r) {
+  Value v;
+  switch (r->type) {
+    case REDIS_REPLY_NIL: v.type = Value::Type::Nil; break;
+    case REDIS_REPLY_INTEGER:
+      v.type = Value::Type::Integer;
+      v.integer = r->integer;
+      break;
+    case REDIS_REPLY_STRING:
+      v.type = Value::Type::String;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      v.type = Value::Type::Status;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      v.type = Value::Type::Error;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      v.type = Value::Type::Array;
+      v.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) v.elements.push_back(convert(r->element[i]));
+      break;
+    default: v.type = Value::Type::Nil;
+  }
+  return v;
+}
+
+}  // namespace
+
+void RedisConnection::Free::operator()(redisContext* c) const { redisFree(c); }
+
+Error classify_reply_error(const std::string& message) {
+  static const char* const retryable[] = {"LOADING", "BUSY", "NOSCRIPT", "MASTERDOWN", "TRYAGAIN",
+                                          "CLUSTERDOWN", "READONLY", "OOM", "MOVED", "ASK"};
+  const auto word = message.substr(0, message.find(' '));
+  for (const char* r : retryable)
+    if (word == r) return {ErrorKind::Retryable, "redis: " + message};
+  return {ErrorKind::Fatal, "redis: " + message};
+}
+
+RedisConnection::RedisConnection(RedisOptions opts) : opts_(std::move(opts)) {}
+RedisConnection::~RedisConnection() = default;
+
+Error RedisConnection::io_failure(const std::string& what) {
+  std::string detail = ctx_ && ctx_->errstr[0] ? ctx_->errstr : std::strerror(errno);
+  if (ctx_ && ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) detail = "timed out";
+  ctx_.reset();  // a broken or desynchronised connection is never reused
+  return {ErrorKind::Retryable,
+          "redis " + opts_.host + ":" + std::to_string(opts_.port) + ": " + what + ": " + detail};
+}
+
+std::optional<Error> RedisConnection::ensure_connected() {
+  if (ctx_) return std::nullopt;
+  redisContext* c = redisConnectWithTimeout(opts_.host.c_str(), opts_.port, to_timeval(opts_.connectTimeoutMs));
+  if (c == nullptr) return Error{ErrorKind::Retryable, "redis: cannot allocate a context"};
+  ctx_.reset(c);
+  if (c->err) return io_failure("connect");
+  if (redisSetTimeout(c, to_timeval(opts_.commandTimeoutMs)) != REDIS_OK) return io_failure("set timeout");
+  redisEnableKeepAlive(c);
+  ++reconnects_;
+  if (!opts_.password.empty()) {
+    Command auth = opts_.user.empty() ? Command{"AUTH", opts_.password} : Command{"AUTH", opts_.user, opts_.password};
+    auto r = run({auth}).front();
+    if (!r.ok()) return r.error;
+    if (r.value->is_error()) {
+      ctx_.reset();
+      return Error{ErrorKind::Fatal, "redis AUTH failed: " + r.value->str};
+    }
+  }
+  if (onConnect_ && !inOnConnect_) {
+    inOnConnect_ = true;
+    auto e = onConnect_(*this);
+    inOnConnect_ = false;
+    if (e) {
+      ctx_.reset();
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds) {
+  std::vector<Result<Value>> out;
+  out.reserve(cmds.size());
+  auto fail_all = [&](const Error& e) {
+    out.clear();
+    for (std::size_t i = 0; i < cmds.size(); ++i) out.push_back(Result<Value>::failure(e));
+    return out;
+  };
+  ++roundTrips_;
+  commandsSent_ += static_cast<int64_t>(cmds.size());
+  for (const auto& cmd : cmds) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    argv.reserve(cmd.size());
+    lens.reserve(cmd.size());
+    for (const auto& a : cmd) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
+      return fail_all(io_failure("append"));
+  }
+  for (std::size_t i = 0; i < cmds.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) return fail_all(io_failure("read reply"));
+    ReplyPtr reply(raw);
+    out.push_back(Result<Value>::success(convert(static_cast<redisReply*>(raw))));
+  }
+  return out;
+}
+
+std::vector<Result<Value>> RedisConnection::pipeline(const std::vector<Command>& cmds) {
+  if (auto e = ensure_connected()) {
+    std::vector<Result<Value>> out;
+    for (std::size_t i = 0; i < cmds.size(); ++i) out.push_back(Result<Value>::failure(*e));
+    return out;
+  }
+  return run(cmds);
+}
+
+Result<Value> RedisConnection::command(const Command& cmd) { return pipeline({cmd}).front(); }
+
+}  // namespace rsc::store

@@ -1,0 +1,86 @@
+// One synchronous hiredis connection: RAII for the context and replies, connect and command
+// timeouts, AUTH, reconnect after any I/O error, pipelining, and the one place where hiredis and
+// Redis errors become store::Error (retryable vs fatal).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redis/store.hpp"
+
+struct redisContext;
+
+namespace rsc::store {
+
+struct RedisOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string user;      // ACL user (Redis 6+); empty = the default user
+  std::string password;  // empty = no AUTH
+  Millis connectTimeoutMs = 1000;
+  Millis commandTimeoutMs = 2000;
+  std::string ns = "rsc";  // key namespace
+  LogFn log;
+};
+
+// A reply, copied out of hiredis so that no redisReply outlives its call.
+struct Value {
+  enum class Type { Nil, Integer, String, Status, Error, Array };
+  Type type = Type::Nil;
+  long long integer = 0;
+  std::string str;  // String, Status and Error
+  std::vector<Value> elements;
+
+  bool is_error() const { return type == Type::Error; }
+  bool is_nil() const { return type == Type::Nil; }
+};
+
+using Command = std::vector<std::string>;
+
+// Maps a Redis error reply to retryable or fatal: LOADING, BUSY, NOSCRIPT, MASTERDOWN, TRYAGAIN,
+// CLUSTERDOWN, READONLY and OOM are conditions that pass; anything else (WRONGTYPE, ERR, NOPERM,
+// WRONGPASS...) will not pass by retrying.
+Error classify_reply_error(const std::string& message);
+
+class RedisConnection {
+ public:
+  explicit RedisConnection(RedisOptions opts);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+
+  // One command. Error replies come back as a Value of type Error (not as a failure): the caller
+  // decides; I/O failures are Retryable failures and drop the connection for a fresh one next time.
+  Result<Value> command(const Command& cmd);
+  // Many commands, one round trip. On an I/O failure every result is that failure.
+  std::vector<Result<Value>> pipeline(const std::vector<Command>& cmds);
+
+  // Called after every (re)connect, e.g. to load scripts. Its failure fails the connect.
+  void on_connect(std::function<std::optional<Error>(RedisConnection&)> f) { onConnect_ = std::move(f); }
+  bool connected() const { return ctx_ != nullptr; }
+  const RedisOptions& options() const { return opts_; }
+  int64_t reconnects() const { return reconnects_; }
+  int64_t round_trips() const { return roundTrips_; }
+  int64_t commands_sent() const { return commandsSent_; }
+
+ private:
+  std::optional<Error> ensure_connected();
+  Error io_failure(const std::string& what);
+  std::vector<Result<Value>> run(const std::vector<Command>& cmds);
+
+  RedisOptions opts_;
+  struct Free {
+    void operator()(redisContext* c) const;
+  };
+  std::unique_ptr<redisContext, Free> ctx_;
+  std::function<std::optional<Error>(RedisConnection&)> onConnect_;
+  bool inOnConnect_ = false;
+  int64_t reconnects_ = 0;
+  int64_t roundTrips_ = 0;
+  int64_t commandsSent_ = 0;
+};
+
+}  // namespace rsc::store

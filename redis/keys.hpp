@@ -1,0 +1,31 @@
+// Redis key names (SPEC §4). Every key of one group shares the hash tag {<prefix>/<group>}, so the
+// CAS script's keys sit in one Redis Cluster slot; shard streams default to {<prefix>:<shard>}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "redis/store.hpp"
+
+namespace rsc::store {
+
+struct KeySpace {
+  std::string ns = "rsc";
+  // $prefix and $shard are replaced; braces mark the Cluster hash tag.
+  std::string shardStreamPattern = "{$prefix:$shard}";
+
+  std::string group_tag(const GroupKey& k) const { return "{" + k.streamPrefix + "/" + k.consumerGroup + "}"; }
+  std::string group_state(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":state"; }
+  std::string group_lock(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":lock"; }
+  std::string group_index() const { return ns + ":groups"; }
+  std::string stream_meta(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}"; }
+  std::string stream_groups(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}:groups"; }
+  std::string shard_stream(const std::string& prefix, int32_t shard) const;
+};
+
+// Redis Cluster's CRC16 (XMODEM) and key slot, honouring the first non-empty {...} hash tag.
+uint16_t crc16(std::string_view data);
+int key_slot(std::string_view key);
+
+}  // namespace rsc::store

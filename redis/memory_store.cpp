@@ -1,0 +1,257 @@
+#include "redis/memory_store.hpp"
+
+#include <chrono>
+#include <cstdlib>
+
+namespace rsc::store {
+
+FieldWrites field_writes(const group::GroupState& next, const group::Delta* delta) {
+  FieldWrites w;
+  if (delta == nullptr) {
+    w.full = true;
+    w.set.emplace_back(kGroupField, encode_group_fields(next));
+    for (const auto& [id, m] : next.members) w.set.emplace_back(kMemberFieldPrefix + id, encode_member(m));
+    return w;
+  }
+  if (delta->group) w.set.emplace_back(kGroupField, encode_group_fields(next));
+  for (const auto& id : delta->upserted) {
+    auto it = next.members.find(id);
+    if (it != next.members.end()) w.set.emplace_back(kMemberFieldPrefix + id, encode_member(it->second));
+  }
+  for (const auto& id : delta->removed) w.del.push_back(kMemberFieldPrefix + id);
+  return w;
+}
+
+MemoryStore::MemoryStore(std::function<Millis()> clock, LogFn log) : clock_(std::move(clock)), tracker_(std::move(log)) {
+  if (!clock_)
+    clock_ = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+}
+
+bool MemoryStore::injected_failure(Error& e) {
+  ++calls_;
+  if (down_) {
+    e = {ErrorKind::Retryable, "memory store: unreachable (injected)"};
+    return true;
+  }
+  if (failNext_ > 0) {
+    --failNext_;
+    e = {failKind_, "memory store: injected " + to_string(failKind_) + " failure"};
+    return true;
+  }
+  return false;
+}
+
+Result<Loaded> MemoryStore::load(const GroupKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<Loaded>::failure(e);
+  Loaded out;
+  auto it = groups_.find(key.str());
+  if (it == groups_.end()) {
+    out.state.streamPrefix = key.streamPrefix;
+    out.state.consumerGroup = key.consumerGroup;
+    out.rollback = tracker_.observe(key, 0, 0);
+    return Result<Loaded>::success(std::move(out));
+  }
+  auto decoded = decode_group(key, it->second);
+  if (!decoded.ok()) return Result<Loaded>::failure(decoded.error);
+  out.exists = true;
+  out.state = std::move(*decoded.value);
+  out.rollback = tracker_.observe(key, out.state.storeRevision, out.state.groupEpoch);
+  return Result<Loaded>::success(std::move(out));
+}
+
+std::vector<Result<CasResult>> MemoryStore::compare_and_set(const std::vector<CasRequest>& batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Result<CasResult>> out;
+  for (const auto& req : batch) {
+    Error e;
+    if (injected_failure(e)) {
+      out.push_back(Result<CasResult>::failure(e));
+      continue;
+    }
+    const std::string k = req.key.str();
+    auto& fields = groups_[k];
+    keys_.emplace(k, req.key);
+    auto revOf = [&]() -> std::optional<int64_t> {
+      auto it = fields.find(kRevisionField);
+      if (it == fields.end()) return 0;
+      char* end = nullptr;
+      const long long v = std::strtoll(it->second.c_str(), &end, 10);
+      if (it->second.empty() || *end != '\0') return std::nullopt;
+      return v;
+    };
+    if (!revOf()) {
+      out.push_back(Result<CasResult>::failure(ErrorKind::Corrupt, "group " + k + ": field 'rev' is not a revision"));
+      continue;
+    }
+    if (conflictNext_ > 0 && !fields.empty()) {
+      --conflictNext_;
+      fields[kRevisionField] = std::to_string(*revOf() + 1);
+    }
+    CasResult r;
+    int64_t rev = *revOf();
+    auto& l = locks_[k];
+    const Millis now = clock_();
+    const bool lockedByOther = !req.lockToken.empty() && !l.token.empty() && l.expiresAt > now && l.token != req.lockToken;
+    if (lockedByOther) {
+      r.status = CasStatus::Locked;
+      r.revision = rev;
+    } else if (rev != req.expectedRevision) {
+      r.status = CasStatus::Conflict;
+      r.revision = rev;
+      if (req.returnStateOnConflict && fields.count(kGroupField)) {
+        auto decoded = decode_group(req.key, fields);
+        if (!decoded.ok()) {
+          out.push_back(Result<CasResult>::failure(decoded.error));
+          continue;
+        }
+        r.current = std::move(*decoded.value);
+      }
+    } else {
+      auto w = field_writes(*req.next, req.delta);
+      if (w.full) fields.clear();
+      for (auto& [f, v] : w.set) fields[f] = v;
+      for (auto& f : w.del) fields.erase(f);
+      r.status = CasStatus::Written;
+      r.revision = rev + 1;
+      fields[kRevisionField] = std::to_string(r.revision);
+      if (!req.lockToken.empty()) l = Lock{req.lockToken, now + req.lockTtlMs};
+    }
+    if (fields.empty()) groups_.erase(k);
+    const int32_t epoch = r.status == CasStatus::Written ? req.next->groupEpoch : (r.current ? r.current->groupEpoch : 0);
+    r.rollback = tracker_.observe(req.key, r.revision, epoch);
+    out.push_back(Result<CasResult>::success(std::move(r)));
+  }
+  return out;
+}
+
+Result<bool> MemoryStore::try_lock(const GroupKey& key, const std::string& token, Millis ttl) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  auto& l = locks_[key.str()];
+  const Millis now = clock_();
+  if (!l.token.empty() && l.expiresAt > now) return Result<bool>::success(false);
+  l = Lock{token, now + ttl};
+  return Result<bool>::success(true);
+}
+
+Result<bool> MemoryStore::extend_lock(const GroupKey& key, const std::string& token, Millis ttl) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  auto& l = locks_[key.str()];
+  const Millis now = clock_();
+  if (l.token != token || l.expiresAt <= now) return Result<bool>::success(false);
+  l.expiresAt = now + ttl;
+  return Result<bool>::success(true);
+}
+
+Result<bool> MemoryStore::unlock(const GroupKey& key, const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  auto& l = locks_[key.str()];
+  if (l.token != token || l.expiresAt <= clock_()) return Result<bool>::success(false);
+  l = Lock{};
+  return Result<bool>::success(true);
+}
+
+Result<std::vector<GroupKey>> MemoryStore::list_groups() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<std::vector<GroupKey>>::failure(e);
+  std::vector<GroupKey> out;
+  for (const auto& [k, key] : keys_) out.push_back(key);
+  return Result<std::vector<GroupKey>>::success(std::move(out));
+}
+
+Result<std::vector<std::string>> MemoryStore::list_stream_groups(const std::string& streamPrefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<std::vector<std::string>>::failure(e);
+  std::vector<std::string> out;
+  for (const auto& [k, key] : keys_)
+    if (key.streamPrefix == streamPrefix) out.push_back(key.consumerGroup);
+  return Result<std::vector<std::string>>::success(std::move(out));
+}
+
+Result<std::optional<protocol::StreamMetadata>> MemoryStore::get_stream(const std::string& streamPrefix) {
+  using R = Result<std::optional<protocol::StreamMetadata>>;
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return R::failure(e);
+  auto it = streams_.find(streamPrefix);
+  if (it == streams_.end()) return R::success(std::nullopt);
+  return R::success(it->second);
+}
+
+Result<protocol::StreamMetadata> MemoryStore::put_stream(const std::string& streamPrefix, int32_t shardCount) {
+  using R = Result<protocol::StreamMetadata>;
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return R::failure(e);
+  auto it = streams_.find(streamPrefix);
+  if (it == streams_.end()) {
+    protocol::StreamMetadata m{streamPrefix, shardCount, 1};
+    streams_.emplace(streamPrefix, m);
+    return R::success(m);
+  }
+  auto& m = it->second;
+  if (shardCount < m.shardCount)
+    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
+                                              " shards; shard counts only grow");
+  if (shardCount > m.shardCount) {
+    m.shardCount = shardCount;
+    ++m.metadataVersion;
+  }
+  return R::success(m);
+}
+
+void MemoryStore::fail_next(int calls, ErrorKind kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failNext_ = calls;
+  failKind_ = kind;
+}
+void MemoryStore::set_unreachable(bool down) {
+  std::lock_guard<std::mutex> lock(mu_);
+  down_ = down;
+}
+void MemoryStore::conflict_next(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  conflictNext_ = n;
+}
+void MemoryStore::set_raw_field(const GroupKey& key, const std::string& field, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  groups_[key.str()][field] = value;
+  keys_.emplace(key.str(), key);
+}
+FieldMap MemoryStore::raw(const GroupKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = groups_.find(key.str());
+  return it == groups_.end() ? FieldMap{} : it->second;
+}
+void MemoryStore::replace_raw(const GroupKey& key, FieldMap fields) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fields.empty())
+    groups_.erase(key.str());
+  else
+    groups_[key.str()] = std::move(fields);
+}
+void MemoryStore::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  groups_.clear();
+  keys_.clear();
+  locks_.clear();
+  streams_.clear();
+}
+int64_t MemoryStore::calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return calls_;
+}
+
+}  // namespace rsc::store

@@ -1,0 +1,70 @@
+// An in-memory GroupStore for unit tests. It stores the same encoded fields as Redis (so the
+// codec is exercised and bad data can be planted) and can inject faults and conflicts.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "redis/state_codec.hpp"
+#include "redis/store.hpp"
+
+namespace rsc::store {
+
+class MemoryStore : public GroupStore {
+ public:
+  // `clock` gives milliseconds for lock expiry; by default a steady clock.
+  explicit MemoryStore(std::function<Millis()> clock = {}, LogFn log = {});
+
+  Result<Loaded> load(const GroupKey& key) override;
+  std::vector<Result<CasResult>> compare_and_set(const std::vector<CasRequest>& batch) override;
+  using GroupStore::compare_and_set;
+  Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
+  Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
+  Result<bool> unlock(const GroupKey& key, const std::string& token) override;
+  Result<std::vector<GroupKey>> list_groups() override;
+  Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
+  Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
+  Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) override;
+  int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
+
+  // Fault injection.
+  void fail_next(int calls, ErrorKind kind = ErrorKind::Retryable);  // the next calls fail
+  void set_unreachable(bool down);                                   // every call fails Retryable
+  // Another pod writes first: the group's revision moves on before each of the next n CAS calls.
+  void conflict_next(int n);
+  void set_raw_field(const GroupKey& key, const std::string& field, const std::string& value);
+  FieldMap raw(const GroupKey& key) const;
+  void replace_raw(const GroupKey& key, FieldMap fields);  // e.g. restore an older snapshot
+  void clear();                                             // a restart without persistence
+  int64_t calls() const;
+
+ private:
+  bool injected_failure(Error& e);
+  struct Lock {
+    std::string token;
+    Millis expiresAt = 0;
+  };
+  std::function<Millis()> clock_;
+  mutable std::mutex mu_;
+  std::map<std::string, FieldMap> groups_;  // by GroupKey::str()
+  std::map<std::string, GroupKey> keys_;
+  std::map<std::string, Lock> locks_;
+  std::map<std::string, protocol::StreamMetadata> streams_;
+  int failNext_ = 0;
+  ErrorKind failKind_ = ErrorKind::Retryable;
+  bool down_ = false;
+  int conflictNext_ = 0;
+  int64_t calls_ = 0;
+  RevisionTracker tracker_;
+};
+
+// Builds the field writes of one CAS (shared by both stores): the fields to set and to delete.
+struct FieldWrites {
+  std::vector<std::pair<std::string, std::string>> set;
+  std::vector<std::string> del;
+  bool full = false;  // replace the whole hash
+};
+FieldWrites field_writes(const group::GroupState& next, const group::Delta* delta);
+
+}  // namespace rsc::store

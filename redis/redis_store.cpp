@@ -1,0 +1,297 @@
+#include "redis/redis_store.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "redis/memory_store.hpp"
+#include "redis/scripts.hpp"
+#include "redis/state_codec.hpp"
+
+namespace rsc::store {
+namespace {
+
+template <typename T>
+Result<T> reply_failure(const Value& v, const std::string& what) {
+  if (v.is_error()) {
+    if (v.str.rfind("CORRUPT", 0) == 0) return Result<T>::failure(ErrorKind::Corrupt, what + ": " + v.str);
+    auto e = classify_reply_error(v.str);
+    e.message = what + ": " + e.message;
+    return Result<T>::failure(e);
+  }
+  return Result<T>::failure(ErrorKind::Fatal, what + ": unexpected reply from Redis");
+}
+
+std::optional<FieldMap> field_map(const Value& v) {
+  if (v.type != Value::Type::Array || v.elements.size() % 2 != 0) return std::nullopt;
+  FieldMap m;
+  for (std::size_t i = 0; i + 1 < v.elements.size(); i += 2) m[v.elements[i].str] = v.elements[i + 1].str;
+  return m;
+}
+
+std::optional<int64_t> as_int(const Value& v) {
+  if (v.type == Value::Type::Integer) return v.integer;
+  if (v.type == Value::Type::String || v.type == Value::Type::Status) {
+    char* end = nullptr;
+    const long long x = std::strtoll(v.str.c_str(), &end, 10);
+    if (!v.str.empty() && *end == '\0') return x;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+RedisStore::RedisStore(RedisOptions opts)
+    : opts_(opts),
+      conn_(opts),
+      cas_{scripts::kCas, {}},
+      unlock_{scripts::kUnlock, {}},
+      extend_{scripts::kExtend, {}},
+      putStream_{scripts::kPutStream, {}},
+      tracker_(opts.log) {
+  keys_.ns = opts_.ns;
+  conn_.on_connect([this](RedisConnection& c) { return load_scripts(c); });
+}
+
+std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
+  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_}) {
+    auto r = c.command({"SCRIPT", "LOAD", s->source});
+    if (!r.ok()) return r.error;
+    if (r.value->is_error()) return classify_reply_error(r.value->str);
+    s->sha = r.value->str;
+  }
+  return std::nullopt;
+}
+
+Command RedisStore::evalsha(const Script& s, std::initializer_list<std::string> keys,
+                            std::vector<std::string> args) const {
+  Command c;
+  c.reserve(3 + keys.size() + args.size());
+  c.push_back("EVALSHA");
+  c.push_back(s.sha);
+  c.push_back(std::to_string(keys.size()));
+  for (const auto& k : keys) c.push_back(k);
+  for (auto& a : args) c.push_back(std::move(a));
+  return c;
+}
+
+std::vector<Result<Value>> RedisStore::run(const std::vector<Command>& cmds) {
+  auto out = conn_.pipeline(cmds);
+  std::vector<std::size_t> redo;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i].ok() && out[i].value->is_error() && out[i].value->str.rfind("NOSCRIPT", 0) == 0) redo.push_back(i);
+  if (redo.empty()) return out;
+  // Scripts are gone (Redis restarted under a live connection, or SCRIPT FLUSH): load, rerun.
+  ++scriptReloads_;
+  if (opts_.log) opts_.log("store: scripts missing in Redis (NOSCRIPT); reloading");
+  std::vector<const Script*> all{&cas_, &unlock_, &extend_, &putStream_};
+  std::map<std::string, const Script*> bySha;
+  for (auto* s : all) bySha[s->sha] = s;
+  if (auto e = load_scripts(conn_)) {
+    for (auto i : redo) out[i] = Result<Value>::failure(*e);
+    return out;
+  }
+  std::vector<Command> again;
+  for (auto i : redo) {
+    Command c = cmds[i];
+    if (c.size() > 1 && bySha.count(c[1])) c[1] = bySha[c[1]]->sha;
+    again.push_back(std::move(c));
+  }
+  auto second = conn_.pipeline(again);
+  for (std::size_t k = 0; k < redo.size(); ++k) out[redo[k]] = std::move(second[k]);
+  return out;
+}
+
+Result<Loaded> RedisStore::load(const GroupKey& key) {
+  using R = Result<Loaded>;
+  auto r = run({{"HGETALL", keys_.group_state(key)}}).front();
+  if (!r.ok()) return R::failure(r.error);
+  auto fields = field_map(*r.value);
+  if (!fields) return reply_failure<Loaded>(*r.value, "load " + key.str());
+  Loaded out;
+  if (fields->empty()) {
+    out.state.streamPrefix = key.streamPrefix;
+    out.state.consumerGroup = key.consumerGroup;
+    out.rollback = tracker_.observe(key, 0, 0);
+    return R::success(std::move(out));
+  }
+  auto g = decode_group(key, *fields);
+  if (!g.ok()) return R::failure(g.error);
+  out.exists = true;
+  out.state = std::move(*g.value);
+  out.rollback = tracker_.observe(key, out.state.storeRevision, out.state.groupEpoch);
+  return R::success(std::move(out));
+}
+
+std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<CasRequest>& batch) {
+  using R = Result<CasResult>;
+  if (auto e = ensure_scripts()) return std::vector<R>(batch.size(), R::failure(*e));
+  std::vector<Command> cmds;
+  std::vector<std::size_t> casIndex;
+  for (const auto& req : batch) {
+    const auto w = field_writes(*req.next, req.delta);
+    std::vector<std::string> args{req.lockToken,
+                                  std::to_string(req.lockTtlMs),
+                                  std::to_string(req.expectedRevision),
+                                  req.returnStateOnConflict ? "1" : "0",
+                                  w.full ? "1" : "0",
+                                  std::to_string(w.set.size())};
+    for (const auto& [f, v] : w.set) {
+      args.push_back(f);
+      args.push_back(v);
+    }
+    args.push_back(std::to_string(w.del.size()));
+    for (const auto& f : w.del) args.push_back(f);
+    casIndex.push_back(cmds.size());
+    cmds.push_back(evalsha(cas_, {keys_.group_state(req.key), keys_.group_lock(req.key)}, std::move(args)));
+    if (req.expectedRevision == 0) {  // a new group: make it discoverable (idempotent)
+      cmds.push_back({"SADD", keys_.group_index(), req.key.str()});
+      cmds.push_back({"SADD", keys_.stream_groups(req.key.streamPrefix), req.key.consumerGroup});
+    }
+  }
+  auto replies = run(cmds);
+  std::vector<R> out;
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    const auto& req = batch[b];
+    auto& rep = replies[casIndex[b]];
+    if (!rep.ok()) {
+      out.push_back(R::failure(rep.error));
+      continue;
+    }
+    const Value& v = *rep.value;
+    if (v.type != Value::Type::Array || v.elements.size() < 2) {
+      out.push_back(reply_failure<CasResult>(v, "cas " + req.key.str()));
+      continue;
+    }
+    CasResult r;
+    const auto& st = v.elements[0].str;
+    r.revision = as_int(v.elements[1]).value_or(0);
+    int32_t epoch = 0;
+    if (st == "OK") {
+      r.status = CasStatus::Written;
+      epoch = req.next->groupEpoch;
+    } else if (st == "CONFLICT") {
+      r.status = CasStatus::Conflict;
+      if (v.elements.size() > 2) {
+        auto fields = field_map(v.elements[2]);
+        if (!fields) {
+          out.push_back(R::failure(ErrorKind::Fatal, "cas " + req.key.str() + ": malformed conflict reply"));
+          continue;
+        }
+        auto g = decode_group(req.key, *fields);
+        if (!g.ok()) {
+          out.push_back(R::failure(g.error));
+          continue;
+        }
+        epoch = g.value->groupEpoch;
+        r.current = std::move(*g.value);
+      }
+    } else if (st == "LOCKED") {
+      r.status = CasStatus::Locked;
+    } else {
+      out.push_back(R::failure(ErrorKind::Fatal, "cas " + req.key.str() + ": unknown status " + st));
+      continue;
+    }
+    r.rollback = tracker_.observe(req.key, r.revision, epoch);
+    out.push_back(R::success(std::move(r)));
+  }
+  return out;
+}
+
+Result<bool> RedisStore::try_lock(const GroupKey& key, const std::string& token, Millis ttl) {
+  auto r = run({{"SET", keys_.group_lock(key), token, "NX", "PX", std::to_string(ttl)}}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->is_nil()) return Result<bool>::success(false);
+  if (r.value->type == Value::Type::Status && r.value->str == "OK") return Result<bool>::success(true);
+  return reply_failure<bool>(*r.value, "lock " + key.str());
+}
+
+Result<bool> RedisStore::extend_lock(const GroupKey& key, const std::string& token, Millis ttl) {
+  if (auto e = ensure_scripts()) return Result<bool>::failure(*e);
+  auto r = run({evalsha(extend_, {keys_.group_lock(key)}, {token, std::to_string(ttl)})}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "extend " + key.str());
+  return Result<bool>::success(r.value->integer == 1);
+}
+
+Result<bool> RedisStore::unlock(const GroupKey& key, const std::string& token) {
+  if (auto e = ensure_scripts()) return Result<bool>::failure(*e);
+  auto r = run({evalsha(unlock_, {keys_.group_lock(key)}, {token})}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "unlock " + key.str());
+  return Result<bool>::success(r.value->integer == 1);
+}
+
+Result<std::vector<GroupKey>> RedisStore::list_groups() {
+  using R = Result<std::vector<GroupKey>>;
+  auto r = run({{"SMEMBERS", keys_.group_index()}}).front();
+  if (!r.ok()) return R::failure(r.error);
+  if (r.value->type != Value::Type::Array) return reply_failure<std::vector<GroupKey>>(*r.value, "list groups");
+  std::vector<GroupKey> out;
+  for (const auto& e : r.value->elements) {
+    const auto slash = e.str.find('/');
+    if (slash == std::string::npos) continue;  // not ours
+    out.push_back({e.str.substr(0, slash), e.str.substr(slash + 1)});
+  }
+  std::sort(out.begin(), out.end());
+  return R::success(std::move(out));
+}
+
+Result<std::vector<std::string>> RedisStore::list_stream_groups(const std::string& streamPrefix) {
+  using R = Result<std::vector<std::string>>;
+  auto r = run({{"SMEMBERS", keys_.stream_groups(streamPrefix)}}).front();
+  if (!r.ok()) return R::failure(r.error);
+  if (r.value->type != Value::Type::Array) return reply_failure<std::vector<std::string>>(*r.value, "list groups");
+  std::vector<std::string> out;
+  for (const auto& e : r.value->elements) out.push_back(e.str);
+  std::sort(out.begin(), out.end());
+  return R::success(std::move(out));
+}
+
+Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std::string& streamPrefix) {
+  using R = Result<std::optional<protocol::StreamMetadata>>;
+  auto r = run({{"HMGET", keys_.stream_meta(streamPrefix), "shardCount", "metadataVersion"}}).front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.size() != 2)
+    return reply_failure<std::optional<protocol::StreamMetadata>>(v, "stream " + streamPrefix);
+  if (v.elements[0].is_nil()) return R::success(std::nullopt);
+  auto n = as_int(v.elements[0]);
+  auto ver = as_int(v.elements[1]);
+  if (!n || !ver || *n < 0)
+    return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": shardCount/metadataVersion are not numbers");
+  return R::success(protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(*n), static_cast<int32_t>(*ver)});
+}
+
+Result<protocol::StreamMetadata> RedisStore::put_stream(const std::string& streamPrefix, int32_t shardCount) {
+  using R = Result<protocol::StreamMetadata>;
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  auto replies = run({evalsha(putStream_, {keys_.stream_meta(streamPrefix)}, {std::to_string(shardCount)}),
+                      {"SADD", opts_.ns + ":streams", streamPrefix}});
+  auto& r = replies.front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.size() != 3)
+    return reply_failure<protocol::StreamMetadata>(v, "put stream " + streamPrefix);
+  protocol::StreamMetadata m{streamPrefix, static_cast<int32_t>(as_int(v.elements[1]).value_or(0)),
+                             static_cast<int32_t>(as_int(v.elements[2]).value_or(0))};
+  if (v.elements[0].str == "SHRINK")
+    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
+                                              " shards; shard counts only grow");
+  return R::success(m);
+}
+
+std::optional<Error> RedisStore::ensure_scripts() {
+  if (!cas_.sha.empty()) return std::nullopt;  // known once loaded; NOSCRIPT reloads them
+  auto p = ping();  // connecting loads the scripts
+  if (!p.ok()) return p.error;
+  return std::nullopt;
+}
+
+Result<bool> RedisStore::ping() {
+  auto r = conn_.command({"PING"});
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->is_error()) return reply_failure<bool>(*r.value, "ping");
+  return Result<bool>::success(true);
+}
+
+}  // namespace rsc::store

@@ -1,0 +1,52 @@
+// GroupStore on Redis via hiredis (synchronous; meant to live in a detached store actor).
+// Not thread-safe: one RedisStore per thread or actor.
+#pragma once
+
+#include "redis/connection.hpp"
+#include "redis/keys.hpp"
+#include "redis/store.hpp"
+
+namespace rsc::store {
+
+class RedisStore : public GroupStore {
+ public:
+  explicit RedisStore(RedisOptions opts);
+
+  Result<Loaded> load(const GroupKey& key) override;
+  std::vector<Result<CasResult>> compare_and_set(const std::vector<CasRequest>& batch) override;
+  using GroupStore::compare_and_set;
+  Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
+  Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
+  Result<bool> unlock(const GroupKey& key, const std::string& token) override;
+  Result<std::vector<GroupKey>> list_groups() override;
+  Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
+  Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
+  Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) override;
+  int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
+
+  // PING: is the store reachable (readiness).
+  Result<bool> ping();
+  const KeySpace& keys() const { return keys_; }
+  RedisConnection& connection() { return conn_; }
+  int64_t script_reloads() const { return scriptReloads_; }
+
+ private:
+  struct Script {
+    const char* source;
+    std::string sha;
+  };
+  std::optional<Error> load_scripts(RedisConnection& c);
+  std::optional<Error> ensure_scripts();
+  // Runs commands (some EVALSHA); on NOSCRIPT reloads the scripts and reruns those, once.
+  std::vector<Result<Value>> run(const std::vector<Command>& cmds);
+  Command evalsha(const Script& s, std::initializer_list<std::string> keys, std::vector<std::string> args) const;
+
+  RedisOptions opts_;
+  KeySpace keys_;
+  RedisConnection conn_;
+  Script cas_, unlock_, extend_, putStream_;
+  RevisionTracker tracker_;
+  int64_t scriptReloads_ = 0;
+};
+
+}  // namespace rsc::store

@@ -1,0 +1,83 @@
+// The Lua scripts (SPEC §4). Each touches only keys of one hash tag. Loaded once per connection
+// with SCRIPT LOAD and run by EVALSHA; NOSCRIPT (a restarted or flushed Redis) reloads them.
+#pragma once
+
+namespace rsc::store::scripts {
+
+// KEYS[1] group state hash, KEYS[2] group mutex.
+// ARGV: token, lockTtlMs, expectedRev, wantStateOnConflict (0/1), full (0/1),
+//       nSet, field, value, ..., nDel, field, ...
+// -> {"OK", newRev} | {"CONFLICT", rev[, HGETALL]} | {"LOCKED", rev}
+// The lock check, the revision check, the write and the lock extension are one atomic step, so a
+// steady heartbeat costs one round trip.
+inline constexpr const char* kCas = R"lua(
+local token = ARGV[1]
+local raw = redis.call('HGET', KEYS[1], 'rev')
+local rev = 0
+if raw then
+  rev = tonumber(raw)
+  if rev == nil then return redis.error_reply('CORRUPT rev field is not a number') end
+end
+if token ~= '' then
+  local holder = redis.call('GET', KEYS[2])
+  if holder and holder ~= token then return {'LOCKED', rev} end
+end
+if rev ~= tonumber(ARGV[3]) then
+  if ARGV[4] == '1' and raw then return {'CONFLICT', rev, redis.call('HGETALL', KEYS[1])} end
+  return {'CONFLICT', rev}
+end
+if ARGV[5] == '1' then redis.call('DEL', KEYS[1]) end
+local i = 7
+local nset = tonumber(ARGV[6])
+local batch = {}
+for k = 1, nset do
+  batch[#batch + 1] = ARGV[i]
+  batch[#batch + 1] = ARGV[i + 1]
+  i = i + 2
+  if #batch >= 400 then redis.call('HSET', KEYS[1], unpack(batch)); batch = {} end
+end
+if #batch > 0 then redis.call('HSET', KEYS[1], unpack(batch)) end
+local ndel = tonumber(ARGV[i])
+i = i + 1
+batch = {}
+for k = 1, ndel do
+  batch[#batch + 1] = ARGV[i]
+  i = i + 1
+  if #batch >= 400 then redis.call('HDEL', KEYS[1], unpack(batch)); batch = {} end
+end
+if #batch > 0 then redis.call('HDEL', KEYS[1], unpack(batch)) end
+redis.call('HSET', KEYS[1], 'rev', rev + 1)
+if token ~= '' then redis.call('SET', KEYS[2], token, 'PX', tonumber(ARGV[2])) end
+return {'OK', rev + 1}
+)lua";
+
+// KEYS[1] mutex; ARGV[1] token. Deletes only our own lock.
+inline constexpr const char* kUnlock = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+)lua";
+
+// KEYS[1] mutex; ARGV[1] token, ARGV[2] ttl ms. Extends only our own lock.
+inline constexpr const char* kExtend = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+)lua";
+
+// KEYS[1] stream metadata hash; ARGV[1] shard count. Create or grow, never shrink.
+// -> {"CREATED"|"GROWN"|"SAME"|"SHRINK", shardCount, metadataVersion}
+inline constexpr const char* kPutStream = R"lua(
+local n = tonumber(ARGV[1])
+local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion')
+if cur[1] then
+  local c = tonumber(cur[1])
+  local v = tonumber(cur[2])
+  if n < c then return {'SHRINK', c, v} end
+  if n == c then return {'SAME', c, v} end
+  redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1)
+  return {'GROWN', n, v + 1}
+end
+redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1)
+return {'CREATED', n, 1}
+)lua";
+
+}  // namespace rsc::store::scripts

@@ -1,0 +1,172 @@
+#include "redis/state_codec.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/codec.hpp"
+
+namespace rsc::store {
+namespace {
+
+using json = nlohmann::json;
+
+struct Bad {
+  std::string what;
+};
+
+json shards(const group::ShardSet& s) { return json(s); }
+
+group::ShardSet shards_from(const json& j, const char* name) {
+  if (!j.is_array()) throw Bad{std::string(name) + " is not an array"};
+  group::ShardSet out;
+  for (const auto& x : j) {
+    if (!x.is_number_integer()) throw Bad{std::string(name) + " holds a non-integer"};
+    out.push_back(x.get<int32_t>());
+  }
+  return group::normalized(std::move(out));
+}
+
+template <typename T>
+T get(const json& j, const char* k) {
+  auto it = j.find(k);
+  if (it == j.end()) throw Bad{std::string("missing \"") + k + "\""};
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Bad{std::string("\"") + k + "\" has the wrong type"};
+  }
+}
+
+void check_version(const json& j) {
+  if (!j.is_object()) throw Bad{"not a JSON object"};
+  const auto v = get<int>(j, "v");
+  if (v > kFormatVersion)
+    throw Bad{"format version " + std::to_string(v) + " is newer than this build reads (" +
+              std::to_string(kFormatVersion) + ")"};
+  if (v < 1) throw Bad{"format version " + std::to_string(v) + " is not a version"};
+}
+
+json parse(const std::string& value) {
+  json j = json::parse(value, nullptr, false);
+  if (j.is_discarded()) throw Bad{"not valid JSON"};
+  return j;
+}
+
+}  // namespace
+
+std::string encode_group_fields(const group::GroupState& g) {
+  json j{{"v", kFormatVersion},
+         {"p", g.streamPrefix},
+         {"c", g.consumerGroup},
+         {"ge", g.groupEpoch},
+         {"ae", g.assignmentEpoch},
+         {"mv", g.metadataVersion},
+         {"sc", g.shardCount}};
+  if (g.rollbackGuardUntilMs != 0) j["rg"] = g.rollbackGuardUntilMs;
+  return protocol::dump(j);
+}
+
+std::string encode_member(const group::Member& m) {
+  json j{{"v", kFormatVersion},
+         {"e", m.epoch},
+         {"pe", m.previousEpoch},
+         {"s", protocol::to_string(m.state)},
+         {"hb", m.lastHeartbeatMs},
+         {"a", shards(m.assigned)},
+         {"t", shards(m.target)},
+         {"cap", json::array({m.capacity.runtimeMaxConcurrency, m.capacity.availableConcurrency})}};
+  if (!m.revoking.empty()) j["r"] = shards(m.revoking);
+  if (m.revokeDeadlineMs != 0) j["rd"] = m.revokeDeadlineMs;
+  if (m.tombstoneUntilMs != 0) j["tu"] = m.tombstoneUntilMs;
+  if (!m.progress.empty()) {
+    json pg = json::array();
+    for (const auto& p : m.progress)
+      pg.push_back(json::array({p.shardIndex, p.lastDeliveredId ? json(*p.lastDeliveredId) : json(nullptr),
+                                p.pending ? json(*p.pending) : json(nullptr), p.lag ? json(*p.lag) : json(nullptr)}));
+    j["pg"] = std::move(pg);
+  }
+  if (!m.lastRequestId.empty()) j["rq"] = m.lastRequestId;
+  if (m.lastResponse) j["rs"] = protocol::to_json(*m.lastResponse);
+  return protocol::dump(j);
+}
+
+Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fields) {
+  using R = Result<group::GroupState>;
+  const std::string where = "group " + key.str() + ": ";
+  group::GroupState g;
+  std::string field;
+  try {
+    field = kRevisionField;
+    auto rev = fields.find(kRevisionField);
+    if (rev == fields.end()) throw Bad{"missing"};
+    try {
+      std::size_t used = 0;
+      g.storeRevision = std::stoll(rev->second, &used);
+      if (used != rev->second.size() || g.storeRevision < 0) throw Bad{"'" + rev->second + "' is not a revision"};
+    } catch (const std::logic_error&) {
+      throw Bad{"'" + rev->second + "' is not a revision"};
+    }
+    field = kGroupField;
+    auto gf = fields.find(kGroupField);
+    if (gf == fields.end()) throw Bad{"missing"};
+    json j = parse(gf->second);
+    check_version(j);
+    g.streamPrefix = get<std::string>(j, "p");
+    g.consumerGroup = get<std::string>(j, "c");
+    if (g.streamPrefix != key.streamPrefix || g.consumerGroup != key.consumerGroup)
+      throw Bad{"belongs to " + g.streamPrefix + "/" + g.consumerGroup};
+    g.groupEpoch = get<int32_t>(j, "ge");
+    g.assignmentEpoch = get<int32_t>(j, "ae");
+    g.metadataVersion = get<int32_t>(j, "mv");
+    g.shardCount = get<int32_t>(j, "sc");
+    g.rollbackGuardUntilMs = j.value("rg", static_cast<int64_t>(0));
+
+    const std::string prefix = kMemberFieldPrefix;
+    for (auto it = fields.lower_bound(prefix); it != fields.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+      field = it->first;
+      json mj = parse(it->second);
+      check_version(mj);
+      group::Member m;
+      m.id = it->first.substr(prefix.size());
+      if (!protocol::valid_name(m.id)) throw Bad{"member id is not a valid name"};
+      m.epoch = get<int32_t>(mj, "e");
+      m.previousEpoch = get<int32_t>(mj, "pe");
+      auto st = protocol::lifecycle_from(get<std::string>(mj, "s"));
+      if (!st) throw Bad{"unknown lifecycle state"};
+      m.state = *st;
+      m.lastHeartbeatMs = get<int64_t>(mj, "hb");
+      m.assigned = shards_from(mj.at("a"), "a");
+      m.target = shards_from(mj.at("t"), "t");
+      if (mj.contains("r")) m.revoking = shards_from(mj.at("r"), "r");
+      m.revokeDeadlineMs = mj.value("rd", static_cast<int64_t>(0));
+      m.tombstoneUntilMs = mj.value("tu", static_cast<int64_t>(0));
+      const auto cap = get<std::vector<int32_t>>(mj, "cap");
+      if (cap.size() != 2) throw Bad{"\"cap\" must hold two numbers"};
+      m.capacity = {cap[0], cap[1]};
+      if (mj.contains("pg")) {
+        for (const auto& p : mj.at("pg")) {
+          if (!p.is_array() || p.size() != 4 || !p[0].is_number_integer()) throw Bad{"\"pg\" entry is malformed"};
+          protocol::ShardProgress sp;
+          sp.shardIndex = p[0].get<int32_t>();
+          if (p[1].is_string()) sp.lastDeliveredId = p[1].get<std::string>();
+          if (p[2].is_number_integer()) sp.pending = p[2].get<int64_t>();
+          if (p[3].is_number_integer()) sp.lag = p[3].get<int64_t>();
+          m.progress.push_back(sp);
+        }
+      }
+      m.lastRequestId = mj.value("rq", std::string());
+      if (mj.contains("rs")) {
+        auto d = protocol::decode_heartbeat_response_json(mj.at("rs"));
+        if (!d.ok()) throw Bad{"stored response: " + d.error.message};
+        m.lastResponse = *d.value;
+      }
+      g.members.emplace(m.id, std::move(m));
+    }
+  } catch (const Bad& b) {
+    return R::failure(ErrorKind::Corrupt, where + "field '" + field + "': " + b.what);
+  } catch (const json::exception& e) {
+    return R::failure(ErrorKind::Corrupt, where + "field '" + field + "': " + e.what());
+  }
+  return R::success(std::move(g));
+}
+
+}  // namespace rsc::store

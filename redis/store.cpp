@@ -1,0 +1,61 @@
+#include "redis/store.hpp"
+
+#include <random>
+
+namespace rsc::store {
+
+std::string to_string(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::Retryable: return "retryable";
+    case ErrorKind::Fatal: return "fatal";
+    case ErrorKind::Corrupt: return "corrupt";
+    case ErrorKind::Invalid: return "invalid";
+  }
+  return "?";
+}
+
+std::string to_string(CasStatus s) {
+  switch (s) {
+    case CasStatus::Written: return "written";
+    case CasStatus::Conflict: return "conflict";
+    case CasStatus::Locked: return "locked";
+  }
+  return "?";
+}
+
+std::string random_token() {
+  static thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (int w = 0; w < 2; ++w) {  // 2 x 64 bits
+    uint64_t x = rng();
+    for (int i = 0; i < 16; ++i, x >>= 4) s += hex[x & 15];
+  }
+  return s;
+}
+
+Rollback RevisionTracker::observe(const GroupKey& key, int64_t revision, int32_t groupEpoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& seen = seen_[key.str()];
+  Rollback r;
+  if (revision < seen.revision) {
+    r.detected = true;
+    r.seenRevision = seen.revision;
+    r.seenGroupEpoch = std::max(seen.groupEpoch, groupEpoch);
+    ++rollbacks_;
+    if (log_)
+      log_("store: revision rollback detected for group " + key.str() + ": store has revision " +
+           std::to_string(revision) + ", this pod saw " + std::to_string(seen.revision) +
+           "; members with epochs the store does not know will be fenced");
+  }
+  seen.revision = revision;  // accept the store's present; the epoch high-water mark stays
+  seen.groupEpoch = std::max(seen.groupEpoch, groupEpoch);
+  return r;
+}
+
+int64_t RevisionTracker::rollbacks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rollbacks_;
+}
+
+}  // namespace rsc::store

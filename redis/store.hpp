@@ -1,0 +1,142 @@
+// The group store (SPEC §4): load a group, compare-and-set its next state at an expected
+// storeRevision, the per-group mutex, the group index and stream metadata. Two implementations:
+// MemoryStore (unit tests; can inject conflicts and faults) and RedisStore (hiredis).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "group/state.hpp"
+#include "protocol/types.hpp"
+
+namespace rsc::store {
+
+using group::Millis;
+
+struct GroupKey {
+  std::string streamPrefix;
+  std::string consumerGroup;
+  std::string str() const { return streamPrefix + "/" + consumerGroup; }
+  friend bool operator==(const GroupKey& a, const GroupKey& b) {
+    return a.streamPrefix == b.streamPrefix && a.consumerGroup == b.consumerGroup;
+  }
+  friend bool operator<(const GroupKey& a, const GroupKey& b) { return a.str() < b.str(); }
+};
+
+enum class ErrorKind {
+  Retryable,  // I/O, timeout, LOADING, BUSY, failover...: try again later (RETRY to members)
+  Fatal,      // a bug or a misconfiguration: retrying will not help
+  Corrupt,    // the stored value cannot be read (corrupted, foreign or newer format)
+  Invalid,    // the caller asked for something the store refuses (e.g. shrink a stream)
+};
+std::string to_string(ErrorKind k);
+
+struct Error {
+  ErrorKind kind = ErrorKind::Fatal;
+  std::string message;
+};
+
+template <typename T>
+struct Result {
+  std::optional<T> value;
+  Error error;
+  bool ok() const { return value.has_value(); }
+  static Result success(T v) { return Result{std::move(v), {}}; }
+  static Result failure(ErrorKind k, std::string msg) { return Result{std::nullopt, Error{k, std::move(msg)}}; }
+  static Result failure(Error e) { return Result{std::nullopt, std::move(e)}; }
+};
+
+// The store went back to an older revision than this process had seen for the group.
+struct Rollback {
+  bool detected = false;
+  int64_t seenRevision = 0;
+  int32_t seenGroupEpoch = 0;  // feed to group::recover_from_rollback
+};
+
+struct Loaded {
+  bool exists = false;
+  group::GroupState state;  // storeRevision set; a fresh state with the key's names when !exists
+  Rollback rollback;
+};
+
+struct CasRequest {
+  GroupKey key;
+  int64_t expectedRevision = 0;
+  const group::GroupState* next = nullptr;
+  // What to write; nullptr writes every member (used to create or rewrite a group). Members in
+  // delta->removed are deleted.
+  const group::Delta* delta = nullptr;
+  // The mutex, folded into the write: empty = do not look at it. Otherwise the write fails with
+  // Locked when another token holds it, and on success the mutex is (re)taken for lockTtlMs.
+  std::string lockToken;
+  Millis lockTtlMs = 2000;
+  bool returnStateOnConflict = true;  // saves the reload round trip after a conflict
+};
+
+enum class CasStatus { Written, Conflict, Locked };
+std::string to_string(CasStatus s);
+
+struct CasResult {
+  CasStatus status = CasStatus::Written;
+  int64_t revision = 0;                  // the new one when Written, the current one otherwise
+  std::optional<group::GroupState> current;  // on Conflict, when asked for and the group exists
+  Rollback rollback;
+};
+
+class GroupStore {
+ public:
+  virtual ~GroupStore() = default;
+
+  virtual Result<Loaded> load(const GroupKey& key) = 0;
+  // One round trip for the whole batch: the writes of many groups are pipelined.
+  virtual std::vector<Result<CasResult>> compare_and_set(const std::vector<CasRequest>& batch) = 0;
+  Result<CasResult> compare_and_set(const CasRequest& r) { return compare_and_set(std::vector<CasRequest>{r}).front(); }
+
+  // The per-group mutex: SET NX PX with a random token; extend / unlock only with our token.
+  virtual Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) = 0;
+  virtual Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) = 0;
+  virtual Result<bool> unlock(const GroupKey& key, const std::string& token) = 0;
+
+  // Every group ever written, so a restarted pod resumes ticking them.
+  virtual Result<std::vector<GroupKey>> list_groups() = 0;
+  virtual Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) = 0;
+
+  virtual Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) = 0;
+  // Creates the stream or grows it (metadataVersion + 1). Same count: unchanged. Fewer: Invalid.
+  virtual Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) = 0;
+
+  // Rollbacks detected so far (a metric).
+  virtual int64_t rollbacks_detected() const = 0;
+};
+
+// A random token of 128 bits, hex.
+std::string random_token();
+
+using LogFn = std::function<void(const std::string&)>;
+
+// Remembers, per group, the highest revision and group epoch this process has seen, to detect a
+// store that went back in time (restart without persistence, failover to a lagging replica).
+class RevisionTracker {
+ public:
+  explicit RevisionTracker(LogFn log = {}) : log_(std::move(log)) {}
+  // Every revision read from or written to the store passes here. A missing group is revision 0.
+  Rollback observe(const GroupKey& key, int64_t revision, int32_t groupEpoch);
+  int64_t rollbacks() const;
+
+ private:
+  struct Seen {
+    int64_t revision = 0;
+    int32_t groupEpoch = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Seen> seen_;
+  int64_t rollbacks_ = 0;
+  LogFn log_;
+};
+
+}  // namespace rsc::store

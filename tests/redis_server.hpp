@@ -1,0 +1,154 @@
+// Starts a private redis-server for a test: a free loopback port, a temp dir, stopped by pid.
+#pragma once
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis/connection.hpp"
+
+namespace rsc::testing {
+
+struct RedisServerOptions {
+  bool persistence = false;  // AOF with fsync always: survives a restart
+  std::string password;      // requirepass for the default user, and an ACL user "rsc" with it
+};
+
+class RedisServer {
+ public:
+  using Options = RedisServerOptions;
+  explicit RedisServer(Options o = {}) : opts_(o) {
+    char tmpl[] = "/tmp/rsc-redis-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+    port_ = free_port();
+    try {
+      start();
+    } catch (...) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+      throw;
+    }
+  }
+  ~RedisServer() {
+    stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+  bool running() const { return pid_ > 0; }
+
+  store::RedisOptions client_options() const {
+    store::RedisOptions o;
+    o.port = port_;
+    o.password = opts_.password;
+    o.connectTimeoutMs = 500;
+    o.commandTimeoutMs = 2000;
+    return o;
+  }
+
+  void start() {
+    if (pid_ > 0) return;
+    std::vector<std::string> args{"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                  "--dir", dir_, "--save", "", "--daemonize", "no", "--logfile",
+                                  dir_ + "/redis.log", "--busy-reply-threshold", "100"};
+    if (!opts_.password.empty()) {
+      args.insert(args.end(), {"--requirepass", opts_.password});
+    }
+    if (opts_.persistence) {
+      args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
+    } else {
+      args.insert(args.end(), {"--appendonly", "no"});
+    }
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive a crashed test
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execvp("redis-server", argv.data());
+      _exit(127);
+    }
+    wait_ready();
+    if (!opts_.password.empty()) {
+      store::RedisConnection c(client_options());
+      c.command({"ACL", "SETUSER", "rsc", "on", ">" + opts_.password, "~*", "&*", "+@all"});
+    }
+  }
+
+  // SIGTERM and wait (redis-server saves nothing here unless persistence is on).
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 500; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  void restart() {
+    stop();
+    start();
+  }
+
+  // An admin connection for test set-up (FLUSHALL, DUMP/RESTORE, INFO...).
+  store::RedisConnection admin() const { return store::RedisConnection(client_options()); }
+
+ private:
+  static int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("bind failed");
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+  }
+
+  void wait_ready() {
+    for (int i = 0; i < 500; ++i) {
+      store::RedisConnection c(client_options());
+      auto r = c.command({"PING"});
+      if (r.ok() && !r.value->is_error()) return;
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("redis-server exited at start; see " + dir_ + "/redis.log");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("redis-server did not answer PING within 5s");
+  }
+
+  Options opts_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace rsc::testing

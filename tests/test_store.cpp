@@ -1,0 +1,666 @@
+// The store (SPEC §4): the same contract tests against the in-memory store and a real
+// redis-server started for this binary; then Redis-only tests of concurrency, pauses past the
+// mutex TTL, restarts, NOSCRIPT, BUSY, key slots and the steady-state round-trip cost.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "group_harness.hpp"
+#include "redis/keys.hpp"
+#include "redis/memory_store.hpp"
+#include "redis/redis_store.hpp"
+#include "redis/state_codec.hpp"
+#include "redis_server.hpp"
+
+using namespace rsc;
+using namespace rsc::store;
+using rsc::testing::Harness;
+using rsc::testing::RedisServer;
+
+namespace {
+
+RedisServer& shared_server() {
+  static RedisServer server;  // one per test binary, stopped at exit
+  return server;
+}
+
+// A GroupStore that forwards to a shared one: a second "pod" of the in-memory backend.
+class Forward : public GroupStore {
+ public:
+  explicit Forward(MemoryStore& s) : s_(s) {}
+  Result<Loaded> load(const GroupKey& k) override { return s_.load(k); }
+  std::vector<Result<CasResult>> compare_and_set(const std::vector<CasRequest>& b) override {
+    return s_.compare_and_set(b);
+  }
+  using GroupStore::compare_and_set;
+  Result<bool> try_lock(const GroupKey& k, const std::string& t, Millis ttl) override { return s_.try_lock(k, t, ttl); }
+  Result<bool> extend_lock(const GroupKey& k, const std::string& t, Millis ttl) override {
+    return s_.extend_lock(k, t, ttl);
+  }
+  Result<bool> unlock(const GroupKey& k, const std::string& t) override { return s_.unlock(k, t); }
+  Result<std::vector<GroupKey>> list_groups() override { return s_.list_groups(); }
+  Result<std::vector<std::string>> list_stream_groups(const std::string& p) override {
+    return s_.list_stream_groups(p);
+  }
+  Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& p) override { return s_.get_stream(p); }
+  Result<protocol::StreamMetadata> put_stream(const std::string& p, int32_t n) override { return s_.put_stream(p, n); }
+  int64_t rollbacks_detected() const override { return s_.rollbacks_detected(); }
+
+ private:
+  MemoryStore& s_;
+};
+
+struct MemoryBackend {
+  MemoryStore store;
+  std::unique_ptr<GroupStore> pod() { return std::make_unique<Forward>(store); }
+  void set_raw(const GroupKey& k, const std::string& f, const std::string& v) { store.set_raw_field(k, f, v); }
+  FieldMap raw(const GroupKey& k) { return store.raw(k); }
+  void replace_raw(const GroupKey& k, const FieldMap& m) { store.replace_raw(k, m); }
+};
+
+struct RedisBackend {
+  RedisBackend() {
+    auto a = shared_server().admin();
+    a.command({"FLUSHALL"});
+  }
+  std::unique_ptr<GroupStore> pod() { return std::make_unique<RedisStore>(shared_server().client_options()); }
+  KeySpace keys;
+  void set_raw(const GroupKey& k, const std::string& f, const std::string& v) {
+    auto a = shared_server().admin();
+    ASSERT_TRUE(a.command({"HSET", keys.group_state(k), f, v}).ok());
+  }
+  FieldMap raw(const GroupKey& k) {
+    auto a = shared_server().admin();
+    auto r = a.command({"HGETALL", keys.group_state(k)});
+    FieldMap m;
+    for (std::size_t i = 0; i + 1 < r.value->elements.size(); i += 2)
+      m[r.value->elements[i].str] = r.value->elements[i + 1].str;
+    return m;
+  }
+  void replace_raw(const GroupKey& k, const FieldMap& m) {
+    auto a = shared_server().admin();
+    a.command({"DEL", keys.group_state(k)});
+    store::Command c{"HSET", keys.group_state(k)};
+    for (const auto& [f, v] : m) {
+      c.push_back(f);
+      c.push_back(v);
+    }
+    if (!m.empty()) a.command(c);
+  }
+};
+
+const GroupKey kKey{"orders", "billing"};
+
+// A realistic group: two members through a handover, with progress and replay memory.
+group::GroupState sample_group(const GroupKey& key = kKey) {
+  Harness h(6);
+  h.state().streamPrefix = key.streamPrefix;
+  h.state().consumerGroup = key.consumerGroup;
+  auto a = h.hb("a", 0);
+  auto b = h.hb("b", 0);
+  h.hb("a", a.memberEpoch, {rsc::testing::assigned(a), {}, {}, {0, 1}});  // a revoking 3,4,5
+  h.hb("c", 0);
+  auto s = h.state();
+  s.storeRevision = 0;
+  return s;
+}
+
+void expect_same_state(const group::GroupState& a, const group::GroupState& b) {
+  EXPECT_EQ(encode_group_fields(a), encode_group_fields(b));
+  ASSERT_EQ(a.members.size(), b.members.size());
+  for (const auto& [id, m] : a.members) {
+    ASSERT_TRUE(b.members.count(id)) << id;
+    EXPECT_EQ(encode_member(m), encode_member(b.members.at(id))) << id;
+  }
+}
+
+CasRequest create(const GroupKey& key, const group::GroupState& s) {
+  CasRequest r;
+  r.key = key;
+  r.expectedRevision = 0;
+  r.next = &s;
+  return r;
+}
+
+}  // namespace
+
+template <typename B>
+class StoreContract : public ::testing::Test {
+ protected:
+  B backend;
+};
+
+using Backends = ::testing::Types<MemoryBackend, RedisBackend>;
+class BackendNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, MemoryBackend> ? "Memory" : "Redis";
+  }
+};
+TYPED_TEST_SUITE(StoreContract, Backends, BackendNames);
+
+TYPED_TEST(StoreContract, AnUnknownGroupLoadsEmptyAtRevisionZero) {
+  auto pod = this->backend.pod();
+  auto r = pod->load(kKey);
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  EXPECT_FALSE(r.value->exists);
+  EXPECT_EQ(r.value->state.storeRevision, 0);
+  EXPECT_EQ(r.value->state.streamPrefix, "orders");
+  EXPECT_FALSE(r.value->rollback.detected);
+}
+
+TYPED_TEST(StoreContract, ACreatedGroupLoadsBackEqual) {
+  auto pod = this->backend.pod();
+  const auto s = sample_group();
+  auto w = pod->compare_and_set(create(kKey, s));
+  ASSERT_TRUE(w.ok()) << w.error.message;
+  EXPECT_EQ(w.value->status, CasStatus::Written);
+  EXPECT_EQ(w.value->revision, 1);
+  auto r = pod->load(kKey);
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  EXPECT_TRUE(r.value->exists);
+  EXPECT_EQ(r.value->state.storeRevision, 1);
+  expect_same_state(r.value->state, s);
+  EXPECT_FALSE(r.value->state.members.at("a").revoking.empty());
+  EXPECT_TRUE(r.value->state.members.at("a").lastResponse.has_value());
+}
+
+TYPED_TEST(StoreContract, AStaleRevisionIsAConflictCarryingTheCurrentState) {
+  auto pod = this->backend.pod();
+  const auto s = sample_group();
+  ASSERT_TRUE(pod->compare_and_set(create(kKey, s)).ok());
+  auto again = pod->compare_and_set(create(kKey, s));  // expects 0, store is at 1
+  ASSERT_TRUE(again.ok()) << again.error.message;
+  EXPECT_EQ(again.value->status, CasStatus::Conflict);
+  EXPECT_EQ(again.value->revision, 1);
+  ASSERT_TRUE(again.value->current.has_value());
+  expect_same_state(*again.value->current, s);
+  EXPECT_EQ(pod->load(kKey).value->state.storeRevision, 1) << "a conflict writes nothing";
+}
+
+TYPED_TEST(StoreContract, ADeltaWritesOnlyWhatChangedAndDeletesRemovedMembers) {
+  auto pod = this->backend.pod();
+  auto s = sample_group();
+  ASSERT_TRUE(pod->compare_and_set(create(kKey, s)).ok());
+  auto before = this->backend.raw(kKey);
+  // b's lease moves; c is removed; a is changed in memory but not in the delta.
+  auto next = s;
+  next.members.at("b").lastHeartbeatMs += 1000;
+  next.members.at("a").lastHeartbeatMs += 5000;
+  next.members.erase("c");
+  group::Delta d;
+  d.upserted = {"b"};
+  d.removed = {"c"};
+  CasRequest r{kKey, 1, &next, &d};
+  auto w = pod->compare_and_set(r);
+  ASSERT_TRUE(w.ok()) << w.error.message;
+  ASSERT_EQ(w.value->status, CasStatus::Written);
+  auto after = this->backend.raw(kKey);
+  EXPECT_EQ(after.at("g"), before.at("g"));
+  EXPECT_EQ(after.at("m:a"), before.at("m:a")) << "not in the delta, not written";
+  EXPECT_NE(after.at("m:b"), before.at("m:b"));
+  EXPECT_EQ(after.count("m:c"), 0u);
+  EXPECT_EQ(after.at("rev"), "2");
+}
+
+TYPED_TEST(StoreContract, TheMutexIsExclusiveAndOnlyItsHolderMayExtendOrReleaseIt) {
+  auto p1 = this->backend.pod();
+  auto p2 = this->backend.pod();
+  const auto t1 = random_token(), t2 = random_token();
+  EXPECT_EQ(t1.size(), 32u) << "128 bits in hex";
+  EXPECT_NE(t1, t2);
+  EXPECT_TRUE(*p1->try_lock(kKey, t1, 5000).value);
+  EXPECT_FALSE(*p2->try_lock(kKey, t2, 5000).value);
+  EXPECT_FALSE(*p2->extend_lock(kKey, t2, 5000).value);
+  EXPECT_FALSE(*p2->unlock(kKey, t2).value);
+  EXPECT_FALSE(*p2->try_lock(kKey, t2, 5000).value) << "a foreign unlock must not free it";
+  EXPECT_TRUE(*p1->extend_lock(kKey, t1, 5000).value);
+  EXPECT_TRUE(*p1->unlock(kKey, t1).value);
+  EXPECT_TRUE(*p2->try_lock(kKey, t2, 5000).value);
+}
+
+TYPED_TEST(StoreContract, AWriteWhileAnotherPodHoldsTheMutexIsRefused) {
+  auto p1 = this->backend.pod();
+  auto p2 = this->backend.pod();
+  const auto s = sample_group();
+  ASSERT_TRUE(*p2->try_lock(kKey, "pod-2-token", 5000).value);
+  auto req = create(kKey, s);
+  req.lockToken = "pod-1-token";
+  auto w = p1->compare_and_set(req);
+  ASSERT_TRUE(w.ok()) << w.error.message;
+  EXPECT_EQ(w.value->status, CasStatus::Locked);
+  EXPECT_FALSE(p1->load(kKey).value->exists);
+}
+
+TYPED_TEST(StoreContract, AWriteTakesAndExtendsTheMutexForItsPod) {
+  auto p1 = this->backend.pod();
+  auto p2 = this->backend.pod();
+  const auto s = sample_group();
+  auto req = create(kKey, s);
+  req.lockToken = "pod-1-token";
+  req.lockTtlMs = 5000;
+  ASSERT_EQ(p1->compare_and_set(req).value->status, CasStatus::Written);
+  EXPECT_FALSE(*p2->try_lock(kKey, "pod-2-token", 5000).value);
+  EXPECT_TRUE(*p1->unlock(kKey, "pod-1-token").value);
+}
+
+TYPED_TEST(StoreContract, EveryCreatedGroupIsListed) {
+  auto pod = this->backend.pod();
+  for (const GroupKey& k : {GroupKey{"orders", "billing"}, GroupKey{"orders", "audit"}, GroupKey{"clicks", "etl"}}) {
+    const auto s = sample_group(k);
+    ASSERT_EQ(pod->compare_and_set(create(k, s)).value->status, CasStatus::Written);
+  }
+  auto all = pod->list_groups();
+  ASSERT_TRUE(all.ok()) << all.error.message;
+  ASSERT_EQ(all.value->size(), 3u);
+  auto orders = pod->list_stream_groups("orders");
+  ASSERT_TRUE(orders.ok());
+  EXPECT_EQ(*orders.value, (std::vector<std::string>{"audit", "billing"}));
+}
+
+TYPED_TEST(StoreContract, StreamsAreCreatedAndGrowButNeverShrink) {
+  auto pod = this->backend.pod();
+  EXPECT_FALSE(pod->get_stream("orders").value->has_value());
+  auto c = pod->put_stream("orders", 16);
+  ASSERT_TRUE(c.ok()) << c.error.message;
+  EXPECT_EQ(c.value->shardCount, 16);
+  EXPECT_EQ(c.value->metadataVersion, 1);
+  EXPECT_EQ(pod->put_stream("orders", 16).value->metadataVersion, 1);
+  auto g = pod->put_stream("orders", 24);
+  EXPECT_EQ(g.value->metadataVersion, 2);
+  auto s = pod->put_stream("orders", 8);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error.kind, ErrorKind::Invalid);
+  EXPECT_NE(s.error.message.find("only grow"), std::string::npos);
+  auto m = pod->get_stream("orders");
+  ASSERT_TRUE(m.value->has_value());
+  EXPECT_EQ(m.value->value().shardCount, 24);
+}
+
+TYPED_TEST(StoreContract, ABatchOfWritesToManyGroupsIsAppliedInOneCall) {
+  auto pod = this->backend.pod();
+  std::vector<group::GroupState> states;
+  std::vector<CasRequest> batch;
+  for (int i = 0; i < 20; ++i) states.push_back(sample_group({"s", "g" + std::to_string(i)}));
+  for (int i = 0; i < 20; ++i) batch.push_back(create({"s", "g" + std::to_string(i)}, states[i]));
+  batch.push_back(create({"s", "g3"}, states[3]));  // the same group twice: the second conflicts
+  auto out = pod->compare_and_set(batch);
+  ASSERT_EQ(out.size(), 21u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(out[i].value->status, CasStatus::Written) << i;
+  EXPECT_EQ(out[20].value->status, CasStatus::Conflict);
+  EXPECT_EQ(pod->list_groups().value->size(), 20u);
+}
+
+TYPED_TEST(StoreContract, ARevisionThatGoesBackIsDetectedOnceAndCounted) {
+  auto pod = this->backend.pod();
+  auto s = sample_group();
+  ASSERT_TRUE(pod->compare_and_set(create(kKey, s)).ok());
+  const auto old = this->backend.raw(kKey);
+  auto next = s;
+  next.groupEpoch += 2;
+  ASSERT_EQ(pod->compare_and_set(CasRequest{kKey, 1, &next, nullptr}).value->status, CasStatus::Written);
+  ASSERT_EQ(pod->compare_and_set(CasRequest{kKey, 2, &next, nullptr}).value->status, CasStatus::Written);
+  this->backend.replace_raw(kKey, old);  // the store lost two writes
+  auto r = pod->load(kKey);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.value->rollback.detected);
+  EXPECT_EQ(r.value->rollback.seenRevision, 3);
+  EXPECT_EQ(r.value->rollback.seenGroupEpoch, next.groupEpoch);
+  EXPECT_EQ(pod->rollbacks_detected(), 1);
+  EXPECT_FALSE(pod->load(kKey).value->rollback.detected) << "reported once";
+  // A conflict that reveals an older revision is a rollback too.
+  ASSERT_EQ(pod->compare_and_set(CasRequest{kKey, 1, &next, nullptr}).value->status, CasStatus::Written);
+  this->backend.replace_raw(kKey, {});
+  auto gone = pod->load(kKey);
+  EXPECT_TRUE(gone.value->rollback.detected) << "the whole group vanished";
+  EXPECT_EQ(pod->rollbacks_detected(), 2);
+}
+
+TYPED_TEST(StoreContract, CorruptedOrForeignValuesGiveAClearErrorNotACrash) {
+  auto pod = this->backend.pod();
+  const auto s = sample_group();
+  struct Case {
+    std::string field, value, mention;
+  };
+  const std::vector<Case> cases = {
+      {"g", "{not json", "field 'g': not valid JSON"},
+      {"g", R"({"v":2,"p":"orders","c":"billing"})", "format version 2 is newer"},
+      {"g", R"({"v":1,"p":"other","c":"billing","ge":1,"ae":1,"mv":1,"sc":6})", "belongs to other/billing"},
+      {"g", R"({"v":1,"p":"orders","c":"billing","ge":"x","ae":1,"mv":1,"sc":6})", "\"ge\" has the wrong type"},
+      {"m:a", R"([1,2,3])", "field 'm:a'"},
+      {"m:a", R"({"v":1,"e":1})", "field 'm:a': missing \"pe\""},
+      {"rev", "seven", "field 'rev'"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.field + " = " + c.value);
+    this->backend.replace_raw(kKey, {});
+    ASSERT_TRUE(pod->compare_and_set(create(kKey, s)).ok());
+    this->backend.set_raw(kKey, c.field, c.value);
+    auto r = pod->load(kKey);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error.kind, ErrorKind::Corrupt);
+    EXPECT_NE(r.error.message.find(c.mention), std::string::npos) << r.error.message;
+    EXPECT_NE(r.error.message.find("orders/billing"), std::string::npos) << r.error.message;
+  }
+  // A hash written by something else entirely.
+  this->backend.replace_raw(kKey, {{"foo", "bar"}});
+  auto r = pod->load(kKey);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.kind, ErrorKind::Corrupt);
+  EXPECT_NE(r.error.message.find("field 'rev': missing"), std::string::npos) << r.error.message;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis only.
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { shared_server().admin().command({"FLUSHALL"}); }
+  RedisStore pod() { return RedisStore(shared_server().client_options()); }
+};
+
+TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
+  EXPECT_EQ(crc16("123456789"), 0x31C3);  // the reference vector of Redis Cluster's CRC16
+  EXPECT_EQ(key_slot("{user1000}.following"), key_slot("{user1000}.followers"));
+  EXPECT_EQ(key_slot("foo{}{bar}"), key_slot("foo{}{bar}"));
+  EXPECT_EQ(key_slot("foo"), 12182);  // as CLUSTER KEYSLOT foo answers
+  KeySpace k;
+  const GroupKey g{"orders.v2", "billing:eu"};
+  EXPECT_EQ(key_slot(k.group_state(g)), key_slot(k.group_lock(g)));
+  EXPECT_EQ(k.group_state(g), "rsc:{orders.v2/billing:eu}:state");
+  EXPECT_EQ(k.shard_stream("orders", 3), "{orders:3}");
+  // Shards of a stream spread over slots.
+  std::set<int> slots;
+  for (int i = 0; i < 16; ++i) slots.insert(key_slot(k.shard_stream("orders", i)));
+  EXPECT_GT(slots.size(), 8u);
+}
+
+TEST_F(RedisStoreTest, ConcurrentPodsLoseNoUpdateAndApplyNoneTwice) {
+  constexpr int kPods = 4, kUpdates = 40;
+  {
+    auto p = pod();
+    const auto s = sample_group();
+    ASSERT_EQ(p.compare_and_set(create(kKey, s)).value->status, CasStatus::Written);
+  }
+  std::atomic<int> acknowledged{0}, conflicts{0}, locked{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kPods; ++t) {
+    threads.emplace_back([&, t] {
+      RedisStore store(shared_server().client_options());
+      const std::string token = random_token();
+      auto loaded = store.load(kKey);
+      group::GroupState state = loaded.value->state;
+      for (int u = 0; u < kUpdates;) {
+        // Read-modify-CAS: each update adds one uniquely named member.
+        auto next = state;
+        const std::string id = "p" + std::to_string(t) + "-" + std::to_string(u);
+        group::Member m;
+        m.id = id;
+        m.state = protocol::MemberLifecycleState::ACTIVE;
+        next.members[id] = m;
+        group::Delta d;
+        d.upserted = {id};
+        CasRequest req{kKey, state.storeRevision, &next, &d, (u % 2) ? token : std::string(), 200};
+        auto r = store.compare_and_set(req);
+        if (!r.ok()) continue;
+        if (r.value->status == CasStatus::Written) {
+          ++acknowledged;
+          state = std::move(next);
+          state.storeRevision = r.value->revision;
+          ++u;
+          if (u % 2 == 0) store.unlock(kKey, token);
+        } else if (r.value->status == CasStatus::Conflict) {
+          ++conflicts;
+          state = *r.value->current;
+        } else {
+          ++locked;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          state = store.load(kKey).value->state;
+        }
+      }
+      store.unlock(kKey, token);
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto p = pod();
+  auto final = p.load(kKey);
+  ASSERT_TRUE(final.ok());
+  EXPECT_EQ(acknowledged.load(), kPods * kUpdates);
+  EXPECT_EQ(final.value->state.storeRevision, 1 + kPods * kUpdates) << "every write exactly once";
+  for (int t = 0; t < kPods; ++t)
+    for (int u = 0; u < kUpdates; ++u)
+      EXPECT_TRUE(final.value->state.members.count("p" + std::to_string(t) + "-" + std::to_string(u)));
+  std::cout << "concurrency: " << acknowledged << " acknowledged writes, " << conflicts << " conflicts, " << locked
+            << " refused by the mutex\n";
+  EXPECT_GT(conflicts.load() + locked.load(), 0) << "the pods never raced: the test proved nothing";
+}
+
+TEST_F(RedisStoreTest, APodPausedPastTheMutexTtlIsRejectedAndCannotFreeAnotherPodsLock) {
+  auto a = pod();
+  auto b = pod();
+  const auto s = sample_group();
+  auto req = create(kKey, s);
+  req.lockToken = "token-a";
+  req.lockTtlMs = 150;
+  ASSERT_EQ(a.compare_and_set(req).value->status, CasStatus::Written);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // a "pauses" past its TTL
+  // b takes over: the lock expired, b's write takes it.
+  auto next = s;
+  next.groupEpoch += 1;
+  CasRequest rb{kKey, 1, &next, nullptr, "token-b", 5000};
+  ASSERT_EQ(b.compare_and_set(rb).value->status, CasStatus::Written);
+  // a wakes and writes on its stale view: refused.
+  CasRequest ra{kKey, 1, &s, nullptr, "token-a", 150};
+  EXPECT_EQ(a.compare_and_set(ra).value->status, CasStatus::Locked);
+  EXPECT_FALSE(*a.unlock(kKey, "token-a").value) << "a's release must not free b's lock";
+  EXPECT_FALSE(*a.try_lock(kKey, "token-a", 150).value);
+  // Even with b's lock gone, the revision check rejects a's stale write.
+  ASSERT_TRUE(*b.unlock(kKey, "token-b").value);
+  auto stale = a.compare_and_set(ra);
+  EXPECT_EQ(stale.value->status, CasStatus::Conflict);
+  EXPECT_EQ(stale.value->revision, 2);
+  EXPECT_EQ(b.load(kKey).value->state.groupEpoch, next.groupEpoch);
+}
+
+TEST_F(RedisStoreTest, NoScriptAfterAFlushIsReloadedTransparently) {
+  auto p = pod();
+  const auto s = sample_group();
+  ASSERT_EQ(p.compare_and_set(create(kKey, s)).value->status, CasStatus::Written);
+  shared_server().admin().command({"SCRIPT", "FLUSH"});
+  auto next = s;
+  auto w = p.compare_and_set(CasRequest{kKey, 1, &next, nullptr});
+  ASSERT_TRUE(w.ok()) << w.error.message;
+  EXPECT_EQ(w.value->status, CasStatus::Written);
+  EXPECT_EQ(p.script_reloads(), 1);
+}
+
+TEST_F(RedisStoreTest, ABusyRedisIsRetryable) {
+  auto p = pod();
+  ASSERT_TRUE(p.ping().ok());
+  std::thread blocker([] {
+    auto c = shared_server().admin();
+    c.command({"EVAL", "local i = 0 while true do i = i + 1 end", "0"});  // killed below
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past busy-reply-threshold (100ms)
+  auto r = p.load(kKey);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.kind, ErrorKind::Retryable);
+  EXPECT_NE(r.error.message.find("BUSY"), std::string::npos) << r.error.message;
+  for (int i = 0; i < 50; ++i) {
+    auto k = shared_server().admin().command({"SCRIPT", "KILL"});
+    if (k.ok() && !k.value->is_error()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  blocker.join();
+  EXPECT_TRUE(p.load(kKey).ok()) << "recovers by itself";
+}
+
+TEST_F(RedisStoreTest, WrongCommandsAreFatalNotRetryable) {
+  auto e = classify_reply_error("WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(e.kind, ErrorKind::Fatal);
+  EXPECT_EQ(classify_reply_error("LOADING Redis is loading the dataset in memory").kind, ErrorKind::Retryable);
+  EXPECT_EQ(classify_reply_error("NOSCRIPT No matching script").kind, ErrorKind::Retryable);
+  EXPECT_EQ(classify_reply_error("READONLY You can't write against a read only replica.").kind, ErrorKind::Retryable);
+  // The group hash replaced by a string: a clear fatal error.
+  shared_server().admin().command({"SET", KeySpace{}.group_state(kKey), "x"});
+  auto r = pod().load(kKey);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.kind, ErrorKind::Fatal);
+  EXPECT_NE(r.error.message.find("WRONGTYPE"), std::string::npos) << r.error.message;
+}
+
+TEST(RedisRestart, CallsFailRetryableWhileDownAndRecoverByThemselvesWithPersistence) {
+  RedisServer server({/*persistence=*/true});
+  RedisStore p(server.client_options());
+  const auto s = sample_group();
+  ASSERT_EQ(p.compare_and_set(create(kKey, s)).value->status, CasStatus::Written);
+  server.stop();
+  auto down = p.load(kKey);
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.error.kind, ErrorKind::Retryable) << down.error.message;
+  auto next = s;
+  auto w = p.compare_and_set(CasRequest{kKey, 1, &next, nullptr});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error.kind, ErrorKind::Retryable);
+  server.start();
+  auto up = p.load(kKey);
+  ASSERT_TRUE(up.ok()) << up.error.message;
+  EXPECT_EQ(up.value->state.storeRevision, 1);
+  EXPECT_FALSE(up.value->rollback.detected);
+  auto w2 = p.compare_and_set(CasRequest{kKey, 1, &next, nullptr});  // scripts reloaded on reconnect
+  ASSERT_TRUE(w2.ok()) << w2.error.message;
+  EXPECT_EQ(w2.value->status, CasStatus::Written);
+  EXPECT_EQ(p.rollbacks_detected(), 0);
+}
+
+TEST(RedisRestart, ARestartWithoutPersistenceIsDetectedAsARollback) {
+  RedisServer server;
+  RedisStore p(server.client_options());
+  auto s = sample_group();
+  ASSERT_EQ(p.compare_and_set(create(kKey, s)).value->status, CasStatus::Written);
+  ASSERT_EQ(p.compare_and_set(CasRequest{kKey, 1, &s, nullptr}).value->status, CasStatus::Written);
+  server.restart();
+  // The first call may find the old connection dead (retryable); the next reconnects and its
+  // write meets an empty store: revision 0 < 2.
+  auto w = p.compare_and_set(CasRequest{kKey, 2, &s, nullptr});
+  for (int i = 0; i < 3 && !w.ok(); ++i) {
+    EXPECT_EQ(w.error.kind, ErrorKind::Retryable) << w.error.message;
+    w = p.compare_and_set(CasRequest{kKey, 2, &s, nullptr});
+  }
+  ASSERT_TRUE(w.ok()) << w.error.message;
+  EXPECT_EQ(w.value->status, CasStatus::Conflict);
+  EXPECT_EQ(w.value->revision, 0);
+  EXPECT_TRUE(w.value->rollback.detected);
+  EXPECT_EQ(w.value->rollback.seenRevision, 2);
+  EXPECT_EQ(p.rollbacks_detected(), 1);
+  // The core then fences what the store forgot (see test_reconcile's rollback test).
+  auto rec = group::recover_from_rollback(s, w.value->rollback.seenGroupEpoch, Harness::default_config(), 5'000'000);
+  EXPECT_GT(rec.state.groupEpoch, s.groupEpoch);
+}
+
+// SPEC/issue: a heartbeat that changes only the member's lease costs at most two Redis round
+// trips, the common case one. Counted at the client and confirmed by INFO commandstats.
+TEST_F(RedisStoreTest, ASteadyHeartbeatCostsOneRoundTrip) {
+  auto stat = [](const std::string& cmd) -> long {
+    auto r = shared_server().admin().command({"INFO", "commandstats"});
+    const std::string& text = r.value->str;
+    const auto at = text.find("cmdstat_" + cmd + ":calls=");
+    if (at == std::string::npos) return 0;
+    return std::stol(text.substr(at + cmd.size() + 15));
+  };
+  RedisStore p = pod();
+  Harness h(12);
+  h.state().streamPrefix = kKey.streamPrefix;
+  h.state().consumerGroup = kKey.consumerGroup;
+  auto a = h.hb("a", 0);
+  a = h.hb("a", a.memberEpoch, {rsc::testing::assigned(a)});
+  auto state = h.state();
+  state.storeRevision = 0;
+  const std::string token = random_token();
+  auto req = create(kKey, state);
+  req.lockToken = token;
+  auto c = p.compare_and_set(req);
+  ASSERT_EQ(c.value->status, CasStatus::Written);
+  state.storeRevision = c.value->revision;
+
+  constexpr int kBeats = 200;
+  const long evalBefore = stat("evalsha");
+  const long setBefore = stat("set"), getBefore = stat("get"), hgetallBefore = stat("hgetall");
+  const auto tripsBefore = p.connection().round_trips();
+  for (int i = 0; i < kBeats; ++i) {
+    auto q = h.request("a", a.memberEpoch, {rsc::testing::assigned(a)});
+    auto out = group::heartbeat(std::move(state), q, h.cfg(), h.now() + i);
+    ASSERT_TRUE(out.changed());
+    ASSERT_TRUE(out.delta.upserted.count("a"));
+    ASSERT_FALSE(out.delta.group) << "a steady heartbeat touches only its member";
+    CasRequest w{kKey, out.state.storeRevision, &out.state, &out.delta, token, 2000};
+    auto r = p.compare_and_set(w);
+    ASSERT_EQ(r.value->status, CasStatus::Written);
+    state = std::move(out.state);
+    state.storeRevision = r.value->revision;
+  }
+  const auto trips = p.connection().round_trips() - tripsBefore;
+  const long evals = stat("evalsha") - evalBefore;
+  std::cout << "steady heartbeat: " << static_cast<double>(trips) / kBeats << " round trips and "
+            << static_cast<double>(evals) / kBeats << " EVALSHA per heartbeat (INFO commandstats), "
+            << (stat("hgetall") - hgetallBefore) << " HGETALL, " << (stat("set") - setBefore) << " SET (in-script), "
+            << (stat("get") - getBefore) << " GET (in-script) over " << kBeats << " heartbeats\n";
+  EXPECT_EQ(trips, kBeats);
+  EXPECT_EQ(evals, kBeats);
+  EXPECT_EQ(stat("hgetall") - hgetallBefore, 0) << "no reload while the cached revision is current";
+}
+
+TEST(RedisAuth, AuthWithPasswordOrAclUserAndAClearFatalErrorWhenWrong) {
+  RedisServer server({/*persistence=*/false, /*password=*/"s3cret"});
+  RedisStore withPassword(server.client_options());
+  EXPECT_TRUE(withPassword.ping().ok());
+  auto acl = server.client_options();
+  acl.user = "rsc";
+  RedisStore withUser(acl);
+  auto s = sample_group();
+  auto w = withUser.compare_and_set(create(kKey, s));
+  ASSERT_TRUE(w.ok()) << w.error.message;
+  EXPECT_EQ(w.value->status, CasStatus::Written);
+  auto wrong = server.client_options();
+  wrong.password = "nope";
+  RedisStore bad(wrong);
+  auto r = bad.load(kKey);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.kind, ErrorKind::Fatal);
+  EXPECT_NE(r.error.message.find("AUTH failed"), std::string::npos) << r.error.message;
+  auto none = server.client_options();
+  none.password.clear();
+  auto n = RedisStore(none).load(kKey);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.error.message.find("NOAUTH"), std::string::npos) << n.error.message;
+}
+
+TEST_F(RedisStoreTest, AWriteAfterAnotherPodsWriteCostsTwoRoundTrips) {
+  RedisStore a = pod(), b = pod();
+  Harness h(6);
+  h.state().streamPrefix = kKey.streamPrefix;
+  h.state().consumerGroup = kKey.consumerGroup;
+  auto ra = h.hb("a", 0);
+  auto state = h.state();
+  state.storeRevision = 0;
+  ASSERT_EQ(a.compare_and_set(create(kKey, state)).value->status, CasStatus::Written);
+  state.storeRevision = 1;
+  // b writes behind a's back.
+  auto other = state;
+  other.members.at("a").lastHeartbeatMs += 1;
+  ASSERT_EQ(b.compare_and_set(CasRequest{kKey, 1, &other, nullptr}).value->status, CasStatus::Written);
+  const auto before = a.connection().round_trips();
+  auto q = h.request("a", ra.memberEpoch, {rsc::testing::assigned(ra)});
+  auto out = group::heartbeat(state, q, h.cfg(), h.now() + 5);
+  auto r = a.compare_and_set(CasRequest{kKey, out.state.storeRevision, &out.state, &out.delta});
+  ASSERT_EQ(r.value->status, CasStatus::Conflict);
+  ASSERT_TRUE(r.value->current.has_value()) << "the conflict reply carries the state: no reload";
+  auto again = group::heartbeat(*r.value->current, q, h.cfg(), h.now() + 5);
+  auto r2 = a.compare_and_set(CasRequest{kKey, again.state.storeRevision, &again.state, &again.delta});
+  ASSERT_EQ(r2.value->status, CasStatus::Written);
+  EXPECT_EQ(a.connection().round_trips() - before, 2);
+}
