@@ -50,6 +50,9 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
+  // Freeze and thaw the server (a stalled Redis).
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
   bool running() const { return pid_ > 0; }
 
   store::RedisOptions client_options() const {

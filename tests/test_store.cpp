@@ -664,3 +664,22 @@ TEST_F(RedisStoreTest, AWriteAfterAnotherPodsWriteCostsTwoRoundTrips) {
   ASSERT_EQ(r2.value->status, CasStatus::Written);
   EXPECT_EQ(a.connection().round_trips() - before, 2);
 }
+
+TEST(RedisStall, AStalledRedisTimesOutAsRetryableAndTheStoreRecoversWhenItResumes) {
+  RedisServer server;
+  auto opts = server.client_options();
+  opts.commandTimeoutMs = 300;
+  RedisStore p(opts);
+  ASSERT_TRUE(p.ping().ok());
+  server.pause();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = p.load(kKey);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  server.resume();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.kind, ErrorKind::Retryable);
+  EXPECT_NE(r.error.message.find("timed out"), std::string::npos) << r.error.message;
+  EXPECT_LT(waited, std::chrono::seconds(3)) << "the command timeout bounds the wait";
+  auto again = p.load(kKey);
+  ASSERT_TRUE(again.ok()) << again.error.message;
+}
