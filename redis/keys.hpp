@@ -18,6 +18,7 @@ struct KeySpace {
   std::string group_tag(const GroupKey& k) const { return "{" + k.streamPrefix + "/" + k.consumerGroup + "}"; }
   std::string group_state(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":state"; }
   std::string group_lock(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":lock"; }
+  std::string group_ticker(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":ticker"; }
   std::string group_index() const { return ns + ":groups"; }
   std::string stream_meta(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}"; }
   std::string stream_groups(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}:groups"; }

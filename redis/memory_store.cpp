@@ -161,6 +161,28 @@ Result<bool> MemoryStore::unlock(const GroupKey& key, const std::string& token) 
   return Result<bool>::success(true);
 }
 
+Result<TickLease> MemoryStore::tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
+                                          int64_t knownRevision) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Error e;
+    if (injected_failure(e)) return Result<TickLease>::failure(e);
+    auto& t = tickers_[key.str()];
+    const Millis now = clock_();
+    if (!t.token.empty() && t.expiresAt > now && t.token != token) return Result<TickLease>::success(TickLease{});
+    t = Lock{token, now + ttl};
+    auto it = groups_.find(key.str());
+    int64_t rev = 0;
+    if (it != groups_.end() && it->second.count(kRevisionField)) rev = std::atoll(it->second.at(kRevisionField).c_str());
+    if (rev == knownRevision) return Result<TickLease>::success(TickLease{LeaseStatus::Unchanged, rev, std::nullopt});
+    --calls_;  // the load below is part of this call
+  }
+  auto l = load(key);
+  if (!l.ok()) return Result<TickLease>::failure(l.error);
+  TickLease t{LeaseStatus::Changed, l.value->state.storeRevision, std::move(*l.value)};
+  return Result<TickLease>::success(std::move(t));
+}
+
 Result<std::vector<GroupKey>> MemoryStore::list_groups() {
   std::lock_guard<std::mutex> lock(mu_);
   Error e;
@@ -247,6 +269,7 @@ void MemoryStore::clear() {
   groups_.clear();
   keys_.clear();
   locks_.clear();
+  tickers_.clear();
   streams_.clear();
 }
 int64_t MemoryStore::calls() const {

@@ -22,6 +22,8 @@ class MemoryStore : public GroupStore {
   Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
   Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
   Result<bool> unlock(const GroupKey& key, const std::string& token) override;
+  Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
+                               int64_t knownRevision) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
@@ -50,6 +52,7 @@ class MemoryStore : public GroupStore {
   std::map<std::string, FieldMap> groups_;  // by GroupKey::str()
   std::map<std::string, GroupKey> keys_;
   std::map<std::string, Lock> locks_;
+  std::map<std::string, Lock> tickers_;
   std::map<std::string, protocol::StreamMetadata> streams_;
   int failNext_ = 0;
   ErrorKind failKind_ = ErrorKind::Retryable;

@@ -47,13 +47,14 @@ RedisStore::RedisStore(RedisOptions opts)
       unlock_{scripts::kUnlock, {}},
       extend_{scripts::kExtend, {}},
       putStream_{scripts::kPutStream, {}},
+      tickLease_{scripts::kTickLease, {}},
       tracker_(opts.log) {
   keys_.ns = opts_.ns;
   conn_.on_connect([this](RedisConnection& c) { return load_scripts(c); });
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_}) {
+  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_, &tickLease_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -83,7 +84,7 @@ std::vector<Result<Value>> RedisStore::run(const std::vector<Command>& cmds) {
   // Scripts are gone (Redis restarted under a live connection, or SCRIPT FLUSH): load, rerun.
   ++scriptReloads_;
   if (opts_.log) opts_.log("store: scripts missing in Redis (NOSCRIPT); reloading");
-  std::vector<const Script*> all{&cas_, &unlock_, &extend_, &putStream_};
+  std::vector<const Script*> all{&cas_, &unlock_, &extend_, &putStream_, &tickLease_};
   std::map<std::string, const Script*> bySha;
   for (auto* s : all) bySha[s->sha] = s;
   if (auto e = load_scripts(conn_)) {
@@ -219,6 +220,44 @@ Result<bool> RedisStore::unlock(const GroupKey& key, const std::string& token) {
   if (!r.ok()) return Result<bool>::failure(r.error);
   if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "unlock " + key.str());
   return Result<bool>::success(r.value->integer == 1);
+}
+
+Result<TickLease> RedisStore::tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
+                                         int64_t knownRevision) {
+  using R = Result<TickLease>;
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  auto r = run({evalsha(tickLease_, {keys_.group_state(key), keys_.group_ticker(key)},
+                        {token, std::to_string(ttl), std::to_string(knownRevision)})})
+               .front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.empty()) return reply_failure<TickLease>(v, "tick lease " + key.str());
+  TickLease t;
+  const auto& st = v.elements[0].str;
+  if (st == "LOCKED") return R::success(t);
+  if (v.elements.size() < 2) return reply_failure<TickLease>(v, "tick lease " + key.str());
+  t.revision = as_int(v.elements[1]).value_or(0);
+  if (st == "SAME") {
+    t.status = LeaseStatus::Unchanged;
+    return R::success(t);
+  }
+  t.status = LeaseStatus::Changed;
+  Loaded l;
+  auto fields = v.elements.size() > 2 ? field_map(v.elements[2]) : std::optional<FieldMap>(FieldMap{});
+  if (!fields) return R::failure(ErrorKind::Fatal, "tick lease " + key.str() + ": malformed reply");
+  if (fields->empty()) {
+    l.state.streamPrefix = key.streamPrefix;
+    l.state.consumerGroup = key.consumerGroup;
+    l.rollback = tracker_.observe(key, 0, 0);
+  } else {
+    auto g = decode_group(key, *fields);
+    if (!g.ok()) return R::failure(g.error);
+    l.exists = true;
+    l.state = std::move(*g.value);
+    l.rollback = tracker_.observe(key, l.state.storeRevision, l.state.groupEpoch);
+  }
+  t.loaded = std::move(l);
+  return R::success(std::move(t));
 }
 
 Result<std::vector<GroupKey>> RedisStore::list_groups() {

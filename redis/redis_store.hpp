@@ -18,6 +18,8 @@ class RedisStore : public GroupStore {
   Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
   Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
   Result<bool> unlock(const GroupKey& key, const std::string& token) override;
+  Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
+                               int64_t knownRevision) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
@@ -44,7 +46,7 @@ class RedisStore : public GroupStore {
   RedisOptions opts_;
   KeySpace keys_;
   RedisConnection conn_;
-  Script cas_, unlock_, extend_, putStream_;
+  Script cas_, unlock_, extend_, putStream_, tickLease_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

@@ -80,4 +80,17 @@ redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1)
 return {'CREATED', n, 1}
 )lua";
 
+// KEYS[1] group state hash, KEYS[2] tick lease; ARGV token, ttl ms, known revision.
+// -> {"LOCKED"} | {"SAME", rev} | {"CHANGED", rev, HGETALL}
+inline constexpr const char* kTickLease = R"lua(
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return {'LOCKED'} end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]))
+local raw = redis.call('HGET', KEYS[1], 'rev')
+local rev = 0
+if raw then rev = tonumber(raw) or -1 end
+if rev == tonumber(ARGV[3]) then return {'SAME', rev} end
+return {'CHANGED', rev, redis.call('HGETALL', KEYS[1])}
+)lua";
+
 }  // namespace rsc::store::scripts

@@ -88,6 +88,15 @@ struct CasResult {
   Rollback rollback;
 };
 
+// Tick duty: one pod at a time ticks a group (lease with SET PX, renewed by the holder), and
+// learns in the same round trip whether the group moved since the revision it knows.
+enum class LeaseStatus { NotHolder, Unchanged, Changed };
+struct TickLease {
+  LeaseStatus status = LeaseStatus::NotHolder;
+  int64_t revision = 0;
+  std::optional<Loaded> loaded;  // when Changed
+};
+
 class GroupStore {
  public:
   virtual ~GroupStore() = default;
@@ -101,6 +110,10 @@ class GroupStore {
   virtual Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) = 0;
   virtual Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) = 0;
   virtual Result<bool> unlock(const GroupKey& key, const std::string& token) = 0;
+
+  // Takes or renews the tick lease for `token`; NotHolder while another pod holds it.
+  virtual Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
+                                       int64_t knownRevision) = 0;
 
   // Every group ever written, so a restarted pod resumes ticking them.
   virtual Result<std::vector<GroupKey>> list_groups() = 0;

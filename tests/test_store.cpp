@@ -41,6 +41,9 @@ class Forward : public GroupStore {
     return s_.extend_lock(k, t, ttl);
   }
   Result<bool> unlock(const GroupKey& k, const std::string& t) override { return s_.unlock(k, t); }
+  Result<TickLease> tick_lease(const GroupKey& k, const std::string& t, Millis ttl, int64_t rev) override {
+    return s_.tick_lease(k, t, ttl, rev);
+  }
   Result<std::vector<GroupKey>> list_groups() override { return s_.list_groups(); }
   Result<std::vector<std::string>> list_stream_groups(const std::string& p) override {
     return s_.list_stream_groups(p);
@@ -246,6 +249,23 @@ TYPED_TEST(StoreContract, AWriteTakesAndExtendsTheMutexForItsPod) {
   ASSERT_EQ(p1->compare_and_set(req).value->status, CasStatus::Written);
   EXPECT_FALSE(*p2->try_lock(kKey, "pod-2-token", 5000).value);
   EXPECT_TRUE(*p1->unlock(kKey, "pod-1-token").value);
+}
+
+TYPED_TEST(StoreContract, OnePodAtATimeHoldsTheTickLeaseAndLearnsWhetherTheGroupMoved) {
+  auto p1 = this->backend.pod();
+  auto p2 = this->backend.pod();
+  auto t = p1->tick_lease(kKey, "pod-1", 5000, 0);
+  ASSERT_TRUE(t.ok()) << t.error.message;
+  EXPECT_EQ(t.value->status, LeaseStatus::Unchanged) << "no group yet: revision 0 is current";
+  EXPECT_EQ(p2->tick_lease(kKey, "pod-2", 5000, 0).value->status, LeaseStatus::NotHolder);
+  const auto s = sample_group();
+  ASSERT_EQ(p2->compare_and_set(create(kKey, s)).value->status, CasStatus::Written);
+  auto moved = p1->tick_lease(kKey, "pod-1", 5000, 0);
+  ASSERT_EQ(moved.value->status, LeaseStatus::Changed);
+  EXPECT_EQ(moved.value->revision, 1);
+  ASSERT_TRUE(moved.value->loaded.has_value());
+  expect_same_state(moved.value->loaded->state, s);
+  EXPECT_EQ(p1->tick_lease(kKey, "pod-1", 5000, 1).value->status, LeaseStatus::Unchanged);
 }
 
 TYPED_TEST(StoreContract, EveryCreatedGroupIsListed) {
