@@ -119,7 +119,7 @@ std::vector<Result<CasResult>> MemoryStore::compare_and_set(const std::vector<Ca
       r.status = CasStatus::Written;
       r.revision = rev + 1;
       fields[kRevisionField] = std::to_string(r.revision);
-      if (!req.lockToken.empty()) l = Lock{req.lockToken, now + req.lockTtlMs};
+      if (!req.lockToken.empty() && req.lockTtlMs > 0) l = Lock{req.lockToken, now + req.lockTtlMs};
     }
     if (fields.empty()) groups_.erase(k);
     const int32_t epoch = r.status == CasStatus::Written ? req.next->groupEpoch : (r.current ? r.current->groupEpoch : 0);
@@ -232,6 +232,13 @@ Result<protocol::StreamMetadata> MemoryStore::put_stream(const std::string& stre
     ++m.metadataVersion;
   }
   return R::success(m);
+}
+
+Result<bool> MemoryStore::ping() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  return Result<bool>::success(true);
 }
 
 void MemoryStore::fail_next(int calls, ErrorKind kind) {

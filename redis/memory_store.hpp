@@ -29,6 +29,7 @@ class MemoryStore : public GroupStore {
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
   Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
+  Result<bool> ping() override;
 
   // Fault injection.
   void fail_next(int calls, ErrorKind kind = ErrorKind::Retryable);  // the next calls fail

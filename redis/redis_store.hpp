@@ -26,8 +26,7 @@ class RedisStore : public GroupStore {
   Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
 
-  // PING: is the store reachable (readiness).
-  Result<bool> ping();
+  Result<bool> ping() override;
   const KeySpace& keys() const { return keys_; }
   RedisConnection& connection() { return conn_; }
   int64_t script_reloads() const { return scriptReloads_; }

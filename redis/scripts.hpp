@@ -8,8 +8,8 @@ namespace rsc::store::scripts {
 // ARGV: token, lockTtlMs, expectedRev, wantStateOnConflict (0/1), full (0/1),
 //       nSet, field, value, ..., nDel, field, ...
 // -> {"OK", newRev} | {"CONFLICT", rev[, HGETALL]} | {"LOCKED", rev}
-// The lock check, the revision check, the write and the lock extension are one atomic step, so a
-// steady heartbeat costs one round trip.
+// The lock check, the revision check, the write and (lockTtlMs > 0) taking or extending the lock
+// are one atomic step, so a steady heartbeat costs one round trip.
 inline constexpr const char* kCas = R"lua(
 local token = ARGV[1]
 local raw = redis.call('HGET', KEYS[1], 'rev')
@@ -47,7 +47,7 @@ for k = 1, ndel do
 end
 if #batch > 0 then redis.call('HDEL', KEYS[1], unpack(batch)) end
 redis.call('HSET', KEYS[1], 'rev', rev + 1)
-if token ~= '' then redis.call('SET', KEYS[2], token, 'PX', tonumber(ARGV[2])) end
+if token ~= '' and tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[2], token, 'PX', tonumber(ARGV[2])) end
 return {'OK', rev + 1}
 )lua";
 

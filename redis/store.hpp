@@ -72,7 +72,8 @@ struct CasRequest {
   // delta->removed are deleted.
   const group::Delta* delta = nullptr;
   // The mutex, folded into the write: empty = do not look at it. Otherwise the write fails with
-  // Locked when another token holds it, and on success the mutex is (re)taken for lockTtlMs.
+  // Locked when another token holds it, and on success, when lockTtlMs > 0, the mutex is taken
+  // or extended for lockTtlMs (0: only checked, as heartbeats do: they must not lock other pods out).
   std::string lockToken;
   Millis lockTtlMs = 2000;
   bool returnStateOnConflict = true;  // saves the reload round trip after a conflict
@@ -122,6 +123,9 @@ class GroupStore {
   virtual Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) = 0;
   // Creates the stream or grows it (metadataVersion + 1). Same count: unchanged. Fewer: Invalid.
   virtual Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) = 0;
+
+  // Is the store reachable (readiness)?
+  virtual Result<bool> ping() = 0;
 
   // Rollbacks detected so far (a metric).
   virtual int64_t rollbacks_detected() const = 0;

@@ -51,6 +51,7 @@ class Forward : public GroupStore {
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& p) override { return s_.get_stream(p); }
   Result<protocol::StreamMetadata> put_stream(const std::string& p, int32_t n) override { return s_.put_stream(p, n); }
   int64_t rollbacks_detected() const override { return s_.rollbacks_detected(); }
+  Result<bool> ping() override { return s_.ping(); }
 
  private:
   MemoryStore& s_;
@@ -266,6 +267,17 @@ TYPED_TEST(StoreContract, OnePodAtATimeHoldsTheTickLeaseAndLearnsWhetherTheGroup
   ASSERT_TRUE(moved.value->loaded.has_value());
   expect_same_state(moved.value->loaded->state, s);
   EXPECT_EQ(p1->tick_lease(kKey, "pod-1", 5000, 1).value->status, LeaseStatus::Unchanged);
+}
+
+TYPED_TEST(StoreContract, AWriteWithLockTtlZeroOnlyChecksTheMutex) {
+  auto p1 = this->backend.pod();
+  auto p2 = this->backend.pod();
+  const auto s = sample_group();
+  auto req = create(kKey, s);
+  req.lockToken = "pod-1-token";
+  req.lockTtlMs = 0;
+  ASSERT_EQ(p1->compare_and_set(req).value->status, CasStatus::Written);
+  EXPECT_TRUE(*p2->try_lock(kKey, "pod-2-token", 5000).value) << "the heartbeat write left the mutex free";
 }
 
 TYPED_TEST(StoreContract, EveryCreatedGroupIsListed) {

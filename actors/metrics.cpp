@@ -1,0 +1,159 @@
+#include "actors/metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <array>
+#include <mutex>
+
+namespace rsc::actors {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+namespace {
+constexpr std::array<protocol::MemberLifecycleState, 6> kStates{
+    protocol::MemberLifecycleState::STARTING, protocol::MemberLifecycleState::ACTIVE,
+    protocol::MemberLifecycleState::DRAINING, protocol::MemberLifecycleState::LEAVING,
+    protocol::MemberLifecycleState::EXPIRED,  protocol::MemberLifecycleState::FENCED};
+}
+
+struct Metrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Counter>& heartbeats =
+      BuildCounter().Name("rsc_heartbeats_total").Help("Heartbeats answered, by status").Register(*registry);
+  prometheus::Family<prometheus::Histogram>& heartbeatLatency =
+      BuildHistogram()
+          .Name("rsc_heartbeat_duration_seconds")
+          .Help("Time from a heartbeat reaching its group to its answer")
+          .Register(*registry);
+  prometheus::Histogram& heartbeatHist = heartbeatLatency.Add(
+      {}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1});
+  prometheus::Counter& rebalances = BuildCounter()
+                                        .Name("rsc_rebalances_total")
+                                        .Help("Group epoch bumps (membership or metadata changes)")
+                                        .Register(*registry)
+                                        .Add({});
+  prometheus::Histogram& assignment = BuildHistogram()
+                                          .Name("rsc_assignment_compute_seconds")
+                                          .Help("Time of steps that recomputed a target assignment")
+                                          .Register(*registry)
+                                          .Add({}, prometheus::Histogram::BucketBoundaries{0.00001, 0.0001, 0.001,
+                                                                                           0.01, 0.1});
+  prometheus::Counter& conflicts =
+      BuildCounter().Name("rsc_cas_conflicts_total").Help("storeRevision compare-and-set conflicts").Register(*registry).Add({});
+  prometheus::Counter& contention = BuildCounter()
+                                        .Name("rsc_mutex_contention_total")
+                                        .Help("Writes refused because another pod held the group mutex")
+                                        .Register(*registry)
+                                        .Add({});
+  prometheus::Family<prometheus::Counter>& storeErrors =
+      BuildCounter().Name("rsc_store_errors_total").Help("Store calls that failed, by kind").Register(*registry);
+  prometheus::Counter& rollbacks = BuildCounter()
+                                       .Name("rsc_revision_rollbacks_total")
+                                       .Help("Groups whose storeRevision went back (store lost writes)")
+                                       .Register(*registry)
+                                       .Add({});
+  prometheus::Counter& fencedTotal =
+      BuildCounter().Name("rsc_members_fenced_total").Help("Members fenced").Register(*registry).Add({});
+  prometheus::Counter& expiredTotal =
+      BuildCounter().Name("rsc_members_expired_total").Help("Members expired (lease ran out)").Register(*registry).Add({});
+  prometheus::Histogram& revocations =
+      BuildHistogram()
+          .Name("rsc_revocation_duration_seconds")
+          .Help("Time from asking a member to revoke shards to its ack")
+          .Register(*registry)
+          .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120});
+  prometheus::Gauge& groupCount =
+      BuildGauge().Name("rsc_groups").Help("Consumer groups this pod serves").Register(*registry).Add({});
+  prometheus::Family<prometheus::Gauge>& members =
+      BuildGauge().Name("rsc_members").Help("Members by lifecycle state").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& lag =
+      BuildGauge().Name("rsc_group_lag").Help("Sum of the members' reported lag, per group").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& pending =
+      BuildGauge().Name("rsc_group_pending").Help("Sum of the members' reported pending records, per group").Register(*registry);
+  prometheus::Family<prometheus::Gauge>& capacity =
+      BuildGauge()
+          .Name("rsc_group_capacity")
+          .Help("Sum of the members' reported consumer capacity, per group (kind=max|available)")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& epoch =
+      BuildGauge().Name("rsc_group_epoch").Help("Group epoch, per group").Register(*registry);
+
+  std::mutex mu;
+  std::map<std::string, std::array<double, 6>> contribution;  // per group, members by state
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
+  for (auto s : kStates) impl_->members.Add({{"state", std::string(protocol::to_string(s))}});
+}
+Metrics::~Metrics() = default;
+
+void Metrics::heartbeat(const std::string& status, double seconds) {
+  impl_->heartbeats.Add({{"status", status}}).Increment();
+  impl_->heartbeatHist.Observe(seconds);
+}
+void Metrics::rebalance() { impl_->rebalances.Increment(); }
+void Metrics::assignment_computed(double seconds) { impl_->assignment.Observe(seconds); }
+void Metrics::cas_conflict() { impl_->conflicts.Increment(); }
+void Metrics::mutex_contention() { impl_->contention.Increment(); }
+void Metrics::store_error(const std::string& kind) { impl_->storeErrors.Add({{"kind", kind}}).Increment(); }
+void Metrics::rollback_detected() { impl_->rollbacks.Increment(); }
+void Metrics::fenced() { impl_->fencedTotal.Increment(); }
+void Metrics::expired() { impl_->expiredTotal.Increment(); }
+void Metrics::revocation(double seconds) { impl_->revocations.Observe(seconds); }
+void Metrics::groups(double n) { impl_->groupCount.Set(n); }
+
+void Metrics::publish_group(const std::string& stream, const std::string& group, const group::GroupState& g) {
+  std::array<double, 6> counts{};
+  double lag = 0, pending = 0, capMax = 0, capAvail = 0;
+  for (const auto& [id, m] : g.members) {
+    const auto st = group::lifecycle(m);
+    for (std::size_t i = 0; i < kStates.size(); ++i)
+      if (kStates[i] == st) counts[i] += 1;
+    if (!m.live()) continue;
+    for (const auto& p : m.progress) {
+      lag += static_cast<double>(p.lag.value_or(0));
+      pending += static_cast<double>(p.pending.value_or(0));
+    }
+    capMax += m.capacity.runtimeMaxConcurrency;
+    capAvail += m.capacity.availableConcurrency;
+  }
+  const prometheus::Labels labels{{"stream", stream}, {"group", group}};
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& prev = impl_->contribution[stream + "/" + group];
+  for (std::size_t i = 0; i < kStates.size(); ++i) {
+    impl_->members.Add({{"state", std::string(protocol::to_string(kStates[i]))}}).Increment(counts[i] - prev[i]);
+  }
+  prev = counts;
+  impl_->lag.Add(labels).Set(lag);
+  impl_->pending.Add(labels).Set(pending);
+  auto withKind = [&](const char* k) {
+    auto l = labels;
+    l.emplace("kind", k);
+    return l;
+  };
+  impl_->capacity.Add(withKind("max")).Set(capMax);
+  impl_->capacity.Add(withKind("available")).Set(capAvail);
+  impl_->epoch.Add(labels).Set(g.groupEpoch);
+}
+
+void Metrics::forget_group(const std::string& stream, const std::string& group) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->contribution.find(stream + "/" + group);
+  if (it == impl_->contribution.end()) return;
+  for (std::size_t i = 0; i < kStates.size(); ++i)
+    impl_->members.Add({{"state", std::string(protocol::to_string(kStates[i]))}}).Decrement(it->second[i]);
+  impl_->contribution.erase(it);
+}
+
+std::string Metrics::text() const {
+  prometheus::TextSerializer s;
+  return s.Serialize(impl_->registry->Collect());
+}
+
+}  // namespace rsc::actors

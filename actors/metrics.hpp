@@ -1,0 +1,50 @@
+// The coordinator's Prometheus metrics (prometheus-cpp). Label cardinality is bounded: status,
+// state and error kind, plus stream and group for the per-group gauges; never a member id.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "group/state.hpp"
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace rsc::actors {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+
+  void heartbeat(const std::string& status, double seconds);
+  void rebalance();  // a group epoch bump
+  void assignment_computed(double seconds);
+  void cas_conflict();
+  void mutex_contention();
+  void store_error(const std::string& kind);
+  void rollback_detected();
+  void fenced();
+  void expired();
+  void revocation(double seconds);
+  void groups(double n);
+
+  // Replaces this group's contribution to the member-state totals and its per-group gauges.
+  void publish_group(const std::string& stream, const std::string& group, const group::GroupState& g);
+  void forget_group(const std::string& stream, const std::string& group);
+
+  std::string text() const;  // the exposition format for GET /metrics
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rsc::actors

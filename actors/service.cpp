@@ -1,0 +1,109 @@
+#include "actors/service.hpp"
+
+#include <chrono>
+
+#include "actors/actors.hpp"
+#include "actors/log.hpp"
+
+namespace rsc::actors {
+
+struct Service::Impl {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::vector<caf::actor> stores;
+  std::vector<caf::actor> gateways;  // groups hash to a gateway, each with its own store actor
+  std::shared_ptr<Metrics> metrics;
+
+  const caf::actor& gateway_for(const store::GroupKey& key) const {
+    return gateways[gateway_index(key, gateways.size())];
+  }
+  const caf::actor& any_store() const { return stores.front(); }
+};
+
+Service::Service(ServiceConfig cfg, std::function<std::shared_ptr<store::GroupStore>()> makeStore,
+                 std::shared_ptr<Metrics> metrics)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->metrics = metrics;
+  impl_->cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(1, cfg.schedulerThreads)));
+  impl_->cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  impl_->cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
+  GroupActorConfig g;
+  g.core = cfg.core;
+  g.tickIntervalMs = cfg.tickIntervalMs;
+  g.mutexTtlMs = cfg.mutexTtlMs;
+  g.defaultShardCount = cfg.defaultShardCount;
+  g.maxCasAttempts = cfg.maxCasAttempts;
+  g.metrics = metrics;
+  g.podToken = store::random_token();
+  g.logEvents = cfg.logEvents;
+  g.clock = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  // One gateway per store connection: a group always meets the same store actor, whose
+  // pipelined batches carry the writes of all the groups behind it.
+  const auto n = static_cast<std::size_t>(std::max(1, cfg.storeConnections));
+  for (std::size_t i = 0; i < n; ++i) {
+    auto st = spawn_store_actor(*impl_->sys, makeStore(), /*detached=*/true);
+    impl_->stores.push_back(st);
+    impl_->gateways.push_back(spawn_gateway(*impl_->sys, g, st, i, n));
+  }
+}
+
+Service::~Service() {
+  for (auto& gw : impl_->gateways) caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  for (auto& st : impl_->stores) caf::anon_send_exit(st, caf::exit_reason::user_shutdown);
+  impl_->sys->await_all_actors_done();
+}
+
+void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
+                        std::function<void(protocol::HeartbeatResponse)> done) {
+  caf::anon_send(impl_->gateway_for(key), hb_atom::value, key, HeartbeatCall{std::move(req), std::move(done)});
+}
+
+void Service::put_stream(const std::string& prefix, int32_t shardCount,
+                         std::function<void(store::Result<protocol::StreamMetadata>)> done) {
+  auto gateways = impl_->gateways;
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   auto r = s.put_stream(prefix, shardCount);
+                   if (r.ok()) {
+                     log::info("stream " + prefix + ": shardCount=" + std::to_string(r.value->shardCount) +
+                               " metadataVersion=" + std::to_string(r.value->metadataVersion));
+                     for (auto& gw : gateways) caf::anon_send(gw, meta_atom::value, *r.value);
+                   }
+                   done(std::move(r));
+                 }});
+}
+
+void Service::get_stream(const std::string& prefix,
+                         std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value,
+                 StoreTask{[=](store::GroupStore& s) { done(s.get_stream(prefix)); }});
+}
+
+void Service::list_groups(const std::string& prefix, std::function<void(store::Result<std::vector<std::string>>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value,
+                 StoreTask{[=](store::GroupStore& s) { done(s.list_stream_groups(prefix)); }});
+}
+
+void Service::describe(const store::GroupKey& key,
+                       std::function<void(store::Result<std::optional<std::string>>)> done) {
+  caf::anon_send(impl_->gateway_for(key), describe_atom::value, key, DescribeCall{std::move(done)});
+}
+
+void Service::remove_member(const store::GroupKey& key, const std::string& memberId,
+                            std::function<void(store::Result<bool>)> done) {
+  caf::anon_send(impl_->gateway_for(key), remove_atom::value, key, RemoveCall{memberId, std::move(done)});
+}
+
+void Service::ready(std::function<void(bool, std::string)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   auto r = s.ping();
+                   done(r.ok(), r.ok() ? "" : r.error.message);
+                 }});
+}
+
+std::string Service::metrics_text() { return impl_->metrics ? impl_->metrics->text() : std::string(); }
+
+}  // namespace rsc::actors

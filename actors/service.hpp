@@ -1,0 +1,51 @@
+// The coordinator service: the CAF actor system with its store, gateway and group actors, seen
+// from outside as an http::Backend. This header includes no CAF.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "actors/metrics.hpp"
+#include "http/api.hpp"
+#include "redis/store.hpp"
+
+namespace rsc::actors {
+
+struct ServiceConfig {
+  group::Config core;
+  group::Millis tickIntervalMs = 1000;
+  group::Millis mutexTtlMs = 2000;
+  int32_t defaultShardCount = 16;
+  int maxCasAttempts = 5;
+  int storeConnections = 2;  // store actors, each with its own connection; groups hash over them
+  int schedulerThreads = 2;
+  bool logEvents = true;
+};
+
+class Service : public http::Backend {
+ public:
+  // `makeStore` is called once per store actor.
+  Service(ServiceConfig cfg, std::function<std::shared_ptr<store::GroupStore>()> makeStore,
+          std::shared_ptr<Metrics> metrics);
+  ~Service() override;  // stops every actor
+
+  void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
+                 std::function<void(protocol::HeartbeatResponse)> done) override;
+  void put_stream(const std::string& prefix, int32_t shardCount,
+                  std::function<void(store::Result<protocol::StreamMetadata>)> done) override;
+  void get_stream(const std::string& prefix,
+                  std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override;
+  void list_groups(const std::string& prefix, std::function<void(store::Result<std::vector<std::string>>)> done) override;
+  void describe(const store::GroupKey& key,
+                std::function<void(store::Result<std::optional<std::string>>)> done) override;
+  void remove_member(const store::GroupKey& key, const std::string& memberId,
+                     std::function<void(store::Result<bool>)> done) override;
+  void ready(std::function<void(bool, std::string)> done) override;
+  std::string metrics_text() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rsc::actors

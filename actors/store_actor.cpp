@@ -1,0 +1,83 @@
+// The store actor: the only owner of a GroupStore (and so of its hiredis connection).
+#include "actors/actors.hpp"
+
+namespace rsc::actors {
+namespace {
+
+struct PendingCas {
+  CasCall call;
+  caf::response_promise rp;
+};
+
+struct StoreState {
+  std::shared_ptr<store::GroupStore> store;
+  std::vector<PendingCas> pending;
+  bool flushScheduled = false;
+};
+
+caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr<store::GroupStore> st) {
+  self->state.store = std::move(st);
+  return {
+      [=](load_atom, const LoadCall& c) -> LoadReply {
+        auto& s = *self->state.store;
+        LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, "")};
+        if (!r.loaded.ok()) {
+          r.stream = store::Result<protocol::StreamMetadata>::failure(r.loaded.error);
+          return r;
+        }
+        auto meta = s.get_stream(c.key.streamPrefix);
+        if (!meta.ok()) {
+          r.stream = store::Result<protocol::StreamMetadata>::failure(meta.error);
+        } else if (meta.value->has_value()) {
+          r.stream = store::Result<protocol::StreamMetadata>::success(**meta.value);
+        } else if (c.createStream) {
+          // A group on a stream nobody configured: the stream gets the default shard count.
+          r.stream = s.put_stream(c.key.streamPrefix, c.defaultShardCount);
+        } else {
+          r.stream = store::Result<protocol::StreamMetadata>::success(protocol::StreamMetadata{c.key.streamPrefix, 0, 0});
+        }
+        return r;
+      },
+      // Writes that arrive together go out as one pipeline: the flush message queues behind them.
+      [=](cas_atom, CasCall& c) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        self->state.pending.push_back({std::move(c), rp});
+        if (!self->state.flushScheduled) {
+          self->state.flushScheduled = true;
+          self->send(self, flush_atom::value);
+        }
+        return rp;
+      },
+      [=](flush_atom) {
+        auto batch = std::move(self->state.pending);
+        self->state.pending.clear();
+        self->state.flushScheduled = false;
+        std::vector<store::CasRequest> reqs;
+        reqs.reserve(batch.size());
+        for (auto& p : batch) {
+          store::CasRequest r;
+          r.key = p.call.key;
+          r.expectedRevision = p.call.expectedRevision;
+          r.next = p.call.next.get();
+          r.delta = p.call.delta.get();
+          r.lockToken = p.call.lockToken;
+          reqs.push_back(std::move(r));
+        }
+        auto results = self->state.store->compare_and_set(reqs);
+        for (std::size_t i = 0; i < batch.size(); ++i) batch[i].rp.deliver(CasReply{std::move(results[i])});
+      },
+      [=](lease_atom, const LeaseCall& c) -> LeaseReply {
+        return LeaseReply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision)};
+      },
+      [=](task_atom, const StoreTask& t) { t.run(*self->state.store); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_store_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store, bool detached) {
+  if (detached) return sys.spawn<caf::detached>(store_actor, std::move(store));
+  return sys.spawn(store_actor, std::move(store));
+}
+
+}  // namespace rsc::actors

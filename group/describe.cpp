@@ -1,0 +1,60 @@
+#include "group/describe.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "group/coordinator.hpp"
+#include "protocol/codec.hpp"
+
+namespace rsc::group {
+
+std::string describe_json(const GroupState& g, Millis now) {
+  using json = nlohmann::json;
+  json members = json::array();
+  for (const auto& [id, m] : g.members) {
+    json progress = json::array();
+    for (const auto& p : m.progress) {
+      json e{{"shardIndex", p.shardIndex}};
+      e["lastDeliveredId"] = p.lastDeliveredId ? json(*p.lastDeliveredId) : json(nullptr);
+      e["pending"] = p.pending ? json(*p.pending) : json(nullptr);
+      e["lag"] = p.lag ? json(*p.lag) : json(nullptr);
+      progress.push_back(std::move(e));
+    }
+    json mj{{"memberId", id},
+            {"state", protocol::to_string(lifecycle(m))},
+            {"memberEpoch", m.epoch},
+            {"previousEpoch", m.previousEpoch},
+            {"assignedShards", m.assigned},
+            {"pendingShards", m.live() ? m.pending() : ShardSet{}},
+            {"revokingShards", m.revoking},
+            {"targetShards", m.target},
+            {"lastHeartbeatAgoMs", now - m.lastHeartbeatMs},
+            {"runtimeConsumerCapacity",
+             {{"runtimeMaxConcurrency", m.capacity.runtimeMaxConcurrency},
+              {"availableConcurrency", m.capacity.availableConcurrency}}},
+            {"shardProgress", std::move(progress)}};
+    if (m.revokeDeadlineMs != 0) mj["revokeDeadlineInMs"] = m.revokeDeadlineMs - now;
+    members.push_back(std::move(mj));
+  }
+  json owners = json::array();
+  const auto o = shard_owners(g);
+  for (std::size_t s = 0; s < o.size(); ++s)
+    owners.push_back({{"shardIndex", s}, {"owner", o[s].empty() ? json(nullptr) : json(o[s])}});
+  json target = json::object();
+  for (const auto& [id, m] : g.members)
+    if (m.live() && !m.leaving()) target[id] = m.target;
+  json j{{"streamPrefix", g.streamPrefix},
+         {"consumerGroup", g.consumerGroup},
+         {"state", protocol::to_string(group_state(g))},
+         {"groupEpoch", g.groupEpoch},
+         {"assignmentEpoch", g.assignmentEpoch},
+         {"metadataVersion", g.metadataVersion},
+         {"shardCount", g.shardCount},
+         {"storeRevision", g.storeRevision},
+         {"members", std::move(members)},
+         {"targetAssignment", std::move(target)},
+         {"shardOwners", std::move(owners)}};
+  if (g.rollbackGuardUntilMs > now) j["rollbackGuardInMs"] = g.rollbackGuardUntilMs - now;
+  return protocol::dump(j);
+}
+
+}  // namespace rsc::group

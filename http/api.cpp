@@ -1,0 +1,258 @@
+#include "http/api.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/codec.hpp"
+
+namespace rsc::http {
+
+using nlohmann::json;
+using protocol::HeartbeatStatus;
+
+bool glob_match(const std::string& p, const std::string& t) {
+  // Iterative '*' matching with backtracking to the last star.
+  std::size_t i = 0, j = 0, star = std::string::npos, mark = 0;
+  while (j < t.size()) {
+    if (i < p.size() && p[i] == '*') {
+      star = i++;
+      mark = j;
+    } else if (i < p.size() && p[i] == t[j]) {
+      ++i;
+      ++j;
+    } else if (star != std::string::npos) {
+      i = star + 1;
+      j = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (i < p.size() && p[i] == '*') ++i;
+  return i == p.size();
+}
+
+AuthDecision authorize(const AuthConfig& auth, const std::string& header, Need need, const std::string& stream,
+                       const std::string& group) {
+  if (need == Need::Public || auth.open()) return {};
+  const std::string prefix = "Bearer ";
+  if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
+    return {false, 401, "missing bearer token (Authorization: Bearer <token>)"};
+  const std::string presented = header.substr(prefix.size());
+  for (const auto& t : auth.tokens) {
+    if (t.token != presented) continue;
+    if (need == Need::Admin && t.role != "admin") return {false, 403, "this token's role may not do admin calls"};
+    auto any = [](const std::vector<std::string>& pats, const std::string& v) {
+      for (const auto& p : pats)
+        if (glob_match(p, v)) return true;
+      return false;
+    };
+    if (!stream.empty() && !any(t.streams, stream)) return {false, 403, "token not allowed for stream " + stream};
+    if (!group.empty() && !any(t.groups, group)) return {false, 403, "token not allowed for group " + group};
+    return {};
+  }
+  return {false, 401, "unknown bearer token"};
+}
+
+namespace {
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    if (i >= path.size()) break;
+    auto j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    parts.push_back(path.substr(i, j - i));
+    i = j;
+  }
+  return parts;
+}
+
+Routed method_not_allowed(const std::string& method, const std::string& allow) {
+  return {std::nullopt, {405, "method " + method + " is not allowed here (allowed: " + allow + ")", allow}};
+}
+
+}  // namespace
+
+Routed route(const std::string& method, const std::string& target) {
+  const std::string path = target.substr(0, target.find('?'));
+  const auto p = split_path(path);
+  using K = Route::Kind;
+  auto only = [&](const char* allowed, K kind, std::string s = {}, std::string g = {}, std::string m = {}) -> Routed {
+    if (method != allowed) return method_not_allowed(method, allowed);
+    return {Route{kind, std::move(s), std::move(g), std::move(m)}, {}};
+  };
+  if (p.size() == 1 && p[0] == "metrics") return only("GET", K::Metrics);
+  if (p.size() == 1 && p[0] == "healthz") return only("GET", K::Health);
+  if (p.size() == 1 && p[0] == "readyz") return only("GET", K::Ready);
+  if (p.size() >= 4 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") {
+    const auto& s = p[3];
+    if (p.size() == 4) {
+      if (method == "GET") return {Route{K::GetStream, s, {}, {}}, {}};
+      if (method == "PUT") return {Route{K::PutStream, s, {}, {}}, {}};
+      return method_not_allowed(method, "GET, PUT");
+    }
+    if (p[4] == "groups") {
+      if (p.size() == 5) return only("GET", K::ListGroups, s);
+      if (p.size() == 6) return only("GET", K::Describe, s, p[5]);
+      if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
+      if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
+    }
+  }
+  return {std::nullopt, {404, "no such endpoint: " + path, {}}};
+}
+
+HttpResponse plain_error(int status, const std::string& error, const std::string& message) {
+  return {status, protocol::dump(json{{"error", error}, {"status", status}, {"message", message}}), "application/json",
+          {}};
+}
+
+namespace {
+
+HttpResponse json_ok(const std::string& body, int status = 200) { return {status, body, "application/json", {}}; }
+
+HttpResponse heartbeat_answer(const protocol::HeartbeatResponse& r, bool authenticated = true) {
+  HttpResponse h{protocol::http_status_for(r.status, authenticated), protocol::encode(r), "application/json", {}};
+  if (r.status == HeartbeatStatus::RETRY) h.headers.emplace_back("Retry-After", "1");
+  return h;
+}
+
+HttpResponse store_error(const store::Error& e) {
+  switch (e.kind) {
+    case store::ErrorKind::Retryable: {
+      auto r = plain_error(503, "RETRY", e.message);
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case store::ErrorKind::Invalid: return plain_error(409, "CONFLICT", e.message);
+    case store::ErrorKind::Corrupt: return plain_error(500, "STORE_CORRUPT", e.message);
+    case store::ErrorKind::Fatal: return plain_error(500, "STORE_ERROR", e.message);
+  }
+  return plain_error(500, "STORE_ERROR", e.message);
+}
+
+bool is_json(const std::string& contentType) {
+  const auto semi = contentType.find(';');
+  std::string base = contentType.substr(0, semi);
+  while (!base.empty() && base.back() == ' ') base.pop_back();
+  for (auto& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return base == "application/json";
+}
+
+}  // namespace
+
+void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& respond) {
+  const auto routed = route(req.method, req.target);
+  if (!routed.route) {
+    auto r = plain_error(routed.error.status, routed.error.status == 405 ? "METHOD_NOT_ALLOWED" : "NOT_FOUND",
+                         routed.error.message);
+    if (!routed.error.allow.empty()) r.headers.emplace_back("Allow", routed.error.allow);
+    return respond(std::move(r));
+  }
+  const Route& rt = *routed.route;
+  using K = Route::Kind;
+
+  // Names in the path are validated before anything else touches them.
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"streamPrefix", &rt.stream},
+                                     {"consumerGroup", &rt.group},
+                                     {"memberId", &rt.member}}) {
+    if (value->empty()) continue;  // not part of this route
+    if (auto e = protocol::validate_name(field, *value)) {
+      if (rt.kind == K::Heartbeat)
+        return respond(heartbeat_answer(protocol::error_response("", rt.member, HeartbeatStatus::INVALID_REQUEST, e->message)));
+      return respond(plain_error(400, "INVALID_REQUEST", e->message));
+    }
+  }
+
+  Need need = Need::Public;
+  switch (rt.kind) {
+    case K::Heartbeat:
+    case K::GetStream:
+    case K::ListGroups:
+    case K::Describe: need = Need::Member; break;
+    case K::PutStream:
+    case K::RemoveMember: need = Need::Admin; break;
+    default: need = Need::Public;
+  }
+  const auto decision = authorize(auth, req.authorization, need, rt.stream, rt.group);
+  if (!decision.allowed) {
+    if (rt.kind == K::Heartbeat) {
+      auto r = protocol::error_response("", rt.member, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, decision.message);
+      HttpResponse h{decision.status, protocol::encode(r), "application/json", {}};
+      if (decision.status == 401) h.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return respond(std::move(h));
+    }
+    auto r = plain_error(decision.status, "GROUP_AUTHORIZATION_FAILED", decision.message);
+    if (decision.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return respond(std::move(r));
+  }
+  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream) && !is_json(req.contentType))
+    return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE",
+                               "Content-Type must be application/json, not '" + req.contentType + "'"));
+
+  switch (rt.kind) {
+    case K::Heartbeat: {
+      auto decoded = protocol::decode_heartbeat_request(req.body, rt.member);
+      if (!decoded.ok()) {
+        std::string requestId;
+        auto j = json::parse(req.body, nullptr, false);
+        if (j.is_object() && j.contains("requestId") && j["requestId"].is_string()) requestId = j["requestId"];
+        return respond(heartbeat_answer(protocol::error_response(requestId, rt.member, decoded.error.status,
+                                                                 decoded.error.message)));
+      }
+      backend.heartbeat({rt.stream, rt.group}, std::move(*decoded.value),
+                        [respond](protocol::HeartbeatResponse r) { respond(heartbeat_answer(r)); });
+      return;
+    }
+    case K::PutStream: {
+      auto n = protocol::decode_shard_count_body(req.body);
+      if (!n.ok()) return respond(plain_error(400, "INVALID_REQUEST", n.error.message));
+      backend.put_stream(rt.stream, *n.value, [respond](store::Result<protocol::StreamMetadata> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        respond(json_ok(protocol::encode(*r.value)));
+      });
+      return;
+    }
+    case K::GetStream:
+      backend.get_stream(rt.stream, [respond, s = rt.stream](store::Result<std::optional<protocol::StreamMetadata>> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        if (!r.value->has_value()) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
+        respond(json_ok(protocol::encode(**r.value)));
+      });
+      return;
+    case K::ListGroups:
+      backend.list_groups(rt.stream, [respond, s = rt.stream](store::Result<std::vector<std::string>> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", *r.value}})));
+      });
+      return;
+    case K::Describe:
+      backend.describe({rt.stream, rt.group}, [respond, rt](store::Result<std::optional<std::string>> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        if (!r.value->has_value())
+          return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+        respond(json_ok(**r.value));
+      });
+      return;
+    case K::RemoveMember:
+      backend.remove_member({rt.stream, rt.group}, rt.member, [respond, rt](store::Result<bool> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        if (!*r.value) return respond(plain_error(404, "NOT_FOUND", "no live member " + rt.member + " in " + rt.group));
+        respond(json_ok(protocol::dump(json{{"memberId", rt.member}, {"state", "FENCED"}})));
+      });
+      return;
+    case K::Metrics:
+      return respond({200, backend.metrics_text(), "text/plain; version=0.0.4; charset=utf-8", {}});
+    case K::Health: return respond(json_ok(R"({"status":"UP"})"));
+    case K::Ready:
+      backend.ready([respond](bool ok, std::string why) {
+        if (ok) return respond(json_ok(R"({"status":"READY"})"));
+        auto r = plain_error(503, "NOT_READY", why);
+        r.headers.emplace_back("Retry-After", "1");
+        respond(std::move(r));
+      });
+      return;
+  }
+}
+
+}  // namespace rsc::http

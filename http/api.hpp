@@ -1,0 +1,101 @@
+// The HTTP surface of SPEC §5 as plain functions: routing, auth, validation and the mapping of
+// results to HTTP codes. No Asio or CAF here: the Beast server (server.cpp) feeds requests in,
+// the actor system (actors/service.cpp) implements Backend.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol/types.hpp"
+#include "redis/store.hpp"
+
+namespace rsc::http {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query
+  std::string contentType;
+  std::string authorization;
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string contentType = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using Respond = std::function<void(HttpResponse)>;
+
+// What the coordinator does; every call answers exactly once through its callback, from any thread.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
+                         std::function<void(protocol::HeartbeatResponse)> done) = 0;
+  virtual void put_stream(const std::string& prefix, int32_t shardCount,
+                          std::function<void(store::Result<protocol::StreamMetadata>)> done) = 0;
+  virtual void get_stream(const std::string& prefix,
+                          std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) = 0;
+  virtual void list_groups(const std::string& prefix,
+                           std::function<void(store::Result<std::vector<std::string>>)> done) = 0;
+  // The describe JSON; std::nullopt when the group does not exist.
+  virtual void describe(const store::GroupKey& key,
+                        std::function<void(store::Result<std::optional<std::string>>)> done) = 0;
+  // true when the member existed and was fenced.
+  virtual void remove_member(const store::GroupKey& key, const std::string& memberId,
+                             std::function<void(store::Result<bool>)> done) = 0;
+  virtual void ready(std::function<void(bool ok, std::string why)> done) = 0;
+  virtual std::string metrics_text() = 0;
+};
+
+// Bearer tokens (SPEC §5): each with a role and the stream/group patterns it may touch.
+struct Token {
+  std::string token;
+  std::string role = "member";           // "member" or "admin"
+  std::vector<std::string> streams{"*"};  // glob patterns: '*' matches any run of characters
+  std::vector<std::string> groups{"*"};
+};
+struct AuthConfig {
+  std::vector<Token> tokens;
+  bool open() const { return tokens.empty(); }
+};
+bool glob_match(const std::string& pattern, const std::string& text);
+
+enum class Need { Public, Member, Admin };
+struct AuthDecision {
+  bool allowed = true;
+  int status = 200;  // 401 no/unknown token, 403 token not allowed here
+  std::string message;
+};
+AuthDecision authorize(const AuthConfig& auth, const std::string& authorizationHeader, Need need,
+                       const std::string& stream, const std::string& group);
+
+// The route of a request, or the HTTP error it gets.
+struct Route {
+  enum class Kind { Heartbeat, PutStream, GetStream, ListGroups, Describe, RemoveMember, Metrics, Health, Ready };
+  Kind kind;
+  std::string stream, group, member;
+};
+struct RouteError {
+  int status = 404;
+  std::string message;
+  std::string allow;  // for 405
+};
+struct Routed {
+  std::optional<Route> route;
+  RouteError error;
+};
+Routed route(const std::string& method, const std::string& target);
+
+// Everything between the parsed request and the response.
+void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& respond);
+
+// A plain JSON error body: {"error": "...", "status": N, "message": "..."}.
+HttpResponse plain_error(int status, const std::string& error, const std::string& message);
+
+}  // namespace rsc::http

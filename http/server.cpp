@@ -1,0 +1,233 @@
+// Listener and session after Beast's advanced server example: do_x/on_x pairs, one fail(),
+// a strand per connection, expires_after timeouts, a body limit.
+#include "http/server.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "actors/log.hpp"
+
+namespace rsc::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+class Session;
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
+  ServerOptions opts;
+  Handler handler;
+  net::io_context ioc;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> inFlight{0};
+  std::atomic<int64_t> open{0};
+  std::mutex mu;
+  std::set<std::weak_ptr<Session>, std::owner_less<std::weak_ptr<Session>>> sessions;
+  uint16_t boundPort = 0;
+
+  void do_accept();
+};
+
+namespace {
+void fail(beast::error_code ec, const char* what) {
+  if (ec == net::error::operation_aborted || ec == beast::error::timeout || ec == bhttp::error::end_of_stream ||
+      ec == net::error::eof || ec == net::error::connection_reset || ec == net::error::bad_descriptor)
+    return;  // normal endings of a connection
+  log::warn(std::string("http ") + what + ": " + ec.message());
+}
+}  // namespace
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, std::shared_ptr<Server::Impl> server)
+      : stream_(std::move(socket)), server_(std::move(server)) {
+    ++server_->open;
+  }
+  ~Session() { --server_->open; }
+
+  void run() { net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::do_read, shared_from_this())); }
+
+  // From Server::stop: an idle connection is closed now, a busy one after its response.
+  void shutdown() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->busy_) self->do_close();
+    });
+  }
+
+ private:
+  void do_read() {
+    if (server_->stopping) return do_close();
+    parser_.emplace();
+    parser_->body_limit(server_->opts.bodyLimit);
+    parser_->header_limit(64 * 1024);
+    // Before the first byte the idle limit applies; a started request must complete in time too.
+    stream_.expires_after(std::chrono::milliseconds(first_ ? server_->opts.headerTimeoutMs : server_->opts.idleTimeoutMs));
+    first_ = false;
+    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec == bhttp::error::body_limit) {
+      return send_now(plain_error(413, "PAYLOAD_TOO_LARGE",
+                                  "request body is over the limit of " + std::to_string(server_->opts.bodyLimit) + " bytes"),
+                      false);
+    }
+    if (ec == bhttp::error::header_limit) return send_now(plain_error(431, "HEADERS_TOO_LARGE", "request headers too large"), false);
+    if (ec == beast::error::timeout) return do_close();
+    if (ec == bhttp::error::end_of_stream || ec) {
+      if (ec && ec != bhttp::error::end_of_stream && ec != net::error::eof && ec != net::error::operation_aborted &&
+          ec != net::error::connection_reset && buffer_.size() > 0)
+        return send_now(plain_error(400, "BAD_REQUEST", "malformed HTTP request: " + ec.message()), false);
+      fail(ec, "read");
+      return do_close();
+    }
+    auto req = parser_->release();
+    keepAlive_ = req.keep_alive();
+    version_ = req.version();
+    HttpRequest r;
+    r.method = std::string(req.method_string());
+    r.target = std::string(req.target());
+    r.contentType = std::string(req[bhttp::field::content_type]);
+    r.authorization = std::string(req[bhttp::field::authorization]);
+    r.body = std::move(req.body());
+    busy_ = true;
+    ++server_->inFlight;
+    stream_.expires_never();  // waiting for the coordinator, not for the client
+    auto self = shared_from_this();
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    server_->handler(std::move(r), [self, answered](HttpResponse res) {
+      if (answered->exchange(true)) return;  // exactly one answer per request
+      net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+        --self->server_->inFlight;
+        self->send_now(std::move(res), self->keepAlive_);
+      });
+    });
+  }
+
+  void send_now(HttpResponse res, bool keepAlive) {
+    busy_ = true;
+    auto msg = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(res.status), version_ ? version_ : 11);
+    msg->set(bhttp::field::server, "rsc-coordinator");
+    msg->set(bhttp::field::content_type, res.contentType);
+    for (const auto& [k, v] : res.headers) msg->set(k, v);
+    msg->keep_alive(keepAlive && !server_->stopping);
+    msg->body() = std::move(res.body);
+    msg->prepare_payload();
+    stream_.expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
+    bhttp::async_write(stream_, *msg,
+                       [self = shared_from_this(), msg](beast::error_code ec, std::size_t) { self->on_write(ec, msg->need_eof()); });
+  }
+
+  void on_write(beast::error_code ec, bool close) {
+    busy_ = false;
+    if (ec) {
+      fail(ec, "write");
+      return do_close();
+    }
+    if (close) return do_close();
+    do_read();
+  }
+
+  void do_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::shared_ptr<Server::Impl> server_;
+  bool keepAlive_ = false;
+  bool busy_ = false;
+  bool first_ = true;
+  unsigned version_ = 11;
+};
+
+void Server::Impl::do_accept() {
+  acceptor->async_accept(net::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (!self->stopping) fail(ec, "accept");
+    } else {
+      auto s = std::make_shared<Session>(std::move(socket), self);
+      {
+        std::lock_guard<std::mutex> lock(self->mu);
+        for (auto it = self->sessions.begin(); it != self->sessions.end();)
+          it = it->expired() ? self->sessions.erase(it) : std::next(it);
+        self->sessions.insert(s);
+      }
+      s->run();
+    }
+    if (!self->stopping) self->do_accept();
+  });
+}
+
+Server::Server(ServerOptions opts, Handler handler) : impl_(std::make_shared<Impl>()) {
+  impl_->opts = std::move(opts);
+  impl_->handler = std::move(handler);
+}
+
+Server::~Server() { stop(0); }
+
+void Server::start() {
+  beast::error_code ec;
+  auto address = net::ip::make_address(impl_->opts.host, ec);
+  if (ec) throw std::runtime_error("invalid listen address '" + impl_->opts.host + "': " + ec.message());
+  tcp::endpoint ep{address, impl_->opts.port};
+  impl_->acceptor = std::make_unique<tcp::acceptor>(net::make_strand(impl_->ioc));
+  impl_->acceptor->open(ep.protocol(), ec);
+  if (!ec) impl_->acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor->bind(ep, ec);
+  if (!ec) impl_->acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw std::runtime_error("cannot listen on " + impl_->opts.host + ":" + std::to_string(impl_->opts.port) + ": " +
+                             ec.message());
+  impl_->boundPort = impl_->acceptor->local_endpoint().port();
+  impl_->do_accept();
+  for (int i = 0; i < std::max(1, impl_->opts.threads); ++i) impl_->threads.emplace_back([impl = impl_] { impl->ioc.run(); });
+}
+
+uint16_t Server::port() const { return impl_->boundPort; }
+int64_t Server::connections_open() const { return impl_->open; }
+
+void Server::stop(int64_t graceMs) {
+  if (impl_->threads.empty()) return;
+  if (!impl_->stopping.exchange(true)) {
+    net::post(impl_->ioc, [impl = impl_] {
+      beast::error_code ec;
+      if (impl->acceptor) impl->acceptor->close(ec);
+    });
+    std::vector<std::shared_ptr<Session>> live;
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      for (auto& w : impl_->sessions)
+        if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    for (auto& s : live) s->shutdown();
+    live.clear();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(graceMs);
+    while ((impl_->inFlight > 0 || impl_->open > 0) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads)
+    if (t.joinable()) t.join();
+  impl_->threads.clear();
+}
+
+}  // namespace rsc::http

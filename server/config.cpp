@@ -1,0 +1,246 @@
+#include "server/config.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace rsc::server {
+namespace {
+
+using json = nlohmann::json;
+
+struct Bad {
+  std::string what;
+};
+
+std::pair<std::string, int> host_port(const std::string& v, const std::string& name) {
+  const auto colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == v.size())
+    throw Bad{name + ": expected HOST:PORT, got '" + v + "'"};
+  int port = 0;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(v.substr(colon + 1), &used);
+    if (used != v.size() - colon - 1) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    throw Bad{name + ": '" + v.substr(colon + 1) + "' is not a port"};
+  }
+  if (port < 0 || port > 65535) throw Bad{name + ": port " + std::to_string(port) + " is out of range"};
+  std::string host = v.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, port};
+}
+
+int64_t positive(const std::string& v, const std::string& name) {
+  try {
+    std::size_t used = 0;
+    const long long x = std::stoll(v, &used);
+    if (used != v.size()) throw std::invalid_argument("trailing");
+    if (x <= 0) throw Bad{name + ": must be positive, got " + v};
+    return x;
+  } catch (const Bad&) {
+    throw;
+  } catch (const std::exception&) {
+    throw Bad{name + ": '" + v + "' is not a number"};
+  }
+}
+
+void set_listen(Config& c, const std::string& v, const std::string& name) {
+  auto [h, p] = host_port(v, name);
+  c.http.host = h;
+  c.http.port = static_cast<uint16_t>(p);
+}
+void set_redis(Config& c, const std::string& v, const std::string& name) {
+  auto [h, p] = host_port(v, name);
+  c.redis.host = h;
+  c.redis.port = p;
+}
+
+// Setting names shared by the file ("coordinator.tick-interval"), env and flags.
+void set_number(Config& c, const std::string& key, int64_t v, const std::string& name) {
+  if (key == "tick-interval") c.service.tickIntervalMs = v;
+  else if (key == "heartbeat-interval") c.service.core.heartbeatIntervalMs = v;
+  else if (key == "member-lease-ttl") c.service.core.memberLeaseTtlMs = v;
+  else if (key == "rebalance-timeout") c.service.core.rebalanceTimeoutMs = v;
+  else if (key == "mutex-ttl") c.service.mutexTtlMs = v;
+  else if (key == "default-shard-count") {
+    if (v > 65536) throw Bad{name + ": at most 65536 shards"};
+    c.service.defaultShardCount = static_cast<int32_t>(v);
+  } else if (key == "store-connections") c.service.storeConnections = static_cast<int>(v);
+  else if (key == "http-threads") c.http.threads = static_cast<int>(v);
+  else if (key == "shutdown-grace") c.shutdownGraceMs = v;
+  else throw Bad{name + ": unknown setting"};
+}
+
+const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "member-lease-ttl", "rebalance-timeout",
+                                        "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
+                                        "shutdown-grace"};
+
+std::string env_name(const std::string& key) {
+  std::string s = "RSC_";
+  for (char ch : key) s += ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (key != "default-shard-count" && key != "store-connections" && key != "http-threads") s += "_MS";
+  return s;
+}
+std::string flag_name(const std::string& key) {
+  if (key == "default-shard-count" || key == "store-connections" || key == "http-threads") return "--" + key;
+  return "--" + key + "-ms";
+}
+
+void load_file(Config& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Bad{"--config: cannot read " + path};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw Bad{path + ": not a JSON object"};
+  auto str = [&](const json& o, const char* k, const std::string& where) -> std::optional<std::string> {
+    if (!o.contains(k)) return std::nullopt;
+    if (!o[k].is_string()) throw Bad{path + ": " + where + " must be a string"};
+    return o[k].get<std::string>();
+  };
+  if (auto v = str(j, "listen", "listen")) set_listen(c, *v, path + ": listen");
+  if (j.contains("redis")) {
+    const auto& r = j["redis"];
+    if (!r.is_object()) throw Bad{path + ": redis must be an object"};
+    if (auto v = str(r, "address", "redis.address")) set_redis(c, *v, path + ": redis.address");
+    if (auto v = str(r, "user", "redis.user")) c.redis.user = *v;
+    if (auto v = str(r, "password", "redis.password")) c.redis.password = *v;
+    if (auto v = str(r, "namespace", "redis.namespace")) c.redis.ns = *v;
+  }
+  if (j.contains("coordinator")) {
+    const auto& co = j["coordinator"];
+    if (!co.is_object()) throw Bad{path + ": coordinator must be an object"};
+    for (auto it = co.begin(); it != co.end(); ++it) {
+      const std::string where = path + ": coordinator." + it.key();
+      if (!it->is_number_integer()) throw Bad{where + " must be an integer"};
+      if (it->get<int64_t>() <= 0) throw Bad{where + " must be positive"};
+      set_number(c, it.key(), it->get<int64_t>(), where);
+    }
+  }
+  if (j.contains("auth")) {
+    const auto& a = j["auth"];
+    if (!a.is_object() || (a.contains("tokens") && !a["tokens"].is_array())) throw Bad{path + ": auth.tokens must be an array"};
+    for (std::size_t i = 0; a.contains("tokens") && i < a["tokens"].size(); ++i) {
+      const auto& t = a["tokens"][i];
+      const std::string where = "auth.tokens[" + std::to_string(i) + "]";
+      if (!t.is_object()) throw Bad{path + ": " + where + " must be an object"};
+      http::Token tok;
+      auto token = str(t, "token", where + ".token");
+      if (!token || token->size() < 16) throw Bad{path + ": " + where + ".token must be a string of 16 characters or more"};
+      tok.token = *token;
+      if (auto role = str(t, "role", where + ".role")) tok.role = *role;
+      if (tok.role != "member" && tok.role != "admin") throw Bad{path + ": " + where + ".role must be member or admin"};
+      for (const char* list : {"streams", "groups"}) {
+        if (!t.contains(list)) continue;
+        if (!t[list].is_array()) throw Bad{path + ": " + where + "." + list + " must be an array of patterns"};
+        std::vector<std::string> pats;
+        for (const auto& p : t[list]) {
+          if (!p.is_string()) throw Bad{path + ": " + where + "." + list + " must hold strings"};
+          pats.push_back(p.get<std::string>());
+        }
+        (std::string(list) == "streams" ? tok.streams : tok.groups) = pats;
+      }
+      c.auth.tokens.push_back(std::move(tok));
+    }
+  }
+}
+
+void validate(const Config& c) {
+  const auto& s = c.service;
+  if (s.core.memberLeaseTtlMs <= s.core.heartbeatIntervalMs)
+    throw Bad{"member-lease-ttl (" + std::to_string(s.core.memberLeaseTtlMs) + "ms) must exceed heartbeat-interval (" +
+              std::to_string(s.core.heartbeatIntervalMs) + "ms)"};
+  if (s.mutexTtlMs <= s.tickIntervalMs)
+    throw Bad{"mutex-ttl (" + std::to_string(s.mutexTtlMs) + "ms) must exceed tick-interval (" +
+              std::to_string(s.tickIntervalMs) + "ms): the tick lease would lapse between ticks"};
+}
+
+}  // namespace
+
+std::string usage() {
+  return "usage: rsc-coordinator [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT]\n"
+         "         [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
+         "         [--rebalance-timeout-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
+         "         [--store-connections N] [--http-threads N] [--shutdown-grace-ms N]\n"
+         "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
+         "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream.\n"
+         "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
+         "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
+         "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"
+         "\"coordinator\": {\"tick-interval\": ms, ...}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
+         "\"streams\": [patterns], \"groups\": [patterns]}]}}. No tokens: the server runs open.\n";
+}
+
+Parsed parse(const std::vector<std::string>& args, const std::function<const char*(const char*)>& env) {
+  Parsed out;
+  Config c;
+  c.http.port = 8080;
+  try {
+    // The file first (flag or env), then env, then flags.
+    std::optional<std::string> file;
+    if (const char* f = env("RSC_CONFIG")) file = f;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--help" || args[i] == "-h") {
+        out.help = true;
+        return out;
+      }
+      if (args[i] == "--config") {
+        if (i + 1 >= args.size()) throw Bad{"--config needs a value"};
+        file = args[i + 1];
+      }
+    }
+    if (file) load_file(c, *file);
+    if (const char* v = env("RSC_LISTEN")) set_listen(c, v, "RSC_LISTEN");
+    if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
+    if (const char* v = env("RSC_REDIS_USER")) c.redis.user = v;
+    if (const char* v = env("RSC_REDIS_PASSWORD")) c.redis.password = v;
+    for (const auto& key : kNumeric) {
+      const auto name = env_name(key);
+      if (const char* v = env(name.c_str())) set_number(c, key, positive(v, name), name);
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const auto& a = args[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= args.size()) throw Bad{a + " needs a value"};
+        return args[++i];
+      };
+      if (a == "--config") {
+        value();
+      } else if (a == "--listen") {
+        set_listen(c, value(), a);
+      } else if (a == "--redis") {
+        set_redis(c, value(), a);
+      } else {
+        bool known = false;
+        for (const auto& key : kNumeric) {
+          if (a == flag_name(key)) {
+            set_number(c, key, positive(value(), a), a);
+            known = true;
+            break;
+          }
+        }
+        if (!known) throw Bad{"unknown argument '" + a + "' (see --help)"};
+      }
+    }
+    validate(c);
+  } catch (const Bad& b) {
+    out.error = b.what;
+    return out;
+  }
+  out.config = std::move(c);
+  return out;
+}
+
+std::string summary(const Config& c) {
+  std::ostringstream os;
+  os << "listen=" << c.http.host << ":" << c.http.port << " redis=" << c.redis.host << ":" << c.redis.port
+     << (c.redis.password.empty() ? "" : " (auth)") << " tick=" << c.service.tickIntervalMs
+     << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
+     << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms mutex-ttl=" << c.service.mutexTtlMs
+     << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections
+     << " tokens=" << c.auth.tokens.size();
+  return os.str();
+}
+
+}  // namespace rsc::server

@@ -1,0 +1,35 @@
+// rsc-coordinator's configuration: defaults (SPEC §5), then the config file, then environment
+// variables, then flags.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/service.hpp"
+#include "http/api.hpp"
+#include "http/server.hpp"
+#include "redis/connection.hpp"
+
+namespace rsc::server {
+
+struct Config {
+  http::ServerOptions http;
+  store::RedisOptions redis;
+  actors::ServiceConfig service;
+  http::AuthConfig auth;
+  int64_t shutdownGraceMs = 10000;
+};
+
+struct Parsed {
+  std::optional<Config> config;
+  std::string error;  // a message naming the flag, variable or file field
+  bool help = false;
+};
+
+// `env` looks a variable up (std::getenv in the binary, a map in tests).
+Parsed parse(const std::vector<std::string>& args, const std::function<const char*(const char*)>& env);
+std::string usage();
+std::string summary(const Config& c);  // one line for the log, without secrets
+
+}  // namespace rsc::server

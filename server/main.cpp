@@ -1,0 +1,66 @@
+// rsc-coordinator: the heartbeat RPC and admin API of SPEC §5 over HTTP, backed by Redis.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "actors/log.hpp"
+#include "actors/service.hpp"
+#include "http/server.hpp"
+#include "redis/redis_store.hpp"
+#include "server/config.hpp"
+
+using namespace rsc;
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto parsed = server::parse(args, [](const char* n) { return std::getenv(n); });
+  if (parsed.help) {
+    std::cout << server::usage();
+    return 0;
+  }
+  if (!parsed.config) {
+    std::cerr << "rsc-coordinator: " << parsed.error << "\n" << server::usage();
+    return 2;
+  }
+  const auto cfg = *parsed.config;
+
+  // Signals are taken by this thread alone (sigwait below); every thread started later inherits
+  // the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  log::info("rsc-coordinator starting: " + server::summary(cfg));
+  if (cfg.auth.open()) log::warn("auth: no tokens configured, the server runs OPEN (anyone may call any endpoint)");
+
+  auto metrics = std::make_shared<actors::Metrics>();
+  auto redisOpts = cfg.redis;
+  redisOpts.log = [](const std::string& m) { log::warn(m); };
+  auto service = std::make_unique<actors::Service>(
+      cfg.service, [redisOpts] { return std::make_shared<store::RedisStore>(redisOpts); }, metrics);
+  http::Server srv(cfg.http, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
+    http::handle_request(req, *service, auth, respond);
+  });
+  try {
+    srv.start();
+  } catch (const std::exception& e) {
+    log::error(std::string("rsc-coordinator: ") + e.what());
+    return 1;
+  }
+  log::info("rsc-coordinator ready: serving http://" + cfg.http.host + ":" + std::to_string(srv.port()) +
+            " with redis " + cfg.redis.host + ":" + std::to_string(cfg.redis.port));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log::info(std::string("rsc-coordinator: ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+            ", no longer accepting; finishing requests in flight");
+  srv.stop(cfg.shutdownGraceMs);
+  service.reset();
+  log::info("rsc-coordinator stopped");
+  return 0;
+}
