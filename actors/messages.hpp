@@ -72,6 +72,7 @@ struct CasCall {
   std::shared_ptr<group::GroupState> next;
   std::shared_ptr<group::Delta> delta;  // null = full write
   std::string lockToken;
+  group::Millis lockTtlMs = 0;  // 0: the mutex is checked, not taken (see store::CasRequest)
 };
 struct CasReply {
   store::Result<store::CasResult> result;

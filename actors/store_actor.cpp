@@ -61,6 +61,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
           r.next = p.call.next.get();
           r.delta = p.call.delta.get();
           r.lockToken = p.call.lockToken;
+          r.lockTtlMs = p.call.lockTtlMs;
           reqs.push_back(std::move(r));
         }
         auto results = self->state.store->compare_and_set(reqs);

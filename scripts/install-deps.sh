@@ -5,7 +5,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcaf-dev libhiredis-dev libboost-dev libboost-system-dev prometheus-cpp-dev
-  redis-server
+  redis-server prometheus
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,257 @@
+// The group actor under CAF's deterministic test scheduler with the in-memory store: a fake
+// clock drives both the core's `now` and the actor timers, so no test sleeps.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include "actors/actors.hpp"
+#include "actors/log.hpp"
+#include "group/coordinator.hpp"
+#include "redis/memory_store.hpp"
+
+using namespace rsc;
+using namespace rsc::actors;
+using protocol::HeartbeatStatus;
+
+namespace {
+
+const store::GroupKey kKey{"orders", "billing"};
+
+class GroupActorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log::set_enabled(false);
+    cfg_.set("scheduler.policy", caf::atom("testing"));
+    cfg_.set("logger.file-verbosity", caf::atom("quiet"));
+    cfg_.set("logger.console-verbosity", caf::atom("quiet"));
+    sys_ = std::make_unique<caf::actor_system>(cfg_);
+    sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
+    mem_ = std::make_shared<store::MemoryStore>([this] { return now_; });
+    store_ = spawn_store_actor(*sys_, mem_, /*detached=*/false);
+    group_ = spawn(pod_config("pod-1"));
+    run();
+  }
+
+  void TearDown() override {
+    for (auto& a : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
+    run();
+    sys_.reset();
+    log::set_enabled(true);
+  }
+
+  GroupActorConfig pod_config(const std::string& token) {
+    GroupActorConfig g;
+    g.core.heartbeatIntervalMs = 100;
+    g.core.memberLeaseTtlMs = 1000;
+    g.core.rebalanceTimeoutMs = 500;
+    g.tickIntervalMs = 100;
+    g.mutexTtlMs = 300;
+    g.defaultShardCount = 6;
+    g.clock = [this] { return now_; };
+    g.podToken = token;
+    g.metrics = metrics_;
+    return g;
+  }
+
+  caf::actor spawn(GroupActorConfig g) {
+    auto a = spawn_group_actor(*sys_, kKey, std::move(g), store_);
+    actors_.push_back(a);
+    return a;
+  }
+
+  void run() { sched_->run(); }
+
+  // Moves the fake clock and the actor timers forward one tick at a time.
+  void advance(group::Millis ms) {
+    for (group::Millis done = 0; done < ms; done += 100) {
+      const auto step = std::min<group::Millis>(100, ms - done);
+      now_ += step;
+      sched_->clock().advance_time(std::chrono::milliseconds(step));
+      run();
+    }
+  }
+
+  protocol::HeartbeatRequest request(const std::string& id, int32_t epoch, std::vector<int32_t> owned = {}) {
+    protocol::HeartbeatRequest q;
+    q.requestId = id + "-" + std::to_string(++seq_);
+    q.memberId = id;
+    q.memberEpoch = epoch;
+    q.metadataVersion = 1;
+    for (auto s : owned) q.ownedShards.push_back({s, protocol::ShardAssignmentState::OWNED});
+    return q;
+  }
+
+  // Sends without running the scheduler; the answer lands in *out.
+  void post(const caf::actor& to, protocol::HeartbeatRequest q, std::shared_ptr<std::optional<protocol::HeartbeatResponse>> out) {
+    caf::anon_send(to, hb_atom::value, HeartbeatCall{std::move(q), [out](protocol::HeartbeatResponse r) { *out = std::move(r); }});
+  }
+
+  protocol::HeartbeatResponse hb(protocol::HeartbeatRequest q, const caf::actor* to = nullptr) {
+    auto out = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+    post(to ? *to : group_, std::move(q), out);
+    run();
+    EXPECT_TRUE(out->has_value()) << "no answer";
+    return out->value_or(protocol::HeartbeatResponse{});
+  }
+
+  group::GroupState stored() {
+    auto l = mem_->load(kKey);
+    EXPECT_TRUE(l.ok());
+    return l.value->state;
+  }
+
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::scheduler::test_coordinator* sched_ = nullptr;
+  group::Millis now_ = 1'000'000;
+  std::shared_ptr<store::MemoryStore> mem_;
+  std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
+  caf::actor store_, group_;
+  std::vector<caf::actor> actors_;
+  int seq_ = 0;
+};
+
+std::vector<int32_t> assigned(const protocol::HeartbeatResponse& r) {
+  return r.assignment ? r.assignment->assignedShards : std::vector<int32_t>{};
+}
+
+}  // namespace
+
+TEST_F(GroupActorTest, AJoinIsAnsweredOnceItsWriteIsStored) {
+  auto r = hb(request("a", 0));
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_EQ(assigned(r).size(), 6u) << "the stream was created with the default shard count";
+  auto s = stored();
+  ASSERT_TRUE(s.members.count("a"));
+  EXPECT_EQ(s.members.at("a").epoch, r.memberEpoch);
+  EXPECT_EQ(s.shardCount, 6);
+  EXPECT_TRUE(mem_->get_stream("orders").value->has_value());
+}
+
+TEST_F(GroupActorTest, AStoreThatCannotBeReachedGetsRetryAndNothingIsStored) {
+  mem_->set_unreachable(true);
+  auto r = hb(request("a", 0));
+  EXPECT_EQ(r.status, HeartbeatStatus::RETRY);
+  EXPECT_NE(r.message->find("unavailable"), std::string::npos);
+  mem_->set_unreachable(false);
+  EXPECT_FALSE(mem_->load(kKey).value->exists);
+  EXPECT_EQ(hb(request("a", 0)).status, HeartbeatStatus::OK) << "recovers by itself";
+}
+
+TEST_F(GroupActorTest, AStoreOutageDoesNotExpireHealthyMembers) {
+  auto a = hb(request("a", 0));
+  a = hb(request("a", a.memberEpoch, assigned(a)));
+  mem_->set_unreachable(true);
+  advance(3000);  // three leases: ticks fail, heartbeats would get RETRY
+  EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a))).status, HeartbeatStatus::RETRY);
+  mem_->set_unreachable(false);
+  auto back = hb(request("a", a.memberEpoch, assigned(a)));
+  EXPECT_EQ(back.status, HeartbeatStatus::OK) << "the outage did not count against the lease";
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::ACTIVE);
+}
+
+TEST_F(GroupActorTest, ASilentMemberIsExpiredByTheTick) {
+  auto a = hb(request("a", 0));
+  advance(1200);
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::EXPIRED);
+  EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a))).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+}
+
+TEST_F(GroupActorTest, AConflictIsRetriedOnTheFreshState) {
+  auto a = hb(request("a", 0));
+  const auto rev = stored().storeRevision;
+  mem_->conflict_next(2);  // another pod writes twice first
+  auto r = hb(request("a", a.memberEpoch, assigned(a)));
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_EQ(stored().storeRevision, rev + 3);
+  EXPECT_NE(metrics_->text().find("rsc_cas_conflicts_total 2"), std::string::npos);
+}
+
+TEST_F(GroupActorTest, ConflictsThatPersistAreAnsweredWithRetry) {
+  auto a = hb(request("a", 0));
+  mem_->conflict_next(50);
+  auto r = hb(request("a", a.memberEpoch, assigned(a)));
+  EXPECT_EQ(r.status, HeartbeatStatus::RETRY);
+  EXPECT_NE(r.message->find("contended"), std::string::npos);
+  mem_->conflict_next(0);
+}
+
+TEST_F(GroupActorTest, HeartbeatsArrivingTogetherAreServedInOrderOneWriteAtATime) {
+  auto ra = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  auto rb = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  auto rc = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  post(group_, request("a", 0), ra);
+  post(group_, request("b", 0), rb);
+  post(group_, request("c", 0), rc);
+  run();
+  ASSERT_TRUE(ra->has_value() && rb->has_value() && rc->has_value());
+  EXPECT_EQ((*rb)->groupEpoch, (*ra)->groupEpoch + 1) << "b was computed on the state a's write produced";
+  EXPECT_EQ((*rc)->groupEpoch, (*rb)->groupEpoch + 1);
+  EXPECT_EQ(stored().members.size(), 3u);
+  EXPECT_EQ(stored().storeRevision, 3);
+}
+
+TEST_F(GroupActorTest, TwoPodsOnOneStoreServeOneGroupWithoutContradiction) {
+  auto other = spawn(pod_config("pod-2"));
+  auto a = hb(request("a", 0));
+  auto b = hb(request("b", 0), &other);
+  ASSERT_EQ(b.status, HeartbeatStatus::OK) << b.message.value_or("");  // pod-2's cache is empty: it loads, then writes
+  EXPECT_EQ(b.groupEpoch, a.groupEpoch + 1);
+  auto a2 = hb(request("a", a.memberEpoch, assigned(a)), &other);
+  EXPECT_EQ(a2.status, HeartbeatStatus::REVOKE_PENDING) << "pod-2 sees a's shards and b's target";
+  auto a3 = hb(request("a", a2.memberEpoch, assigned(a2)));  // back on pod-1: stale cache, conflict, retry
+  EXPECT_EQ(a3.status, HeartbeatStatus::OK);
+  EXPECT_EQ(assigned(hb(request("b", b.memberEpoch), &other)).size(), 3u);
+}
+
+TEST_F(GroupActorTest, OnlyThePodHoldingTheTickLeaseTicks) {
+  auto a = hb(request("a", 0));
+  // Another pod takes the tick lease for the whole test.
+  auto lease = mem_->tick_lease(kKey, "pod-elsewhere", 60'000, 0);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_NE(lease.value->status, store::LeaseStatus::NotHolder);
+  advance(1500);
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::STARTING)
+      << "this pod does not hold the tick lease, so it expires nobody by ticks";
+  // A heartbeat still runs the tick logic in its own write: the silent member is expired then.
+  auto b = hb(request("b", 0));
+  EXPECT_EQ(b.status, HeartbeatStatus::OK);
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::EXPIRED);
+}
+
+TEST_F(GroupActorTest, DescribeShowsTheGroupAndAnUnknownGroupIsNotFound) {
+  std::optional<store::Result<std::optional<std::string>>> out;
+  caf::anon_send(group_, describe_atom::value, DescribeCall{[&](auto r) { out = std::move(r); }});
+  run();
+  ASSERT_TRUE(out && out->ok());
+  EXPECT_FALSE(out->value->has_value());
+  EXPECT_FALSE(mem_->get_stream("orders").value->has_value()) << "a describe creates nothing";
+  hb(request("a", 0));
+  out.reset();
+  caf::anon_send(group_, describe_atom::value, DescribeCall{[&](auto r) { out = std::move(r); }});
+  run();
+  ASSERT_TRUE(out && out->ok() && out->value->has_value());
+  EXPECT_NE(out->value->value().find("\"memberId\":\"a\""), std::string::npos);
+}
+
+TEST_F(GroupActorTest, AdminRemovalFencesTheMember) {
+  auto a = hb(request("a", 0));
+  std::optional<store::Result<bool>> out;
+  caf::anon_send(group_, remove_atom::value, RemoveCall{"a", [&](auto r) { out = std::move(r); }});
+  run();
+  ASSERT_TRUE(out && out->ok());
+  EXPECT_TRUE(*out->value);
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::FENCED);
+  EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a))).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+}
+
+TEST_F(GroupActorTest, AGrownStreamReachesTheGroup) {
+  auto a = hb(request("a", 0));
+  mem_->put_stream("orders", 9);
+  caf::anon_send(group_, meta_atom::value, protocol::StreamMetadata{"orders", 9, 2});
+  run();
+  EXPECT_EQ(stored().shardCount, 9);
+  auto r = hb(request("a", a.memberEpoch, assigned(a)));
+  EXPECT_EQ(assigned(r).size(), 9u);
+}

@@ -1,0 +1,282 @@
+// The HTTP surface without sockets: routing, auth, validation and the HTTP codes of SPEC §2/§5.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "http/api.hpp"
+#include "protocol/codec.hpp"
+
+using namespace rsc;
+using namespace rsc::http;
+using nlohmann::json;
+
+namespace {
+
+// Records what the handler asked of the coordinator and answers with canned results.
+struct FakeBackend : Backend {
+  int heartbeats = 0;
+  protocol::HeartbeatRequest lastRequest;
+  store::GroupKey lastKey;
+  protocol::HeartbeatStatus answer = protocol::HeartbeatStatus::OK;
+  bool storeDown = false;
+  bool readyOk = true;
+
+  void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
+                 std::function<void(protocol::HeartbeatResponse)> done) override {
+    ++heartbeats;
+    lastKey = key;
+    lastRequest = req;
+    protocol::HeartbeatResponse r;
+    r.responseTo = req.requestId;
+    r.memberId = req.memberId;
+    r.status = answer;
+    done(r);
+  }
+  void put_stream(const std::string& prefix, int32_t n,
+                  std::function<void(store::Result<protocol::StreamMetadata>)> done) override {
+    if (storeDown) return done(store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Retryable, "down"));
+    if (n < 16) return done(store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Invalid, "only grow"));
+    done(store::Result<protocol::StreamMetadata>::success({prefix, n, 2}));
+  }
+  void get_stream(const std::string& prefix,
+                  std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
+    using R = store::Result<std::optional<protocol::StreamMetadata>>;
+    if (prefix == "missing") return done(R::success(std::nullopt));
+    done(R::success(protocol::StreamMetadata{prefix, 16, 1}));
+  }
+  void list_groups(const std::string&, std::function<void(store::Result<std::vector<std::string>>)> done) override {
+    done(store::Result<std::vector<std::string>>::success({"audit", "billing"}));
+  }
+  void describe(const store::GroupKey& key, std::function<void(store::Result<std::optional<std::string>>)> done) override {
+    using R = store::Result<std::optional<std::string>>;
+    if (key.consumerGroup == "missing") return done(R::success(std::nullopt));
+    done(R::success(std::string(R"({"state":"STABLE"})")));
+  }
+  void remove_member(const store::GroupKey&, const std::string& id, std::function<void(store::Result<bool>)> done) override {
+    done(store::Result<bool>::success(id == "a"));
+  }
+  void ready(std::function<void(bool, std::string)> done) override { done(readyOk, readyOk ? "" : "redis: refused"); }
+  std::string metrics_text() override { return "# HELP x y\n"; }
+};
+
+const std::string kHb = "/coord/v1/streams/orders/groups/billing/members/a/heartbeat";
+
+std::string body(const std::string& member = "a", int epoch = 0) {
+  return json{{"protocolVersion", 1}, {"requestId", "r-1"}, {"memberId", member}, {"memberEpoch", epoch},
+              {"metadataVersion", 0}, {"runtimeConsumerCapacity", {{"runtimeMaxConcurrency", 1}, {"availableConcurrency", 1}}},
+              {"ownedShards", json::array()}}
+      .dump();
+}
+
+struct Call {
+  HttpResponse res;
+  int answers = 0;
+};
+
+Call call(Backend& b, const AuthConfig& auth, std::string method, std::string target, std::string bodyText = {},
+          std::string contentType = "application/json", std::string authorization = {}) {
+  Call c;
+  HttpRequest r{std::move(method), std::move(target), std::move(contentType), std::move(authorization), std::move(bodyText)};
+  handle_request(r, b, auth, [&](HttpResponse res) {
+    c.res = std::move(res);
+    ++c.answers;
+  });
+  EXPECT_EQ(c.answers, 1) << "every request gets exactly one answer";
+  return c;
+}
+
+std::string header(const HttpResponse& r, const std::string& name) {
+  for (const auto& [k, v] : r.headers)
+    if (k == name) return v;
+  return {};
+}
+
+AuthConfig tokens() {
+  AuthConfig a;
+  a.tokens.push_back({"member-token-0123456789", "member", {"orders*"}, {"billing"}});
+  a.tokens.push_back({"admin-token-0123456789", "admin", {"*"}, {"*"}});
+  return a;
+}
+
+}  // namespace
+
+TEST(Routing, EveryEndpointOfTheSpecIsRouted) {
+  using K = Route::Kind;
+  EXPECT_EQ(route("POST", kHb).route->kind, K::Heartbeat);
+  EXPECT_EQ(route("POST", kHb).route->member, "a");
+  EXPECT_EQ(route("PUT", "/coord/v1/streams/orders").route->kind, K::PutStream);
+  EXPECT_EQ(route("GET", "/coord/v1/streams/orders").route->kind, K::GetStream);
+  EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups").route->kind, K::ListGroups);
+  EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups/billing").route->kind, K::Describe);
+  EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing/members/a").route->kind, K::RemoveMember);
+  EXPECT_EQ(route("GET", "/metrics").route->kind, K::Metrics);
+  EXPECT_EQ(route("GET", "/healthz").route->kind, K::Health);
+  EXPECT_EQ(route("GET", "/readyz?verbose=1").route->kind, K::Ready);
+}
+
+TEST(Routing, UnknownPathsAre404AndWrongMethods405WithAllow) {
+  auto r = route("GET", "/coord/v2/anything");
+  ASSERT_FALSE(r.route);
+  EXPECT_EQ(r.error.status, 404);
+  auto m = route("GET", kHb);
+  ASSERT_FALSE(m.route);
+  EXPECT_EQ(m.error.status, 405);
+  EXPECT_EQ(m.error.allow, "POST");
+  EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders").error.allow, "GET, PUT");
+  FakeBackend b;
+  auto c = call(b, {}, "PATCH", "/metrics");
+  EXPECT_EQ(c.res.status, 405);
+  EXPECT_EQ(header(c.res, "Allow"), "GET");
+  EXPECT_EQ(json::parse(c.res.body).at("error"), "METHOD_NOT_ALLOWED");
+  EXPECT_EQ(call(b, {}, "GET", "/nope").res.status, 404);
+  EXPECT_EQ(json::parse(call(b, {}, "GET", "/nope").res.body).at("status"), 404);
+}
+
+TEST(Heartbeat, AValidHeartbeatReachesTheBackendAndGets200) {
+  FakeBackend b;
+  auto c = call(b, {}, "POST", kHb, body());
+  EXPECT_EQ(c.res.status, 200);
+  EXPECT_EQ(b.heartbeats, 1);
+  EXPECT_EQ(b.lastKey.streamPrefix, "orders");
+  EXPECT_EQ(b.lastKey.consumerGroup, "billing");
+  EXPECT_EQ(json::parse(c.res.body).at("status"), "OK");
+  EXPECT_EQ(c.res.contentType, "application/json");
+}
+
+TEST(Heartbeat, StatusesMapToTheirHttpCodes) {
+  FakeBackend b;
+  for (auto [s, code] : std::vector<std::pair<protocol::HeartbeatStatus, int>>{
+           {protocol::HeartbeatStatus::REVOKE_PENDING, 200},
+           {protocol::HeartbeatStatus::FENCED_MEMBER_EPOCH, 200},
+           {protocol::HeartbeatStatus::UNKNOWN_MEMBER_ID, 200},
+           {protocol::HeartbeatStatus::SYNC_METADATA, 200},
+           {protocol::HeartbeatStatus::INVALID_REQUEST, 400},
+           {protocol::HeartbeatStatus::RETRY, 503}}) {
+    b.answer = s;
+    auto c = call(b, {}, "POST", kHb, body());
+    EXPECT_EQ(c.res.status, code) << protocol::to_string(s);
+    if (s == protocol::HeartbeatStatus::RETRY) {
+      EXPECT_EQ(header(c.res, "Retry-After"), "1");
+    }
+  }
+}
+
+TEST(Heartbeat, AnInvalidBodyIs400WithTheResponseShapeAndNothingReachesTheBackend) {
+  FakeBackend b;
+  auto c = call(b, {}, "POST", kHb, body("b"));  // path member a, body member b
+  EXPECT_EQ(c.res.status, 400);
+  auto j = json::parse(c.res.body);
+  EXPECT_EQ(j.at("status"), "INVALID_REQUEST");
+  EXPECT_EQ(j.at("responseTo"), "r-1");
+  EXPECT_NE(j.at("message").get<std::string>().find("memberId"), std::string::npos);
+  EXPECT_EQ(b.heartbeats, 0);
+  auto v2 = json::parse(body());
+  v2["protocolVersion"] = 2;
+  auto u = call(b, {}, "POST", kHb, v2.dump());
+  EXPECT_EQ(u.res.status, 400);
+  EXPECT_EQ(json::parse(u.res.body).at("status"), "UNSUPPORTED_PROTOCOL");
+  EXPECT_EQ(call(b, {}, "POST", kHb, "not json").res.status, 400);
+  EXPECT_EQ(b.heartbeats, 0);
+}
+
+TEST(Heartbeat, BadNamesInThePathAreInvalid) {
+  FakeBackend b;
+  auto c = call(b, {}, "POST", "/coord/v1/streams/ord%20ers/groups/billing/members/a/heartbeat", body());
+  EXPECT_EQ(c.res.status, 400);
+  EXPECT_NE(json::parse(c.res.body).at("message").get<std::string>().find("streamPrefix"), std::string::npos);
+  auto g = call(b, {}, "GET", "/coord/v1/streams/orders/groups/" + std::string(129, 'g'));
+  EXPECT_EQ(g.res.status, 400);
+  EXPECT_EQ(b.heartbeats, 0);
+}
+
+TEST(Heartbeat, AWrongContentTypeIs415) {
+  FakeBackend b;
+  auto c = call(b, {}, "POST", kHb, body(), "text/plain");
+  EXPECT_EQ(c.res.status, 415);
+  EXPECT_EQ(call(b, {}, "POST", kHb, body(), "application/json; charset=utf-8").res.status, 200);
+}
+
+TEST(Auth, NoTokenIs401AndAForeignGroupIs403WithGroupAuthorizationFailed) {
+  FakeBackend b;
+  const auto auth = tokens();
+  auto none = call(b, auth, "POST", kHb, body());
+  EXPECT_EQ(none.res.status, 401);
+  EXPECT_EQ(json::parse(none.res.body).at("status"), "GROUP_AUTHORIZATION_FAILED");
+  EXPECT_EQ(header(none.res, "WWW-Authenticate"), "Bearer");
+  auto unknown = call(b, auth, "POST", kHb, body(), "application/json", "Bearer nope");
+  EXPECT_EQ(unknown.res.status, 401);
+  auto ok = call(b, auth, "POST", kHb, body(), "application/json", "Bearer member-token-0123456789");
+  EXPECT_EQ(ok.res.status, 200);
+  auto otherGroup = call(b, auth, "POST", "/coord/v1/streams/orders/groups/audit/members/a/heartbeat", body(),
+                         "application/json", "Bearer member-token-0123456789");
+  EXPECT_EQ(otherGroup.res.status, 403);
+  EXPECT_EQ(json::parse(otherGroup.res.body).at("status"), "GROUP_AUTHORIZATION_FAILED");
+  auto otherStream = call(b, auth, "POST", "/coord/v1/streams/clicks/groups/billing/members/a/heartbeat", body(),
+                          "application/json", "Bearer member-token-0123456789");
+  EXPECT_EQ(otherStream.res.status, 403);
+  EXPECT_EQ(b.heartbeats, 1);
+}
+
+TEST(Auth, AdminCallsNeedTheAdminRoleAndProbesArePublic) {
+  FakeBackend b;
+  const auto auth = tokens();
+  auto member = call(b, auth, "PUT", "/coord/v1/streams/orders", R"({"shardCount": 32})", "application/json",
+                     "Bearer member-token-0123456789");
+  EXPECT_EQ(member.res.status, 403);
+  EXPECT_EQ(json::parse(member.res.body).at("error"), "GROUP_AUTHORIZATION_FAILED");
+  auto admin = call(b, auth, "PUT", "/coord/v1/streams/orders", R"({"shardCount": 32})", "application/json",
+                    "Bearer admin-token-0123456789");
+  EXPECT_EQ(admin.res.status, 200);
+  EXPECT_EQ(call(b, auth, "DELETE", "/coord/v1/streams/orders/groups/billing/members/a", "", "", "Bearer member-token-0123456789").res.status, 403);
+  EXPECT_EQ(call(b, auth, "GET", "/metrics").res.status, 200);
+  EXPECT_EQ(call(b, auth, "GET", "/healthz").res.status, 200);
+  EXPECT_EQ(call(b, auth, "GET", "/readyz").res.status, 200);
+}
+
+TEST(Auth, GlobPatterns) {
+  EXPECT_TRUE(glob_match("*", ""));
+  EXPECT_TRUE(glob_match("orders*", "orders.v2"));
+  EXPECT_TRUE(glob_match("*-eu", "billing-eu"));
+  EXPECT_TRUE(glob_match("a*b*c", "axxbyyc"));
+  EXPECT_FALSE(glob_match("orders", "orders2"));
+  EXPECT_FALSE(glob_match("a*b", "acb-"));
+}
+
+TEST(Admin, StreamsAreCreatedGrownAndReadWithClearErrors) {
+  FakeBackend b;
+  auto put = call(b, {}, "PUT", "/coord/v1/streams/orders", R"({"shardCount": 32})");
+  EXPECT_EQ(put.res.status, 200);
+  EXPECT_EQ(json::parse(put.res.body).at("shardCount"), 32);
+  auto shrink = call(b, {}, "PUT", "/coord/v1/streams/orders", R"({"shardCount": 8})");
+  EXPECT_EQ(shrink.res.status, 409);
+  auto bad = call(b, {}, "PUT", "/coord/v1/streams/orders", R"({"shardCount": "many"})");
+  EXPECT_EQ(bad.res.status, 400);
+  EXPECT_NE(json::parse(bad.res.body).at("message").get<std::string>().find("shardCount"), std::string::npos);
+  b.storeDown = true;
+  auto down = call(b, {}, "PUT", "/coord/v1/streams/orders", R"({"shardCount": 32})");
+  EXPECT_EQ(down.res.status, 503);
+  EXPECT_EQ(header(down.res, "Retry-After"), "1");
+  EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/orders").res.status, 200);
+  EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/missing").res.status, 404);
+  auto groups = call(b, {}, "GET", "/coord/v1/streams/orders/groups");
+  EXPECT_EQ(json::parse(groups.res.body).at("groups").size(), 2u);
+}
+
+TEST(Admin, DescribeAndRemoveAnswer404ForWhatDoesNotExist) {
+  FakeBackend b;
+  EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/orders/groups/billing").res.status, 200);
+  EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/orders/groups/missing").res.status, 404);
+  EXPECT_EQ(call(b, {}, "DELETE", "/coord/v1/streams/orders/groups/billing/members/a").res.status, 200);
+  EXPECT_EQ(call(b, {}, "DELETE", "/coord/v1/streams/orders/groups/billing/members/zz").res.status, 404);
+}
+
+TEST(Probes, ReadinessFollowsTheStoreAndMetricsUseTheExpositionFormat) {
+  FakeBackend b;
+  auto m = call(b, {}, "GET", "/metrics");
+  EXPECT_EQ(m.res.contentType, "text/plain; version=0.0.4; charset=utf-8");
+  b.readyOk = false;
+  auto r = call(b, {}, "GET", "/readyz");
+  EXPECT_EQ(r.res.status, 503);
+  EXPECT_NE(r.res.body.find("refused"), std::string::npos);
+  EXPECT_EQ(call(b, {}, "GET", "/healthz").res.status, 200) << "the process is up even when Redis is not";
+}
