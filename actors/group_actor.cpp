@@ -81,7 +81,7 @@ void finish(Self self, const WorkPtr& w) {
 void fail(Self self, const WorkPtr& w, const store::Error& e) {
   switch (w->kind) {
     case Work::Kind::Heartbeat: {
-      w->response = retry_response(self, w->hb.req, "coordinator store unavailable: " + e.message);
+      w->response = retry_response(self, w->hb.req, e.message);
       finish(self, w);
       break;
     }
@@ -106,7 +106,8 @@ void store_failed(Self self, const store::Error& e) {
   auto waiting = std::move(st.queue);
   st.queue.clear();
   st.tickQueued = false;
-  for (auto& w : waiting) fail(self, w, e);
+  const store::Error answer{e.kind, "coordinator store unavailable: " + e.message};
+  for (auto& w : waiting) fail(self, w, answer);
 }
 
 void merge(Self self, group::Outcome&& o) {
@@ -199,7 +200,7 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
             auto& s = self->state;
             s.busy = false;
             if (!reply.result.ok()) {
-              fail(self, w, reply.result.error);
+              fail(self, w, {reply.result.error.kind, "coordinator store unavailable: " + reply.result.error.message});
               store_failed(self, reply.result.error);
               return pump(self);
             }
@@ -243,7 +244,7 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
           [=](caf::error& err) {
             self->state.busy = false;
             const store::Error e{store::ErrorKind::Retryable, "store actor: " + self->system().render(err)};
-            fail(self, w, e);
+            fail(self, w, {e.kind, "coordinator store unavailable: " + e.message});
             store_failed(self, e);
             pump(self);
           });

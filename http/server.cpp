@@ -139,8 +139,27 @@ class Session : public std::enable_shared_from_this<Session> {
       fail(ec, "write");
       return do_close();
     }
-    if (close) return do_close();
+    if (close) return do_linger();
     do_read();
+  }
+
+  // Closing with unread input (a refused body) would reset the connection and could destroy the
+  // answer before the client reads it: stop sending, drain briefly, then close.
+  void do_linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::milliseconds(1000));
+    drain_.resize(16 * 1024);
+    stream_.async_read_some(net::buffer(drain_), [self = shared_from_this()](beast::error_code e, std::size_t) {
+      if (e) return self->do_close();
+      self->do_linger_more();
+    });
+  }
+  void do_linger_more() {
+    stream_.async_read_some(net::buffer(drain_), [self = shared_from_this()](beast::error_code e, std::size_t) {
+      if (e) return self->do_close();
+      self->do_linger_more();
+    });
   }
 
   void do_close() {
@@ -151,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  std::vector<char> drain_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::shared_ptr<Server::Impl> server_;
   bool keepAlive_ = false;

@@ -69,12 +69,14 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   } else if (key == "store-connections") c.service.storeConnections = static_cast<int>(v);
   else if (key == "http-threads") c.http.threads = static_cast<int>(v);
   else if (key == "shutdown-grace") c.shutdownGraceMs = v;
+  else if (key == "http-header-timeout") c.http.headerTimeoutMs = v;
+  else if (key == "http-idle-timeout") c.http.idleTimeoutMs = v;
   else throw Bad{name + ": unknown setting"};
 }
 
 const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "member-lease-ttl", "rebalance-timeout",
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
-                                        "shutdown-grace"};
+                                        "shutdown-grace", "http-header-timeout", "http-idle-timeout"};
 
 std::string env_name(const std::string& key) {
   std::string s = "RSC_";
@@ -163,6 +165,7 @@ std::string usage() {
          "         [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--shutdown-grace-ms N]\n"
+         "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream.\n"
          "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"

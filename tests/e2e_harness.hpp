@@ -1,0 +1,191 @@
+// End-to-end helpers: rsc-coordinator processes on free loopback ports (stopped by pid), a small
+// blocking HTTP client, and heartbeat builders.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "protocol/codec.hpp"
+#include "redis_server.hpp"
+
+namespace rsc::testing {
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+// One request on a fresh connection; status 0 when the connection failed.
+inline HttpResult http_call(int port, const std::string& method, const std::string& target, const std::string& body = {},
+                            const std::map<std::string, std::string>& headers = {{"Content-Type", "application/json"}},
+                            int timeoutMs = 5000) {
+  namespace beast = boost::beast;
+  namespace bhttp = beast::http;
+  namespace net = boost::asio;
+  HttpResult out;
+  try {
+    net::io_context ioc;
+    beast::tcp_stream stream(ioc);
+    stream.expires_after(std::chrono::milliseconds(timeoutMs));
+    stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+    bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
+    req.set(bhttp::field::host, "127.0.0.1");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    req.body() = body;
+    req.prepare_payload();
+    beast::error_code wec;
+    bhttp::write(stream, req, wec);  // a server may answer (413) before taking the whole body
+    beast::flat_buffer buf;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(64 * 1024 * 1024);
+    bhttp::read(stream, buf, parser);
+    auto res = parser.release();
+    out.status = res.result_int();
+    out.body = res.body();
+    for (const auto& f : res) out.headers[std::string(f.name_string())] = std::string(f.value());
+    beast::error_code ec;
+    stream.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
+  } catch (const std::exception&) {
+    out.status = 0;
+  }
+  return out;
+}
+
+// A rsc-coordinator process. Its log goes to a file in a temp dir (printed when a test fails).
+class Coordinator {
+ public:
+  Coordinator(int redisPort, std::vector<std::string> extraArgs = {}) {
+    char tmpl[] = "/tmp/rsc-coord-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    port_ = free_port();
+    args_ = {RSC_COORDINATOR_BIN, "--listen", "127.0.0.1:" + std::to_string(port_), "--redis",
+             "127.0.0.1:" + std::to_string(redisPort)};
+    args_.insert(args_.end(), extraArgs.begin(), extraArgs.end());
+    start();
+  }
+  ~Coordinator() {
+    stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  std::string log() const {
+    std::ifstream in(dir_ + "/coordinator.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  void start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      const int fd = open((dir_ + "/coordinator.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args_) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+      if (http_call(port_, "GET", "/healthz", {}, {}, 500).status == 200) return;
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("rsc-coordinator exited at start:\n" + log());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("rsc-coordinator did not come up:\n" + log());
+  }
+
+  // SIGTERM and wait; returns the exit status (or -1 if it had to be killed).
+  int stop(int waitMs = 10000) {
+    if (pid_ <= 0) return 0;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < waitMs / 10; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return -1;
+  }
+
+ private:
+  static int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+  }
+
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  std::vector<std::string> args_;
+};
+
+inline std::string hb_path(const std::string& stream, const std::string& group, const std::string& member) {
+  return "/coord/v1/streams/" + stream + "/groups/" + group + "/members/" + member + "/heartbeat";
+}
+
+inline nlohmann::json hb_body(const std::string& member, int32_t epoch, const std::vector<int32_t>& owned = {},
+                              const std::vector<int32_t>& revoked = {}, const std::string& requestId = {}) {
+  static std::atomic<int> seq{0};
+  nlohmann::json o = nlohmann::json::array(), r = nlohmann::json::array();
+  for (auto s : owned) o.push_back({{"shardIndex", s}, {"state", "OWNED"}});
+  for (auto s : revoked) r.push_back({{"shardIndex", s}, {"state", "REVOKED"}, {"inFlight", 0}, {"ackedAt", nullptr}});
+  return {{"protocolVersion", 1},
+          {"requestId", requestId.empty() ? member + "-" + std::to_string(++seq) : requestId},
+          {"memberId", member},
+          {"memberEpoch", epoch},
+          {"metadataVersion", 1},
+          {"runtimeConsumerCapacity", {{"runtimeMaxConcurrency", 4}, {"availableConcurrency", 4}}},
+          {"ownedShards", o},
+          {"revokingShards", r}};
+}
+
+inline std::vector<int32_t> assigned_of(const nlohmann::json& resp) {
+  std::vector<int32_t> v;
+  if (resp.contains("assignment") && resp["assignment"].is_object())
+    for (const auto& s : resp["assignment"]["assignedShards"]) v.push_back(s["shardIndex"].get<int32_t>());
+  return v;
+}
+inline std::vector<int32_t> pending_of(const nlohmann::json& resp) {
+  std::vector<int32_t> v;
+  if (resp.contains("assignment") && resp["assignment"].is_object())
+    for (const auto& s : resp["assignment"]["pendingShards"]) v.push_back(s["shardIndex"].get<int32_t>());
+  return v;
+}
+
+}  // namespace rsc::testing

@@ -1,0 +1,475 @@
+// End to end over real HTTP: rsc-coordinator processes against a real redis-server, with short
+// timings (ticks 50 ms, lease 1 s, rebalance timeout 0.8 s) and bounded waits.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "e2e_harness.hpp"
+
+using namespace rsc::testing;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kFast{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "200",
+                                     "--member-lease-ttl-ms", "1000", "--rebalance-timeout-ms", "800",
+                                     "--mutex-ttl-ms", "200", "--http-header-timeout-ms", "500",
+                                     "--shutdown-grace-ms", "3000", "--default-shard-count", "4"};
+
+// A member as the runtime would track it: its epoch and the shards it reads.
+struct Member {
+  std::string id;
+  int32_t epoch = 0;
+  std::vector<int32_t> owned;
+  json last;
+  int status = 0;
+
+  json beat(int port, const std::vector<int32_t>& revoked = {}, const std::string& stream = "orders",
+            const std::string& group = "billing") {
+    auto r = http_call(port, "POST", hb_path(stream, group, id), hb_body(id, epoch, owned, revoked).dump());
+    status = r.status;
+    last = r.json();
+    const std::string st = last.value("status", "");
+    if (st == "OK" || st == "REVOKE_PENDING") {
+      if (last["memberEpoch"].get<int32_t>() > 0) epoch = last["memberEpoch"];
+      if (last["assignment"].is_object()) owned = assigned_of(last);
+    }
+    return last;
+  }
+};
+
+class E2E : public ::testing::Test {
+ protected:
+  void SetUp() override { coord = std::make_unique<Coordinator>(redis.port(), kFast); }
+  void TearDown() override {
+    if (HasFailure() && coord) std::fprintf(stderr, "--- coordinator log ---\n%s\n", coord->log().c_str());
+  }
+  int port() const { return coord->port(); }
+  RedisServer redis;
+  std::unique_ptr<Coordinator> coord;
+};
+
+}  // namespace
+
+TEST_F(E2E, JoinThenScaleOutHandsShardsOverOnlyAfterTheRevokeAck) {
+  ASSERT_EQ(http_call(port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 4})").status, 200);
+  Member a{"a"}, b{"b"};
+  a.beat(port());
+  EXPECT_EQ(a.owned, (std::vector<int32_t>{0, 1, 2, 3}));
+  b.beat(port());
+  EXPECT_TRUE(b.owned.empty());
+  EXPECT_EQ(pending_of(b.last).size(), 2u);
+  auto ra = a.beat(port());
+  EXPECT_EQ(ra["status"], "REVOKE_PENDING");
+  EXPECT_EQ(a.owned.size(), 2u);
+  b.beat(port());
+  EXPECT_TRUE(b.owned.empty()) << "still held by a";
+  const auto given = pending_of(b.last);
+  a.beat(port(), given);
+  EXPECT_EQ(a.last["status"], "OK");
+  b.beat(port());
+  EXPECT_EQ(b.owned, given);
+}
+
+TEST_F(E2E, ARepeatedRequestIdIsAnsweredIdenticallyAndALostResponseIsTolerated) {
+  Member a{"a"};
+  a.beat(port());
+  const auto body = hb_body("a", a.epoch, a.owned, {}, "fixed-id").dump();
+  auto r1 = http_call(port(), "POST", hb_path("orders", "billing", "a"), body);
+  auto r2 = http_call(port(), "POST", hb_path("orders", "billing", "a"), body);
+  EXPECT_EQ(r1.status, 200);
+  EXPECT_EQ(r1.body, r2.body);
+  // b joins; a's epoch-advancing answer is "lost": a retries with its previous epoch.
+  Member b{"b"};
+  b.beat(port());
+  const int32_t before = a.epoch;
+  a.beat(port());  // REVOKE_PENDING, same epoch
+  const auto keep = a.owned;
+  auto advanced = http_call(port(), "POST", hb_path("orders", "billing", "a"),
+                            hb_body("a", before, keep, pending_of(b.last)).dump())
+                      .json();
+  ASSERT_EQ(advanced["status"], "OK");
+  ASSERT_GT(advanced["memberEpoch"].get<int32_t>(), before);
+  auto retry = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", before, keep).dump()).json();
+  EXPECT_EQ(retry["status"], "OK");
+  EXPECT_EQ(retry["memberEpoch"], advanced["memberEpoch"]);
+}
+
+TEST_F(E2E, ALeaveIsTwoPhaseWhileShardsAreStillHeld) {
+  Member a{"a"}, b{"b"};
+  a.beat(port());
+  b.beat(port());
+  a.beat(port());
+  a.beat(port(), pending_of(b.last));
+  b.beat(port());
+  ASSERT_EQ(b.owned.size(), 2u);
+  auto leave = http_call(port(), "POST", hb_path("orders", "billing", "b"), hb_body("b", -1, b.owned).dump()).json();
+  EXPECT_EQ(leave["status"], "REVOKE_PENDING");
+  EXPECT_EQ(leave["memberEpoch"], -1);
+  EXPECT_TRUE(assigned_of(leave).empty());
+  a.beat(port());
+  EXPECT_EQ(a.owned.size(), 2u) << "b's shards wait for b";
+  auto done = http_call(port(), "POST", hb_path("orders", "billing", "b"), hb_body("b", -1, {}, b.owned).dump()).json();
+  EXPECT_EQ(done["status"], "OK");
+  a.beat(port());
+  EXPECT_EQ(a.owned.size(), 4u);
+}
+
+TEST_F(E2E, ASilentMemberExpiresAndASlowRevokerIsFencedAtTheRebalanceTimeout) {
+  Member a{"a"}, b{"b"};
+  a.beat(port());
+  b.beat(port());
+  auto ra = a.beat(port());
+  ASSERT_EQ(ra["status"], "REVOKE_PENDING");
+  // a keeps heartbeating without acking: fenced after 800 ms.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::string st;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<int32_t> all{0, 1, 2, 3};
+    st = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", a.epoch, all).dump())
+             .json()
+             .value("status", "");
+    b.beat(port());
+    if (st == "FENCED_MEMBER_EPOCH") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(st, "FENCED_MEMBER_EPOCH");
+  b.beat(port());
+  EXPECT_EQ(b.owned.size(), 4u);
+  // Now b goes silent: expired after the 1 s lease, and told so.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1400));
+  auto d = http_call(port(), "GET", "/coord/v1/streams/orders/groups/billing").json();
+  std::string bState;
+  for (const auto& m : d["members"])
+    if (m["memberId"] == "b") bState = m["state"];
+  EXPECT_EQ(bState, "EXPIRED");
+  EXPECT_EQ(b.beat(port())["status"], "FENCED_MEMBER_EPOCH");
+}
+
+TEST_F(E2E, FencingAndEpochErrorsHaveTheirStatuses) {
+  Member a{"a"};
+  a.beat(port());
+  auto unknown = http_call(port(), "POST", hb_path("orders", "billing", "zz"), hb_body("zz", 5).dump());
+  EXPECT_EQ(unknown.status, 200);
+  EXPECT_EQ(unknown.json()["status"], "UNKNOWN_MEMBER_ID");
+  auto higher = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", a.epoch + 10, a.owned).dump());
+  EXPECT_EQ(higher.status, 400);
+  EXPECT_EQ(higher.json()["status"], "INVALID_REQUEST");
+  Member b{"b"};
+  b.beat(port());  // a's epoch is now one behind the group
+  a.beat(port());
+  a.beat(port(), pending_of(b.last));
+  auto stale = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", 1, a.owned).dump());
+  EXPECT_EQ(stale.status, 200);
+  EXPECT_EQ(stale.json()["status"], "FENCED_MEMBER_EPOCH");
+  auto claim = http_call(port(), "POST", hb_path("orders", "billing", "a"),
+                         hb_body("a", a.epoch, {0, 1, 2, 3}).dump());  // claims b's shards
+  EXPECT_EQ(claim.json()["status"], "FENCED_MEMBER_EPOCH");
+}
+
+TEST_F(E2E, BadRequestsGetClearJsonErrors) {
+  auto wrongType = hb_body("a", 0);
+  wrongType["memberEpoch"] = "zero";
+  auto r = http_call(port(), "POST", hb_path("orders", "billing", "a"), wrongType.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.json()["message"].get<std::string>().find("memberEpoch"), std::string::npos);
+  auto mismatch = http_call(port(), "POST", hb_path("orders", "billing", "b"), hb_body("a", 0).dump());
+  EXPECT_EQ(mismatch.status, 400);
+  auto outside = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", 0).dump());
+  auto range = http_call(port(), "POST", hb_path("orders", "billing", "a"),
+                         hb_body("a", outside.json()["memberEpoch"], {0, 1, 2, 3, 9}).dump());
+  EXPECT_EQ(range.status, 400);
+  EXPECT_NE(range.json()["message"].get<std::string>().find("outside [0, 4)"), std::string::npos);
+  auto v2 = hb_body("a", 0);
+  v2["protocolVersion"] = 9;
+  EXPECT_EQ(http_call(port(), "POST", hb_path("orders", "billing", "a"), v2.dump()).json()["status"],
+            "UNSUPPORTED_PROTOCOL");
+  EXPECT_EQ(http_call(port(), "GET", "/nowhere").status, 404);
+  EXPECT_EQ(http_call(port(), "GET", hb_path("orders", "billing", "a")).status, 405);
+  EXPECT_EQ(http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", 0).dump(),
+                      {{"Content-Type", "text/plain"}})
+                .status,
+            415);
+  auto huge = http_call(port(), "POST", hb_path("orders", "billing", "a"), std::string(2 << 20, ' '));
+  EXPECT_EQ(huge.status, 413);
+  EXPECT_EQ(huge.json()["error"], "PAYLOAD_TOO_LARGE");
+  EXPECT_EQ(http_call(port(), "GET", "/healthz").status, 200) << "the server is fine after all that";
+}
+
+TEST_F(E2E, ASilentClientIsCutOffAndDoesNotHoldTheServer) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port()));
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const char partial[] = "POST /coord/v1/streams/orders HTTP/1.1\r\nHost: x\r\n";  // and then nothing
+  ASSERT_GT(write(fd, partial, sizeof partial - 1), 0);
+  EXPECT_EQ(http_call(port(), "GET", "/healthz").status, 200) << "others are served meanwhile";
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto n = read(fd, buf, sizeof buf);  // 0: the server closed the connection
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  close(fd);
+  EXPECT_EQ(n, 0);
+  EXPECT_LT(waited, std::chrono::milliseconds(2500)) << "header timeout is 500 ms";
+}
+
+TEST_F(E2E, AdminEndpointsCreateGrowDescribeListAndRemove) {
+  auto put = http_call(port(), "PUT", "/coord/v1/streams/clicks", R"({"shardCount": 6})");
+  ASSERT_EQ(put.status, 200);
+  EXPECT_EQ(put.json()["metadataVersion"], 1);
+  EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/clicks").json()["shardCount"], 6);
+  EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/none").status, 404);
+  Member a{"a"};
+  a.beat(port(), {}, "clicks", "etl");
+  EXPECT_EQ(a.owned.size(), 6u);
+  auto grow = http_call(port(), "PUT", "/coord/v1/streams/clicks", R"({"shardCount": 8})");
+  EXPECT_EQ(grow.json()["metadataVersion"], 2);
+  EXPECT_EQ(http_call(port(), "PUT", "/coord/v1/streams/clicks", R"({"shardCount": 2})").status, 409);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  a.beat(port(), {}, "clicks", "etl");
+  EXPECT_EQ(a.owned.size(), 8u) << "the grown stream reached the group";
+  auto groups = http_call(port(), "GET", "/coord/v1/streams/clicks/groups").json();
+  EXPECT_EQ(groups["groups"], json::array({"etl"}));
+  auto d = http_call(port(), "GET", "/coord/v1/streams/clicks/groups/etl").json();
+  EXPECT_EQ(d["shardCount"], 8);
+  EXPECT_EQ(d["members"][0]["memberId"], "a");
+  EXPECT_TRUE(d.contains("targetAssignment"));
+  EXPECT_EQ(d["shardOwners"].size(), 8u);
+  EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/clicks/groups/nope").status, 404);
+  EXPECT_EQ(http_call(port(), "DELETE", "/coord/v1/streams/clicks/groups/etl/members/a").status, 200);
+  EXPECT_EQ(a.beat(port(), {}, "clicks", "etl")["status"], "FENCED_MEMBER_EPOCH");
+  EXPECT_EQ(http_call(port(), "DELETE", "/coord/v1/streams/clicks/groups/etl/members/a").status, 404);
+}
+
+TEST_F(E2E, MetricsAreAcceptedByPromtool) {
+  Member a{"a"}, b{"b"};
+  a.beat(port());
+  b.beat(port());
+  a.beat(port());
+  auto m = http_call(port(), "GET", "/metrics");
+  ASSERT_EQ(m.status, 200);
+  for (const char* name : {"rsc_heartbeats_total", "rsc_heartbeat_duration_seconds", "rsc_groups", "rsc_members",
+                           "rsc_rebalances_total", "rsc_assignment_compute_seconds", "rsc_cas_conflicts_total",
+                           "rsc_mutex_contention_total", "rsc_revision_rollbacks_total", "rsc_members_fenced_total",
+                           "rsc_members_expired_total", "rsc_revocation_duration_seconds", "rsc_group_lag",
+                           "rsc_group_pending", "rsc_group_capacity"})
+    EXPECT_NE(m.body.find(name), std::string::npos) << name;
+  EXPECT_EQ(m.body.find("member=\""), std::string::npos) << "no per-member labels";
+  char path[] = "/tmp/rsc-metrics-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_EQ(write(fd, m.body.data(), m.body.size()), static_cast<ssize_t>(m.body.size()));
+  close(fd);
+  const std::string cmd = std::string("promtool check metrics < ") + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = pclose(p);
+  std::remove(path);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST_F(E2E, SigtermStopsCleanly) {
+  Member a{"a"};
+  a.beat(port());
+  EXPECT_EQ(coord->stop(), 0);
+  const auto log = coord->log();
+  EXPECT_NE(log.find("rsc-coordinator ready"), std::string::npos);
+  EXPECT_NE(log.find("joined member=a"), std::string::npos) << "one line per member state change";
+  EXPECT_NE(log.find("rsc-coordinator stopped"), std::string::npos);
+}
+
+TEST_F(E2E, ReadinessFollowsRedis) {
+  EXPECT_EQ(http_call(port(), "GET", "/readyz").status, 200);
+  redis.stop();
+  auto r = http_call(port(), "GET", "/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(http_call(port(), "GET", "/healthz").status, 200);
+  auto hb = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", 0).dump());
+  EXPECT_EQ(hb.status, 503);
+  EXPECT_EQ(hb.json()["status"], "RETRY");
+  EXPECT_EQ(hb.headers["Retry-After"], "1");
+  redis.start();
+  bool ready = false;
+  for (int i = 0; i < 50 && !ready; ++i) {
+    ready = http_call(port(), "GET", "/readyz").status == 200;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(ready);
+  EXPECT_EQ(http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", 0).dump()).json()["status"], "OK");
+}
+
+TEST(E2EAuth, TokensFromTheConfigFileGate401And403) {
+  RedisServer redis;
+  char path[] = "/tmp/rsc-config-XXXXXX";
+  const int fd = mkstemp(path);
+  const std::string cfg = R"({"auth": {"tokens": [
+      {"token": "member-token-0123456789", "role": "member", "streams": ["orders"], "groups": ["billing"]},
+      {"token": "admin-token-0123456789", "role": "admin"}]}})";
+  ASSERT_EQ(write(fd, cfg.data(), cfg.size()), static_cast<ssize_t>(cfg.size()));
+  close(fd);
+  auto args = kFast;
+  args.insert(args.end(), {"--config", path});
+  Coordinator c(redis.port(), args);
+  const auto hb = hb_body("a", 0).dump();
+  auto none = http_call(c.port(), "POST", hb_path("orders", "billing", "a"), hb);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.json()["status"], "GROUP_AUTHORIZATION_FAILED");
+  auto ok = http_call(c.port(), "POST", hb_path("orders", "billing", "a"), hb,
+                      {{"Content-Type", "application/json"}, {"Authorization", "Bearer member-token-0123456789"}});
+  EXPECT_EQ(ok.status, 200);
+  auto other = http_call(c.port(), "POST", hb_path("orders", "audit", "a"), hb,
+                         {{"Content-Type", "application/json"}, {"Authorization", "Bearer member-token-0123456789"}});
+  EXPECT_EQ(other.status, 403);
+  auto put = http_call(c.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 8})",
+                       {{"Content-Type", "application/json"}, {"Authorization", "Bearer member-token-0123456789"}});
+  EXPECT_EQ(put.status, 403);
+  auto admin = http_call(c.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 8})",
+                         {{"Content-Type", "application/json"}, {"Authorization", "Bearer admin-token-0123456789"}});
+  EXPECT_EQ(admin.status, 200);
+  std::remove(path);
+  EXPECT_EQ(c.log().find("runs OPEN"), std::string::npos);
+}
+
+TEST(E2EConfig, BadFlagsExitWithAMessageNamingThem) {
+  FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --member-lease-ttl-ms 100 --heartbeat-interval-ms 500 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = pclose(p);
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_NE(out.find("member-lease-ttl"), std::string::npos) << out;
+  p = popen((std::string(RSC_COORDINATOR_BIN) + " --redis nowhere 2>&1").c_str(), "r");
+  out.clear();
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+  EXPECT_NE(out.find("--redis: expected HOST:PORT"), std::string::npos) << out;
+}
+
+// Several pods on one Redis; members in threads send each heartbeat to a random pod. The
+// members' own view is checked: no shard is ever taken while another member still reads it (I1),
+// epochs never go back (I3), and the group converges (I2).
+void run_multi_pod(int pods) {
+  RedisServer redis;
+  std::vector<std::unique_ptr<Coordinator>> cs;
+  for (int i = 0; i < pods; ++i) cs.push_back(std::make_unique<Coordinator>(redis.port(), kFast));
+  ASSERT_EQ(http_call(cs[0]->port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 12})").status, 200);
+  std::mutex mu;
+  std::map<int32_t, std::string> reader;  // shard -> member reading it
+  std::vector<std::string> violations;
+  std::atomic<int> retries{0}, ok{0};
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  auto member = [&](int idx) {
+    std::mt19937 rng(1000 + idx);
+    Member m{"m" + std::to_string(idx)};
+    int32_t maxEpoch = 0;
+    bool present = true;
+    auto lastOkSent = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() < until) {
+      // Self-fencing as the runtime does it: no good heartbeat for lease minus a margin (measured
+      // from when the request was sent) means reading nothing until one succeeds again.
+      if (std::chrono::steady_clock::now() - lastOkSent > std::chrono::milliseconds(700)) {
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto s : m.owned) {
+          auto it = reader.find(s);
+          if (it != reader.end() && it->second == m.id) reader.erase(it);
+        }
+      }
+      // Members come and go: a graceful leave now and then, rejoining later.
+      if (present && rng() % 40 == 0 && idx % 2 == 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto s : m.owned) reader.erase(s);
+        present = false;
+      }
+      const int port = cs[rng() % cs.size()]->port();
+      if (!present) {
+        auto r = http_call(port, "POST", hb_path("orders", "billing", m.id), hb_body(m.id, -1, {}, m.owned).dump());
+        if (r.status == 200 && r.json()["status"] == "OK") {
+          m.owned.clear();
+          m.epoch = 0;
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          present = true;
+        }
+        continue;
+      }
+      const auto before = m.owned;
+      const auto sentAt = std::chrono::steady_clock::now();
+      auto resp = m.beat(port);
+      const std::string st = resp.value("status", "");
+      if (st == "RETRY" && ++retries == 1) {
+        std::lock_guard<std::mutex> lock(mu);
+        std::cout << "first RETRY: " << resp.value("message", "") << "\n";
+      }
+      if (st == "FENCED_MEMBER_EPOCH" || st == "UNKNOWN_MEMBER_ID") {
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto s : m.owned) reader.erase(s);
+        m.owned.clear();
+        m.epoch = 0;
+        continue;
+      }
+      if (st != "OK" && st != "REVOKE_PENDING") continue;
+      ++ok;
+      lastOkSent = sentAt;
+      if (m.epoch < maxEpoch) {
+        std::lock_guard<std::mutex> lock(mu);
+        violations.push_back(m.id + " epoch went back");
+      }
+      maxEpoch = std::max(maxEpoch, m.epoch);
+      std::lock_guard<std::mutex> lock(mu);
+      // Shards given up are released before the next heartbeat reports them (no drain time here).
+      for (auto s : before) {
+        auto it = reader.find(s);
+        if (std::find(m.owned.begin(), m.owned.end(), s) == m.owned.end() && it != reader.end() && it->second == m.id)
+          reader.erase(it);
+      }
+      for (auto s : m.owned) {
+        auto it = reader.find(s);
+        if (it != reader.end() && it->second != m.id)
+          violations.push_back("shard " + std::to_string(s) + " given to " + m.id + " while " + it->second + " reads it");
+        reader[s] = m.id;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 5; ++i) threads.emplace_back(member, i);
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+  EXPECT_GT(ok.load(), 50);
+  // Convergence: the present members keep heartbeating (through random pods) until STABLE.
+  std::vector<Member> ms;
+  for (int i = 0; i < 5; ++i) ms.push_back(Member{"m" + std::to_string(i)});
+  std::string state;
+  std::mt19937 rng(7);
+  for (int round = 0; round < 60 && state != "STABLE"; ++round) {
+    for (auto& m : ms) m.beat(cs[rng() % cs.size()]->port());
+    state = http_call(cs[rng() % cs.size()]->port(), "GET", "/coord/v1/streams/orders/groups/billing").json().value("state", "");
+  }
+  EXPECT_EQ(state, "STABLE");
+  std::set<int32_t> all;
+  std::size_t lo = 99, hi = 0;
+  for (auto& m : ms) {
+    for (auto s : m.owned) EXPECT_TRUE(all.insert(s).second) << "shard " << s << " twice";
+    lo = std::min(lo, m.owned.size());
+    hi = std::max(hi, m.owned.size());
+  }
+  EXPECT_EQ(all.size(), 12u);
+  EXPECT_LE(hi - lo, 1u);
+  std::cout << pods << " pods: " << ok << " good heartbeats, " << retries << " RETRY answers\n";
+  for (auto& c : cs)
+    if (::testing::Test::HasFailure()) std::fprintf(stderr, "--- pod log ---\n%s\n", c->log().c_str());
+}
+
+TEST(E2EMultiPod, TwoPodsBehaveAsOneCoordinator) { run_multi_pod(2); }
+TEST(E2EMultiPod, ThreePodsBehaveAsOneCoordinator) { run_multi_pod(3); }
