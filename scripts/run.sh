@@ -1,8 +1,42 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the coordinator.
-# Until rsc-coordinator lands (issue 4), this runs the pure core's demo instead.
+# Installs what is missing, builds, and runs rsc-coordinator. When no Redis is configured
+# (no --redis flag, no RSC_REDIS), a local redis-server is started for it on a free loopback
+# port in a temp dir, and stopped (by pid) when the coordinator exits.
+# Any arguments are passed to rsc-coordinator, e.g.  bash scripts/run.sh --listen 127.0.0.1:8080
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-exec ./build/rsc-core-demo
+bin=./build/rsc-coordinator
+
+configured=${RSC_REDIS:-}
+for a in "$@"; do [ "$a" = "--redis" ] && configured=yes; done
+if [ -n "$configured" ]; then
+  exec "$bin" "$@"
+fi
+
+dir=$(mktemp -d /tmp/rsc-run-redis.XXXXXX)
+# A free loopback port: one nothing answers on.
+for _ in $(seq 1 50); do
+  port=$((20000 + RANDOM % 30000))
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+done
+redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no --daemonize no \
+  --logfile "$dir/redis.log" &
+redis_pid=$!
+coord_pid=
+cleanup() {
+  [ -n "$coord_pid" ] && kill -TERM "$coord_pid" 2>/dev/null && wait "$coord_pid" 2>/dev/null
+  kill -TERM "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 0' TERM INT
+for _ in $(seq 1 100); do
+  redis-cli -p "$port" ping >/dev/null 2>&1 && break
+  sleep 0.05
+done
+echo "run: started redis-server pid $redis_pid on 127.0.0.1:$port (data in $dir, not persisted)"
+"$bin" --redis "127.0.0.1:$port" "$@" &
+coord_pid=$!
+wait "$coord_pid"
