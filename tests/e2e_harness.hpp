@@ -155,6 +155,63 @@ class Coordinator {
   std::vector<std::string> args_;
 };
 
+// Any child process: output to a file, signals by pid, never outlives the test.
+class Process {
+ public:
+  Process(std::vector<std::string> args, std::string logPath) : args_(std::move(args)), logPath_(std::move(logPath)) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int fd = open(logPath_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args_) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~Process() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGCONT);
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  pid_t pid() const { return pid_; }
+  void signal(int sig) { ::kill(pid_, sig); }
+  // Waits up to waitMs; the exit code, or -1 if still running.
+  int wait(int waitMs) {
+    if (reaped_) return status_;
+    for (int i = 0; i <= waitMs / 10; ++i) {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        reaped_ = true;
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return status_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+  std::string output() const {
+    std::ifstream in(logPath_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::string logPath_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = -1;
+};
+
 inline std::string hb_path(const std::string& stream, const std::string& group, const std::string& member) {
   return "/coord/v1/streams/" + stream + "/groups/" + group + "/members/" + member + "/heartbeat";
 }

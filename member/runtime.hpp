@@ -1,0 +1,89 @@
+// The member runtime (SPEC §6): what an application links to consume a sharded stream through the
+// coordinator. It heartbeats, reads only the shards it is given, drains and acks revocations,
+// rejoins when fenced, and fences itself when it cannot prove it is still a member.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "redis/connection.hpp"
+#include "redis/keys.hpp"
+
+namespace rsc::member {
+
+// CLOCK_MONOTONIC in nanoseconds: comparable across processes on one machine.
+int64_t mono_ns();
+
+struct Record {
+  int32_t shard = 0;
+  std::string id;  // the stream entry id
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string field(const std::string& name) const;
+};
+
+// A heartbeat's outcome, for logs and tests.
+struct HeartbeatEvent {
+  int64_t sentNs = 0;
+  int64_t receivedNs = 0;
+  int httpStatus = 0;
+  std::string status;  // the HeartbeatStatus, or "" when no answer came
+  int32_t epoch = 0;
+  std::vector<int32_t> owned;  // what the member may read after this answer
+};
+
+struct RuntimeOptions {
+  std::string coordinatorUrl = "http://127.0.0.1:8080";
+  std::string token;  // bearer token, if the coordinator wants one
+  store::RedisOptions redis;
+  store::KeySpace keys;  // shard stream names ({prefix:shard} by default)
+  std::string streamPrefix;
+  std::string group;
+  std::string memberId;  // empty: member_id_from_environment(concurrency suffix)
+  int concurrency = 1;   // worker threads; a shard is read by one worker at a time
+  int readCount = 10;
+  int64_t maxBlockMs = 500;        // XREADGROUP BLOCK cap (a revoke waits for the read to return)
+  int64_t selfFenceMarginMs = 0;   // 0: a quarter of the lease, at least 200 ms
+  int64_t httpTimeoutMs = 2000;
+  std::function<void(const std::string&)> log;
+  std::function<void(const HeartbeatEvent&)> onHeartbeat;
+};
+
+// The handler runs once per record; the record is acked when it returns. `startNs` is taken
+// before the self-fence check that allowed the call.
+using Handler = std::function<void(const Record&, int64_t startNs)>;
+
+// memberId from env POD_IP, else the host's first non-loopback IPv4 address, plus ":" + suffix.
+std::string member_id_from_environment(const std::string& suffix);
+
+class Runtime {
+ public:
+  Runtime(RuntimeOptions opts, Handler handler);
+  ~Runtime();  // stops without leaving (like a crash, but joins the threads)
+
+  void start();
+  // Graceful: leave with epoch -1, stop reading, drain, report every shard revoked; returns
+  // when the coordinator has let go (true) or after timeoutMs (false).
+  bool shutdown(int64_t timeoutMs = 10000);
+
+  struct Stats {
+    int64_t processed = 0;
+    int64_t heartbeats = 0;
+    int64_t heartbeatFailures = 0;
+    int64_t rejoins = 0;
+    int64_t selfFences = 0;
+    int32_t epoch = 0;
+    std::vector<int32_t> owned;
+  };
+  Stats stats() const;
+  const std::string& member_id() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rsc::member
