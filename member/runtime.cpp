@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -66,6 +67,8 @@ struct ShardState {
   bool needsClaim = true;   // claim what earlier owners (or this member before a fence) left pending
   int inFlight = 0;         // records inside the handler
   std::string lastDeliveredId;
+  std::optional<int64_t> pending, lag;  // from XINFO GROUPS, refreshed about once a second
+  int64_t infoAtNs = 0;
 };
 
 std::vector<Record> entries(const Value& v, int32_t shard) {
@@ -139,8 +142,13 @@ struct Runtime::Impl {
       } else if (!leaving) {
         owned.push_back({{"shardIndex", s}, {"state", "OWNED"}});
       }
-      if (!st.lastDeliveredId.empty() && !(st.revoking && reportedRevoked.count(s)))
-        progress.push_back({{"shardIndex", s}, {"lastDeliveredId", st.lastDeliveredId}});
+      if (!(st.revoking && reportedRevoked.count(s)) && (!st.lastDeliveredId.empty() || st.pending)) {
+        json p{{"shardIndex", s}};
+        if (!st.lastDeliveredId.empty()) p["lastDeliveredId"] = st.lastDeliveredId;
+        if (st.pending) p["pending"] = *st.pending;
+        p["lag"] = st.lag ? json(*st.lag) : json(nullptr);
+        progress.push_back(std::move(p));
+      }
     }
     static std::atomic<int64_t> seq{0};
     return {{"protocolVersion", 1},
@@ -338,6 +346,35 @@ struct Runtime::Impl {
     return true;
   }
 
+  // pending and lag of this group on each shard, for the coordinator's metrics (XINFO GROUPS).
+  void refresh_progress(store::RedisConnection& conn, const std::vector<int32_t>& mine) {
+    const int64_t now = mono_ns();
+    for (int32_t s : mine) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (now - shards[s].infoAtNs < 1'000'000'000) continue;
+        shards[s].infoAtNs = now;
+      }
+      auto r = conn.command({"XINFO", "GROUPS", stream_key(s)});
+      if (!r.ok() || r.value->type != Value::Type::Array) continue;
+      for (const auto& g : r.value->elements) {
+        std::optional<int64_t> pending, lag;
+        bool ours = false;
+        for (std::size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+          const auto& k = g.elements[i].str;
+          const auto& v = g.elements[i + 1];
+          if (k == "name") ours = v.str == opts.group;
+          if (k == "pending" && v.type == Value::Type::Integer) pending = v.integer;
+          if (k == "lag" && v.type == Value::Type::Integer) lag = v.integer;
+        }
+        if (!ours) continue;
+        std::lock_guard<std::mutex> lock(mu);
+        shards[s].pending = pending;
+        shards[s].lag = lag;
+      }
+    }
+  }
+
   void ensure_group(store::RedisConnection& conn, int32_t shard) {
     // From id 0: records added before any member existed are delivered too.
     auto r = conn.command({"XGROUP", "CREATE", stream_key(shard), opts.group, "0", "MKSTREAM"});
@@ -433,6 +470,7 @@ struct Runtime::Impl {
       } else if (readable.empty()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
+      refresh_progress(conn, mine);
       {
         std::lock_guard<std::mutex> lock(mu);
         for (int32_t s : mine) {

@@ -149,7 +149,8 @@ TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
   // I1: per shard, processing intervals of different members never overlap (one exception).
   std::map<int, std::vector<const Rec*>> byShard;
   for (const auto& r : recs) byShard[r.shard].push_back(&r);
-  int overlaps = 0, pauseExceptions = 0, handovers = 0, orderBreaks = 0;
+  int overlaps = 0, handovers = 0, orderBreaks = 0;
+  std::set<std::string> pauseExceptions;  // frozen records (shard/id) that overlapped a new owner
   std::vector<std::string> problems;
   for (auto& [shard, list] : byShard) {
     std::sort(list.begin(), list.end(), [](const Rec* a, const Rec* b) { return a->start < b->start; });
@@ -159,7 +160,7 @@ TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
         const Rec* early = list[i];
         const bool frozenRunning = frozen.count(early->member) && early->start <= stopNs && early->end >= contNs;
         if (frozenRunning) {
-          ++pauseExceptions;
+          pauseExceptions.insert(std::to_string(shard) + "/" + early->id);
         } else {
           ++overlaps;
           if (problems.size() < 5)
@@ -221,16 +222,17 @@ TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
 
   std::cout << "streams e2e (seed " << seed << "): " << recs.size() << " processings of " << kRecords << " records on "
             << byShard.size() << " shards; " << handovers << " handovers; " << duplicates << " duplicates (from "
-            << killed.size() << " SIGKILLed, " << frozen.size() << " SIGSTOPped); " << pauseExceptions
-            << " frozen-handler overlaps; " << overlaps << " other overlaps; " << lateStarts
+            << killed.size() << " SIGKILLed, " << frozen.size() << " SIGSTOPped); " << pauseExceptions.size()
+            << " records whose handler was running when their process froze (the allowed overlap); " << overlaps << " other overlaps; " << lateStarts
             << " starts past a self-fence deadline; " << orderBreaks << " per-key order breaks\n";
+  for (const auto& e : pauseExceptions) std::cout << "  frozen-handler exception: shard/id " << e << "\n";
   for (const auto& p : problems) std::cout << "  " << p << "\n";
   EXPECT_EQ(overlaps, 0);
   EXPECT_EQ(lateStarts, 0);
   EXPECT_EQ(unexplained, 0);
   EXPECT_EQ(orderBreaks, 0);
   EXPECT_EQ(static_cast<int>(byShard.size()), kShards);
-  EXPECT_GT(handovers, kShards) << "the chaos should have moved shards around";
+  EXPECT_GE(handovers, 8) << "the chaos should have moved shards around";
   if (HasFailure()) {
     std::cout << "logs kept in " << dir << "\n";
   } else {
