@@ -26,6 +26,7 @@ struct Work {
   protocol::StreamMetadata meta;
   int attempts = 0;
   SteadyClock::time_point arrived = SteadyClock::now();
+  bool needsFresh = false;  // a describe reads the store, not this pod's cache (other pods write too)
   // Filled by the step, delivered once the write is stored.
   protocol::HeartbeatResponse response;
   bool removed = false;
@@ -355,6 +356,13 @@ void pump(Self self) {
       start_tick(self, w);
       return;
     }
+    if (front->needsFresh) {
+      front->needsFresh = false;
+      st.g.reset();  // anything adopted but unwritten is derived again from the store
+      st.pending = {};
+      st.pendingEvents.clear();
+      return start_load(self);
+    }
     if (!st.g) return start_load(self);
     auto w = front;
     st.queue.pop_front();
@@ -382,6 +390,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
       [=](describe_atom, DescribeCall& c) {
         auto w = std::make_shared<Work>();
         w->kind = Work::Kind::Describe;
+        w->needsFresh = true;
         w->describe = std::move(c);
         enqueue(self, std::move(w));
       },

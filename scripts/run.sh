@@ -18,7 +18,7 @@ fi
 dir=$(mktemp -d /tmp/rsc-run-redis.XXXXXX)
 # A free loopback port: one nothing answers on.
 for _ in $(seq 1 50); do
-  port=$((20000 + RANDOM % 30000))
+  port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768+)
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
 done
 redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no --daemonize no \

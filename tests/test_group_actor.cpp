@@ -235,6 +235,17 @@ TEST_F(GroupActorTest, DescribeShowsTheGroupAndAnUnknownGroupIsNotFound) {
   EXPECT_NE(out->value->value().find("\"memberId\":\"a\""), std::string::npos);
 }
 
+TEST_F(GroupActorTest, DescribeOnAnyPodShowsWhatOtherPodsWrote) {
+  auto other = spawn(pod_config("pod-2"));
+  hb(request("a", 0), &other);  // pod-2 caches the group
+  hb(request("b", 0));          // pod-1 writes after it
+  std::optional<store::Result<std::optional<std::string>>> out;
+  caf::anon_send(other, describe_atom::value, DescribeCall{[&](auto r) { out = std::move(r); }});
+  run();
+  ASSERT_TRUE(out && out->ok() && out->value->has_value());
+  EXPECT_NE(out->value->value().find("\"memberId\":\"b\""), std::string::npos) << "not pod-2's stale cache";
+}
+
 TEST_F(GroupActorTest, AdminRemovalFencesTheMember) {
   auto a = hb(request("a", 0));
   std::optional<store::Result<bool>> out;
