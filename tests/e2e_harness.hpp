@@ -64,97 +64,6 @@ inline HttpResult http_call(int port, const std::string& method, const std::stri
   return out;
 }
 
-// A rsc-coordinator process. Its log goes to a file in a temp dir (printed when a test fails).
-class Coordinator {
- public:
-  Coordinator(int redisPort, std::vector<std::string> extraArgs = {}) {
-    char tmpl[] = "/tmp/rsc-coord-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    port_ = free_port();
-    args_ = {RSC_COORDINATOR_BIN, "--listen", "127.0.0.1:" + std::to_string(port_), "--redis",
-             "127.0.0.1:" + std::to_string(redisPort)};
-    args_.insert(args_.end(), extraArgs.begin(), extraArgs.end());
-    start();
-  }
-  ~Coordinator() {
-    stop();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  Coordinator(const Coordinator&) = delete;
-  Coordinator& operator=(const Coordinator&) = delete;
-
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  std::string log() const {
-    std::ifstream in(dir_ + "/coordinator.log");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-  void start() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      const int fd = open((dir_ + "/coordinator.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args_) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 500; ++i) {
-      if (http_call(port_, "GET", "/healthz", {}, {}, 500).status == 200) return;
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("rsc-coordinator exited at start:\n" + log());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    throw std::runtime_error("rsc-coordinator did not come up:\n" + log());
-  }
-
-  // SIGTERM and wait; returns the exit status (or -1 if it had to be killed).
-  int stop(int waitMs = 10000) {
-    if (pid_ <= 0) return 0;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < waitMs / 10; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    return -1;
-  }
-
- private:
-  static int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
-  }
-
-  std::string dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-  std::vector<std::string> args_;
-};
-
 // Any child process: output to a file, signals by pid, never outlives the test.
 class Process {
  public:
@@ -210,6 +119,61 @@ class Process {
   pid_t pid_ = -1;
   bool reaped_ = false;
   int status_ = -1;
+};
+
+// A rsc-coordinator process. Its log goes to a file in a temp dir (printed when a test fails).
+class Coordinator {
+ public:
+  Coordinator(int redisPort, std::vector<std::string> extraArgs = {}) {
+    char tmpl[] = "/tmp/rsc-coord-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    port_ = free_loopback_port();
+    args_ = {RSC_COORDINATOR_BIN, "--listen", "127.0.0.1:" + std::to_string(port_), "--redis",
+             "127.0.0.1:" + std::to_string(redisPort)};
+    args_.insert(args_.end(), extraArgs.begin(), extraArgs.end());
+    start();
+  }
+  ~Coordinator() {
+    stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return proc_ ? proc_->pid() : -1; }
+  std::string log() const {
+    std::ifstream in(dir_ + "/coordinator.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  void start() {
+    proc_ = std::make_unique<Process>(args_, dir_ + "/coordinator.log");
+    for (int i = 0; i < 500; ++i) {
+      if (http_call(port_, "GET", "/healthz", {}, {}, 500).status == 200) return;
+      if (proc_->wait(0) != -1) throw std::runtime_error("rsc-coordinator exited at start:\n" + log());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("rsc-coordinator did not come up:\n" + log());
+  }
+
+  // SIGTERM and wait; the exit status (-1 if it had to be killed).
+  int stop(int waitMs = 10000) {
+    if (!proc_) return 0;
+    proc_->signal(SIGTERM);
+    const int rc = proc_->wait(waitMs);
+    proc_.reset();  // kills it if it is still running
+    return rc;
+  }
+
+ private:
+  std::string dir_;
+  int port_ = 0;
+  std::vector<std::string> args_;
+  std::unique_ptr<Process> proc_;
 };
 
 inline std::string hb_path(const std::string& stream, const std::string& group, const std::string& member) {

@@ -20,6 +20,20 @@
 
 namespace rsc::testing {
 
+// A loopback port nothing listens on now (the kernel's pick; a race is possible but rare).
+inline int free_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("bind failed");
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
 struct RedisServerOptions {
   bool persistence = false;  // AOF with fsync always: survives a restart
   std::string password;      // requirepass for the default user, and an ACL user "rsc" with it
@@ -32,7 +46,7 @@ class RedisServer {
     char tmpl[] = "/tmp/rsc-redis-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = tmpl;
-    port_ = free_port();
+    port_ = free_loopback_port();
     try {
       start();
     } catch (...) {
@@ -120,19 +134,6 @@ class RedisServer {
   store::RedisConnection admin() const { return store::RedisConnection(client_options()); }
 
  private:
-  static int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("bind failed");
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
-  }
-
   void wait_ready() {
     for (int i = 0; i < 500; ++i) {
       store::RedisConnection c(client_options());
