@@ -394,6 +394,10 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   if (m == nullptr)
     return st.take_with(error(g, req, cfg, HeartbeatStatus::UNKNOWN_MEMBER_ID,
                               "member '" + req.memberId + "' is not in the group; rejoin with memberEpoch 0"));
+  if (req.memberEpoch > m->epoch && g.rollbackGuardUntilMs <= st.now())
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST,
+                              "memberEpoch: " + std::to_string(req.memberEpoch) +
+                                  " was never issued to this member (current " + std::to_string(m->epoch) + ")"));
   if (!m->live())
     return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
                               "member was " + std::string(protocol::to_string(m->state)) + " at " +
@@ -425,6 +429,29 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
                                     std::to_string(m->epoch) + "); rejoin with memberEpoch 0"));
   }
 
+  // Rule 3, second half: reading what the coordinator did not give this member is fenced. Shards
+  // beyond this coordinator's view are judged below (SYNC_METADATA or INVALID_REQUEST).
+  for (int32_t s : owned) {
+    if (s >= g.shardCount || contains(m->assigned, s) || contains(m->revoking, s)) continue;
+    const auto owners = shard_owners(g);
+    const std::string& other = owners[static_cast<std::size_t>(s)];
+    st.kill(*m, LS::FENCED,
+            "reported OWNED shard " + std::to_string(s) + (other.empty() ? " it was not given" : " held by " + other));
+    st.maybe_recompute_target();
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                              "ownedShards: shard " + std::to_string(s) + " is not assigned to this member" +
+                                  (other.empty() ? "" : " (held by " + other + ")") + "; rejoin with memberEpoch 0"));
+  }
+  for (const auto& p : req.shardProgress) {
+    if (p.shardIndex >= g.shardCount || contains(m->assigned, p.shardIndex) || contains(m->revoking, p.shardIndex))
+      continue;
+    st.kill(*m, LS::FENCED, "reported progress on shard " + std::to_string(p.shardIndex) + " it does not hold");
+    st.maybe_recompute_target();
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                              "shardProgress: shard " + std::to_string(p.shardIndex) +
+                                  " is neither owned nor being revoked by this member; rejoin with memberEpoch 0"));
+  }
+
   // Rule 9: a member that knows a newer stream layout than this coordinator waits for it to sync.
   if (req.metadataVersion > g.metadataVersion) {
     m->lastHeartbeatMs = st.now();
@@ -439,27 +466,6 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   }
   if (auto bad = out_of_range(req, g.shardCount))
     return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, *bad));
-
-  // Rule 3, second half: reading what the coordinator did not give this member is fenced.
-  for (int32_t s : owned) {
-    if (contains(m->assigned, s) || contains(m->revoking, s)) continue;
-    const auto owners = shard_owners(g);
-    const std::string& other = owners[static_cast<std::size_t>(s)];
-    st.kill(*m, LS::FENCED,
-            "reported OWNED shard " + std::to_string(s) + (other.empty() ? " it was not given" : " held by " + other));
-    st.maybe_recompute_target();
-    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
-                              "ownedShards: shard " + std::to_string(s) + " is not assigned to this member" +
-                                  (other.empty() ? "" : " (held by " + other + ")") + "; rejoin with memberEpoch 0"));
-  }
-  for (const auto& p : req.shardProgress) {
-    if (contains(m->assigned, p.shardIndex) || contains(m->revoking, p.shardIndex)) continue;
-    st.kill(*m, LS::FENCED, "reported progress on shard " + std::to_string(p.shardIndex) + " it does not hold");
-    st.maybe_recompute_target();
-    return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
-                              "shardProgress: shard " + std::to_string(p.shardIndex) +
-                                  " is neither owned nor being revoked by this member; rejoin with memberEpoch 0"));
-  }
 
   // Accepted.
   const int32_t epochBefore = m->epoch;
@@ -503,6 +509,12 @@ HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& req, const Conf
     }
   }
   Step st(std::move(g), cfg, now);
+  // A shard outside the stream is invalid for a join or a leave too (a positive epoch is judged in
+  // member_heartbeat, where a member ahead on metadata is told to sync instead).
+  if (req.memberEpoch <= 0) {
+    if (auto bad = out_of_range(req, st.g().shardCount))
+      return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, *bad));
+  }
   if (req.memberEpoch == 0) return join(st, req);
   if (req.memberEpoch == -1) return leave(st, req);
   if (req.memberEpoch < -1)

@@ -39,8 +39,9 @@ ReconcileResult reconcile_member(Member& m, int32_t assignmentEpoch, const std::
     m.revoking = set_union(m.revoking, r.newlyRevoked);
   }
   if (!m.revoking.empty()) {
-    // The deadline runs from the first revocation the member is told of; later ones do not extend it.
-    if (m.revokeDeadlineMs == 0) m.revokeDeadlineMs = now + cfg.rebalanceTimeoutMs;
+    // The member has a full rebalance timeout for every revocation it is told of: a new one
+    // restarts the clock (for the older shards too: later, never sooner).
+    if (m.revokeDeadlineMs == 0 || !r.newlyRevoked.empty()) m.revokeDeadlineMs = now + cfg.rebalanceTimeoutMs;
     r.status = HeartbeatStatus::REVOKE_PENDING;
     return r;
   }

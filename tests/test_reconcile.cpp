@@ -638,3 +638,44 @@ TEST(Walk, ThreeMembersThroughJoinHandoverLostResponseLeaveExpiryAndRebalanceTim
   EXPECT_LE(std::max(na, nb) - std::min(na, nb), 1u);
   single_owner();
 }
+
+TEST(Validation, AJoinOrLeaveNamingAShardOutsideTheStreamIsInvalidAndStoresNothing) {
+  Harness h(6);
+  const auto rev = h.state().storeRevision;
+  auto r = h.hb("a", 0, {{0, 9}});
+  EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_NE(r.message->find("ownedShards[1].shardIndex"), std::string::npos);
+  EXPECT_FALSE(h.has("a"));
+  EXPECT_EQ(h.state().storeRevision, rev);
+  auto l = h.hb("a", -1, {{}, {7}});
+  EXPECT_EQ(l.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_EQ(h.state().storeRevision, rev);
+}
+
+TEST_F(TwoMembers, AMemberAheadOnMetadataThatClaimsAnotherMembersShardIsStillFenced) {
+  hand_over();
+  auto q = h.request("b", b.memberEpoch, {{0, 3, 4, 5}});
+  q.metadataVersion = h.state().metadataVersion + 1;
+  auto r = h.send(q);
+  EXPECT_EQ(r.status, HeartbeatStatus::FENCED_MEMBER_EPOCH) << "shard 0 is a's, whatever b's metadata says";
+  EXPECT_EQ(h.member("b").state, LS::FENCED);
+}
+
+TEST_F(TwoMembers, AnEpochNeverIssuedIsInvalidForAnExpiredMemberToo) {
+  hand_over();
+  h.advance(1001);
+  h.tick();
+  ASSERT_EQ(h.member("b").state, LS::EXPIRED);
+  EXPECT_EQ(h.hb("b", b.memberEpoch + 7).status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_EQ(h.hb("b", b.memberEpoch).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+}
+
+TEST_F(TwoMembers, EveryRevocationGetsAFullRebalanceTimeout) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  ASSERT_EQ(h.member("a").revokeDeadlineMs, h.now() + 500);
+  h.advance(400);
+  h.hb("a", r.memberEpoch, {{0, 1, 2}, {}, {3, 4, 5}});
+  h.hb("c", 0);  // a now loses another shard
+  h.hb("a", r.memberEpoch, {{0, 1, 2}, {}, {3, 4, 5}});
+  EXPECT_EQ(h.member("a").revokeDeadlineMs, h.now() + 500) << "the new revocation has its own 500 ms";
+}
