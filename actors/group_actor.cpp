@@ -15,6 +15,8 @@ namespace rsc::actors {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+// A store call that has not answered by then is treated as failed (RETRY), never waited on forever.
+constexpr auto kStoreTimeout = std::chrono::seconds(30);
 using protocol::HeartbeatStatus;
 
 struct Work {
@@ -26,7 +28,7 @@ struct Work {
   protocol::StreamMetadata meta;
   int attempts = 0;
   SteadyClock::time_point arrived = SteadyClock::now();
-  bool needsFresh = false;  // a describe reads the store, not this pod's cache (other pods write too)
+  bool verified = false;  // an error answer is given only from a state just read from the store
   // Filled by the step, delivered once the write is stored.
   protocol::HeartbeatResponse response;
   bool removed = false;
@@ -42,15 +44,28 @@ struct GroupActorState {
   group::Delta pending;  // changes made when adopting a loaded state, written with the next step
   std::vector<group::Event> pendingEvents;
   bool busy = false;  // a load, lease or write is in flight
+  bool justLoaded = false;  // the cache was read from the store for the step about to run
   std::deque<WorkPtr> queue;
   bool tickQueued = false;
+  // What the store's past demands, re-applied to every state adopted until a write carries it.
   group::Millis outageSince = 0;
+  std::optional<int32_t> rollbackSeenEpoch;
   std::map<std::string, group::Millis> revokeStarted;
 };
 
 using Self = caf::stateful_actor<GroupActorState>*;
 
 void pump(Self self);
+
+bool is_join(const Work& w) { return w.kind == Work::Kind::Heartbeat && w.hb.req.memberEpoch == 0; }
+
+// Answers that say "you are not who you think" must not come from a stale cache: another pod
+// may have moved the member on.
+bool needs_fresh_state(const protocol::HeartbeatResponse& r, const group::Delta& d) {
+  if (!d.empty()) return false;  // a write validates the cache through the CAS
+  return r.status == HeartbeatStatus::UNKNOWN_MEMBER_ID || r.status == HeartbeatStatus::FENCED_MEMBER_EPOCH ||
+         r.status == HeartbeatStatus::INVALID_REQUEST || r.memberEpoch == -1;
+}
 
 group::Millis now(Self self) { return self->state.cfg.clock(); }
 
@@ -131,14 +146,11 @@ void adopt(Self self, store::Loaded&& l, const std::optional<protocol::StreamMet
     if (st.cfg.metrics) st.cfg.metrics->rollback_detected();
     log::error("group " + st.key.str() + ": storeRevision went back from " + std::to_string(l.rollback.seenRevision) +
                " to " + std::to_string(st.g->storeRevision) + "; fencing epochs the store does not know");
-    merge(self, group::recover_from_rollback(std::move(*st.g), l.rollback.seenGroupEpoch, st.cfg.core, t));
+    st.rollbackSeenEpoch = std::max(st.rollbackSeenEpoch.value_or(0), l.rollback.seenGroupEpoch);
   }
-  if (st.outageSince != 0) {
-    log::info("group " + st.key.str() + ": store reachable again after " + std::to_string(t - st.outageSince) +
-              "ms; leases restart from now");
-    merge(self, group::resume_after_outage(std::move(*st.g), st.outageSince, t));
-    st.outageSince = 0;
-  }
+  if (st.rollbackSeenEpoch && st.g->groupEpoch <= *st.rollbackSeenEpoch)
+    merge(self, group::recover_from_rollback(std::move(*st.g), *st.rollbackSeenEpoch, st.cfg.core, t));
+  if (st.outageSince != 0) merge(self, group::resume_after_outage(std::move(*st.g), st.outageSince, t));
   if (stream && stream->metadataVersion > st.g->metadataVersion)
     merge(self, group::apply_metadata(std::move(*st.g), stream->shardCount, stream->metadataVersion, st.cfg.core, t));
 }
@@ -195,7 +207,7 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
   st.g.reset();                      // the cache is the write in flight until the store says so
   auto next = call.next;
   auto ev = std::make_shared<std::vector<group::Event>>(std::move(events));
-  self->request(st.store, caf::infinite, cas_atom::value, std::move(call))
+  self->request(st.store, kStoreTimeout, cas_atom::value, std::move(call))
       .then(
           [=](CasReply& reply) {
             auto& s = self->state;
@@ -211,6 +223,11 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
                 s.g = std::move(*next);
                 s.g->storeRevision = r.revision;
                 s.exists = true;
+                if (s.outageSince != 0)
+                  log::info("group " + s.key.str() + ": store reachable again after " +
+                            std::to_string(now(self) - s.outageSince) + "ms; leases restarted from recovery");
+                s.outageSince = 0;  // the write carried the recovery (every write carries `pending`)
+                s.rollbackSeenEpoch.reset();
                 log_and_measure(self, *ev, *s.g, computeSeconds);
                 finish(self, w);
                 break;
@@ -253,21 +270,38 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
 
 void run_step(Self self, const WorkPtr& w) {
   auto& st = self->state;
+  if (w->kind != Work::Kind::Heartbeat) st.justLoaded = false;
   const auto t = now(self);
   const auto started = SteadyClock::now();
   auto seconds = [&] { return std::chrono::duration<double>(SteadyClock::now() - started).count(); };
   switch (w->kind) {
-    case Work::Kind::Describe: {
-      std::optional<std::string> body;
-      if (st.exists || !st.g->members.empty()) body = group::describe_json(*st.g, t);
-      w->describe.done(store::Result<std::optional<std::string>>::success(std::move(body)));
-      return;
-    }
+    case Work::Kind::Describe: return;  // served by start_describe
     case Work::Kind::Heartbeat: {
       // Expiry is due whenever anything happens to the group, so the tick runs first, in the
       // same write.
       auto ticked = group::tick(std::move(*st.g), st.cfg.core, t);
       auto hb = group::heartbeat(std::move(ticked.state), w->hb.req, st.cfg.core, t);
+      const bool fresh = st.justLoaded;
+      st.justLoaded = false;
+      if (needs_fresh_state(hb.response, hb.delta)) {
+        if (!w->verified && !fresh) {
+          w->verified = true;
+          st.g.reset();  // read the store, then decide again
+          st.pending = {};
+          st.pendingEvents.clear();
+          st.queue.push_front(w);
+          return;
+        }
+        // Answer now; what the tick found is written on its own (its failure must not turn this
+        // answer into a RETRY).
+        w->response = std::move(hb.response);
+        finish(self, w);
+        auto tickWork = std::make_shared<Work>();
+        tickWork->kind = Work::Kind::Tick;
+        group::Outcome o{std::move(hb.state), std::move(ticked.delta), std::move(ticked.events)};
+        const double s = seconds();
+        return commit(self, tickWork, std::move(o), s);
+      }
       w->response = std::move(hb.response);
       group::Outcome o{std::move(hb.state), std::move(ticked.delta), std::move(ticked.events)};
       o.delta.merge(hb.delta);
@@ -297,14 +331,15 @@ void run_step(Self self, const WorkPtr& w) {
 void start_load(Self self) {
   auto& st = self->state;
   st.busy = true;
-  const bool create = !st.queue.empty() && st.queue.front()->kind == Work::Kind::Heartbeat;
-  self->request(st.store, caf::infinite, load_atom::value, LoadCall{st.key, st.cfg.defaultShardCount, create})
+  const bool create = !st.queue.empty() && is_join(*st.queue.front());
+  self->request(st.store, kStoreTimeout, load_atom::value, LoadCall{st.key, st.cfg.defaultShardCount, create})
       .then(
           [=](LoadReply& r) {
             self->state.busy = false;
             if (!r.loaded.ok()) return store_failed(self, r.loaded.error), pump(self);
             if (!r.stream.ok()) return store_failed(self, r.stream.error), pump(self);
             adopt(self, std::move(*r.loaded.value), *r.stream.value);
+            self->state.justLoaded = true;
             pump(self);
           },
           [=](caf::error& err) {
@@ -320,7 +355,7 @@ void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
   LeaseCall call{st.key, st.cfg.podToken, st.cfg.mutexTtlMs, st.g ? st.g->storeRevision : -1};
-  self->request(st.store, caf::infinite, lease_atom::value, std::move(call))
+  self->request(st.store, kStoreTimeout, lease_atom::value, std::move(call))
       .then(
           [=](LeaseReply& r) {
             auto& s = self->state;
@@ -341,6 +376,31 @@ void start_tick(Self self, const WorkPtr& w) {
           });
 }
 
+// Describe shows the store's state (other pods write too), read without touching this pod's cache.
+void start_describe(Self self, const WorkPtr& w) {
+  auto& st = self->state;
+  st.busy = true;
+  self->request(st.store, kStoreTimeout, load_atom::value, LoadCall{st.key, st.cfg.defaultShardCount, false})
+      .then(
+          [=](LoadReply& r) {
+            self->state.busy = false;
+            if (!r.loaded.ok()) {
+              w->describe.done(store::Result<std::optional<std::string>>::failure(r.loaded.error));
+            } else {
+              std::optional<std::string> body;
+              if (r.loaded.value->exists) body = group::describe_json(r.loaded.value->state, now(self));
+              w->describe.done(store::Result<std::optional<std::string>>::success(std::move(body)));
+            }
+            pump(self);
+          },
+          [=](caf::error& err) {
+            self->state.busy = false;
+            w->describe.done(store::Result<std::optional<std::string>>::failure(
+                {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)}));
+            pump(self);
+          });
+}
+
 void pump(Self self) {
   auto& st = self->state;
   while (!st.busy && !st.queue.empty()) {
@@ -356,13 +416,13 @@ void pump(Self self) {
       start_tick(self, w);
       return;
     }
-    if (front->needsFresh) {
-      front->needsFresh = false;
-      st.g.reset();  // anything adopted but unwritten is derived again from the store
-      st.pending = {};
-      st.pendingEvents.clear();
-      return start_load(self);
+    if (front->kind == Work::Kind::Describe) {
+      auto w = front;
+      st.queue.pop_front();
+      return start_describe(self, w);
     }
+    // A group cached before its stream existed is read again (creating the stream) for a join.
+    if (st.g && st.g->shardCount == 0 && is_join(*front)) st.g.reset();
     if (!st.g) return start_load(self);
     auto w = front;
     st.queue.pop_front();
@@ -390,7 +450,6 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
       [=](describe_atom, DescribeCall& c) {
         auto w = std::make_shared<Work>();
         w->kind = Work::Kind::Describe;
-        w->needsFresh = true;
         w->describe = std::move(c);
         enqueue(self, std::move(w));
       },

@@ -246,6 +246,44 @@ TEST_F(GroupActorTest, DescribeOnAnyPodShowsWhatOtherPodsWrote) {
   EXPECT_NE(out->value->value().find("\"memberId\":\"b\""), std::string::npos) << "not pod-2's stale cache";
 }
 
+TEST_F(GroupActorTest, AnErrorIsNeverAnsweredFromAStaleCache) {
+  auto other = spawn(pod_config("pod-2"));
+  auto a = hb(request("a", 0));                         // pod-1 caches a at its join epoch
+  hb(request("b", 0), &other);                          // pod-2 moves the group on
+  auto a2 = hb(request("a", a.memberEpoch, assigned(a)), &other);
+  a2 = hb(request("a", a2.memberEpoch, assigned(a2)), &other);
+  ASSERT_GT(a2.memberEpoch, a.memberEpoch) << "a's epoch advanced through pod-2";
+  auto back = hb(request("a", a2.memberEpoch, assigned(a2)));  // pod-1 still thinks a is at the old epoch
+  EXPECT_NE(back.status, HeartbeatStatus::INVALID_REQUEST) << back.message.value_or("");
+  EXPECT_EQ(back.memberEpoch, a2.memberEpoch);
+  auto unknownHere = hb(request("c", 0), &other);  // c exists only in pod-2's writes
+  auto c = hb(request("c", unknownHere.memberEpoch));   // pod-1 has never seen c
+  EXPECT_NE(c.status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
+}
+
+TEST_F(GroupActorTest, ADescribeBeforeTheStreamExistsDoesNotKeepTheGroupFromStarting) {
+  std::optional<store::Result<std::optional<std::string>>> out;
+  caf::anon_send(group_, describe_atom::value, DescribeCall{[&](auto r) { out = std::move(r); }});
+  run();
+  auto unknown = hb(request("x", 3));  // a heartbeat that is not a join creates nothing either
+  EXPECT_EQ(unknown.status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
+  EXPECT_FALSE(mem_->get_stream("orders").value->has_value());
+  auto a = hb(request("a", 0));
+  EXPECT_EQ(assigned(a).size(), 6u);
+}
+
+TEST_F(GroupActorTest, RollbackRecoveryIsWrittenEvenIfTheFirstWriteLosesARace) {
+  auto a = hb(request("a", 0));
+  const auto old = mem_->raw(kKey);
+  a = hb(request("a", a.memberEpoch, assigned(a)));
+  a = hb(request("a", a.memberEpoch, assigned(a)));
+  mem_->replace_raw(kKey, old);  // the store lost two writes
+  mem_->conflict_next(1);        // and another pod writes first
+  auto r = hb(request("a", a.memberEpoch, assigned(a)));
+  (void)r;
+  EXPECT_GT(stored().rollbackGuardUntilMs, now_) << "the guard reached the store";
+}
+
 TEST_F(GroupActorTest, AdminRemovalFencesTheMember) {
   auto a = hb(request("a", 0));
   std::optional<store::Result<bool>> out;
