@@ -108,15 +108,30 @@ class Session : public std::enable_shared_from_this<Session> {
     busy_ = true;
     ++server_->inFlight;
     stream_.expires_never();  // waiting for the coordinator, not for the client
-    auto self = shared_from_this();
-    auto answered = std::make_shared<std::atomic<bool>>(false);
-    server_->handler(std::move(r), [self, answered](HttpResponse res) {
-      if (answered->exchange(true)) return;  // exactly one answer per request
-      net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
-        --self->server_->inFlight;
-        self->send_now(std::move(res), self->keepAlive_);
-      });
-    });
+    // Exactly one answer per request: the first call wins, and if every copy of the callback is
+    // dropped unanswered (an actor stopped with the request in its mailbox) the client still gets
+    // a 503 instead of a hang.
+    struct Pending {
+      std::shared_ptr<Session> self;
+      std::atomic<bool> answered{false};
+      void answer(HttpResponse res) {
+        if (answered.exchange(true)) return;
+        net::post(self->stream_.get_executor(), [s = self, res = std::move(res)]() mutable {
+          --s->server_->inFlight;
+          s->send_now(std::move(res), s->keepAlive_);
+        });
+      }
+      ~Pending() {
+        if (!answered) {
+          auto r = plain_error(503, "RETRY", "the coordinator dropped this request; retry");
+          r.headers.emplace_back("Retry-After", "1");
+          answer(std::move(r));
+        }
+      }
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->self = shared_from_this();
+    server_->handler(std::move(r), [pending](HttpResponse res) { pending->answer(std::move(res)); });
   }
 
   void send_now(HttpResponse res, bool keepAlive) {
@@ -248,6 +263,12 @@ void Server::stop(int64_t graceMs) {
   for (auto& t : impl_->threads)
     if (t.joinable()) t.join();
   impl_->threads.clear();
+  // Handlers still queued hold the Impl (and sessions): close the listener and run them to
+  // completion so the port and the memory are released.
+  beast::error_code ec;
+  if (impl_->acceptor) impl_->acceptor->close(ec);
+  impl_->ioc.restart();
+  impl_->ioc.poll();
 }
 
 }  // namespace rsc::http

@@ -334,16 +334,55 @@ struct Runtime::Impl {
         }
         ++st.inFlight;
       }
-      handler(rec, start);
+      try {
+        handler(rec, start);
+      } catch (const std::exception& e) {
+        // Not acked: the record stays pending and is claimed again (by this member or the next).
+        log("handler threw on shard " + std::to_string(shard) + " record " + rec.id + ": " + e.what());
+        std::lock_guard<std::mutex> lock(mu);
+        auto& st = shards[shard];
+        --st.inFlight;
+        st.needsClaim = true;
+        return false;
+      } catch (...) {
+        log("handler threw on shard " + std::to_string(shard) + " record " + rec.id);
+        std::lock_guard<std::mutex> lock(mu);
+        auto& st = shards[shard];
+        --st.inFlight;
+        st.needsClaim = true;
+        return false;
+      }
       auto ack = conn.command({"XACK", stream_key(shard), opts.group, rec.id});
-      if (!ack.ok() || ack.value->is_error()) log("XACK failed on shard " + std::to_string(shard) + "; redelivered later");
+      const bool acked = ack.ok() && !ack.value->is_error();
+      if (!acked) log("XACK failed on shard " + std::to_string(shard) + "; the record is claimed again");
       std::lock_guard<std::mutex> lock(mu);
       auto& st = shards[shard];
       --st.inFlight;
+      if (!acked) st.needsClaim = true;
       st.lastDeliveredId = rec.id;
       ++stats.processed;
     }
     return true;
+  }
+
+  // Records another consumer of this group still has pending on a shard this member owns are
+  // leftovers of an earlier owner (for example one that was fenced while a read was outstanding,
+  // after this member's first claim): claim and process them. Only entries idle for longer than
+  // any read this runtime blocks in, so nothing a live reader could still be handed is taken.
+  void sweep_leftovers(store::RedisConnection& conn, int32_t shard) {
+    const std::string minIdle = std::to_string(opts.maxBlockMs + 2000);
+    auto p = conn.command({"XPENDING", stream_key(shard), opts.group, "IDLE", minIdle, "-", "+", "100"});
+    if (!p.ok() || p.value->type != Value::Type::Array || p.value->elements.empty()) return;
+    store::Command claimCmd{"XCLAIM", stream_key(shard), opts.group, memberId, minIdle};
+    for (const auto& e : p.value->elements)
+      if (e.type == Value::Type::Array && e.elements.size() >= 2 && e.elements[1].str != memberId)
+        claimCmd.push_back(e.elements[0].str);
+    if (claimCmd.size() == 5) return;
+    auto c = conn.command(claimCmd);
+    if (!c.ok() || c.value->type != Value::Type::Array) return;
+    auto recs = entries(*c.value, shard);
+    if (!recs.empty()) log("claimed " + std::to_string(recs.size()) + " leftover record(s) on shard " + std::to_string(shard));
+    process(conn, shard, recs);
   }
 
   // pending and lag of this group on each shard, for the coordinator's metrics (XINFO GROUPS).
@@ -355,6 +394,7 @@ struct Runtime::Impl {
         if (now - shards[s].infoAtNs < 1'000'000'000) continue;
         shards[s].infoAtNs = now;
       }
+      sweep_leftovers(conn, s);
       auto r = conn.command({"XINFO", "GROUPS", stream_key(s)});
       if (!r.ok() || r.value->type != Value::Type::Array) continue;
       for (const auto& g : r.value->elements) {
@@ -464,7 +504,12 @@ struct Runtime::Impl {
           std::lock_guard<std::mutex> lock(mu);
           for (int32_t s : readable) shards[s].needsClaim = true;  // e.g. NOGROUP: create it again
         } else if (!r.ok()) {
+          // Redis may have delivered records before the reply was lost: claim our own pending.
           log("redis: " + r.error.message);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            for (int32_t s : readable) shards[s].needsClaim = true;
+          }
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
       } else if (readable.empty()) {
