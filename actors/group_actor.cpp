@@ -4,6 +4,7 @@
 // whose answers come back as messages, and work that arrives meanwhile waits in a queue.
 #include <chrono>
 #include <deque>
+#include <limits>
 
 #include "actors/actors.hpp"
 #include "actors/log.hpp"
@@ -50,6 +51,10 @@ struct GroupActorState {
   // What the store's past demands, re-applied to every state adopted until a write carries it.
   group::Millis outageSince = 0;
   std::optional<int32_t> rollbackSeenEpoch;
+  // This actor expires nobody during its first lease: an outage that ended before it started
+  // (a pod restarted meanwhile) is invisible to it, and a healthy member's lease must not be
+  // judged by heartbeats the store could not take.
+  group::Millis startedAt = 0;
   std::map<std::string, group::Millis> revokeStarted;
 };
 
@@ -68,6 +73,16 @@ bool needs_fresh_state(const protocol::HeartbeatResponse& r, const group::Delta&
 }
 
 group::Millis now(Self self) { return self->state.cfg.clock(); }
+
+// The core's config for expiry decisions: with expiry held back during this actor's first lease.
+group::Config expiry_config(Self self) {
+  auto c = self->state.cfg.core;
+  if (now(self) - self->state.startedAt < c.memberLeaseTtlMs) {
+    c.tombstoneRetentionMs = c.tombstone_retention();
+    c.memberLeaseTtlMs = std::numeric_limits<int32_t>::max();
+  }
+  return c;
+}
 
 protocol::HeartbeatResponse retry_response(Self self, const protocol::HeartbeatRequest& req, const std::string& why) {
   auto r = protocol::error_response(req.requestId, req.memberId, HeartbeatStatus::RETRY, why);
@@ -279,7 +294,7 @@ void run_step(Self self, const WorkPtr& w) {
     case Work::Kind::Heartbeat: {
       // Expiry is due whenever anything happens to the group, so the tick runs first, in the
       // same write.
-      auto ticked = group::tick(std::move(*st.g), st.cfg.core, t);
+      auto ticked = group::tick(std::move(*st.g), expiry_config(self), t);
       auto hb = group::heartbeat(std::move(ticked.state), w->hb.req, st.cfg.core, t);
       const bool fresh = st.justLoaded;
       st.justLoaded = false;
@@ -310,7 +325,7 @@ void run_step(Self self, const WorkPtr& w) {
       return commit(self, w, std::move(o), s);
     }
     case Work::Kind::Tick: {
-      auto o = group::tick(std::move(*st.g), st.cfg.core, t);
+      auto o = group::tick(std::move(*st.g), expiry_config(self), t);
       const double s = seconds();
       return commit(self, w, std::move(o), s);
     }
@@ -439,6 +454,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
   self->state.key = std::move(key);
   self->state.cfg = std::move(cfg);
   self->state.store = std::move(store);
+  self->state.startedAt = self->state.cfg.clock();
   self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.tickIntervalMs), tick_atom::value);
   return {
       [=](hb_atom, HeartbeatCall& c) {

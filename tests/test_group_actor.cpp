@@ -284,6 +284,19 @@ TEST_F(GroupActorTest, RollbackRecoveryIsWrittenEvenIfTheFirstWriteLosesARace) {
   EXPECT_GT(stored().rollbackGuardUntilMs, now_) << "the guard reached the store";
 }
 
+TEST_F(GroupActorTest, APodStartedAfterAnOutageExpiresNobodyDuringItsFirstLease) {
+  hb(request("a", 0));
+  caf::anon_send_exit(group_, caf::exit_reason::user_shutdown);  // this pod goes away
+  run();
+  now_ += 5000;  // the store was unreachable meanwhile: nobody's heartbeat got through
+  spawn(pod_config("pod-3"));
+  advance(600);
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::STARTING)
+      << "the new pod cannot tell an outage from a dead member yet";
+  advance(600);
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::EXPIRED) << "one lease later it can";
+}
+
 TEST_F(GroupActorTest, AdminRemovalFencesTheMember) {
   auto a = hb(request("a", 0));
   std::optional<store::Result<bool>> out;
