@@ -291,6 +291,25 @@ TEST_F(E2E, SigtermStopsCleanly) {
   EXPECT_NE(log.find("rsc-coordinator stopped"), std::string::npos);
 }
 
+TEST_F(E2E, SigtermLetsARequestInFlightFinish) {
+  Member a{"a"};
+  a.beat(port());
+  redis.pause();  // the next heartbeat waits on a stalled store (command timeout 2 s)
+  HttpResult inFlight;
+  std::thread t([&] {
+    inFlight = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", a.epoch, a.owned).dump(), 
+                         {{"Content-Type", "application/json"}}, 8000);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(coord->pid(), SIGTERM);
+  t.join();
+  redis.resume();
+  EXPECT_EQ(inFlight.status, 503) << "answered (RETRY), not cut off";
+  EXPECT_EQ(inFlight.json().value("status", ""), "RETRY");
+  EXPECT_EQ(coord->stop(), 0);
+  EXPECT_NE(coord->log().find("finishing requests in flight"), std::string::npos);
+}
+
 TEST_F(E2E, ReadinessFollowsRedis) {
   EXPECT_EQ(http_call(port(), "GET", "/readyz").status, 200);
   redis.stop();
