@@ -336,16 +336,16 @@ struct Runtime::Impl {
       }
       try {
         handler(rec, start);
-      } catch (const std::exception& e) {
-        // Not acked: the record stays pending and is claimed again (by this member or the next).
-        log("handler threw on shard " + std::to_string(shard) + " record " + rec.id + ": " + e.what());
-        std::lock_guard<std::mutex> lock(mu);
-        auto& st = shards[shard];
-        --st.inFlight;
-        st.needsClaim = true;
-        return false;
       } catch (...) {
-        log("handler threw on shard " + std::to_string(shard) + " record " + rec.id);
+        // Not acked: the record stays pending and is claimed again (by this member or the next).
+        std::string why = "an exception";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          why = e.what();
+        } catch (...) {
+        }
+        log("handler threw on shard " + std::to_string(shard) + " record " + rec.id + ": " + why);
         std::lock_guard<std::mutex> lock(mu);
         auto& st = shards[shard];
         --st.inFlight;

@@ -149,6 +149,20 @@ TEST_F(RuntimeTest, WithoutAnsweredHeartbeatsAMemberFencesItselfThenResumesWithI
   EXPECT_TRUE(a.shutdown(5000));
 }
 
+TEST_F(RuntimeTest, AHandlerThatThrowsLeavesTheRecordPendingAndItIsProcessedAgain) {
+  std::atomic<int> attempts{0}, done{0};
+  member::Runtime a(options("a"), [&](const member::Record& r, int64_t) {
+    if (r.field("key") == "boom" && attempts.fetch_add(1) == 0) throw std::runtime_error("transient failure");
+    ++done;
+  });
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }));
+  add(0, "boom");
+  EXPECT_TRUE(eventually([&] { return done.load() == 1; })) << "claimed again after the throw";
+  EXPECT_EQ(attempts.load(), 2);
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
 TEST(MemberId, ComesFromPodIpAndASuffix) {
   setenv("POD_IP", "10.1.2.3", 1);
   EXPECT_EQ(member::member_id_from_environment("4"), "10.1.2.3:4");
