@@ -310,6 +310,24 @@ TEST_F(E2E, SigtermLetsARequestInFlightFinish) {
   EXPECT_NE(coord->log().find("finishing requests in flight"), std::string::npos);
 }
 
+TEST_F(E2E, ManyConcurrentClientsAreAllServed) {
+  constexpr int kClients = 64, kEach = 10;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> ts;
+  for (int c = 0; c < kClients; ++c) {
+    ts.emplace_back([&, c] {
+      Member m{"load-" + std::to_string(c)};
+      for (int i = 0; i < kEach; ++i) {
+        const auto st = m.beat(port(), {}, "orders", "g" + std::to_string(c % 8)).value("status", "");
+        if (st == "OK" || st == "REVOKE_PENDING") ++ok;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), kClients * kEach);
+  EXPECT_EQ(http_call(port(), "GET", "/healthz").status, 200);
+}
+
 TEST_F(E2E, ReadinessFollowsRedis) {
   EXPECT_EQ(http_call(port(), "GET", "/readyz").status, 200);
   redis.stop();
