@@ -28,7 +28,8 @@ struct Work {
   RemoveCall remove;
   protocol::StreamMetadata meta;
   int attempts = 0;
-  SteadyClock::time_point arrived = SteadyClock::now();
+  SteadyClock::time_point arrived = SteadyClock::now();  // for the latency metric
+  group::Millis arrivedMs = 0;                            // on the coordinator's clock
   bool verified = false;  // an error answer is given only from a state just read from the store
   // Filled by the step, delivered once the write is stored.
   protocol::HeartbeatResponse response;
@@ -438,6 +439,15 @@ void pump(Self self) {
     }
     // A group cached before its stream existed is read again (creating the stream) for a join.
     if (st.g && st.g->shardCount == 0 && is_join(*front)) st.g.reset();
+    // A heartbeat that waited a whole lease in this queue was given up by its member long ago
+    // (it has fenced itself by now): acting on its stale report could only do harm.
+    if (front->kind == Work::Kind::Heartbeat && now(self) - front->arrivedMs > st.cfg.core.memberLeaseTtlMs) {
+      auto w = front;
+      st.queue.pop_front();
+      w->response = retry_response(self, w->hb.req, "the request waited longer than a lease; send a fresh one");
+      finish(self, w);
+      continue;
+    }
     if (!st.g) return start_load(self);
     auto w = front;
     st.queue.pop_front();
@@ -446,6 +456,7 @@ void pump(Self self) {
 }
 
 void enqueue(Self self, WorkPtr w) {
+  w->arrivedMs = now(self);
   self->state.queue.push_back(std::move(w));
   pump(self);
 }

@@ -22,6 +22,7 @@ class GroupActorTest : public ::testing::Test {
   void SetUp() override {
     log::set_enabled(false);
     cfg_.set("scheduler.policy", caf::atom("testing"));
+    cfg_.set("scheduler.max-throughput", size_t{1});  // one message per step, for run_once()
     cfg_.set("logger.file-verbosity", caf::atom("quiet"));
     cfg_.set("logger.console-verbosity", caf::atom("quiet"));
     sys_ = std::make_unique<caf::actor_system>(cfg_);
@@ -295,6 +296,22 @@ TEST_F(GroupActorTest, APodStartedAfterAnOutageExpiresNobodyDuringItsFirstLease)
       << "the new pod cannot tell an outage from a dead member yet";
   advance(600);
   EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::EXPIRED) << "one lease later it can";
+}
+
+TEST_F(GroupActorTest, AHeartbeatThatWaitedLongerThanALeaseIsAnsweredRetryAndChangesNothing) {
+  // b's message is still in the mailbox when the clock jumps: it is enqueued (and timed) after.
+  auto ra = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  auto rb = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  post(group_, request("a", 0), ra);
+  post(group_, request("b", 0), rb);
+  sched_->run_once();  // the group takes the first heartbeat and asks the store for the group
+  now_ += 1500;        // ...which answers only after more than a lease
+  run();
+  ASSERT_TRUE(ra->has_value() && rb->has_value());
+  EXPECT_EQ((*ra)->status, HeartbeatStatus::RETRY) << "a's heartbeat waited in the queue for over a lease";
+  EXPECT_NE((*ra)->message->find("longer than a lease"), std::string::npos);
+  EXPECT_EQ((*rb)->status, HeartbeatStatus::OK) << "b's arrived after the wait and is served";
+  EXPECT_FALSE(stored().members.count("a")) << "a's stale join changed nothing";
 }
 
 TEST_F(GroupActorTest, AdminRemovalFencesTheMember) {
