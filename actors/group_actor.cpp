@@ -18,6 +18,8 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 // A store call that has not answered by then is treated as failed (RETRY), never waited on forever.
 constexpr auto kStoreTimeout = std::chrono::seconds(30);
+// Heartbeats of one group written together in one CAS, at most.
+constexpr std::size_t kMaxBatch = 64;
 using protocol::HeartbeatStatus;
 
 struct Work {
@@ -201,7 +203,11 @@ void log_and_measure(Self self, const std::vector<group::Event>& events, const g
 }
 
 // Writes the step's result (and what adopting a loaded state changed), then answers.
-void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSeconds) {
+using Batch = std::vector<WorkPtr>;
+
+// Writes one step's result (for one work, or for a batch of heartbeats computed one after the
+// other on the same state) together with what adopting a loaded state changed; then answers them.
+void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds) {
   auto& st = self->state;
   o.delta.merge(st.pending);
   std::vector<group::Event> events = std::move(st.pendingEvents);
@@ -210,7 +216,7 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
   st.pendingEvents.clear();
   if (o.delta.empty()) {
     st.g = std::move(o.state);
-    finish(self, w);
+    for (const auto& w : ws) finish(self, w);
     return;
   }
   st.busy = true;
@@ -229,7 +235,8 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
             auto& s = self->state;
             s.busy = false;
             if (!reply.result.ok()) {
-              fail(self, w, {reply.result.error.kind, "coordinator store unavailable: " + reply.result.error.message});
+              for (const auto& w : ws)
+                fail(self, w, {reply.result.error.kind, "coordinator store unavailable: " + reply.result.error.message});
               store_failed(self, reply.result.error);
               return pump(self);
             }
@@ -245,7 +252,7 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
                 s.outageSince = 0;  // the write carried the recovery (every write carries `pending`)
                 s.rollbackSeenEpoch.reset();
                 log_and_measure(self, *ev, *s.g, computeSeconds);
-                finish(self, w);
+                for (const auto& w : ws) finish(self, w);
                 break;
               case store::CasStatus::Conflict:
               case store::CasStatus::Locked: {
@@ -261,14 +268,18 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
                 } else {
                   s.g.reset();
                 }
-                if (++w->attempts >= s.cfg.maxCasAttempts) {
-                  const store::Error e{store::ErrorKind::Retryable,
-                                       "group " + s.key.str() + " is contended: " + std::to_string(w->attempts) +
-                                           " write attempts lost to other pods"};
-                  fail(self, w, e);
-                } else {
-                  s.queue.push_front(w);  // redo the step on the fresh state
-                  if (w->kind == Work::Kind::Tick) s.tickQueued = true;
+                // Redo the step on the fresh state, in the same order; or give up on contention.
+                for (auto it = ws.rbegin(); it != ws.rend(); ++it) {
+                  const auto& w = *it;
+                  if (++w->attempts >= s.cfg.maxCasAttempts) {
+                    const store::Error e{store::ErrorKind::Retryable,
+                                         "group " + s.key.str() + " is contended: " + std::to_string(w->attempts) +
+                                             " write attempts lost to other pods"};
+                    fail(self, w, e);
+                  } else {
+                    s.queue.push_front(w);
+                    if (w->kind == Work::Kind::Tick) s.tickQueued = true;
+                  }
                 }
                 break;
               }
@@ -278,10 +289,14 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
           [=](caf::error& err) {
             self->state.busy = false;
             const store::Error e{store::ErrorKind::Retryable, "store actor: " + self->system().render(err)};
-            fail(self, w, {e.kind, "coordinator store unavailable: " + e.message});
+            for (const auto& w : ws) fail(self, w, {e.kind, "coordinator store unavailable: " + e.message});
             store_failed(self, e);
             pump(self);
           });
+}
+
+void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSeconds) {
+  commit(self, Batch{w}, std::move(o), computeSeconds);
 }
 
 void run_step(Self self, const WorkPtr& w) {
@@ -294,36 +309,55 @@ void run_step(Self self, const WorkPtr& w) {
     case Work::Kind::Describe: return;  // served by start_describe
     case Work::Kind::Heartbeat: {
       // Expiry is due whenever anything happens to the group, so the tick runs first, in the
-      // same write.
-      auto ticked = group::tick(std::move(*st.g), expiry_config(self), t);
-      auto hb = group::heartbeat(std::move(ticked.state), w->hb.req, st.cfg.core, t);
+      // same write. The heartbeats queued behind this one are computed on the same state and
+      // written with it: one CAS for the batch (a busy group is not limited to one round trip
+      // per heartbeat).
       const bool fresh = st.justLoaded;
       st.justLoaded = false;
-      if (needs_fresh_state(hb.response, hb.delta)) {
-        if (!w->verified && !fresh) {
-          w->verified = true;
-          st.g.reset();  // read the store, then decide again
-          st.pending = {};
-          st.pendingEvents.clear();
-          st.queue.push_front(w);
-          return;
+      auto ticked = group::tick(std::move(*st.g), expiry_config(self), t);
+      group::Outcome total{std::move(ticked.state), std::move(ticked.delta), std::move(ticked.events)};
+      Batch batch;
+      WorkPtr next = w;
+      while (next) {
+        auto hb = group::heartbeat(std::move(total.state), next->hb.req, st.cfg.core, t);
+        total.state = std::move(hb.state);
+        if (needs_fresh_state(hb.response, hb.delta)) {
+          if (!next->verified && !fresh) {
+            // Decide this one again on a state read from the store: alone, after the batch.
+            next->verified = true;
+            if (batch.empty()) {
+              st.g.reset();  // nothing computed yet worth keeping: read the store, then decide
+              st.pending = {};
+              st.pendingEvents.clear();
+              st.queue.push_front(next);
+              return;
+            }
+            st.queue.push_front(next);
+            break;
+          }
+          // Answered now: an error answer does not wait for (or depend on) the write.
+          next->response = std::move(hb.response);
+          finish(self, next);
+        } else {
+          next->response = std::move(hb.response);
+          total.delta.merge(hb.delta);
+          for (auto& e : hb.events) total.events.push_back(std::move(e));
+          batch.push_back(next);
         }
-        // Answer now; what the tick found is written on its own (its failure must not turn this
-        // answer into a RETRY).
-        w->response = std::move(hb.response);
-        finish(self, w);
+        next.reset();
+        if (batch.size() < kMaxBatch && !st.queue.empty() && st.queue.front()->kind == Work::Kind::Heartbeat &&
+            t - st.queue.front()->arrivedMs <= st.cfg.core.memberLeaseTtlMs) {
+          next = st.queue.front();
+          st.queue.pop_front();
+        }
+      }
+      const double s = seconds();
+      if (batch.empty()) {  // only error answers: the tick's findings are written on their own
         auto tickWork = std::make_shared<Work>();
         tickWork->kind = Work::Kind::Tick;
-        group::Outcome o{std::move(hb.state), std::move(ticked.delta), std::move(ticked.events)};
-        const double s = seconds();
-        return commit(self, tickWork, std::move(o), s);
+        batch.push_back(tickWork);
       }
-      w->response = std::move(hb.response);
-      group::Outcome o{std::move(hb.state), std::move(ticked.delta), std::move(ticked.events)};
-      o.delta.merge(hb.delta);
-      for (auto& e : hb.events) o.events.push_back(std::move(e));
-      const double s = seconds();
-      return commit(self, w, std::move(o), s);
+      return commit(self, batch, std::move(total), s);
     }
     case Work::Kind::Tick: {
       auto o = group::tick(std::move(*st.g), expiry_config(self), t);
