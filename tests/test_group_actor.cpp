@@ -193,6 +193,26 @@ TEST_F(GroupActorTest, HeartbeatsArrivingTogetherAreServedInOrderAndWrittenInOne
   EXPECT_EQ(stored().storeRevision, 1) << "the three queued heartbeats went out as one write";
 }
 
+TEST_F(GroupActorTest, ABatchThatLosesARaceIsRedoneWholeAndInOrder) {
+  auto a = hb(request("a", 0));
+  auto rb = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  auto rc = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  auto ra = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  mem_->conflict_next(2);  // another pod writes first, twice: b alone, then the batch b, c, a
+  post(group_, request("b", 0), rb);
+  post(group_, request("c", 0), rc);
+  post(group_, request("a", a.memberEpoch, assigned(a)), ra);
+  run();
+  ASSERT_TRUE(ra->has_value() && rb->has_value() && rc->has_value());
+  EXPECT_EQ((*rb)->status, HeartbeatStatus::OK);
+  EXPECT_EQ((*rc)->status, HeartbeatStatus::OK);
+  EXPECT_EQ((*rc)->groupEpoch, (*rb)->groupEpoch + 1) << "c computed after b, on the state after the conflict";
+  EXPECT_EQ((*ra)->status, HeartbeatStatus::REVOKE_PENDING) << "a learns that b and c take shards";
+  const auto s = stored();
+  EXPECT_EQ(s.members.size(), 3u);
+  EXPECT_NE(metrics_->text().find("rsc_cas_conflicts_total 2"), std::string::npos);
+}
+
 TEST_F(GroupActorTest, TwoPodsOnOneStoreServeOneGroupWithoutContradiction) {
   auto other = spawn(pod_config("pod-2"));
   auto a = hb(request("a", 0));
