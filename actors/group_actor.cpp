@@ -378,6 +378,16 @@ void run_step(Self self, const WorkPtr& w) {
   }
 }
 
+// The error half of a store request with nothing of its own to answer: the store actor did not
+// reply (timeout, or it stopped), which is a store failure like any other.
+auto store_actor_failed(Self self) {
+  return [=](caf::error& err) {
+    self->state.busy = false;
+    store_failed(self, {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)});
+    pump(self);
+  };
+}
+
 void start_load(Self self) {
   auto& st = self->state;
   st.busy = true;
@@ -392,11 +402,7 @@ void start_load(Self self) {
             self->state.justLoaded = true;
             pump(self);
           },
-          [=](caf::error& err) {
-            self->state.busy = false;
-            store_failed(self, {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)});
-            pump(self);
-          });
+          store_actor_failed(self));
 }
 
 // Tick duty: only the pod holding the group's tick lease ticks it; the same round trip says
@@ -419,11 +425,7 @@ void start_tick(Self self, const WorkPtr& w) {
             run_step(self, w);
             pump(self);
           },
-          [=](caf::error& err) {
-            self->state.busy = false;
-            store_failed(self, {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)});
-            pump(self);
-          });
+          store_actor_failed(self));
 }
 
 // Describe shows the store's state (other pods write too), read without touching this pod's cache.
