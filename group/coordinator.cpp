@@ -201,13 +201,14 @@ class Step {
   }
 
   // Lease expiry, rebalance timeouts and tombstones (rules 7 and 8).
-  void expire_and_fence() {
+  void expire_and_fence(bool expiryAllowed) {
     std::vector<std::string> drop;
     for (auto& [id, m] : g().members) {
       if (!m.live()) {
         if (now_ >= m.tombstoneUntilMs) drop.push_back(id);
         continue;
       }
+      if (!expiryAllowed) continue;
       if (now_ - m.lastHeartbeatMs > cfg_.memberLeaseTtlMs) {
         if (m.leaving()) {
           event(Event::Kind::REMOVED, id, m.held(), "leaving member went silent");
@@ -522,9 +523,9 @@ HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& req, const Conf
   return member_heartbeat(st, req);
 }
 
-Outcome tick(GroupState g, const Config& cfg, Millis now) {
+Outcome tick(GroupState g, const Config& cfg, Millis now, bool expiryAllowed) {
   Step st(std::move(g), cfg, now);
-  st.expire_and_fence();
+  st.expire_and_fence(expiryAllowed);
   st.maybe_recompute_target();
   if (st.g().rollbackGuardUntilMs != 0 && now >= st.g().rollbackGuardUntilMs) {
     st.g().rollbackGuardUntilMs = 0;
@@ -552,13 +553,24 @@ Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion
 Outcome resume_after_outage(GroupState g, Millis from, Millis to) {
   Config unused;
   Step st(std::move(g), unused, to);
-  const Millis outage = std::max<Millis>(0, to - from);
+  if (to <= st.g().outageCoveredUntilMs) return st.take();  // absorbed already (by this pod or another)
+  // Only the part not absorbed yet moves revoke deadlines.
+  const Millis outage = std::max<Millis>(0, to - std::max(from, st.g().outageCoveredUntilMs));
   for (auto& [id, m] : st.g().members) {
     if (!m.live()) continue;
-    m.lastHeartbeatMs = std::max(m.lastHeartbeatMs, to);
-    if (m.revokeDeadlineMs != 0) m.revokeDeadlineMs += outage;
-    st.touch(m);
+    bool changed = false;
+    if (m.lastHeartbeatMs < to) {
+      m.lastHeartbeatMs = to;
+      changed = true;
+    }
+    if (m.revokeDeadlineMs != 0 && outage > 0) {
+      m.revokeDeadlineMs += outage;
+      changed = true;
+    }
+    if (changed) st.touch(m);
   }
+  st.g().outageCoveredUntilMs = to;
+  st.touch_group();
   return st.take();
 }
 

@@ -33,15 +33,18 @@ struct HeartbeatOutcome : Outcome {
 // nothing.
 HeartbeatOutcome heartbeat(GroupState g, const protocol::HeartbeatRequest& req, const Config& cfg, Millis now);
 
-// Lease expiry, rebalance-timeout fencing, tombstone cleanup, target recompute.
-Outcome tick(GroupState g, const Config& cfg, Millis now);
+// Lease expiry, rebalance-timeout fencing, tombstone cleanup, target recompute. With
+// `expiryAllowed` false (the pod cannot judge leases now: see group/time_rules.hpp) nobody is
+// expired or fenced for time, and the rest still runs.
+Outcome tick(GroupState g, const Config& cfg, Millis now, bool expiryAllowed = true);
 
 // The stream's shard count grew (or the group first learns it). Shrinking is ignored.
 Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg,
                        Millis now);
 
 // The store was unreachable from `from` to `to`: that time does not count against leases or
-// revoke deadlines, and every live member gets one full lease from `to`.
+// revoke deadlines, and every live member gets one full lease from `to`. Idempotent per outage
+// (see absorb_outages in group/time_rules.hpp, which takes several).
 Outcome resume_after_outage(GroupState g, Millis from, Millis to);
 
 // The store came back with an older revision than this pod had seen (restart without persistence,

@@ -68,6 +68,9 @@ struct GroupState {
   // fenced, and no shard goes from free to a member (a holder the store forgot must show up or
   // fence itself first).
   Millis rollbackGuardUntilMs = 0;
+  // Store outages up to this time (store clock) have been applied to the members' leases and
+  // revoke deadlines (group::absorb_outages), so no pod applies the same outage twice.
+  Millis outageCoveredUntilMs = 0;
   std::map<std::string, Member> members;  // ordered: every walk is deterministic
 };
 

@@ -62,6 +62,7 @@ std::string encode_group_fields(const group::GroupState& g) {
          {"mv", g.metadataVersion},
          {"sc", g.shardCount}};
   if (g.rollbackGuardUntilMs != 0) j["rg"] = g.rollbackGuardUntilMs;
+  if (g.outageCoveredUntilMs != 0) j["oc"] = g.outageCoveredUntilMs;
   return protocol::dump(j);
 }
 
@@ -119,6 +120,7 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
     g.metadataVersion = get<int32_t>(j, "mv");
     g.shardCount = get<int32_t>(j, "sc");
     g.rollbackGuardUntilMs = j.value("rg", static_cast<int64_t>(0));
+    g.outageCoveredUntilMs = j.value("oc", static_cast<int64_t>(0));
 
     const std::string prefix = kMemberFieldPrefix;
     for (auto it = fields.lower_bound(prefix); it != fields.end() && it->first.rfind(prefix, 0) == 0; ++it) {
