@@ -18,7 +18,10 @@ struct KeySpace {
   std::string group_tag(const GroupKey& k) const { return "{" + k.streamPrefix + "/" + k.consumerGroup + "}"; }
   std::string group_state(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":state"; }
   std::string group_lock(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":lock"; }
-  std::string group_ticker(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":ticker"; }
+  // The pod registry and the deadline index share one hash tag: one slot, one node in a cluster.
+  std::string pods() const { return ns + ":{coord}:pods"; }
+  std::string deadlines() const { return ns + ":{coord}:due"; }
+  std::string deadline_revisions() const { return ns + ":{coord}:duerev"; }
   std::string group_index() const { return ns + ":groups"; }
   std::string stream_meta(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}"; }
   std::string stream_groups(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}:groups"; }

@@ -1,6 +1,7 @@
 #include "redis/memory_store.hpp"
 
 #include <chrono>
+#include <algorithm>
 #include <cstdlib>
 
 namespace rsc::store {
@@ -25,7 +26,7 @@ FieldWrites field_writes(const group::GroupState& next, const group::Delta* delt
 MemoryStore::MemoryStore(std::function<Millis()> clock, LogFn log) : clock_(std::move(clock)), tracker_(std::move(log)) {
   if (!clock_)
     clock_ = [] {
-      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
     };
 }
@@ -50,10 +51,12 @@ Result<Loaded> MemoryStore::load(const GroupKey& key) {
   if (injected_failure(e)) return Result<Loaded>::failure(e);
   Loaded out;
   auto it = groups_.find(key.str());
-  if (it == groups_.end()) {
+  if (it == groups_.end() || (it->second.size() == 1 && it->second.count(kRevisionField))) {
     out.state.streamPrefix = key.streamPrefix;
     out.state.consumerGroup = key.consumerGroup;
-    out.rollback = tracker_.observe(key, 0, 0);
+    if (it != groups_.end() && it->second.count(kRevisionField))
+      out.state.storeRevision = std::atoll(it->second.at(kRevisionField).c_str());  // deleted: the revision stays
+    out.rollback = tracker_.observe(key, out.state.storeRevision, 0);
     return Result<Loaded>::success(std::move(out));
   }
   auto decoded = decode_group(key, it->second);
@@ -75,7 +78,7 @@ std::vector<Result<CasResult>> MemoryStore::compare_and_set(const std::vector<Ca
     }
     const std::string k = req.key.str();
     auto& fields = groups_[k];
-    keys_.emplace(k, req.key);
+    if (req.lowerDeadlineTo) set_deadline_locked(k, req.lowerDeadlineTo, req.expectedRevision + 1, true);
     auto revOf = [&]() -> std::optional<int64_t> {
       auto it = fields.find(kRevisionField);
       if (it == fields.end()) return 0;
@@ -118,6 +121,7 @@ std::vector<Result<CasResult>> MemoryStore::compare_and_set(const std::vector<Ca
       for (auto& f : w.del) fields.erase(f);
       r.status = CasStatus::Written;
       r.revision = rev + 1;
+      if (req.delta == nullptr) keys_.emplace(k, req.key);  // a new group joins the index
       fields[kRevisionField] = std::to_string(r.revision);
       if (!req.lockToken.empty() && req.lockTtlMs > 0) l = Lock{req.lockToken, now + req.lockTtlMs};
     }
@@ -167,7 +171,7 @@ Result<TickLease> MemoryStore::tick_lease(const GroupKey& key, const std::string
     std::lock_guard<std::mutex> lock(mu_);
     Error e;
     if (injected_failure(e)) return Result<TickLease>::failure(e);
-    auto& t = tickers_[key.str()];
+    auto& t = locks_[key.str()];
     const Millis now = clock_();
     if (!t.token.empty() && t.expiresAt > now && t.token != token) return Result<TickLease>::success(TickLease{});
     t = Lock{token, now + ttl};
@@ -181,6 +185,115 @@ Result<TickLease> MemoryStore::tick_lease(const GroupKey& key, const std::string
   if (!l.ok()) return Result<TickLease>::failure(l.error);
   TickLease t{LeaseStatus::Changed, l.value->state.storeRevision, std::move(*l.value)};
   return Result<TickLease>::success(std::move(t));
+}
+
+void MemoryStore::set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower) {
+  auto seen = dueRev_.find(g);
+  const int64_t seenRev = seen == dueRev_.end() ? -1 : seen->second;
+  if (lower) {
+    auto cur = due_.find(g);
+    if (cur == due_.end() || *due < cur->second) due_[g] = *due;
+    if (rev > seenRev) dueRev_[g] = rev;
+    return;
+  }
+  if (seenRev > rev) return;
+  if (!due) {
+    due_.erase(g);
+    dueRev_.erase(g);
+  } else {
+    due_[g] = *due;
+    dueRev_[g] = rev;
+  }
+}
+
+Result<bool> MemoryStore::finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
+                                               int64_t revision) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  const auto seen = dueRev_.find(key.str());
+  const bool applied = seen == dueRev_.end() || seen->second <= revision;
+  set_deadline_locked(key.str(), due, revision, false);
+  if (!token.empty()) {
+    auto& l = locks_[key.str()];
+    if (l.token == token) l = Lock{};
+  }
+  return Result<bool>::success(applied);
+}
+
+Result<PodBeat> MemoryStore::pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<PodBeat>::failure(e);
+  PodBeat b;
+  b.storeTimeMs = clock_();
+  if (!podId.empty()) pods_[podId] = b.storeTimeMs + leaseMs;
+  for (auto it = pods_.begin(); it != pods_.end();) {
+    if (it->second <= b.storeTimeMs) {
+      it = pods_.erase(it);
+    } else {
+      b.livePods.push_back(it->first);
+      ++it;
+    }
+  }
+  std::vector<std::pair<Millis, std::string>> due;
+  for (const auto& [g, t] : due_)
+    if (t <= b.storeTimeMs) due.emplace_back(t, g);
+  std::sort(due.begin(), due.end());
+  for (const auto& [t, g] : due) {
+    if (b.due.size() >= dueLimit) break;
+    const auto slash = g.find('/');
+    b.due.push_back({g.substr(0, slash), g.substr(slash + 1)});
+  }
+  return Result<PodBeat>::success(std::move(b));
+}
+
+Result<bool> MemoryStore::pod_leave(const std::string& podId) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  return Result<bool>::success(pods_.erase(podId) == 1);
+}
+
+Result<int64_t> MemoryStore::index_missing_deadlines(Millis now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<int64_t>::failure(e);
+  int64_t added = 0;
+  for (const auto& [k, key] : keys_)
+    if (due_.emplace(k, now).second) ++added;
+  return Result<int64_t>::success(added);
+}
+
+Result<DeleteStatus> MemoryStore::delete_group(const GroupKey& key, int64_t expectedRevision) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<DeleteStatus>::failure(e);
+  auto it = groups_.find(key.str());
+  if (it == groups_.end() || !it->second.count(kGroupField)) return Result<DeleteStatus>::success(DeleteStatus::NotFound);
+  const int64_t rev = std::atoll(it->second[kRevisionField].c_str());
+  if (rev != expectedRevision) return Result<DeleteStatus>::success(DeleteStatus::Conflict);
+  it->second.clear();
+  it->second[kRevisionField] = std::to_string(rev + 1);
+  locks_.erase(key.str());
+  keys_.erase(key.str());
+  set_deadline_locked(key.str(), std::nullopt, rev + 1, false);
+  tracker_.observe(key, rev + 1, 0);
+  return Result<DeleteStatus>::success(DeleteStatus::Deleted);
+}
+
+Result<int64_t> MemoryStore::count_stream_groups(const std::string& streamPrefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<int64_t>::failure(e);
+  int64_t n = 0;
+  for (const auto& [k, key] : keys_) n += key.streamPrefix == streamPrefix;
+  return Result<int64_t>::success(n);
+}
+
+std::map<std::string, Millis> MemoryStore::deadlines() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return due_;
 }
 
 Result<std::vector<GroupKey>> MemoryStore::list_groups() {
@@ -276,7 +389,9 @@ void MemoryStore::clear() {
   groups_.clear();
   keys_.clear();
   locks_.clear();
-  tickers_.clear();
+  due_.clear();
+  dueRev_.clear();
+  pods_.clear();
   streams_.clear();
 }
 int64_t MemoryStore::calls() const {

@@ -13,7 +13,7 @@ namespace rsc::store {
 
 class MemoryStore : public GroupStore {
  public:
-  // `clock` gives milliseconds for lock expiry; by default a steady clock.
+  // `clock` gives the store's time in ms (lock and pod leases, deadlines); by default the wall clock.
   explicit MemoryStore(std::function<Millis()> clock = {}, LogFn log = {});
 
   Result<Loaded> load(const GroupKey& key) override;
@@ -24,6 +24,13 @@ class MemoryStore : public GroupStore {
   Result<bool> unlock(const GroupKey& key, const std::string& token) override;
   Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
                                int64_t knownRevision) override;
+  Result<bool> finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
+                                    int64_t revision) override;
+  Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) override;
+  Result<bool> pod_leave(const std::string& podId) override;
+  Result<int64_t> index_missing_deadlines(Millis now) override;
+  Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision) override;
+  Result<int64_t> count_stream_groups(const std::string& streamPrefix) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
@@ -41,6 +48,8 @@ class MemoryStore : public GroupStore {
   void replace_raw(const GroupKey& key, FieldMap fields);  // e.g. restore an older snapshot
   void clear();                                             // a restart without persistence
   int64_t calls() const;
+  // The deadline index as stored (tests look at it).
+  std::map<std::string, Millis> deadlines() const;
 
  private:
   bool injected_failure(Error& e);
@@ -53,7 +62,10 @@ class MemoryStore : public GroupStore {
   std::map<std::string, FieldMap> groups_;  // by GroupKey::str()
   std::map<std::string, GroupKey> keys_;
   std::map<std::string, Lock> locks_;
-  std::map<std::string, Lock> tickers_;
+  std::map<std::string, Millis> due_;        // the deadline index
+  std::map<std::string, int64_t> dueRev_;    // the revisions it reflects
+  std::map<std::string, Millis> pods_;       // pod -> lease end
+  void set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower);
   std::map<std::string, protocol::StreamMetadata> streams_;
   int failNext_ = 0;
   ErrorKind failKind_ = ErrorKind::Retryable;

@@ -48,13 +48,16 @@ RedisStore::RedisStore(RedisOptions opts)
       extend_{scripts::kExtend, {}},
       putStream_{scripts::kPutStream, {}},
       tickLease_{scripts::kTickLease, {}},
+      setDeadline_{scripts::kSetDeadline, {}},
+      podBeat_{scripts::kPodBeat, {}},
+      deleteGroup_{scripts::kDeleteGroup, {}},
       tracker_(opts.log) {
   keys_.ns = opts_.ns;
   conn_.on_connect([this](RedisConnection& c) { return load_scripts(c); });
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_, &tickLease_}) {
+  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -84,7 +87,7 @@ std::vector<Result<Value>> RedisStore::run(const std::vector<Command>& cmds) {
   // Scripts are gone (Redis restarted under a live connection, or SCRIPT FLUSH): load, rerun.
   ++scriptReloads_;
   if (opts_.log) opts_.log("store: scripts missing in Redis (NOSCRIPT); reloading");
-  std::vector<const Script*> all{&cas_, &unlock_, &extend_, &putStream_, &tickLease_};
+  std::vector<const Script*> all{&cas_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_};
   std::map<std::string, const Script*> bySha;
   for (auto* s : all) bySha[s->sha] = s;
   if (auto e = load_scripts(conn_)) {
@@ -102,25 +105,43 @@ std::vector<Result<Value>> RedisStore::run(const std::vector<Command>& cmds) {
   return out;
 }
 
+Result<Loaded> RedisStore::loaded_from(const GroupKey& key, const FieldMap& fields) {
+  using R = Result<Loaded>;
+  Loaded out;
+  if (fields.empty() || (fields.size() == 1 && fields.count(kRevisionField))) {
+    // Never written, or deleted: a deleted group keeps only its revision.
+    out.state.streamPrefix = key.streamPrefix;
+    out.state.consumerGroup = key.consumerGroup;
+    if (auto rev = fields.find(kRevisionField); rev != fields.end()) {
+      char* end = nullptr;
+      out.state.storeRevision = std::strtoll(rev->second.c_str(), &end, 10);
+      if (rev->second.empty() || *end != '\0' || out.state.storeRevision < 0)
+        return R::failure(ErrorKind::Corrupt, "group " + key.str() + ": field 'rev': '" + rev->second + "' is not a revision");
+    }
+    out.rollback = tracker_.observe(key, out.state.storeRevision, 0);
+    return R::success(std::move(out));
+  }
+  auto g = decode_group(key, fields);
+  if (!g.ok()) return R::failure(g.error);
+  out.exists = true;
+  out.state = std::move(*g.value);
+  out.rollback = tracker_.observe(key, out.state.storeRevision, out.state.groupEpoch);
+  return R::success(std::move(out));
+}
+
 Result<Loaded> RedisStore::load(const GroupKey& key) {
   using R = Result<Loaded>;
   auto r = run({{"HGETALL", keys_.group_state(key)}}).front();
   if (!r.ok()) return R::failure(r.error);
   auto fields = field_map(*r.value);
   if (!fields) return reply_failure<Loaded>(*r.value, "load " + key.str());
-  Loaded out;
-  if (fields->empty()) {
-    out.state.streamPrefix = key.streamPrefix;
-    out.state.consumerGroup = key.consumerGroup;
-    out.rollback = tracker_.observe(key, 0, 0);
-    return R::success(std::move(out));
-  }
-  auto g = decode_group(key, *fields);
-  if (!g.ok()) return R::failure(g.error);
-  out.exists = true;
-  out.state = std::move(*g.value);
-  out.rollback = tracker_.observe(key, out.state.storeRevision, out.state.groupEpoch);
-  return R::success(std::move(out));
+  return loaded_from(key, *fields);
+}
+
+Command RedisStore::deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const {
+  return evalsha(setDeadline_, {keys_.deadlines(), keys_.deadline_revisions()},
+                 {key.str(), due ? std::to_string(*due) : std::string(), std::to_string(revision),
+                  lower ? "lower" : "set"});
 }
 
 std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<CasRequest>& batch) {
@@ -142,9 +163,13 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
     }
     args.push_back(std::to_string(w.del.size()));
     for (const auto& f : w.del) args.push_back(f);
+    // Lowering the deadline index goes first: if the write is lost after it, an early deadline
+    // only costs one look at the group.
+    if (req.lowerDeadlineTo)
+      cmds.push_back(deadline_command(req.key, req.lowerDeadlineTo, req.expectedRevision + 1, /*lower=*/true));
     casIndex.push_back(cmds.size());
     cmds.push_back(evalsha(cas_, {keys_.group_state(req.key), keys_.group_lock(req.key)}, std::move(args)));
-    if (req.expectedRevision == 0) {  // a new group: make it discoverable (idempotent)
+    if (req.delta == nullptr) {  // a new (or recreated) group: make it discoverable (idempotent)
       cmds.push_back({"SADD", keys_.group_index(), req.key.str()});
       cmds.push_back({"SADD", keys_.stream_groups(req.key.streamPrefix), req.key.consumerGroup});
     }
@@ -178,13 +203,15 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
           out.push_back(R::failure(ErrorKind::Fatal, "cas " + req.key.str() + ": malformed conflict reply"));
           continue;
         }
-        auto g = decode_group(req.key, *fields);
-        if (!g.ok()) {
-          out.push_back(R::failure(g.error));
-          continue;
+        if (!fields->empty() && !(fields->size() == 1 && fields->count(kRevisionField))) {
+          auto g = decode_group(req.key, *fields);
+          if (!g.ok()) {
+            out.push_back(R::failure(g.error));
+            continue;
+          }
+          epoch = g.value->groupEpoch;
+          r.current = std::move(*g.value);
         }
-        epoch = g.value->groupEpoch;
-        r.current = std::move(*g.value);
       }
     } else if (st == "LOCKED") {
       r.status = CasStatus::Locked;
@@ -226,7 +253,7 @@ Result<TickLease> RedisStore::tick_lease(const GroupKey& key, const std::string&
                                          int64_t knownRevision) {
   using R = Result<TickLease>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  auto r = run({evalsha(tickLease_, {keys_.group_state(key), keys_.group_ticker(key)},
+  auto r = run({evalsha(tickLease_, {keys_.group_state(key), keys_.group_lock(key)},
                         {token, std::to_string(ttl), std::to_string(knownRevision)})})
                .front();
   if (!r.ok()) return R::failure(r.error);
@@ -242,22 +269,102 @@ Result<TickLease> RedisStore::tick_lease(const GroupKey& key, const std::string&
     return R::success(t);
   }
   t.status = LeaseStatus::Changed;
-  Loaded l;
   auto fields = v.elements.size() > 2 ? field_map(v.elements[2]) : std::optional<FieldMap>(FieldMap{});
   if (!fields) return R::failure(ErrorKind::Fatal, "tick lease " + key.str() + ": malformed reply");
-  if (fields->empty()) {
-    l.state.streamPrefix = key.streamPrefix;
-    l.state.consumerGroup = key.consumerGroup;
-    l.rollback = tracker_.observe(key, 0, 0);
-  } else {
-    auto g = decode_group(key, *fields);
-    if (!g.ok()) return R::failure(g.error);
-    l.exists = true;
-    l.state = std::move(*g.value);
-    l.rollback = tracker_.observe(key, l.state.storeRevision, l.state.groupEpoch);
-  }
-  t.loaded = std::move(l);
+  auto l = loaded_from(key, *fields);
+  if (!l.ok()) return R::failure(l.error);
+  t.loaded = std::move(*l.value);
   return R::success(std::move(t));
+}
+
+Result<bool> RedisStore::finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
+                                              int64_t revision) {
+  if (auto e = ensure_scripts()) return Result<bool>::failure(*e);
+  std::vector<Command> cmds{deadline_command(key, due, revision, /*lower=*/false)};
+  if (!token.empty()) cmds.push_back(evalsha(unlock_, {keys_.group_lock(key)}, {token}));
+  auto r = run(cmds);
+  for (auto& x : r) {
+    if (!x.ok()) return Result<bool>::failure(x.error);
+    if (x.value->is_error()) return reply_failure<bool>(*x.value, "deadline " + key.str());
+  }
+  return Result<bool>::success(r.front().value->integer == 1);
+}
+
+Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) {
+  using R = Result<PodBeat>;
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  auto r = run({evalsha(podBeat_, {keys_.pods(), keys_.deadlines()},
+                        {podId, std::to_string(leaseMs), std::to_string(dueLimit)})})
+               .front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.size() != 3 || v.elements[1].type != Value::Type::Array ||
+      v.elements[2].type != Value::Type::Array)
+    return reply_failure<PodBeat>(v, "pod beat");
+  PodBeat b;
+  b.storeTimeMs = as_int(v.elements[0]).value_or(0);
+  for (const auto& p : v.elements[1].elements) b.livePods.push_back(p.str);
+  std::sort(b.livePods.begin(), b.livePods.end());
+  for (const auto& g : v.elements[2].elements) {
+    const auto slash = g.str.find('/');
+    if (slash != std::string::npos) b.due.push_back({g.str.substr(0, slash), g.str.substr(slash + 1)});
+  }
+  return R::success(std::move(b));
+}
+
+Result<bool> RedisStore::pod_leave(const std::string& podId) {
+  auto r = run({{"ZREM", keys_.pods(), podId}}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->is_error()) return reply_failure<bool>(*r.value, "pod leave");
+  return Result<bool>::success(r.value->integer == 1);
+}
+
+Result<int64_t> RedisStore::index_missing_deadlines(Millis now) {
+  using R = Result<int64_t>;
+  auto groups = list_groups();
+  if (!groups.ok()) return R::failure(groups.error);
+  int64_t added = 0;
+  constexpr std::size_t kChunk = 500;
+  for (std::size_t i = 0; i < groups.value->size(); i += kChunk) {
+    Command c{"ZADD", keys_.deadlines(), "NX"};
+    for (std::size_t j = i; j < std::min(groups.value->size(), i + kChunk); ++j) {
+      c.push_back(std::to_string(now));
+      c.push_back((*groups.value)[j].str());
+    }
+    auto r = run({c}).front();
+    if (!r.ok()) return R::failure(r.error);
+    if (r.value->is_error()) return reply_failure<int64_t>(*r.value, "index deadlines");
+    added += r.value->integer;
+  }
+  return R::success(added);
+}
+
+Result<DeleteStatus> RedisStore::delete_group(const GroupKey& key, int64_t expectedRevision) {
+  using R = Result<DeleteStatus>;
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  auto r = run({evalsha(deleteGroup_, {keys_.group_state(key), keys_.group_lock(key)}, {std::to_string(expectedRevision)})})
+               .front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.size() != 2) return reply_failure<DeleteStatus>(v, "delete " + key.str());
+  const auto rev = as_int(v.elements[1]).value_or(0);
+  tracker_.observe(key, rev, 0);
+  if (v.elements[0].str == "NOTFOUND") return R::success(DeleteStatus::NotFound);
+  if (v.elements[0].str == "CONFLICT") return R::success(DeleteStatus::Conflict);
+  // The state is gone: now its index entries (other slots, so not in the same script).
+  auto rest = run({{"SREM", keys_.group_index(), key.str()},
+                   {"SREM", keys_.stream_groups(key.streamPrefix), key.consumerGroup},
+                   deadline_command(key, std::nullopt, rev, /*lower=*/false)});
+  for (auto& x : rest)
+    if (!x.ok()) return R::failure(x.error);
+  return R::success(DeleteStatus::Deleted);
+}
+
+Result<int64_t> RedisStore::count_stream_groups(const std::string& streamPrefix) {
+  auto r = run({{"SCARD", keys_.stream_groups(streamPrefix)}}).front();
+  if (!r.ok()) return Result<int64_t>::failure(r.error);
+  if (r.value->type != Value::Type::Integer) return reply_failure<int64_t>(*r.value, "count groups");
+  return Result<int64_t>::success(r.value->integer);
 }
 
 Result<std::vector<GroupKey>> RedisStore::list_groups() {

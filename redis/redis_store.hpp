@@ -4,6 +4,7 @@
 
 #include "redis/connection.hpp"
 #include "redis/keys.hpp"
+#include "redis/state_codec.hpp"
 #include "redis/store.hpp"
 
 namespace rsc::store {
@@ -20,6 +21,13 @@ class RedisStore : public GroupStore {
   Result<bool> unlock(const GroupKey& key, const std::string& token) override;
   Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
                                int64_t knownRevision) override;
+  Result<bool> finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
+                                    int64_t revision) override;
+  Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) override;
+  Result<bool> pod_leave(const std::string& podId) override;
+  Result<int64_t> index_missing_deadlines(Millis now) override;
+  Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision) override;
+  Result<int64_t> count_stream_groups(const std::string& streamPrefix) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
@@ -45,7 +53,11 @@ class RedisStore : public GroupStore {
   RedisOptions opts_;
   KeySpace keys_;
   RedisConnection conn_;
-  Script cas_, unlock_, extend_, putStream_, tickLease_;
+  // A group's hash as read: absent, deleted (only its revision left) or a state.
+  Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
+  Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;
+
+  Script cas_, unlock_, extend_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

@@ -80,7 +80,8 @@ redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1)
 return {'CREATED', n, 1}
 )lua";
 
-// KEYS[1] group state hash, KEYS[2] tick lease; ARGV token, ttl ms, known revision.
+// KEYS[1] group state hash, KEYS[2] group mutex; ARGV token, ttl ms, known revision.
+// Takes the mutex for deadline work (or extends it when it is ours already).
 // -> {"LOCKED"} | {"SAME", rev} | {"CHANGED", rev, HGETALL}
 inline constexpr const char* kTickLease = R"lua(
 local holder = redis.call('GET', KEYS[2])
@@ -91,6 +92,58 @@ local rev = 0
 if raw then rev = tonumber(raw) or -1 end
 if rev == tonumber(ARGV[3]) then return {'SAME', rev} end
 return {'CHANGED', rev, redis.call('HGETALL', KEYS[1])}
+)lua";
+
+// KEYS[1] deadline index (zset group -> due ms), KEYS[2] the revisions it reflects (hash).
+// ARGV group, due ('' = none), revision, mode.
+// mode 'lower': due = min(current, ARGV[2]) and the revision is raised; always applied (an earlier
+// deadline is always safe). mode 'set': applied unless the index reflects a newer revision.
+// -> 1 applied | 0 not (newer revision there)
+inline constexpr const char* kSetDeadline = R"lua(
+local g = ARGV[1]
+local rev = tonumber(ARGV[3])
+local seen = tonumber(redis.call('HGET', KEYS[2], g) or '-1')
+if ARGV[4] == 'lower' then
+  local cur = redis.call('ZSCORE', KEYS[1], g)
+  if (not cur) or tonumber(ARGV[2]) < tonumber(cur) then redis.call('ZADD', KEYS[1], ARGV[2], g) end
+  if rev > seen then redis.call('HSET', KEYS[2], g, rev) end
+  return 1
+end
+if seen > rev then return 0 end
+if ARGV[2] == '' then
+  redis.call('ZREM', KEYS[1], g)
+  redis.call('HDEL', KEYS[2], g)
+else
+  redis.call('ZADD', KEYS[1], ARGV[2], g)
+  redis.call('HSET', KEYS[2], g, rev)
+end
+return 1
+)lua";
+
+// KEYS[1] pod registry (zset pod -> lease end), KEYS[2] deadline index. ARGV pod id ('' = only
+// read), lease ms, due limit. The store's clock decides: leases and deadlines are on it.
+// -> {now_ms, {live pods}, {due groups}}
+inline constexpr const char* kPodBeat = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[1] ~= '' then redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local pods = redis.call('ZRANGE', KEYS[1], 0, -1)
+local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+return {now, pods, due}
+)lua";
+
+// KEYS[1] group state hash, KEYS[2] group mutex; ARGV expected revision.
+// The state goes, its revision stays (it must never go back for pods that remember it).
+// -> {"DELETED", rev} | {"CONFLICT", rev} | {"NOTFOUND", rev}
+inline constexpr const char* kDeleteGroup = R"lua(
+local raw = redis.call('HGET', KEYS[1], 'rev')
+local rev = tonumber(raw or '0') or 0
+if redis.call('HEXISTS', KEYS[1], 'g') == 0 then return {'NOTFOUND', rev} end
+if rev ~= tonumber(ARGV[1]) then return {'CONFLICT', rev} end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'rev', rev + 1)
+return {'DELETED', rev + 1}
 )lua";
 
 }  // namespace rsc::store::scripts

@@ -77,6 +77,10 @@ struct CasRequest {
   std::string lockToken;
   Millis lockTtlMs = 2000;
   bool returnStateOnConflict = true;  // saves the reload round trip after a conflict
+  // The write brings the group's next deadline earlier than the stored state's (or gives a group
+  // without one a deadline): the deadline index is lowered to this, in the same round trip, before
+  // the write (lowering is always safe, even if the write then loses).
+  std::optional<Millis> lowerDeadlineTo;
 };
 
 enum class CasStatus { Written, Conflict, Locked };
@@ -89,14 +93,23 @@ struct CasResult {
   Rollback rollback;
 };
 
-// Tick duty: one pod at a time ticks a group (lease with SET PX, renewed by the holder), and
-// learns in the same round trip whether the group moved since the revision it knows.
+// Deadline work: one pod at a time does it for a group, holding the group mutex (SET PX with its
+// token, taken or extended), and learns in the same round trip whether the group moved since the
+// revision it knows.
 enum class LeaseStatus { NotHolder, Unchanged, Changed };
 struct TickLease {
   LeaseStatus status = LeaseStatus::NotHolder;
   int64_t revision = 0;
   std::optional<Loaded> loaded;  // when Changed
 };
+
+struct PodBeat {
+  Millis storeTimeMs = 0;
+  std::vector<std::string> livePods;
+  std::vector<GroupKey> due;
+};
+
+enum class DeleteStatus { Deleted, Conflict, NotFound };
 
 class GroupStore {
  public:
@@ -116,7 +129,26 @@ class GroupStore {
   virtual Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
                                        int64_t knownRevision) = 0;
 
-  // Every group ever written, so a restarted pod resumes ticking them.
+  // The end of deadline work: the group's entry in the deadline index becomes `due` (nullopt:
+  // removed) unless the index already reflects a newer revision than `revision`, and the mutex
+  // is released (when `token` is not empty). One round trip.
+  virtual Result<bool> finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
+                                            int64_t revision) = 0;
+
+  // This pod is alive for `leaseMs` more (on the store's clock); answers the store's time, the
+  // live pods and up to `dueLimit` groups whose deadline has come. An empty podId only reads.
+  virtual Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) = 0;
+  virtual Result<bool> pod_leave(const std::string& podId) = 0;
+  // Gives every group of the group index that has no entry in the deadline index one, due at
+  // `now` (groups written before the index existed, or a write whose index update was lost).
+  virtual Result<int64_t> index_missing_deadlines(Millis now) = 0;
+
+  // Deletes the group's state at `expectedRevision` (its revision is kept, so that it never goes
+  // back), its mutex, and its entries in the group, stream and deadline indexes.
+  virtual Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision) = 0;
+  virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
+
+  // Every group ever written (and not deleted), so a restarted pod finds them.
   virtual Result<std::vector<GroupKey>> list_groups() = 0;
   virtual Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) = 0;
 

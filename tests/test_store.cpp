@@ -44,6 +44,17 @@ class Forward : public GroupStore {
   Result<TickLease> tick_lease(const GroupKey& k, const std::string& t, Millis ttl, int64_t rev) override {
     return s_.tick_lease(k, t, ttl, rev);
   }
+  Result<bool> finish_deadline_work(const GroupKey& k, const std::string& t, std::optional<Millis> due,
+                                    int64_t rev) override {
+    return s_.finish_deadline_work(k, t, due, rev);
+  }
+  Result<PodBeat> pod_beat(const std::string& p, Millis lease, std::size_t limit) override {
+    return s_.pod_beat(p, lease, limit);
+  }
+  Result<bool> pod_leave(const std::string& p) override { return s_.pod_leave(p); }
+  Result<int64_t> index_missing_deadlines(Millis now) override { return s_.index_missing_deadlines(now); }
+  Result<DeleteStatus> delete_group(const GroupKey& k, int64_t rev) override { return s_.delete_group(k, rev); }
+  Result<int64_t> count_stream_groups(const std::string& p) override { return s_.count_stream_groups(p); }
   Result<std::vector<GroupKey>> list_groups() override { return s_.list_groups(); }
   Result<std::vector<std::string>> list_stream_groups(const std::string& p) override {
     return s_.list_stream_groups(p);
@@ -63,6 +74,7 @@ struct MemoryBackend {
   void set_raw(const GroupKey& k, const std::string& f, const std::string& v) { store.set_raw_field(k, f, v); }
   FieldMap raw(const GroupKey& k) { return store.raw(k); }
   void replace_raw(const GroupKey& k, const FieldMap& m) { store.replace_raw(k, m); }
+  void wait_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 };
 
 struct RedisBackend {
@@ -94,6 +106,7 @@ struct RedisBackend {
     }
     if (!m.empty()) a.command(c);
   }
+  void wait_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 };
 
 const GroupKey kKey{"orders", "billing"};
@@ -126,6 +139,15 @@ CasRequest create(const GroupKey& key, const group::GroupState& s) {
   r.key = key;
   r.expectedRevision = 0;
   r.next = &s;
+  return r;
+}
+
+// A write at `rev` that rewrites the group's fields.
+CasRequest update(const GroupKey& key, const group::GroupState& s, int64_t rev) {
+  static const group::Delta groupOnly{true, {}, {}};
+  CasRequest r = create(key, s);
+  r.expectedRevision = rev;
+  r.delta = &groupOnly;
   return r;
 }
 
@@ -269,6 +291,90 @@ TYPED_TEST(StoreContract, OnePodAtATimeHoldsTheTickLeaseAndLearnsWhetherTheGroup
   EXPECT_EQ(p1->tick_lease(kKey, "pod-1", 5000, 1).value->status, LeaseStatus::Unchanged);
 }
 
+TYPED_TEST(StoreContract, DeadlineWorkHoldsTheGroupMutexAndReleasesItWhenDone) {
+  auto p1 = this->backend.pod();
+  auto p2 = this->backend.pod();
+  ASSERT_EQ(p1->tick_lease(kKey, "pod-1", 5000, 0).value->status, LeaseStatus::Unchanged);
+  EXPECT_FALSE(*p2->try_lock(kKey, "pod-2", 5000).value) << "the lease is the group mutex";
+  ASSERT_TRUE(p1->finish_deadline_work(kKey, "pod-1", std::nullopt, 0).ok());
+  EXPECT_NE(p2->tick_lease(kKey, "pod-2", 5000, 0).value->status, LeaseStatus::NotHolder) << "released when done";
+}
+
+TYPED_TEST(StoreContract, TheDeadlineIndexIsLoweredByWritersAndSetOnlyFromTheNewestRevision) {
+  auto p1 = this->backend.pod();
+  auto p2 = this->backend.pod();
+  auto s = sample_group();
+  auto req = create(kKey, s);
+  req.lowerDeadlineTo = 5000;
+  ASSERT_EQ(p1->compare_and_set(req).value->status, CasStatus::Written);
+  auto beat = p1->pod_beat("", 1000, 100);
+  ASSERT_TRUE(beat.ok()) << beat.error.message;
+  const Millis now = beat.value->storeTimeMs;
+  // The owner looked at revision 1 and set the next deadline far ahead...
+  ASSERT_TRUE(*p2->finish_deadline_work(kKey, "", now + 60'000, 1).value);
+  EXPECT_TRUE(p1->pod_beat("", 1000, 100).value->due.empty());
+  // ...a writer at revision 2 brings it earlier (before its write, so even a lost write is safe)...
+  auto w = update(kKey, s, 1);
+  w.lowerDeadlineTo = now - 1;
+  ASSERT_EQ(p1->compare_and_set(w).value->status, CasStatus::Written);
+  // ...and an owner still working from revision 1 cannot push it back.
+  EXPECT_FALSE(*p2->finish_deadline_work(kKey, "", now + 60'000, 1).value);
+  auto due = p1->pod_beat("", 1000, 100).value->due;
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0], kKey);
+  // From revision 2 the owner may set it, or remove it when nothing is ever due.
+  EXPECT_TRUE(*p2->finish_deadline_work(kKey, "", std::nullopt, 2).value);
+  EXPECT_TRUE(p1->pod_beat("", 1000, 100).value->due.empty());
+}
+
+TYPED_TEST(StoreContract, PodsAreLiveForTheirLeaseOnTheStoresClock) {
+  auto p1 = this->backend.pod();
+  auto a = p1->pod_beat("pod-a", 60'000, 10);
+  ASSERT_TRUE(a.ok()) << a.error.message;
+  EXPECT_GT(a.value->storeTimeMs, 1'600'000'000'000) << "the store's clock, in ms";
+  auto b = p1->pod_beat("pod-b", 1, 10);
+  EXPECT_EQ(b.value->livePods, (std::vector<std::string>{"pod-a", "pod-b"}));
+  this->backend.wait_ms(20);
+  EXPECT_EQ(p1->pod_beat("", 0, 10).value->livePods, (std::vector<std::string>{"pod-a"})) << "pod-b's lease ran out";
+  EXPECT_TRUE(*p1->pod_leave("pod-a").value);
+  EXPECT_TRUE(p1->pod_beat("", 0, 10).value->livePods.empty());
+}
+
+TYPED_TEST(StoreContract, ADeletedGroupIsGoneFromEveryIndexButItsRevisionNeverGoesBack) {
+  auto pod = this->backend.pod();
+  const auto s = sample_group();
+  auto req = create(kKey, s);
+  req.lowerDeadlineTo = 1;
+  ASSERT_EQ(pod->compare_and_set(req).value->status, CasStatus::Written);
+  EXPECT_EQ(*pod->count_stream_groups("orders").value, 1);
+  EXPECT_EQ(*pod->delete_group(kKey, 0).value, DeleteStatus::Conflict) << "only at the revision it was judged at";
+  EXPECT_EQ(*pod->delete_group(kKey, 1).value, DeleteStatus::Deleted);
+  EXPECT_EQ(*pod->delete_group(kKey, 2).value, DeleteStatus::NotFound);
+  auto l = pod->load(kKey);
+  ASSERT_TRUE(l.ok()) << l.error.message;
+  EXPECT_FALSE(l.value->exists);
+  EXPECT_EQ(l.value->state.storeRevision, 2);
+  EXPECT_FALSE(l.value->rollback.detected);
+  EXPECT_TRUE(pod->list_groups().value->empty());
+  EXPECT_EQ(*pod->count_stream_groups("orders").value, 0);
+  EXPECT_TRUE(pod->pod_beat("", 0, 10).value->due.empty());
+  // Created again: it continues from the kept revision and is listed again.
+  auto again = create(kKey, s);
+  again.expectedRevision = 2;
+  ASSERT_EQ(pod->compare_and_set(again).value->status, CasStatus::Written);
+  EXPECT_EQ(pod->load(kKey).value->state.storeRevision, 3);
+  EXPECT_EQ(pod->list_groups().value->size(), 1u);
+}
+
+TYPED_TEST(StoreContract, GroupsWithoutADeadlineEntryAreIndexedOnce) {
+  auto pod = this->backend.pod();
+  for (const GroupKey& k : {GroupKey{"orders", "a"}, GroupKey{"orders", "b"}})
+    ASSERT_EQ(pod->compare_and_set(create(k, sample_group(k))).value->status, CasStatus::Written);
+  EXPECT_EQ(*pod->index_missing_deadlines(7).value, 2);
+  EXPECT_EQ(*pod->index_missing_deadlines(7).value, 0);
+  EXPECT_EQ(pod->pod_beat("", 0, 10).value->due.size(), 2u);
+}
+
 TYPED_TEST(StoreContract, AWriteWithLockTtlZeroOnlyChecksTheMutex) {
   auto p1 = this->backend.pod();
   auto p2 = this->backend.pod();
@@ -403,6 +509,8 @@ TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
   KeySpace k;
   const GroupKey g{"orders.v2", "billing:eu"};
   EXPECT_EQ(key_slot(k.group_state(g)), key_slot(k.group_lock(g)));
+  EXPECT_EQ(key_slot(k.pods()), key_slot(k.deadlines())) << "the pod script touches both";
+  EXPECT_EQ(key_slot(k.deadlines()), key_slot(k.deadline_revisions()));
   EXPECT_EQ(k.group_state(g), "rsc:{orders.v2/billing:eu}:state");
   EXPECT_EQ(k.shard_stream("orders", 3), "{orders:3}");
   // Shards of a stream spread over slots.
