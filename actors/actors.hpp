@@ -13,14 +13,28 @@ caf::actor spawn_store_actor(caf::actor_system& sys, std::shared_ptr<store::Grou
 
 // One consumer group: serializes its heartbeats, ticks and admin calls; never blocks; at most
 // one store write in flight.
-caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupActorConfig cfg, caf::actor store);
+// `gateway` is asked before the actor retires (idle for cfg.retireAfterMs); may be null.
+caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupActorConfig cfg, caf::actor store,
+                             caf::actor gateway = {});
 
-// Owns the registry of group actors: spawns one per group on first use and for every group in
-// the store's index (at start and periodically, so tick duty spreads over pods).
+// Owns the registry of group actors: spawns one per group on first use (a request, or the pod
+// finding the group due in the deadline index) and forgets it when it retires.
 // With several gateways (one per store connection) gateway `index` of `count` serves the groups
 // for which gateway_index() says so.
 caf::actor spawn_gateway(caf::actor_system& sys, GroupActorConfig cfg, caf::actor store, std::size_t index = 0,
                          std::size_t count = 1);
 std::size_t gateway_index(const store::GroupKey& key, std::size_t count);
+
+// The pod: renews its lease in the pod registry, keeps its clock on the store's, and hands every
+// due group whose duty is its own to `onDue`, every `beatMs`. Blocking: spawn it detached (tests
+// with the deterministic scheduler spawn it attached, over the in-memory store).
+struct PodActorConfig {
+  group::Millis beatMs = 500;
+  group::Millis podLeaseMs = 5000;
+  std::size_t dueLimit = 5000;
+  std::function<void(const store::GroupKey&)> onDue;
+};
+caf::actor spawn_pod_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store,
+                           std::shared_ptr<PodContext> pod, PodActorConfig cfg, bool detached);
 
 }  // namespace rsc::actors

@@ -20,10 +20,10 @@ caf::actor group_for(Self self, const store::GroupKey& key) {
   auto& st = self->state;
   auto it = st.groups.find(key.str());
   if (it != st.groups.end()) return it->second.second;
-  auto a = spawn_group_actor(self->system(), key, st.cfg, st.store);
+  auto a = spawn_group_actor(self->system(), key, st.cfg, st.store, caf::actor_cast<caf::actor>(self));
   self->monitor(a);
   st.groups.emplace(key.str(), std::make_pair(key, a));
-  if (st.cfg.metrics) st.cfg.metrics->groups(static_cast<double>(st.groups.size()));
+  if (st.cfg.metrics) st.cfg.metrics->group_actor_started();
   return a;
 }
 
@@ -37,7 +37,10 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
     for (auto it = groups.begin(); it != groups.end(); ++it) {
       if (it->second.second.address() == dm.source) {
         log::warn("group " + it->first + ": actor stopped (" + self->system().render(dm.reason) + "); respawned on next use");
-        if (self->state.cfg.metrics) self->state.cfg.metrics->forget_group(it->second.first.streamPrefix, it->second.first.consumerGroup);
+        if (self->state.cfg.metrics) {
+          self->state.cfg.metrics->forget_group(it->second.first.streamPrefix, it->second.first.consumerGroup);
+          self->state.cfg.metrics->group_actor_stopped(false);
+        }
         groups.erase(it);
         break;
       }
@@ -47,7 +50,6 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
     for (auto& [k, v] : self->state.groups) self->send_exit(v.second, em.reason);
     self->quit(em.reason);
   });
-  self->send(self, resume_atom::value);
   return {
       [=](hb_atom, const store::GroupKey& key, HeartbeatCall& c) {
         self->send(group_for(self, key), hb_atom::value, std::move(c));
@@ -58,32 +60,27 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
       [=](remove_atom, const store::GroupKey& key, RemoveCall& c) {
         self->send(group_for(self, key), remove_atom::value, std::move(c));
       },
-      [=](meta_atom, const protocol::StreamMetadata& m) {
-        for (auto& [k, v] : self->state.groups)
-          if (v.first.streamPrefix == m.streamPrefix) self->send(v.second, meta_atom::value, m);
+      [=](delete_atom, const store::GroupKey& key, DeleteCall& c) {
+        self->send(group_for(self, key), delete_atom::value, std::move(c));
       },
-      // Every group in the store's index gets an actor here, so this pod shares tick duty and a
-      // restarted pod resumes ticking. Repeated: groups created through other pods appear too,
-      // and so do stream changes made through them.
-      [=](resume_atom) {
-        auto me = caf::actor_cast<caf::actor>(self);
-        self->send(self->state.store, task_atom::value, StoreTask{[me](store::GroupStore& s) {
-                     auto r = s.list_groups();
-                     if (!r.ok()) return;
-                     caf::anon_send(me, groups_atom::value, *r.value);
-                     std::set<std::string> streams;
-                     for (const auto& k : *r.value) streams.insert(k.streamPrefix);
-                     for (const auto& p : streams) {
-                       auto m = s.get_stream(p);
-                       if (m.ok() && m.value->has_value()) caf::anon_send(me, meta_atom::value, **m.value);
-                     }
-                   }});
-        self->delayed_send(self, std::chrono::milliseconds(std::max<group::Millis>(1000, 5 * self->state.cfg.tickIntervalMs)),
-                           resume_atom::value);
+      // A stream grew: each of its groups learns it (spawned here if this pod had none).
+      [=](meta_atom, const store::GroupKey& key, const protocol::StreamMetadata& m) {
+        self->send(group_for(self, key), meta_atom::value, m);
       },
-      [=](groups_atom, const std::vector<store::GroupKey>& keys) {
-        for (const auto& k : keys)
-          if (gateway_index(k, self->state.count) == self->state.index) group_for(self, k);
+      [=](due_atom, const store::GroupKey& key) { self->send(group_for(self, key), due_atom::value); },
+      // An idle group actor asks to leave memory: it is forgotten here first, so nothing new
+      // reaches it; what the mailbox already holds it finishes before it quits.
+      [=](retire_atom, const store::GroupKey& key, const caf::actor& who) {
+        auto& groups = self->state.groups;
+        auto it = groups.find(key.str());
+        if (it == groups.end() || it->second.second != who) return;
+        self->demonitor(who);
+        groups.erase(it);
+        if (self->state.cfg.metrics) {
+          self->state.cfg.metrics->forget_group(key.streamPrefix, key.consumerGroup);
+          self->state.cfg.metrics->group_actor_stopped(true);
+        }
+        self->send(who, retired_atom::value);
       },
   };
 }

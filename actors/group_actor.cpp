@@ -1,7 +1,9 @@
-// The group actor: a thin shell around the pure core. It serializes one group's heartbeats, ticks
-// and admin calls in its mailbox, keeps the group's state cached, and writes every change through
-// the store's CAS with at most one write in flight. It never blocks: store calls are requests
-// whose answers come back as messages, and work that arrives meanwhile waits in a queue.
+// The group actor: a thin shell around the pure core. It serializes one group's heartbeats,
+// deadline work and admin calls in its mailbox, keeps the group's state cached, and writes every
+// change through the store's CAS with at most one write in flight. It never blocks: store calls
+// are requests whose answers come back as messages, and work that arrives meanwhile waits in a
+// queue. It has no timer of its own but the one that retires it when idle: its deadline work is
+// started by the pod (actors/pod_actor.cpp) when the store's deadline index says it is due.
 #include <chrono>
 #include <deque>
 #include <limits>
@@ -10,24 +12,25 @@
 #include "actors/log.hpp"
 #include "group/coordinator.hpp"
 #include "group/describe.hpp"
+#include "group/time_rules.hpp"
 #include "protocol/codec.hpp"
 
 namespace rsc::actors {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-// A store call that has not answered by then is treated as failed (RETRY), never waited on forever.
-constexpr auto kStoreTimeout = std::chrono::seconds(30);
 // Heartbeats of one group written together in one CAS, at most.
 constexpr std::size_t kMaxBatch = 64;
 using protocol::HeartbeatStatus;
 
 struct Work {
-  enum class Kind { Heartbeat, Tick, Describe, Remove, Metadata };
+  enum class Kind { Heartbeat, Tick, Describe, Remove, Metadata, Delete };
   Kind kind = Kind::Tick;
   HeartbeatCall hb;
   DescribeCall describe;
   RemoveCall remove;
+  DeleteCall del;
+  bool deadlineWork = false;  // a Tick started by the deadline index: ends by updating it
   protocol::StreamMetadata meta;
   int attempts = 0;
   SteadyClock::time_point arrived = SteadyClock::now();  // for the latency metric
@@ -43,6 +46,7 @@ struct GroupActorState {
   store::GroupKey key;
   GroupActorConfig cfg;
   caf::actor store;
+  caf::actor gateway;  // asked before this actor retires
   std::optional<group::GroupState> g;  // nullopt: load before use
   bool exists = false;
   group::Delta pending;  // changes made when adopting a loaded state, written with the next step
@@ -52,13 +56,16 @@ struct GroupActorState {
   std::deque<WorkPtr> queue;
   bool tickQueued = false;
   // What the store's past demands, re-applied to every state adopted until a write carries it.
-  group::Millis outageSince = 0;
   std::optional<int32_t> rollbackSeenEpoch;
-  // This actor expires nobody during its first lease: an outage that ended before it started
-  // (a pod restarted meanwhile) is invisible to it, and a healthy member's lease must not be
-  // judged by heartbeats the store could not take.
-  group::Millis startedAt = 0;
+  // The next deadline of the state at the cached revision (what the deadline index holds, or
+  // earlier): a write that brings it earlier lowers the index.
+  std::optional<group::Millis> storedDeadline;
+  std::optional<int64_t> groupsInStream;  // for a group that does not exist: from its last load
   std::map<std::string, group::Millis> revokeStarted;
+  // Retirement: an idle actor leaves memory.
+  group::Millis lastActivity = 0;
+  bool retireTimer = false;
+  bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
 };
 
 using Self = caf::stateful_actor<GroupActorState>*;
@@ -75,17 +82,10 @@ bool needs_fresh_state(const protocol::HeartbeatResponse& r, const group::Delta&
          r.status == HeartbeatStatus::INVALID_REQUEST || r.memberEpoch == -1;
 }
 
-group::Millis now(Self self) { return self->state.cfg.clock(); }
-
-// The core's config for expiry decisions: with expiry held back during this actor's first lease.
-group::Config expiry_config(Self self) {
-  auto c = self->state.cfg.core;
-  if (now(self) - self->state.startedAt < c.memberLeaseTtlMs) {
-    c.tombstoneRetentionMs = c.tombstone_retention();
-    c.memberLeaseTtlMs = std::numeric_limits<int32_t>::max();
-  }
-  return c;
-}
+group::Millis now(Self self) { return self->state.cfg.pod->now(); }
+group::TimeView time_view(Self self) { return self->state.cfg.pod->time_view(self->state.cfg.core); }
+auto store_deadline(Self self) { return std::chrono::milliseconds(self->state.cfg.storeDeadlineMs); }
+SteadyTime give_up_at(Self self) { return SteadyClock::now() + store_deadline(self); }
 
 protocol::HeartbeatResponse retry_response(Self self, const protocol::HeartbeatRequest& req, const std::string& why) {
   auto r = protocol::error_response(req.requestId, req.memberId, HeartbeatStatus::RETRY, why);
@@ -121,6 +121,7 @@ void fail(Self self, const WorkPtr& w, const store::Error& e) {
     }
     case Work::Kind::Describe: w->describe.done(store::Result<std::optional<std::string>>::failure(e)); break;
     case Work::Kind::Remove: w->remove.done(store::Result<bool>::failure(e)); break;
+    case Work::Kind::Delete: w->del.done(store::Result<store::GroupDeletion>::failure(e)); break;
     default: break;
   }
 }
@@ -128,13 +129,12 @@ void fail(Self self, const WorkPtr& w, const store::Error& e) {
 void store_failed(Self self, const store::Error& e) {
   auto& st = self->state;
   if (st.cfg.metrics) st.cfg.metrics->store_error(store::to_string(e.kind));
-  if (st.outageSince == 0 && e.kind == store::ErrorKind::Retryable) {
-    st.outageSince = now(self);
-    log::warn("group " + st.key.str() + ": store unavailable, answering RETRY: " + e.message);
-  } else if (e.kind != store::ErrorKind::Retryable) {
+  // An unreachable store is the pod's news (actors/pod_context.cpp logs it once); other errors
+  // are this group's.
+  if (e.kind != store::ErrorKind::Retryable)
     log::error("group " + st.key.str() + ": store error (" + store::to_string(e.kind) + "): " + e.message);
-  }
   st.g.reset();
+  st.storedDeadline.reset();
   st.pending = {};
   st.pendingEvents.clear();
   auto waiting = std::move(st.queue);
@@ -156,6 +156,7 @@ void merge(Self self, group::Outcome&& o) {
 void adopt(Self self, store::Loaded&& l, const std::optional<protocol::StreamMetadata>& stream) {
   auto& st = self->state;
   const auto t = now(self);
+  st.storedDeadline = group::next_deadline(l.state, st.cfg.core);
   st.g = std::move(l.state);
   st.exists = l.exists;
   st.pending = {};
@@ -168,7 +169,6 @@ void adopt(Self self, store::Loaded&& l, const std::optional<protocol::StreamMet
   }
   if (st.rollbackSeenEpoch && st.g->groupEpoch <= *st.rollbackSeenEpoch)
     merge(self, group::recover_from_rollback(std::move(*st.g), *st.rollbackSeenEpoch, st.cfg.core, t));
-  if (st.outageSince != 0) merge(self, group::resume_after_outage(std::move(*st.g), st.outageSince, t));
   if (stream && stream->metadataVersion > st.g->metadataVersion)
     merge(self, group::apply_metadata(std::move(*st.g), stream->shardCount, stream->metadataVersion, st.cfg.core, t));
 }
@@ -202,12 +202,24 @@ void log_and_measure(Self self, const std::vector<group::Event>& events, const g
   if (m) m->publish_group(st.key.streamPrefix, st.key.consumerGroup, g);
 }
 
-// Writes the step's result (and what adopting a loaded state changed), then answers.
 using Batch = std::vector<WorkPtr>;
+
+void finish_deadline_work(Self self);
+
+// After a write is stored (or when there was nothing to write).
+void after_stored(Self self, const Batch& ws) {
+  bool deadline = false;
+  for (const auto& w : ws) {
+    deadline = deadline || w->deadlineWork;
+    finish(self, w);
+  }
+  if (deadline) finish_deadline_work(self);
+}
 
 // Writes one step's result (for one work, or for a batch of heartbeats computed one after the
 // other on the same state) together with what adopting a loaded state changed; then answers them.
-void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds) {
+// `lockToken` non-empty: the write needs the group mutex to be free or ours (deadline work).
+void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
   auto& st = self->state;
   o.delta.merge(st.pending);
   std::vector<group::Event> events = std::move(st.pendingEvents);
@@ -216,20 +228,23 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
   st.pendingEvents.clear();
   if (o.delta.empty()) {
     st.g = std::move(o.state);
-    for (const auto& w : ws) finish(self, w);
-    return;
+    return after_stored(self, ws);
   }
   st.busy = true;
   CasCall call;
   call.key = st.key;
   call.expectedRevision = o.state.storeRevision;
+  // The deadline index must never be later than the stored state's next deadline.
+  const auto after = group::next_deadline(o.state, st.cfg.core);
+  if (after && (!st.exists || !st.storedDeadline || *after < *st.storedDeadline)) call.lowerDeadlineTo = *after;
   call.next = std::make_shared<group::GroupState>(std::move(o.state));
   if (st.exists) call.delta = std::make_shared<group::Delta>(std::move(o.delta));  // else: a full first write
-  call.lockToken = st.cfg.podToken;  // the mutex is checked, not held (lockTtlMs 0)
-  st.g.reset();                      // the cache is the write in flight until the store says so
+  call.lockToken = lockToken;  // checked, never taken here (lockTtlMs 0)
+  call.deadline = give_up_at(self);
+  st.g.reset();  // the cache is the write in flight until the store says so
   auto next = call.next;
   auto ev = std::make_shared<std::vector<group::Event>>(std::move(events));
-  self->request(st.store, kStoreTimeout, cas_atom::value, std::move(call))
+  self->request(st.store, store_deadline(self), cas_atom::value, std::move(call))
       .then(
           [=](CasReply& reply) {
             auto& s = self->state;
@@ -246,13 +261,10 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
                 s.g = std::move(*next);
                 s.g->storeRevision = r.revision;
                 s.exists = true;
-                if (s.outageSince != 0)
-                  log::info("group " + s.key.str() + ": store reachable again after " +
-                            std::to_string(now(self) - s.outageSince) + "ms; leases restarted from recovery");
-                s.outageSince = 0;  // the write carried the recovery (every write carries `pending`)
+                s.storedDeadline = after;
                 s.rollbackSeenEpoch.reset();
                 log_and_measure(self, *ev, *s.g, computeSeconds);
-                for (const auto& w : ws) finish(self, w);
+                after_stored(self, ws);
                 break;
               case store::CasStatus::Conflict:
               case store::CasStatus::Locked: {
@@ -295,26 +307,114 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
           });
 }
 
-void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSeconds) {
-  commit(self, Batch{w}, std::move(o), computeSeconds);
+void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
+  commit(self, Batch{w}, std::move(o), computeSeconds, lockToken);
+}
+
+// The error half of a store request with nothing of its own to answer: the store actor did not
+// reply (timeout, or it stopped), which is a store failure like any other.
+auto store_actor_failed(Self self) {
+  return [=](caf::error& err) {
+    self->state.busy = false;
+    store_failed(self, {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)});
+    pump(self);
+  };
+}
+
+// Deadline work ends by writing the group's next deadline to the index (from the revision just
+// judged) and releasing the group mutex, in one round trip.
+void finish_deadline_work(Self self) {
+  auto& st = self->state;
+  if (!st.g) return;
+  const auto tv = time_view(self);
+  FinishCall call{st.key, st.cfg.podToken,
+                  st.exists ? group::next_deadline(*st.g, st.cfg.core, tv.expiryHeldUntil) : std::nullopt,
+                  st.g->storeRevision};
+  st.busy = true;
+  self->request(st.store, store_deadline(self), finish_atom::value, std::move(call))
+      .then(
+          [=](FinishReply& r) {
+            self->state.busy = false;
+            if (!r.result.ok()) return store_failed(self, r.result.error), pump(self);
+            if (self->state.cfg.metrics) self->state.cfg.metrics->deadline_work("done");
+            pump(self);
+          },
+          store_actor_failed(self));
+}
+
+// The admin's delete, once judged on a state just read from the store.
+void start_delete(Self self, const WorkPtr& w) {
+  auto& st = self->state;
+  st.busy = true;
+  self->request(st.store, store_deadline(self), delete_atom::value, DeleteStoreCall{st.key, st.g->storeRevision})
+      .then(
+          [=](DeleteStoreReply& r) {
+            auto& s = self->state;
+            s.busy = false;
+            if (!r.result.ok()) {
+              fail(self, w, r.result.error);
+              store_failed(self, r.result.error);
+              return pump(self);
+            }
+            switch (*r.result.value) {
+              case store::DeleteStatus::Deleted:
+                log::info("group " + s.key.str() + ": deleted by admin");
+                s.g.reset();
+                s.exists = false;
+                s.storedDeadline.reset();
+                if (s.cfg.metrics) s.cfg.metrics->forget_group(s.key.streamPrefix, s.key.consumerGroup);
+                w->del.done(store::Result<store::GroupDeletion>::success(store::GroupDeletion::Deleted));
+                break;
+              case store::DeleteStatus::NotFound:
+                s.g.reset();
+                w->del.done(store::Result<store::GroupDeletion>::success(store::GroupDeletion::NotFound));
+                break;
+              case store::DeleteStatus::Conflict:  // written meanwhile: judge again on a fresh read
+                s.g.reset();
+                if (++w->attempts >= s.cfg.maxCasAttempts) {
+                  fail(self, w, {store::ErrorKind::Retryable, "group " + s.key.str() + " is contended; try again"});
+                } else {
+                  w->verified = false;
+                  s.queue.push_front(w);
+                }
+                break;
+            }
+            pump(self);
+          },
+          store_actor_failed(self));
 }
 
 void run_step(Self self, const WorkPtr& w) {
   auto& st = self->state;
   if (w->kind != Work::Kind::Heartbeat) st.justLoaded = false;
-  const auto t = now(self);
+  const auto tv = time_view(self);
+  const auto t = tv.now;
   const auto started = SteadyClock::now();
   auto seconds = [&] { return std::chrono::duration<double>(SteadyClock::now() - started).count(); };
   switch (w->kind) {
     case Work::Kind::Describe: return;  // served by start_describe
     case Work::Kind::Heartbeat: {
+      // The join of a group that does not exist yet may be refused by the groups-per-stream limit.
+      if (!st.exists && is_join(*w) && st.groupsInStream) {
+        if (auto refusal = group::refuse_new_group(static_cast<std::size_t>(*st.groupsInStream),
+                                                   st.cfg.maxGroupsPerStream, st.key.streamPrefix)) {
+          auto r = protocol::error_response(w->hb.req.requestId, w->hb.req.memberId, HeartbeatStatus::INVALID_REQUEST,
+                                            *refusal);
+          r.heartbeatIntervalMs = st.cfg.core.heartbeatIntervalMs;
+          w->response = std::move(r);
+          st.g.reset();  // counted again at the next join
+          st.pending = {};
+          st.pendingEvents.clear();
+          return finish(self, w);
+        }
+      }
       // Expiry is due whenever anything happens to the group, so the tick runs first, in the
       // same write. The heartbeats queued behind this one are computed on the same state and
       // written with it: one CAS for the batch (a busy group is not limited to one round trip
       // per heartbeat).
       const bool fresh = st.justLoaded;
       st.justLoaded = false;
-      auto ticked = group::tick(std::move(*st.g), expiry_config(self), t);
+      auto ticked = group::tick(std::move(*st.g), st.cfg.core, tv);
       group::Outcome total{std::move(ticked.state), std::move(ticked.delta), std::move(ticked.events)};
       Batch batch;
       WorkPtr next = w;
@@ -346,7 +446,7 @@ void run_step(Self self, const WorkPtr& w) {
         }
         next.reset();
         if (batch.size() < kMaxBatch && !st.queue.empty() && st.queue.front()->kind == Work::Kind::Heartbeat &&
-            t - st.queue.front()->arrivedMs <= st.cfg.core.memberLeaseTtlMs) {
+            !group::request_too_old(st.queue.front()->arrivedMs, t, st.cfg.core)) {
           next = st.queue.front();
           st.queue.pop_front();
         }
@@ -360,9 +460,9 @@ void run_step(Self self, const WorkPtr& w) {
       return commit(self, batch, std::move(total), s);
     }
     case Work::Kind::Tick: {
-      auto o = group::tick(std::move(*st.g), expiry_config(self), t);
+      auto o = group::tick(std::move(*st.g), st.cfg.core, tv);
       const double s = seconds();
-      return commit(self, w, std::move(o), s);
+      return commit(self, w, std::move(o), s, w->deadlineWork ? st.cfg.podToken : std::string());
     }
     case Work::Kind::Remove: {
       auto o = group::fence_member(std::move(*st.g), w->remove.memberId, "removed by admin", st.cfg.core, t);
@@ -375,29 +475,49 @@ void run_step(Self self, const WorkPtr& w) {
       const double s = seconds();
       return commit(self, w, std::move(o), s);
     }
+    case Work::Kind::Delete: {
+      switch (group::judge_delete(st.exists, *st.g, w->del.fenceMembers)) {
+        case group::DeleteVerdict::NotFound:
+          return w->del.done(store::Result<store::GroupDeletion>::success(store::GroupDeletion::NotFound));
+        case group::DeleteVerdict::HasLiveMembers:
+          return w->del.done(store::Result<store::GroupDeletion>::success(store::GroupDeletion::HasLiveMembers));
+        case group::DeleteVerdict::Delete: return start_delete(self, w);
+        case group::DeleteVerdict::FenceThenDelete: {
+          // Every live member is fenced first (written), then the delete is judged again.
+          group::Outcome o{std::move(*st.g), {}, {}};
+          std::vector<std::string> live;
+          for (const auto& [id, m] : o.state.members)
+            if (m.live()) live.push_back(id);
+          for (const auto& id : live) {
+            auto f = group::fence_member(std::move(o.state), id, "group deleted by admin", st.cfg.core, t);
+            o.state = std::move(f.state);
+            o.delta.merge(f.delta);
+            for (auto& e : f.events) o.events.push_back(std::move(e));
+          }
+          w->del.fenceMembers = false;
+          st.queue.push_front(w);
+          auto fenceWork = std::make_shared<Work>();
+          fenceWork->kind = Work::Kind::Tick;
+          return commit(self, fenceWork, std::move(o), seconds());
+        }
+      }
+      return;
+    }
   }
-}
-
-// The error half of a store request with nothing of its own to answer: the store actor did not
-// reply (timeout, or it stopped), which is a store failure like any other.
-auto store_actor_failed(Self self) {
-  return [=](caf::error& err) {
-    self->state.busy = false;
-    store_failed(self, {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)});
-    pump(self);
-  };
 }
 
 void start_load(Self self) {
   auto& st = self->state;
   st.busy = true;
-  const bool create = !st.queue.empty() && is_join(*st.queue.front());
-  self->request(st.store, kStoreTimeout, load_atom::value, LoadCall{st.key, st.cfg.defaultShardCount, create})
+  LoadCall call{st.key, st.cfg.defaultShardCount, false, st.cfg.maxGroupsPerStream > 0, give_up_at(self)};
+  call.createStream = !st.queue.empty() && is_join(*st.queue.front());
+  self->request(st.store, store_deadline(self), load_atom::value, std::move(call))
       .then(
           [=](LoadReply& r) {
             self->state.busy = false;
             if (!r.loaded.ok()) return store_failed(self, r.loaded.error), pump(self);
             if (!r.stream.ok()) return store_failed(self, r.stream.error), pump(self);
+            self->state.groupsInStream = r.groupsInStream;
             adopt(self, std::move(*r.loaded.value), *r.stream.value);
             self->state.justLoaded = true;
             pump(self);
@@ -405,23 +525,33 @@ void start_load(Self self) {
           store_actor_failed(self));
 }
 
-// Tick duty: only the pod holding the group's tick lease ticks it; the same round trip says
-// whether another pod changed the group since this cache.
+// Deadline work: the pod's deadline index said this group is due and this pod has the duty.
+// Holding the group mutex (so no other pod judges the same deadlines at the same time), it learns
+// in the same round trip whether another pod changed the group since this cache.
 void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
-  LeaseCall call{st.key, st.cfg.podToken, st.cfg.mutexTtlMs, st.g ? st.g->storeRevision : -1};
-  self->request(st.store, kStoreTimeout, lease_atom::value, std::move(call))
+  LeaseCall call{st.key, st.cfg.podToken, st.cfg.mutexTtlMs, st.g ? st.g->storeRevision : -1, give_up_at(self)};
+  self->request(st.store, store_deadline(self), lease_atom::value, std::move(call))
       .then(
           [=](LeaseReply& r) {
             auto& s = self->state;
             s.busy = false;
-            if (!r.result.ok()) return store_failed(self, r.result.error), pump(self);
+            if (!r.result.ok()) {
+              if (s.cfg.metrics) s.cfg.metrics->deadline_work("failed");
+              return store_failed(self, r.result.error), pump(self);
+            }
             auto& lease = *r.result.value;
-            if (lease.status == store::LeaseStatus::NotHolder) return pump(self);
+            if (lease.status == store::LeaseStatus::NotHolder) {
+              if (s.cfg.metrics) s.cfg.metrics->deadline_work("held_elsewhere");
+              return pump(self);
+            }
             if (lease.status == store::LeaseStatus::Changed) adopt(self, std::move(*lease.loaded), std::nullopt);
             if (!s.g) return pump(self);
-            if (!s.exists && s.g->members.empty() && s.pending.empty()) return pump(self);  // nothing to tick
+            if (!s.exists) {
+              finish_deadline_work(self);  // a deleted group: its index entry goes
+              return pump(self);
+            }
             run_step(self, w);
             pump(self);
           },
@@ -432,7 +562,8 @@ void start_tick(Self self, const WorkPtr& w) {
 void start_describe(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
-  self->request(st.store, kStoreTimeout, load_atom::value, LoadCall{st.key, st.cfg.defaultShardCount, false})
+  self->request(st.store, store_deadline(self), load_atom::value,
+                LoadCall{st.key, st.cfg.defaultShardCount, false, false, give_up_at(self)})
       .then(
           [=](LoadReply& r) {
             self->state.busy = false;
@@ -457,6 +588,13 @@ void pump(Self self) {
   auto& st = self->state;
   while (!st.busy && !st.queue.empty()) {
     const auto& front = st.queue.front();
+    if (!st.cfg.pod->synced()) {  // no store time yet: nothing can be decided
+      auto w = front;
+      st.queue.pop_front();
+      if (w->kind == Work::Kind::Tick) st.tickQueued = false;
+      fail(self, w, {store::ErrorKind::Retryable, "coordinator store unavailable: not connected to the store yet"});
+      continue;
+    }
     if (front->kind == Work::Kind::Tick) {
       auto w = front;
       st.queue.pop_front();
@@ -473,11 +611,14 @@ void pump(Self self) {
       st.queue.pop_front();
       return start_describe(self, w);
     }
+    if (front->kind == Work::Kind::Delete && !front->verified) {  // judged on a fresh read only
+      front->verified = true;
+      st.g.reset();
+      return start_load(self);
+    }
     // A group cached before its stream existed is read again (creating the stream) for a join.
     if (st.g && st.g->shardCount == 0 && is_join(*front)) st.g.reset();
-    // A heartbeat that waited a whole lease in this queue was given up by its member long ago
-    // (it has fenced itself by now): acting on its stale report could only do harm.
-    if (front->kind == Work::Kind::Heartbeat && now(self) - front->arrivedMs > st.cfg.core.memberLeaseTtlMs) {
+    if (front->kind == Work::Kind::Heartbeat && group::request_too_old(front->arrivedMs, now(self), st.cfg.core)) {
       auto w = front;
       st.queue.pop_front();
       w->response = retry_response(self, w->hb.req, "the request waited longer than a lease; send a fresh one");
@@ -489,20 +630,36 @@ void pump(Self self) {
     st.queue.pop_front();
     run_step(self, w);
   }
+  if (st.retiring && !st.busy && st.queue.empty()) self->quit();
+}
+
+// An idle actor asks the gateway to forget it, then quits (group/time_rules: should_retire).
+void arm_retirement(Self self, group::Millis in) {
+  auto& st = self->state;
+  if (st.retireTimer || st.cfg.retireAfterMs <= 0) return;
+  st.retireTimer = true;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<group::Millis>(1, in)), retire_atom::value);
+}
+
+void active(Self self) {
+  auto& st = self->state;
+  st.lastActivity = now(self);
+  arm_retirement(self, st.cfg.retireAfterMs);
 }
 
 void enqueue(Self self, WorkPtr w) {
+  active(self);
   w->arrivedMs = now(self);
   self->state.queue.push_back(std::move(w));
   pump(self);
 }
 
-caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, caf::actor store) {
+caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, caf::actor store, caf::actor gateway) {
   self->state.key = std::move(key);
   self->state.cfg = std::move(cfg);
   self->state.store = std::move(store);
-  self->state.startedAt = self->state.cfg.clock();
-  self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.tickIntervalMs), tick_atom::value);
+  self->state.gateway = std::move(gateway);
+  active(self);
   return {
       [=](hb_atom, HeartbeatCall& c) {
         auto w = std::make_shared<Work>();
@@ -522,27 +679,50 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
         w->remove = std::move(c);
         enqueue(self, std::move(w));
       },
+      [=](delete_atom, DeleteCall& c) {
+        auto w = std::make_shared<Work>();
+        w->kind = Work::Kind::Delete;
+        w->del = std::move(c);
+        enqueue(self, std::move(w));
+      },
       [=](meta_atom, const protocol::StreamMetadata& m) {
         auto w = std::make_shared<Work>();
         w->kind = Work::Kind::Metadata;
         w->meta = m;
         enqueue(self, std::move(w));
       },
-      [=](tick_atom) {
-        self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.tickIntervalMs), tick_atom::value);
+      // The pod found this group due in the deadline index, and the duty is this pod's.
+      [=](due_atom) {
         if (self->state.tickQueued) return;
         self->state.tickQueued = true;
         auto w = std::make_shared<Work>();
         w->kind = Work::Kind::Tick;
+        w->deadlineWork = true;
         enqueue(self, std::move(w));
+      },
+      [=](retire_atom) {
+        auto& st = self->state;
+        st.retireTimer = false;
+        const auto t = now(self);
+        if (group::should_retire(st.lastActivity, t, st.cfg.retireAfterMs) && !st.busy && st.queue.empty()) {
+          self->send(st.gateway, retire_atom::value, st.key, caf::actor_cast<caf::actor>(self));
+        } else {
+          arm_retirement(self, st.lastActivity + st.cfg.retireAfterMs - t);
+        }
+      },
+      // The gateway forgot this actor: nothing new reaches it.
+      [=](retired_atom) {
+        self->state.retiring = true;
+        pump(self);
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupActorConfig cfg, caf::actor store) {
-  return sys.spawn(group_actor, std::move(key), std::move(cfg), std::move(store));
+caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupActorConfig cfg, caf::actor store,
+                             caf::actor gateway) {
+  return sys.spawn(group_actor, std::move(key), std::move(cfg), std::move(store), std::move(gateway));
 }
 
 }  // namespace rsc::actors

@@ -4,12 +4,14 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "actors/metrics.hpp"
+#include "actors/pod_context.hpp"
 #include "group/state.hpp"
 #include "protocol/types.hpp"
 #include "redis/store.hpp"
@@ -27,19 +29,28 @@ using lease_atom = caf::atom_constant<caf::atom("lease")>;
 using task_atom = caf::atom_constant<caf::atom("task")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
-using groups_atom = caf::atom_constant<caf::atom("groups")>;
+using due_atom = caf::atom_constant<caf::atom("due")>;
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using retire_atom = caf::atom_constant<caf::atom("retire")>;
+using retired_atom = caf::atom_constant<caf::atom("retired")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
 
-using Clock = std::function<group::Millis()>;
+using SteadyTime = std::chrono::steady_clock::time_point;
 
 struct GroupActorConfig {
   group::Config core;
-  group::Millis tickIntervalMs = 1000;
-  group::Millis mutexTtlMs = 2000;  // the tick-duty lease; must exceed the tick interval
+  group::Millis mutexTtlMs = 2000;  // how long deadline work may hold the group mutex
   int32_t defaultShardCount = 16;
   int maxCasAttempts = 5;
-  Clock clock;                       // wall-clock milliseconds, shared by all pods
-  std::shared_ptr<Metrics> metrics;  // may be null
-  std::string podToken;              // this pod's mutex / lease token
+  // A store call not answered within this is given up: heartbeats get RETRY (SPEC §3 rule 8:
+  // the pod treats the time as an outage).
+  group::Millis storeDeadlineMs = 1000;
+  group::Millis retireAfterMs = 45000;  // an idle group actor leaves memory after this (0: never)
+  int64_t maxGroupsPerStream = 0;       // 0: no limit
+  std::shared_ptr<PodContext> pod;      // the store's clock, availability, tick duty
+  std::shared_ptr<Metrics> metrics;     // may be null
+  std::string podToken;                 // this pod's mutex token
   bool logEvents = true;
 };
 
@@ -55,16 +66,23 @@ struct RemoveCall {
   std::string memberId;
   std::function<void(store::Result<bool>)> done;
 };
+struct DeleteCall {
+  bool fenceMembers = false;
+  std::function<void(store::Result<store::GroupDeletion>)> done;
+};
 
 // To the store actor.
 struct LoadCall {
   store::GroupKey key;
   int32_t defaultShardCount = 16;
   bool createStream = false;  // a heartbeat creates a missing stream; a describe must not
+  bool countGroups = false;   // for a group that does not exist: how many the stream has
+  SteadyTime deadline = SteadyTime::max();  // the caller gave up after this: not run
 };
 struct LoadReply {
   store::Result<store::Loaded> loaded;
   store::Result<protocol::StreamMetadata> stream;  // created with the default count if missing
+  std::optional<int64_t> groupsInStream;
 };
 struct CasCall {
   store::GroupKey key;
@@ -73,6 +91,8 @@ struct CasCall {
   std::shared_ptr<group::Delta> delta;  // null = full write
   std::string lockToken;
   group::Millis lockTtlMs = 0;  // 0: the mutex is checked, not taken (see store::CasRequest)
+  std::optional<group::Millis> lowerDeadlineTo;
+  SteadyTime deadline = SteadyTime::max();
 };
 struct CasReply {
   store::Result<store::CasResult> result;
@@ -82,9 +102,26 @@ struct LeaseCall {
   std::string token;
   group::Millis ttl = 2000;
   int64_t knownRevision = -1;
+  SteadyTime deadline = SteadyTime::max();
 };
 struct LeaseReply {
   store::Result<store::TickLease> result;
+};
+struct FinishCall {
+  store::GroupKey key;
+  std::string token;
+  std::optional<group::Millis> due;
+  int64_t revision = 0;
+};
+struct FinishReply {
+  store::Result<bool> result;
+};
+struct DeleteStoreCall {
+  store::GroupKey key;
+  int64_t expectedRevision = 0;
+};
+struct DeleteStoreReply {
+  store::Result<store::DeleteStatus> result;
 };
 // Any other store work, run on the store actor's thread; it answers through its own callback.
 struct StoreTask {
@@ -105,4 +142,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::CasReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::LeaseCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::LeaseReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::StoreTask)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteStoreCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteStoreReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<rsc::store::GroupKey>)

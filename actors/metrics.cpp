@@ -69,7 +69,31 @@ struct Metrics::Impl {
           .Register(*registry)
           .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120});
   prometheus::Gauge& groupCount =
-      BuildGauge().Name("rsc_groups").Help("Consumer groups this pod serves").Register(*registry).Add({});
+      BuildGauge().Name("rsc_groups").Help("Consumer groups held in this pod's memory (actors)").Register(*registry).Add({});
+  prometheus::Counter& retired = BuildCounter()
+                                     .Name("rsc_groups_retired_total")
+                                     .Help("Group actors dropped from memory after being idle")
+                                     .Register(*registry)
+                                     .Add({});
+  prometheus::Family<prometheus::Counter>& deadlineWork =
+      BuildCounter()
+          .Name("rsc_deadline_work_total")
+          .Help("Due group deadlines this pod looked at (result=done|held_elsewhere|failed)")
+          .Register(*registry);
+  prometheus::Gauge& livePods =
+      BuildGauge().Name("rsc_pods_live").Help("Coordinator pods alive in the pod registry").Register(*registry).Add({});
+  prometheus::Counter& outages = BuildCounter()
+                                     .Name("rsc_store_outages_total")
+                                     .Help("Store outages (no answer, or slower than the stall limit) this pod saw")
+                                     .Register(*registry)
+                                     .Add({});
+  prometheus::Gauge& storeDown =
+      BuildGauge().Name("rsc_store_down").Help("1 while the store does not answer").Register(*registry).Add({});
+  prometheus::Gauge& clockOffset = BuildGauge()
+                                       .Name("rsc_store_clock_offset_seconds")
+                                       .Help("The store's clock minus this pod's monotonic clock, as estimated")
+                                       .Register(*registry)
+                                       .Add({});
   prometheus::Family<prometheus::Gauge>& members =
       BuildGauge().Name("rsc_members").Help("Members by lifecycle state").Register(*registry);
   prometheus::Family<prometheus::Gauge>& lag =
@@ -106,7 +130,16 @@ void Metrics::rollback_detected() { impl_->rollbacks.Increment(); }
 void Metrics::fenced() { impl_->fencedTotal.Increment(); }
 void Metrics::expired() { impl_->expiredTotal.Increment(); }
 void Metrics::revocation(double seconds) { impl_->revocations.Observe(seconds); }
-void Metrics::groups(double n) { impl_->groupCount.Set(n); }
+void Metrics::group_actor_started() { impl_->groupCount.Increment(); }
+void Metrics::group_actor_stopped(bool retired) {
+  impl_->groupCount.Decrement();
+  if (retired) impl_->retired.Increment();
+}
+void Metrics::deadline_work(const std::string& result) { impl_->deadlineWork.Add({{"result", result}}).Increment(); }
+void Metrics::live_pods(double n) { impl_->livePods.Set(n); }
+void Metrics::store_outage() { impl_->outages.Increment(); }
+void Metrics::store_down(bool down) { impl_->storeDown.Set(down ? 1 : 0); }
+void Metrics::clock_offset(double seconds) { impl_->clockOffset.Set(seconds); }
 
 void Metrics::publish_group(const std::string& stream, const std::string& group, const group::GroupState& g) {
   std::array<double, 6> counts{};

@@ -34,7 +34,13 @@ class Metrics {
   void fenced();
   void expired();
   void revocation(double seconds);
-  void groups(double n);
+  void group_actor_started();
+  void group_actor_stopped(bool retired);
+  void deadline_work(const std::string& result);
+  void live_pods(double n);
+  void store_outage();
+  void store_down(bool down);
+  void clock_offset(double seconds);
 
   // Replaces this group's contribution to the member-state totals and its per-group gauges.
   void publish_group(const std::string& stream, const std::string& group, const group::GroupState& g);

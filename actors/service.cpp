@@ -7,9 +7,19 @@
 
 namespace rsc::actors {
 
+group::Millis ServiceConfig::beat_ms() const {
+  return std::max<group::Millis>(50, std::min<group::Millis>({tickIntervalMs, 500, podLeaseMs / 3}));
+}
+group::Millis ServiceConfig::retire_after_ms() const {
+  return groupRetireAfterMs > 0 ? groupRetireAfterMs : 3 * core.memberLeaseTtlMs;
+}
+
 struct Service::Impl {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
+  std::shared_ptr<PodContext> pod;
+  group::Millis readyFreshMs = 1000;
+  caf::actor podActor;
   std::vector<caf::actor> stores;
   std::vector<caf::actor> gateways;  // groups hash to a gateway, each with its own store actor
   std::shared_ptr<Metrics> metrics;
@@ -20,8 +30,7 @@ struct Service::Impl {
   const caf::actor& any_store() const { return stores.front(); }
 };
 
-Service::Service(ServiceConfig cfg, std::function<std::shared_ptr<store::GroupStore>()> makeStore,
-                 std::shared_ptr<Metrics> metrics)
+Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics)
     : impl_(std::make_unique<Impl>()) {
   impl_->metrics = metrics;
   impl_->cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(1, cfg.schedulerThreads)));
@@ -30,28 +39,42 @@ Service::Service(ServiceConfig cfg, std::function<std::shared_ptr<store::GroupSt
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   GroupActorConfig g;
   g.core = cfg.core;
-  g.tickIntervalMs = cfg.tickIntervalMs;
   g.mutexTtlMs = cfg.mutexTtlMs;
   g.defaultShardCount = cfg.defaultShardCount;
   g.maxCasAttempts = cfg.maxCasAttempts;
+  g.storeDeadlineMs = cfg.storeDeadlineMs;
+  g.retireAfterMs = cfg.retire_after_ms();
+  g.maxGroupsPerStream = cfg.maxGroupsPerStream;
   g.metrics = metrics;
   g.podToken = store::random_token();
   g.logEvents = cfg.logEvents;
-  g.clock = [] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
+  PodContext::Options po;
+  po.podId = "pod-" + g.podToken.substr(0, 12);
+  po.stallMs = cfg.storeStallMs;
+  po.metrics = metrics;
+  impl_->pod = std::make_shared<PodContext>(po);
+  g.pod = impl_->pod;
+  impl_->readyFreshMs = std::max<group::Millis>(1000, 2 * cfg.beat_ms());
   // One gateway per store connection: a group always meets the same store actor, whose
   // pipelined batches carry the writes of all the groups behind it.
   const auto n = static_cast<std::size_t>(std::max(1, cfg.storeConnections));
   for (std::size_t i = 0; i < n; ++i) {
-    auto st = spawn_store_actor(*impl_->sys, makeStore(), /*detached=*/true);
+    auto st = spawn_store_actor(*impl_->sys, makeStore(impl_->pod), /*detached=*/true);
     impl_->stores.push_back(st);
     impl_->gateways.push_back(spawn_gateway(*impl_->sys, g, st, i, n));
   }
+  PodActorConfig pc;
+  pc.beatMs = cfg.beat_ms();
+  pc.podLeaseMs = cfg.podLeaseMs;
+  auto gateways = impl_->gateways;
+  pc.onDue = [gateways](const store::GroupKey& key) {
+    caf::anon_send(gateways[gateway_index(key, gateways.size())], due_atom::value, key);
+  };
+  impl_->podActor = spawn_pod_actor(*impl_->sys, makeStore(impl_->pod), impl_->pod, pc, /*detached=*/true);
 }
 
 Service::~Service() {
+  caf::anon_send_exit(impl_->podActor, caf::exit_reason::user_shutdown);
   for (auto& gw : impl_->gateways) caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
   for (auto& st : impl_->stores) caf::anon_send_exit(st, caf::exit_reason::user_shutdown);
   impl_->sys->await_all_actors_done();
@@ -70,7 +93,14 @@ void Service::put_stream(const std::string& prefix, int32_t shardCount,
                    if (r.ok()) {
                      log::info("stream " + prefix + ": shardCount=" + std::to_string(r.value->shardCount) +
                                " metadataVersion=" + std::to_string(r.value->metadataVersion));
-                     for (auto& gw : gateways) caf::anon_send(gw, meta_atom::value, *r.value);
+                     // Every group of the stream learns it now (those cached on other pods at
+                     // their next write, through the CAS).
+                     auto groups = s.list_stream_groups(prefix);
+                     if (groups.ok())
+                       for (const auto& g : *groups.value) {
+                         const store::GroupKey key{prefix, g};
+                         caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, *r.value);
+                       }
                    }
                    done(std::move(r));
                  }});
@@ -97,11 +127,16 @@ void Service::remove_member(const store::GroupKey& key, const std::string& membe
   caf::anon_send(impl_->gateway_for(key), remove_atom::value, key, RemoveCall{memberId, std::move(done)});
 }
 
+void Service::delete_group(const store::GroupKey& key, bool fenceMembers,
+                           std::function<void(store::Result<store::GroupDeletion>)> done) {
+  caf::anon_send(impl_->gateway_for(key), delete_atom::value, key, DeleteCall{fenceMembers, std::move(done)});
+}
+
+// Answered at once from what the pod knows (its store calls and its beats), never by waiting on a
+// store that may be stalled.
 void Service::ready(std::function<void(bool, std::string)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
-                   auto r = s.ping();
-                   done(r.ok(), r.ok() ? "" : r.error.message);
-                 }});
+  auto [ok, why] = impl_->pod->ready(impl_->readyFreshMs);
+  done(ok, why);
 }
 
 std::string Service::metrics_text() { return impl_->metrics ? impl_->metrics->text() : std::string(); }

@@ -7,12 +7,15 @@
 
 #include "actors/metrics.hpp"
 #include "http/api.hpp"
+#include "redis/connection.hpp"
 #include "redis/store.hpp"
 
 namespace rsc::actors {
 
 struct ServiceConfig {
   group::Config core;
+  // How often the pod renews its lease and looks for due deadlines (at most every 500 ms, so that
+  // readiness follows the store within a second).
   group::Millis tickIntervalMs = 1000;
   group::Millis mutexTtlMs = 2000;
   int32_t defaultShardCount = 16;
@@ -20,13 +23,21 @@ struct ServiceConfig {
   int storeConnections = 2;  // store actors, each with its own connection; groups hash over them
   int schedulerThreads = 2;
   bool logEvents = true;
+  group::Millis podLeaseMs = 5000;       // a pod that has not renewed for this long is gone
+  group::Millis storeDeadlineMs = 1000;  // a heartbeat's store call not answered by then: RETRY
+  group::Millis storeStallMs = 500;      // a round trip slower than this is an outage
+  group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
+  int64_t maxGroupsPerStream = 0;        // 0 = no limit
+  group::Millis beat_ms() const;
+  group::Millis retire_after_ms() const;
 };
 
 class Service : public http::Backend {
  public:
-  // `makeStore` is called once per store actor.
-  Service(ServiceConfig cfg, std::function<std::shared_ptr<store::GroupStore>()> makeStore,
-          std::shared_ptr<Metrics> metrics);
+  // `makeStore` is called once per store actor and once for the pod actor; each store must report
+  // its round trips to the observer it is given (the pod's view of the store's availability).
+  using MakeStore = std::function<std::shared_ptr<store::GroupStore>(std::shared_ptr<store::CallObserver>)>;
+  Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics);
   ~Service() override;  // stops every actor
 
   void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
@@ -40,6 +51,8 @@ class Service : public http::Backend {
                 std::function<void(store::Result<std::optional<std::string>>)> done) override;
   void remove_member(const store::GroupKey& key, const std::string& memberId,
                      std::function<void(store::Result<bool>)> done) override;
+  void delete_group(const store::GroupKey& key, bool fenceMembers,
+                    std::function<void(store::Result<store::GroupDeletion>)> done) override;
   void ready(std::function<void(bool, std::string)> done) override;
   std::string metrics_text() override;
 

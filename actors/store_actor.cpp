@@ -9,6 +9,14 @@ struct PendingCas {
   caf::response_promise rp;
 };
 
+// A call whose requester stopped waiting (it answered RETRY already) is not run: after a stall,
+// the queue of given-up calls drains without touching the store.
+bool gave_up(SteadyTime deadline) { return std::chrono::steady_clock::now() > deadline; }
+template <typename T>
+store::Result<T> gone() {
+  return store::Result<T>::failure(store::ErrorKind::Retryable, "the call waited past its deadline; not run");
+}
+
 struct StoreState {
   std::shared_ptr<store::GroupStore> store;
   std::vector<PendingCas> pending;
@@ -20,7 +28,8 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
   return {
       [=](load_atom, const LoadCall& c) -> LoadReply {
         auto& s = *self->state.store;
-        LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, "")};
+        if (gave_up(c.deadline)) return LoadReply{gone<store::Loaded>(), gone<protocol::StreamMetadata>(), {}};
+        LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, ""), {}};
         if (!r.loaded.ok()) {
           r.stream = store::Result<protocol::StreamMetadata>::failure(r.loaded.error);
           return r;
@@ -36,6 +45,14 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         } else {
           r.stream = store::Result<protocol::StreamMetadata>::success(protocol::StreamMetadata{c.key.streamPrefix, 0, 0});
         }
+        if (c.countGroups && r.stream.ok() && !r.loaded.value->exists) {
+          auto n = s.count_stream_groups(c.key.streamPrefix);
+          if (!n.ok()) {
+            r.loaded = store::Result<store::Loaded>::failure(n.error);
+            return r;
+          }
+          r.groupsInStream = *n.value;
+        }
         return r;
       },
       // Writes that arrive together go out as one pipeline: the flush message queues behind them.
@@ -49,9 +66,17 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         return rp;
       },
       [=](flush_atom) {
-        auto batch = std::move(self->state.pending);
+        auto all = std::move(self->state.pending);
         self->state.pending.clear();
         self->state.flushScheduled = false;
+        std::vector<PendingCas> batch;
+        for (auto& p : all) {
+          if (gave_up(p.call.deadline))  // its group stopped waiting (and answered RETRY): not written
+            p.rp.deliver(CasReply{gone<store::CasResult>()});
+          else
+            batch.push_back(std::move(p));
+        }
+        if (batch.empty()) return;
         std::vector<store::CasRequest> reqs;
         reqs.reserve(batch.size());
         for (auto& p : batch) {
@@ -62,13 +87,21 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
           r.delta = p.call.delta.get();
           r.lockToken = p.call.lockToken;
           r.lockTtlMs = p.call.lockTtlMs;
+          r.lowerDeadlineTo = p.call.lowerDeadlineTo;
           reqs.push_back(std::move(r));
         }
         auto results = self->state.store->compare_and_set(reqs);
         for (std::size_t i = 0; i < batch.size(); ++i) batch[i].rp.deliver(CasReply{std::move(results[i])});
       },
       [=](lease_atom, const LeaseCall& c) -> LeaseReply {
+        if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>()};
         return LeaseReply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision)};
+      },
+      [=](finish_atom, const FinishCall& c) -> FinishReply {
+        return FinishReply{self->state.store->finish_deadline_work(c.key, c.token, c.due, c.revision)};
+      },
+      [=](delete_atom, const DeleteStoreCall& c) -> DeleteStoreReply {
+        return DeleteStoreReply{self->state.store->delete_group(c.key, c.expectedRevision)};
       },
       [=](task_atom, const StoreTask& t) { t.run(*self->state.store); },
   };

@@ -94,7 +94,11 @@ Routed route(const std::string& method, const std::string& target) {
     }
     if (p[4] == "groups") {
       if (p.size() == 5) return only("GET", K::ListGroups, s);
-      if (p.size() == 6) return only("GET", K::Describe, s, p[5]);
+      if (p.size() == 6) {
+        if (method == "GET") return {Route{K::Describe, s, p[5], {}}, {}};
+        if (method == "DELETE") return {Route{K::DeleteGroup, s, p[5], {}}, {}};
+        return method_not_allowed(method, "GET, DELETE");
+      }
       if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
       if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
     }
@@ -129,6 +133,22 @@ HttpResponse store_error(const store::Error& e) {
     case store::ErrorKind::Fatal: return plain_error(500, "STORE_ERROR", e.message);
   }
   return plain_error(500, "STORE_ERROR", e.message);
+}
+
+// The value of `name` in the target's query string, if present.
+std::optional<std::string> query_param(const std::string& target, const std::string& name) {
+  const auto q = target.find('?');
+  if (q == std::string::npos) return std::nullopt;
+  std::size_t i = q + 1;
+  while (i <= target.size()) {
+    auto amp = target.find('&', i);
+    if (amp == std::string::npos) amp = target.size();
+    const std::string pair = target.substr(i, amp - i);
+    const auto eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return eq == std::string::npos ? std::string() : pair.substr(eq + 1);
+    i = amp + 1;
+  }
+  return std::nullopt;
 }
 
 bool is_json(const std::string& contentType) {
@@ -171,6 +191,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::ListGroups:
     case K::Describe: need = Need::Member; break;
     case K::PutStream:
+    case K::DeleteGroup:
     case K::RemoveMember: need = Need::Admin; break;
     default: need = Need::Public;
   }
@@ -234,6 +255,27 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         respond(json_ok(**r.value));
       });
       return;
+    case K::DeleteGroup: {
+      const auto q = query_param(req.target, "fenceMembers");
+      if (q && *q != "true" && *q != "false")
+        return respond(plain_error(400, "INVALID_REQUEST", "fenceMembers: must be true or false, not '" + *q + "'"));
+      const bool fence = q && *q == "true";
+      backend.delete_group({rt.stream, rt.group}, fence, [respond, rt](store::Result<store::GroupDeletion> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        switch (*r.value) {
+          case store::GroupDeletion::NotFound:
+            return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+          case store::GroupDeletion::HasLiveMembers:
+            return respond(plain_error(409, "GROUP_NOT_EMPTY",
+                                       "group " + rt.stream + "/" + rt.group +
+                                           " has live members; remove them first or send ?fenceMembers=true"));
+          case store::GroupDeletion::Deleted:
+            return respond(json_ok(protocol::dump(
+                json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"deleted", true}})));
+        }
+      });
+      return;
+    }
     case K::RemoveMember:
       backend.remove_member({rt.stream, rt.group}, rt.member, [respond, rt](store::Result<bool> r) {
         if (!r.ok()) return respond(store_error(r.error));

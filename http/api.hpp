@@ -49,6 +49,9 @@ class Backend {
   // true when the member existed and was fenced.
   virtual void remove_member(const store::GroupKey& key, const std::string& memberId,
                              std::function<void(store::Result<bool>)> done) = 0;
+  // Deletes an empty group (or, with fenceMembers, fences its live members first).
+  virtual void delete_group(const store::GroupKey& key, bool fenceMembers,
+                            std::function<void(store::Result<store::GroupDeletion>)> done) = 0;
   virtual void ready(std::function<void(bool ok, std::string why)> done) = 0;
   virtual std::string metrics_text() = 0;
 };
@@ -77,7 +80,18 @@ AuthDecision authorize(const AuthConfig& auth, const std::string& authorizationH
 
 // The route of a request, or the HTTP error it gets.
 struct Route {
-  enum class Kind { Heartbeat, PutStream, GetStream, ListGroups, Describe, RemoveMember, Metrics, Health, Ready };
+  enum class Kind {
+    Heartbeat,
+    PutStream,
+    GetStream,
+    ListGroups,
+    Describe,
+    DeleteGroup,
+    RemoveMember,
+    Metrics,
+    Health,
+    Ready
+  };
   Kind kind;
   std::string stream, group, member;
 };

@@ -136,13 +136,30 @@ std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds
   return out;
 }
 
+namespace {
+// Replies that mean the store cannot take writes now, though it answered.
+bool store_unavailable(const Value& v) {
+  if (!v.is_error()) return false;
+  const auto word = v.str.substr(0, v.str.find(' '));
+  return word == "LOADING" || word == "BUSY" || word == "MASTERDOWN" || word == "CLUSTERDOWN" || word == "TRYAGAIN";
+}
+}  // namespace
+
 std::vector<Result<Value>> RedisConnection::pipeline(const std::vector<Command>& cmds) {
+  const auto& obs = opts_.observer;
+  const uint64_t id = obs ? obs->call_began() : 0;
+  std::vector<Result<Value>> out;
   if (auto e = ensure_connected()) {
-    std::vector<Result<Value>> out;
     for (std::size_t i = 0; i < cmds.size(); ++i) out.push_back(Result<Value>::failure(*e));
-    return out;
+  } else {
+    out = run(cmds);
   }
-  return run(cmds);
+  if (obs) {
+    bool ok = true;
+    for (const auto& r : out) ok = ok && r.ok() && !store_unavailable(*r.value);
+    obs->call_ended(id, ok);
+  }
+  return out;
 }
 
 Result<Value> RedisConnection::command(const Command& cmd) { return pipeline({cmd}).front(); }

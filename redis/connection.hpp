@@ -15,6 +15,15 @@ struct redisContext;
 
 namespace rsc::store {
 
+// Told of every round trip to the store: how a pod sees the store's availability.
+class CallObserver {
+ public:
+  virtual ~CallObserver() = default;
+  virtual uint64_t call_began() = 0;
+  // ok: answered (error replies included, but for a Redis that is loading, busy or has no master).
+  virtual void call_ended(uint64_t id, bool ok) = 0;
+};
+
 struct RedisOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
@@ -24,6 +33,7 @@ struct RedisOptions {
   Millis commandTimeoutMs = 2000;
   std::string ns = "rsc";  // key namespace
   LogFn log;
+  std::shared_ptr<CallObserver> observer;  // may be null
 };
 
 // A reply, copied out of hiredis so that no redisReply outlives its call.

@@ -33,16 +33,22 @@ MemoryStore::MemoryStore(std::function<Millis()> clock, LogFn log) : clock_(std:
 
 bool MemoryStore::injected_failure(Error& e) {
   ++calls_;
+  bool failed = false;
   if (down_) {
     e = {ErrorKind::Retryable, "memory store: unreachable (injected)"};
-    return true;
-  }
-  if (failNext_ > 0) {
+    failed = true;
+  } else if (failNext_ > 0) {
     --failNext_;
     e = {failKind_, "memory store: injected " + to_string(failKind_) + " failure"};
-    return true;
+    failed = true;
   }
-  return false;
+  for (const auto& o : observers_) o->call_ended(o->call_began(), !failed || e.kind != ErrorKind::Retryable);
+  return failed;
+}
+
+void MemoryStore::add_observer(std::shared_ptr<CallObserver> o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observers_.push_back(std::move(o));
 }
 
 Result<Loaded> MemoryStore::load(const GroupKey& key) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "redis/connection.hpp"
 #include "redis/state_codec.hpp"
 #include "redis/store.hpp"
 
@@ -48,6 +49,8 @@ class MemoryStore : public GroupStore {
   void replace_raw(const GroupKey& key, FieldMap fields);  // e.g. restore an older snapshot
   void clear();                                             // a restart without persistence
   int64_t calls() const;
+  // Every call is reported to these (as a call that took no time), like a Redis connection does.
+  void add_observer(std::shared_ptr<CallObserver> o);
   // The deadline index as stored (tests look at it).
   std::map<std::string, Millis> deadlines() const;
 
@@ -71,6 +74,7 @@ class MemoryStore : public GroupStore {
   ErrorKind failKind_ = ErrorKind::Retryable;
   bool down_ = false;
   int conflictNext_ = 0;
+  std::vector<std::shared_ptr<CallObserver>> observers_;
   int64_t calls_ = 0;
   RevisionTracker tracker_;
 };

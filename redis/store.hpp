@@ -110,6 +110,8 @@ struct PodBeat {
 };
 
 enum class DeleteStatus { Deleted, Conflict, NotFound };
+// What an admin's delete of a group came to.
+enum class GroupDeletion { Deleted, NotFound, HasLiveMembers };
 
 class GroupStore {
  public:

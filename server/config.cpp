@@ -71,21 +71,33 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "shutdown-grace") c.shutdownGraceMs = v;
   else if (key == "http-header-timeout") c.http.headerTimeoutMs = v;
   else if (key == "http-idle-timeout") c.http.idleTimeoutMs = v;
+  else if (key == "pod-lease") c.service.podLeaseMs = v;
+  else if (key == "store-deadline") c.service.storeDeadlineMs = v;
+  else if (key == "store-stall") c.service.storeStallMs = v;
+  else if (key == "group-retire-after") c.service.groupRetireAfterMs = v;
+  else if (key == "max-groups-per-stream") c.service.maxGroupsPerStream = v;
   else throw Bad{name + ": unknown setting"};
 }
 
 const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "member-lease-ttl", "rebalance-timeout",
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
-                                        "shutdown-grace", "http-header-timeout", "http-idle-timeout"};
+                                        "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
+                                        "store-deadline", "store-stall", "group-retire-after", "max-groups-per-stream"};
+
+// Settings that are counts, not milliseconds (no _MS / -ms suffix).
+bool is_count(const std::string& key) {
+  return key == "default-shard-count" || key == "store-connections" || key == "http-threads" ||
+         key == "max-groups-per-stream";
+}
 
 std::string env_name(const std::string& key) {
   std::string s = "RSC_";
   for (char ch : key) s += ch == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (key != "default-shard-count" && key != "store-connections" && key != "http-threads") s += "_MS";
+  if (!is_count(key)) s += "_MS";
   return s;
 }
 std::string flag_name(const std::string& key) {
-  if (key == "default-shard-count" || key == "store-connections" || key == "http-threads") return "--" + key;
+  if (is_count(key)) return "--" + key;
   return "--" + key + "-ms";
 }
 
@@ -153,9 +165,14 @@ void validate(const Config& c) {
   if (s.core.memberLeaseTtlMs <= s.core.heartbeatIntervalMs)
     throw Bad{"member-lease-ttl (" + std::to_string(s.core.memberLeaseTtlMs) + "ms) must exceed heartbeat-interval (" +
               std::to_string(s.core.heartbeatIntervalMs) + "ms)"};
-  if (s.mutexTtlMs <= s.tickIntervalMs)
-    throw Bad{"mutex-ttl (" + std::to_string(s.mutexTtlMs) + "ms) must exceed tick-interval (" +
-              std::to_string(s.tickIntervalMs) + "ms): the tick lease would lapse between ticks"};
+  if (s.mutexTtlMs < s.storeDeadlineMs)
+    throw Bad{"mutex-ttl (" + std::to_string(s.mutexTtlMs) + "ms) must be at least store-deadline (" +
+              std::to_string(s.storeDeadlineMs) + "ms): deadline work holds the mutex across its store calls"};
+  if (s.storeStallMs >= s.core.memberLeaseTtlMs)
+    throw Bad{"store-stall (" + std::to_string(s.storeStallMs) + "ms) must be below member-lease-ttl (" +
+              std::to_string(s.core.memberLeaseTtlMs) + "ms)"};
+  if (s.podLeaseMs < 3 * 50)
+    throw Bad{"pod-lease (" + std::to_string(s.podLeaseMs) + "ms) must be at least 150ms"};
 }
 
 }  // namespace
@@ -165,9 +182,13 @@ std::string usage() {
          "         [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--shutdown-grace-ms N]\n"
-         "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N]\n"
+         "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
+         "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
+         "         [--max-groups-per-stream N]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
-         "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream.\n"
+         "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
+         "pod lease 5000ms, store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
+         "idle groups leave memory after 3 leases, no limit of groups per stream.\n"
          "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
          "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"
@@ -242,7 +263,9 @@ std::string summary(const Config& c) {
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
      << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms mutex-ttl=" << c.service.mutexTtlMs
      << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections
-     << " tokens=" << c.auth.tokens.size();
+     << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
+     << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
+     << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " tokens=" << c.auth.tokens.size();
   return os.str();
 }
 

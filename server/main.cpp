@@ -42,7 +42,13 @@ int main(int argc, char** argv) {
   auto redisOpts = cfg.redis;
   redisOpts.log = [](const std::string& m) { log::warn(m); };
   auto service = std::make_unique<actors::Service>(
-      cfg.service, [redisOpts] { return std::make_shared<store::RedisStore>(redisOpts); }, metrics);
+      cfg.service,
+      [redisOpts](std::shared_ptr<store::CallObserver> observer) {
+        auto o = redisOpts;
+        o.observer = std::move(observer);
+        return std::make_shared<store::RedisStore>(o);
+      },
+      metrics);
   http::Server srv(cfg.http, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
     http::handle_request(req, *service, auth, respond);
   });

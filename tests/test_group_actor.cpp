@@ -41,23 +41,38 @@ class GroupActorTest : public ::testing::Test {
     log::set_enabled(true);
   }
 
+  // A pod: its own context on the store's clock (the fake one: offset 0), started now.
   GroupActorConfig pod_config(const std::string& token) {
+    PodContext::Options po;
+    po.podId = token;
+    po.localClock = [this] { return now_; };
+    po.log = false;
+    auto ctx = std::make_shared<PodContext>(po);
+    ctx->clock_sample(now_, now_, now_);
+    mem_->add_observer(ctx);
     GroupActorConfig g;
     g.core.heartbeatIntervalMs = 100;
     g.core.memberLeaseTtlMs = 1000;
     g.core.rebalanceTimeoutMs = 500;
-    g.tickIntervalMs = 100;
     g.mutexTtlMs = 300;
     g.defaultShardCount = 6;
-    g.clock = [this] { return now_; };
+    g.storeDeadlineMs = 1000;
+    g.retireAfterMs = 0;
+    g.pod = ctx;
     g.podToken = token;
     g.metrics = metrics_;
     return g;
   }
 
-  caf::actor spawn(GroupActorConfig g) {
-    auto a = spawn_group_actor(*sys_, kKey, std::move(g), store_);
+  // The group actor of a pod, with the pod actor that starts its deadline work (beats every 100 ms).
+  caf::actor spawn(GroupActorConfig g, caf::actor gateway = {}) {
+    auto a = spawn_group_actor(*sys_, kKey, g, store_, gateway);
     actors_.push_back(a);
+    PodActorConfig pc;
+    pc.beatMs = 100;
+    pc.podLeaseMs = 300;
+    pc.onDue = [a](const store::GroupKey&) { caf::anon_send(a, due_atom::value); };
+    actors_.push_back(spawn_pod_actor(*sys_, mem_, g.pod, pc, /*detached=*/false));
     return a;
   }
 
@@ -96,8 +111,9 @@ class GroupActorTest : public ::testing::Test {
     return out->value_or(protocol::HeartbeatResponse{});
   }
 
-  group::GroupState stored() {
-    auto l = mem_->load(kKey);
+  group::GroupState stored() { return stored_of(kKey); }
+  group::GroupState stored_of(const store::GroupKey& k) {
+    auto l = mem_->load(k);
     EXPECT_TRUE(l.ok());
     return l.value->state;
   }
@@ -138,6 +154,116 @@ TEST_F(GroupActorTest, AStoreThatCannotBeReachedGetsRetryAndNothingIsStored) {
   mem_->set_unreachable(false);
   EXPECT_FALSE(mem_->load(kKey).value->exists);
   EXPECT_EQ(hb(request("a", 0)).status, HeartbeatStatus::OK) << "recovers by itself";
+}
+
+TEST_F(GroupActorTest, AnOutageSeenByThePodCoversGroupsThatMadeNoCallDuringIt) {
+  // Two groups on one pod; only the first one's member heartbeats during the outage.
+  const store::GroupKey other{"orders", "audit"};
+  auto cfg = pod_config("pod-1b");
+  auto quiet = spawn_group_actor(*sys_, other, cfg, store_);
+  actors_.push_back(quiet);
+  PodActorConfig pc;
+  pc.beatMs = 100;
+  pc.podLeaseMs = 300;
+  pc.onDue = [quiet, g = group_](const store::GroupKey& k) { caf::anon_send(k == kKey ? g : quiet, due_atom::value); };
+  actors_.push_back(spawn_pod_actor(*sys_, mem_, cfg.pod, pc, false));
+  advance(1100);  // past both pods' first lease
+  auto q = hb(request("q", 0), &quiet);
+  ASSERT_EQ(q.status, HeartbeatStatus::OK);
+  advance(500);
+  mem_->set_unreachable(true);
+  advance(3000);  // the pod's beats fail: the pod knows the store is down
+  mem_->set_unreachable(false);
+  advance(200);  // the first good reply ends the outage; q's deadline work absorbs it
+  EXPECT_NE(stored_of(other).members.at("q").state, protocol::MemberLifecycleState::EXPIRED)
+      << "q's group made no call during the outage, yet the time did not count against q";
+  EXPECT_EQ(hb(request("q", q.memberEpoch, assigned(q)), &quiet).status, HeartbeatStatus::OK);
+  advance(1200);
+  EXPECT_EQ(stored_of(other).members.at("q").state, protocol::MemberLifecycleState::EXPIRED)
+      << "after the outage, a silent member expires as usual";
+}
+
+TEST_F(GroupActorTest, AJoinPutsTheGroupInTheDeadlineIndexAndAnEmptyGroupLeavesIt) {
+  EXPECT_TRUE(mem_->deadlines().empty());
+  auto a = hb(request("a", 0));
+  auto due = mem_->deadlines();
+  ASSERT_EQ(due.count(kKey.str()), 1u);
+  EXPECT_EQ(due.at(kKey.str()), stored().members.at("a").lastHeartbeatMs + 1001) << "the lease's end, in the same write";
+  advance(1200);  // a expires
+  EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::EXPIRED);
+  EXPECT_EQ(mem_->deadlines().at(kKey.str()), stored().members.at("a").tombstoneUntilMs) << "next: the tombstone";
+  advance(1100);  // the tombstone goes: nothing is ever due
+  EXPECT_TRUE(stored().members.empty());
+  EXPECT_FALSE(mem_->deadlines().count(kKey.str())) << "a group at rest costs the pod nothing";
+  (void)a;
+}
+
+TEST_F(GroupActorTest, AnIdleGroupRetiresFromMemoryAndComesBackWithItsState) {
+  auto cfg = pod_config("pod-r");
+  cfg.retireAfterMs = 700;  // shorter than the 1000 ms lease: idle, yet nobody expires
+  auto gw = spawn_gateway(*sys_, cfg, store_);
+  actors_.push_back(gw);
+  auto via = [&](protocol::HeartbeatRequest q) {
+    auto out = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+    caf::anon_send(gw, hb_atom::value, kKey, HeartbeatCall{std::move(q), [out](auto r) { *out = std::move(r); }});
+    run();
+    EXPECT_TRUE(out->has_value());
+    return out->value_or(protocol::HeartbeatResponse{});
+  };
+  auto a = via(request("a", 0));
+  a = via(request("a", a.memberEpoch, assigned(a)));
+  ASSERT_EQ(a.status, HeartbeatStatus::OK);
+  EXPECT_NE(metrics_->text().find("rsc_groups 1"), std::string::npos);
+  for (int i = 0; i < 5; ++i) {  // busy for 2 s: not retired
+    advance(400);
+    a = via(request("a", a.memberEpoch, assigned(a)));
+  }
+  EXPECT_NE(metrics_->text().find("rsc_groups_retired_total 0"), std::string::npos);
+  advance(800);  // idle
+  EXPECT_NE(metrics_->text().find("rsc_groups 0"), std::string::npos) << metrics_->text();
+  EXPECT_NE(metrics_->text().find("rsc_groups_retired_total 1"), std::string::npos);
+  auto back = via(request("a", a.memberEpoch, assigned(a)));
+  EXPECT_EQ(back.status, HeartbeatStatus::OK) << "loaded again, with its state: " << back.message.value_or("");
+  EXPECT_EQ(back.memberEpoch, a.memberEpoch);
+}
+
+TEST_F(GroupActorTest, AGroupIsDeletedOnlyWhenEmptyOrWithItsMembersFenced) {
+  auto del = [&](bool fence) {
+    std::optional<store::Result<store::GroupDeletion>> out;
+    caf::anon_send(group_, delete_atom::value, DeleteCall{fence, [&](auto r) { out = std::move(r); }});
+    run();
+    EXPECT_TRUE(out && out->ok());
+    return out && out->ok() ? *out->value : store::GroupDeletion::NotFound;
+  };
+  EXPECT_EQ(del(false), store::GroupDeletion::NotFound);
+  auto a = hb(request("a", 0));
+  EXPECT_EQ(del(false), store::GroupDeletion::HasLiveMembers);
+  EXPECT_TRUE(mem_->load(kKey).value->exists) << "refused: nothing changed";
+  EXPECT_EQ(del(true), store::GroupDeletion::Deleted);
+  auto l = mem_->load(kKey);
+  EXPECT_FALSE(l.value->exists);
+  EXPECT_FALSE(mem_->deadlines().count(kKey.str()));
+  EXPECT_TRUE(mem_->list_groups().value->empty());
+  EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a))).status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
+  auto again = hb(request("a", 0));
+  EXPECT_EQ(again.status, HeartbeatStatus::OK) << "the group can be created again";
+  EXPECT_GT(stored().storeRevision, l.value->state.storeRevision) << "its revision never went back";
+}
+
+TEST_F(GroupActorTest, TheGroupLimitRefusesANewGroupAndStoresNothing) {
+  auto cfg = pod_config("pod-l");
+  cfg.maxGroupsPerStream = 1;
+  auto limited = spawn(cfg);
+  ASSERT_EQ(hb(request("a", 0), &limited).status, HeartbeatStatus::OK);
+  const store::GroupKey second{"orders", "audit"};
+  auto b = spawn_group_actor(*sys_, second, cfg, store_);
+  actors_.push_back(b);
+  auto r = hb(request("x", 0), &b);
+  EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_NE(r.message.value_or("").find("max-groups-per-stream"), std::string::npos) << r.message.value_or("");
+  EXPECT_FALSE(mem_->load(second).value->exists) << "nothing stored for a refused join";
+  EXPECT_EQ(mem_->list_groups().value->size(), 1u);
+  EXPECT_EQ(hb(request("a2", 0), &limited).status, HeartbeatStatus::OK) << "the existing group still takes joins";
 }
 
 TEST_F(GroupActorTest, AStoreOutageDoesNotExpireHealthyMembers) {
@@ -226,15 +352,16 @@ TEST_F(GroupActorTest, TwoPodsOnOneStoreServeOneGroupWithoutContradiction) {
   EXPECT_EQ(assigned(hb(request("b", b.memberEpoch), &other)).size(), 3u);
 }
 
-TEST_F(GroupActorTest, OnlyThePodHoldingTheTickLeaseTicks) {
+TEST_F(GroupActorTest, DeadlineWorkWaitsWhileAnotherPodHoldsTheGroupMutex) {
   auto a = hb(request("a", 0));
-  // Another pod takes the tick lease for the whole test.
+  // Another pod holds the group mutex (doing the same deadline work) for the whole test.
   auto lease = mem_->tick_lease(kKey, "pod-elsewhere", 60'000, 0);
   ASSERT_TRUE(lease.ok());
   ASSERT_NE(lease.value->status, store::LeaseStatus::NotHolder);
   advance(1500);
   EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::STARTING)
-      << "this pod does not hold the tick lease, so it expires nobody by ticks";
+      << "this pod does not hold the mutex, so it judges no deadline";
+  EXPECT_NE(metrics_->text().find("rsc_deadline_work_total{result=\"held_elsewhere\"}"), std::string::npos);
   // A heartbeat still runs the tick logic in its own write: the silent member is expired then.
   auto b = hb(request("b", 0));
   EXPECT_EQ(b.status, HeartbeatStatus::OK);
@@ -308,6 +435,7 @@ TEST_F(GroupActorTest, RollbackRecoveryIsWrittenEvenIfTheFirstWriteLosesARace) {
 TEST_F(GroupActorTest, APodStartedAfterAnOutageExpiresNobodyDuringItsFirstLease) {
   hb(request("a", 0));
   caf::anon_send_exit(group_, caf::exit_reason::user_shutdown);  // this pod goes away
+  caf::anon_send_exit(actors_[1], caf::exit_reason::user_shutdown);  // with its pod actor
   run();
   now_ += 5000;  // the store was unreachable meanwhile: nobody's heartbeat got through
   spawn(pod_config("pod-3"));

@@ -20,6 +20,8 @@ struct FakeBackend : Backend {
   protocol::HeartbeatStatus answer = protocol::HeartbeatStatus::OK;
   bool storeDown = false;
   bool readyOk = true;
+  std::vector<std::string> deletes;
+  store::GroupDeletion deletion = store::GroupDeletion::Deleted;
 
   void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override {
@@ -54,6 +56,11 @@ struct FakeBackend : Backend {
   }
   void remove_member(const store::GroupKey&, const std::string& id, std::function<void(store::Result<bool>)> done) override {
     done(store::Result<bool>::success(id == "a"));
+  }
+  void delete_group(const store::GroupKey& key, bool fence,
+                    std::function<void(store::Result<store::GroupDeletion>)> done) override {
+    deletes.push_back(key.str() + (fence ? " fence" : ""));
+    done(store::Result<store::GroupDeletion>::success(deletion));
   }
   void ready(std::function<void(bool, std::string)> done) override { done(readyOk, readyOk ? "" : "redis: refused"); }
   std::string metrics_text() override { return "# HELP x y\n"; }
@@ -109,6 +116,8 @@ TEST(Routing, EveryEndpointOfTheSpecIsRouted) {
   EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups").route->kind, K::ListGroups);
   EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups/billing").route->kind, K::Describe);
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing/members/a").route->kind, K::RemoveMember);
+  EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing").route->kind, K::DeleteGroup);
+  EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing").error.allow, "GET, DELETE");
   EXPECT_EQ(route("GET", "/metrics").route->kind, K::Metrics);
   EXPECT_EQ(route("GET", "/healthz").route->kind, K::Health);
   EXPECT_EQ(route("GET", "/readyz?verbose=1").route->kind, K::Ready);
@@ -268,6 +277,28 @@ TEST(Admin, DescribeAndRemoveAnswer404ForWhatDoesNotExist) {
   EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/orders/groups/missing").res.status, 404);
   EXPECT_EQ(call(b, {}, "DELETE", "/coord/v1/streams/orders/groups/billing/members/a").res.status, 200);
   EXPECT_EQ(call(b, {}, "DELETE", "/coord/v1/streams/orders/groups/billing/members/zz").res.status, 404);
+}
+
+TEST(Admin, DeletingAGroupIsAnAdminCallWithClearAnswers) {
+  FakeBackend b;
+  const std::string g = "/coord/v1/streams/orders/groups/billing";
+  auto ok = call(b, {}, "DELETE", g);
+  EXPECT_EQ(ok.res.status, 200);
+  EXPECT_EQ(json::parse(ok.res.body).at("deleted"), true);
+  EXPECT_EQ(call(b, {}, "DELETE", g + "?fenceMembers=true").res.status, 200);
+  EXPECT_EQ(b.deletes, (std::vector<std::string>{"orders/billing", "orders/billing fence"}));
+  auto bad = call(b, {}, "DELETE", g + "?fenceMembers=yes");
+  EXPECT_EQ(bad.res.status, 400);
+  EXPECT_EQ(b.deletes.size(), 2u) << "a bad flag reaches nothing";
+  b.deletion = store::GroupDeletion::HasLiveMembers;
+  auto busy = call(b, {}, "DELETE", g);
+  EXPECT_EQ(busy.res.status, 409);
+  EXPECT_NE(json::parse(busy.res.body).at("message").get<std::string>().find("fenceMembers=true"), std::string::npos);
+  b.deletion = store::GroupDeletion::NotFound;
+  EXPECT_EQ(call(b, {}, "DELETE", g).res.status, 404);
+  auto auth = tokens();
+  EXPECT_EQ(call(b, auth, "DELETE", g, "", "", "Bearer member-token-0123456789").res.status, 403);
+  EXPECT_EQ(b.deletes.size(), 4u) << "a member token deletes nothing";
 }
 
 TEST(Probes, ReadinessFollowsTheStoreAndMetricsUseTheExpositionFormat) {

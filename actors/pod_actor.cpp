@@ -1,0 +1,80 @@
+// The pod actor: one per coordinator process, on its own store connection. Every beat it renews
+// the pod's lease in the pod registry, reads the store's clock and the live pods, and asks the
+// deadline index which groups are due; each due group whose duty is this pod's (rendezvous
+// hashing over the live pods, group/time_rules.hpp) gets its deadline work. A group at rest costs
+// nothing here: one call per beat serves every group of the pod.
+#include "actors/actors.hpp"
+#include "actors/log.hpp"
+
+namespace rsc::actors {
+namespace {
+
+struct PodState {
+  std::shared_ptr<store::GroupStore> store;
+  std::shared_ptr<PodContext> pod;
+  PodActorConfig cfg;
+  bool indexed = false;  // groups written before the deadline index existed were indexed
+  bool failing = false;
+  std::size_t lastLive = 0;
+};
+
+using Self = caf::stateful_actor<PodState>*;
+
+void beat(Self self) {
+  auto& st = self->state;
+  const auto sent = st.pod->local_now();
+  auto r = st.store->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit);
+  const auto received = st.pod->local_now();
+  if (!r.ok()) {
+    if (!st.failing) log::warn("pod " + st.pod->pod_id() + ": pod registry not reachable: " + r.error.message);
+    st.failing = true;
+    return;
+  }
+  st.failing = false;
+  st.pod->clock_sample(sent, received, r.value->storeTimeMs);
+  if (r.value->livePods.size() != st.lastLive)
+    log::info("pod " + st.pod->pod_id() + ": " + std::to_string(r.value->livePods.size()) +
+              " live pod(s) share the groups' deadline work");
+  st.lastLive = r.value->livePods.size();
+  st.pod->set_live_pods(r.value->livePods);
+  if (!st.indexed) {
+    auto n = st.store->index_missing_deadlines(r.value->storeTimeMs);
+    if (n.ok()) {
+      st.indexed = true;
+      if (*n.value > 0)
+        log::info("pod " + st.pod->pod_id() + ": " + std::to_string(*n.value) + " group(s) added to the deadline index");
+    }
+  }
+  for (const auto& key : r.value->due)
+    if (st.pod->has_duty(key.str())) st.cfg.onDue(key);
+}
+
+caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std::shared_ptr<PodContext> pod,
+                        PodActorConfig cfg) {
+  self->state.store = std::move(store);
+  self->state.pod = std::move(pod);
+  self->state.cfg = std::move(cfg);
+  self->set_exit_handler([=](const caf::exit_msg& em) {
+    // Leaving the registry at once hands this pod's groups to the others without waiting a lease.
+    auto r = self->state.store->pod_leave(self->state.pod->pod_id());
+    if (r.ok()) log::info("pod " + self->state.pod->pod_id() + ": left the pod registry");
+    self->quit(em.reason);
+  });
+  self->send(self, beat_atom::value);
+  return {
+      [=](beat_atom) {
+        beat(self);
+        self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.beatMs), beat_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_pod_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store,
+                           std::shared_ptr<PodContext> pod, PodActorConfig cfg, bool detached) {
+  if (detached) return sys.spawn<caf::detached>(pod_actor, std::move(store), std::move(pod), std::move(cfg));
+  return sys.spawn(pod_actor, std::move(store), std::move(pod), std::move(cfg));
+}
+
+}  // namespace rsc::actors

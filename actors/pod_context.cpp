@@ -1,0 +1,124 @@
+#include "actors/pod_context.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "actors/log.hpp"
+#include "actors/metrics.hpp"
+
+namespace rsc::actors {
+
+PodContext::PodContext(Options o) : opts_(std::move(o)), avail_(opts_.stallMs) {
+  if (!opts_.localClock)
+    opts_.localClock = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+}
+
+void PodContext::clock_sample(group::Millis localSent, group::Millis localReceived, group::Millis storeTime) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool first = !clock_.synced();
+  clock_.observe(localSent, localReceived, storeTime);
+  if (first) {
+    startedAt_ = clock_.now(opts_.localClock());
+    if (opts_.log)
+      log::info("pod " + opts_.podId + ": on the store's clock (offset " + std::to_string(clock_.offset()) + "ms, +-" +
+                std::to_string(clock_.uncertainty()) + "ms); judging no lease before " +
+                std::to_string(startedAt_) + " + one lease");
+  }
+  if (opts_.metrics) opts_.metrics->clock_offset(static_cast<double>(clock_.offset()) / 1000.0);
+}
+
+bool PodContext::synced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return clock_.synced();
+}
+
+group::Millis PodContext::now_locked() { return clock_.now(opts_.localClock()); }
+
+group::Millis PodContext::now() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return now_locked();
+}
+
+group::Millis PodContext::started_at() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return startedAt_;
+}
+
+uint64_t PodContext::call_began() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!clock_.synced()) return 0;  // no store time to date it by yet (nothing is judged before)
+  return avail_.began(now_locked());
+}
+
+void PodContext::call_ended(uint64_t id, bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0) return;
+  const auto t = now_locked();
+  const auto before = avail_.outage_count();
+  const auto lastBefore = avail_.outages().empty() ? group::Outage{} : avail_.outages().back();
+  avail_.ended(id, t, ok);
+  if (!ok && !downLogged_) {
+    downLogged_ = true;
+    if (opts_.metrics) opts_.metrics->store_down(true);
+    if (opts_.log)
+      log::warn("pod " + opts_.podId + ": the store does not answer; heartbeats get RETRY and no lease runs until it does");
+  }
+  const bool grew = avail_.outage_count() > before ||
+                    (!avail_.outages().empty() && avail_.outages().back().to != lastBefore.to && ok);
+  if (ok && grew) {
+    const auto& o = avail_.outages().back();
+    if (avail_.outage_count() > before && opts_.metrics) opts_.metrics->store_outage();
+    if (opts_.metrics) opts_.metrics->store_down(false);
+    downLogged_ = false;
+    if (opts_.log)
+      log::warn("pod " + opts_.podId + ": store outage from " + std::to_string(o.from) + " to " + std::to_string(o.to) +
+                " (" + std::to_string(o.to - o.from) + "ms): that time does not count against any lease");
+  }
+}
+
+bool PodContext::store_down() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return avail_.ongoing(now_locked());
+}
+
+group::TimeView PodContext::time_view(const group::Config& core) {
+  std::lock_guard<std::mutex> lock(mu_);
+  group::TimeView tv;
+  tv.now = now_locked();
+  tv.expiryHeldUntil = clock_.synced() ? group::first_lease_end(startedAt_, core) : tv.now + core.memberLeaseTtlMs;
+  tv.outageOngoing = avail_.ongoing(tv.now) || !clock_.synced();
+  tv.outages = avail_.outages_vector();
+  return tv;
+}
+
+void PodContext::set_live_pods(std::vector<std::string> pods) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_ = std::move(pods);
+  if (opts_.metrics) opts_.metrics->live_pods(static_cast<double>(live_.size()));
+}
+
+std::vector<std::string> PodContext::live_pods() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
+}
+
+bool PodContext::has_duty(const std::string& groupKey) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return group::duty_pod(groupKey, live_) == opts_.podId;
+}
+
+std::pair<bool, std::string> PodContext::ready(group::Millis freshMs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!clock_.synced()) return {false, "not yet connected to the store"};
+  const auto t = now_locked();
+  if (avail_.ongoing(t))
+    return {false, "the store has not answered for " + std::to_string(t - avail_.down_since(t)) + "ms"};
+  if (t - avail_.last_reply() > freshMs)
+    return {false, "no answer from the store for " + std::to_string(t - avail_.last_reply()) + "ms"};
+  return {true, ""};
+}
+
+}  // namespace rsc::actors

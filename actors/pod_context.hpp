@@ -1,0 +1,67 @@
+// What one coordinator pod knows that is not a group's: the store's clock, the store's
+// availability, the live pods and its own identity. Shared by the pod's actors and its store
+// connections (thread-safe); the rules it applies are group/time_rules.hpp's. No CAF here.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "group/time_rules.hpp"
+#include "redis/connection.hpp"
+
+namespace rsc::actors {
+
+class Metrics;
+
+class PodContext : public store::CallObserver {
+ public:
+  struct Options {
+    std::string podId;
+    group::Millis stallMs = 500;  // a round trip slower than this is an outage
+    // Local monotonic milliseconds; the default reads std::chrono::steady_clock.
+    std::function<group::Millis()> localClock;
+    std::shared_ptr<Metrics> metrics;  // may be null
+    bool log = true;
+  };
+  explicit PodContext(Options o);
+
+  const std::string& pod_id() const { return opts_.podId; }
+
+  // --- the store's clock
+  // A round trip sent and answered at these local times carried the store's time.
+  void clock_sample(group::Millis localSent, group::Millis localReceived, group::Millis storeTime);
+  bool synced() const;
+  group::Millis now();  // the store's time as this pod estimates it; never goes back
+  group::Millis local_now() const { return opts_.localClock(); }
+  group::Millis started_at() const;  // the store's time when this pod first synced
+
+  // --- the store's availability (every connection of the pod reports here)
+  uint64_t call_began() override;
+  void call_ended(uint64_t id, bool ok) override;
+  bool store_down();
+  // What this pod knows, now, for judging leases (SPEC §3 rule 8).
+  group::TimeView time_view(const group::Config& core);
+
+  // --- tick duty
+  void set_live_pods(std::vector<std::string> pods);
+  std::vector<std::string> live_pods() const;
+  bool has_duty(const std::string& groupKey) const;
+
+  // --- readiness: synced, the store answering, and a reply within `freshMs`.
+  std::pair<bool, std::string> ready(group::Millis freshMs);
+
+ private:
+  group::Millis now_locked();
+  Options opts_;
+  mutable std::mutex mu_;
+  group::StoreClock clock_;
+  group::StoreAvailability avail_;
+  group::Millis startedAt_ = 0;
+  bool downLogged_ = false;
+  std::vector<std::string> live_;
+};
+
+}  // namespace rsc::actors
