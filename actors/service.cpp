@@ -1,6 +1,7 @@
 #include "actors/service.hpp"
 
 #include <chrono>
+#include <thread>
 
 #include "actors/actors.hpp"
 #include "actors/log.hpp"
@@ -20,6 +21,7 @@ struct Service::Impl {
   std::shared_ptr<PodContext> pod;
   group::Millis readyFreshMs = 1000;
   caf::actor podActor;
+  caf::actor probe;  // readiness pings, on a connection of their own with a short timeout
   std::vector<caf::actor> stores;
   std::vector<caf::actor> gateways;  // groups hash to a gateway, each with its own store actor
   std::shared_ptr<Metrics> metrics;
@@ -59,7 +61,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   // pipelined batches carry the writes of all the groups behind it.
   const auto n = static_cast<std::size_t>(std::max(1, cfg.storeConnections));
   for (std::size_t i = 0; i < n; ++i) {
-    auto st = spawn_store_actor(*impl_->sys, makeStore(impl_->pod), /*detached=*/true);
+    auto st = spawn_store_actor(*impl_->sys, makeStore(impl_->pod, 0), /*detached=*/true);
     impl_->stores.push_back(st);
     impl_->gateways.push_back(spawn_gateway(*impl_->sys, g, st, i, n));
   }
@@ -70,14 +72,25 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   pc.onDue = [gateways](const store::GroupKey& key) {
     caf::anon_send(gateways[gateway_index(key, gateways.size())], due_atom::value, key);
   };
-  impl_->podActor = spawn_pod_actor(*impl_->sys, makeStore(impl_->pod), impl_->pod, pc, /*detached=*/true);
+  impl_->podActor = spawn_pod_actor(*impl_->sys, makeStore(impl_->pod, 0), impl_->pod, pc, /*detached=*/true);
+  impl_->probe = spawn_store_actor(*impl_->sys, makeStore(impl_->pod, 700), /*detached=*/true);
 }
 
 Service::~Service() {
   caf::anon_send_exit(impl_->podActor, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl_->probe, caf::exit_reason::user_shutdown);
   for (auto& gw : impl_->gateways) caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
   for (auto& st : impl_->stores) caf::anon_send_exit(st, caf::exit_reason::user_shutdown);
   impl_->sys->await_all_actors_done();
+}
+
+bool Service::wait_for_store(group::Millis timeoutMs) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (!impl_->pod->synced()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
 }
 
 void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
@@ -132,11 +145,23 @@ void Service::delete_group(const store::GroupKey& key, bool fenceMembers,
   caf::anon_send(impl_->gateway_for(key), delete_atom::value, key, DeleteCall{fenceMembers, std::move(done)});
 }
 
-// Answered at once from what the pod knows (its store calls and its beats), never by waiting on a
-// store that may be stalled.
+// Within a second, whatever the store does: a store the pod already knows to be down is answered
+// at once; otherwise a ping on the probe's own connection (700 ms timeout), and a probe that
+// queued behind a stalled ping answers from what the pod knows by then.
 void Service::ready(std::function<void(bool, std::string)> done) {
-  auto [ok, why] = impl_->pod->ready(impl_->readyFreshMs);
-  done(ok, why);
+  auto pod = impl_->pod;
+  const auto fresh = impl_->readyFreshMs;
+  auto known = pod->ready(fresh);
+  if (!known.first) return done(false, known.second);
+  const auto asked = std::chrono::steady_clock::now();
+  caf::anon_send(impl_->probe, task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   if (std::chrono::steady_clock::now() - asked > std::chrono::milliseconds(200)) {
+                     auto [ok, why] = pod->ready(fresh);
+                     return done(ok, why);
+                   }
+                   auto r = s.ping();
+                   done(r.ok(), r.ok() ? "" : r.error.message);
+                 }});
 }
 
 std::string Service::metrics_text() { return impl_->metrics ? impl_->metrics->text() : std::string(); }

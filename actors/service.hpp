@@ -34,11 +34,16 @@ struct ServiceConfig {
 
 class Service : public http::Backend {
  public:
-  // `makeStore` is called once per store actor and once for the pod actor; each store must report
-  // its round trips to the observer it is given (the pod's view of the store's availability).
-  using MakeStore = std::function<std::shared_ptr<store::GroupStore>(std::shared_ptr<store::CallObserver>)>;
+  // `makeStore` is called once per store actor, once for the pod actor and once for readiness
+  // probes; each store must report its round trips to the observer it is given (the pod's view of
+  // the store's availability), and use `commandTimeoutMs` when it is not 0.
+  using MakeStore = std::function<std::shared_ptr<store::GroupStore>(std::shared_ptr<store::CallObserver>,
+                                                                     group::Millis commandTimeoutMs)>;
   Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics);
   ~Service() override;  // stops every actor
+  // Waits (at most `timeoutMs`) until the pod knows the store's clock; false if it does not yet
+  // (the store is unreachable: heartbeats get RETRY until it is).
+  bool wait_for_store(group::Millis timeoutMs);
 
   void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override;

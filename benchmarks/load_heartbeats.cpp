@@ -1,8 +1,9 @@
 // rsc-load: a closed-loop heartbeat load against running coordinator pods, bounded in time.
 //   rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S
-//            [--stream PREFIX]
+//            [--stream PREFIX] [--rounds N]
 // Every member joins, then each thread sends steady heartbeats (full state, keep-alive
-// connections, pods taken round robin) for its members as fast as answers come, for S seconds.
+// connections, pods taken round robin) for its members as fast as answers come, for S seconds
+// (or until every member has sent N heartbeats: --rounds 1 only joins them all, to set up groups).
 // Prints heartbeats/s, latency percentiles and the statuses seen.
 #include <algorithm>
 #include <atomic>
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   int groups = 10, perGroup = 10, threads = 4;
   double seconds = 5;
   std::string stream = "load";
+  long rounds = 0;  // 0: until the time is up
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(val().c_str());
     else if (a == "--seconds") seconds = std::atof(val().c_str());
     else if (a == "--stream") stream = val();
+    else if (a == "--rounds") rounds = std::atol(val().c_str());
     else usage("unknown argument " + a);
   }
   if (urls.empty() || groups <= 0 || perGroup <= 0 || threads <= 0 || seconds <= 0 || seconds > 600)
@@ -100,7 +103,7 @@ int main(int argc, char** argv) {
       std::map<std::string, long> myStatus;
       std::vector<double> myLat;
       std::size_t round = 0;
-      while (Clock::now() < until) {
+      while (Clock::now() < until && (rounds <= 0 || static_cast<long>(round) < rounds)) {
         for (std::size_t i = static_cast<std::size_t>(t); i < members.size() && Clock::now() < until;
              i += static_cast<std::size_t>(threads)) {
           Member& m = members[i];

@@ -165,9 +165,6 @@ void validate(const Config& c) {
   if (s.core.memberLeaseTtlMs <= s.core.heartbeatIntervalMs)
     throw Bad{"member-lease-ttl (" + std::to_string(s.core.memberLeaseTtlMs) + "ms) must exceed heartbeat-interval (" +
               std::to_string(s.core.heartbeatIntervalMs) + "ms)"};
-  if (s.mutexTtlMs < s.storeDeadlineMs)
-    throw Bad{"mutex-ttl (" + std::to_string(s.mutexTtlMs) + "ms) must be at least store-deadline (" +
-              std::to_string(s.storeDeadlineMs) + "ms): deadline work holds the mutex across its store calls"};
   if (s.storeStallMs >= s.core.memberLeaseTtlMs)
     throw Bad{"store-stall (" + std::to_string(s.storeStallMs) + "ms) must be below member-lease-ttl (" +
               std::to_string(s.core.memberLeaseTtlMs) + "ms)"};

@@ -43,12 +43,19 @@ int main(int argc, char** argv) {
   redisOpts.log = [](const std::string& m) { log::warn(m); };
   auto service = std::make_unique<actors::Service>(
       cfg.service,
-      [redisOpts](std::shared_ptr<store::CallObserver> observer) {
+      [redisOpts](std::shared_ptr<store::CallObserver> observer, group::Millis commandTimeoutMs) {
         auto o = redisOpts;
         o.observer = std::move(observer);
+        if (commandTimeoutMs > 0) {
+          o.commandTimeoutMs = commandTimeoutMs;
+          o.connectTimeoutMs = std::min(o.connectTimeoutMs, commandTimeoutMs);
+        }
         return std::make_shared<store::RedisStore>(o);
       },
       metrics);
+  if (!service->wait_for_store(3000))
+    log::warn("store " + cfg.redis.host + ":" + std::to_string(cfg.redis.port) +
+              " not reachable yet; serving, heartbeats get RETRY until it is");
   http::Server srv(cfg.http, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
     http::handle_request(req, *service, auth, respond);
   });
