@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "actors/log.hpp"
 #include "actors/metrics.hpp"
@@ -22,10 +23,22 @@ void PodContext::clock_sample(group::Millis localSent, group::Millis localReceiv
   clock_.observe(localSent, localReceived, storeTime);
   if (first) {
     startedAt_ = clock_.now(opts_.localClock());
-    if (opts_.log)
-      log::info("pod " + opts_.podId + ": on the store's clock (offset " + std::to_string(clock_.offset()) + "ms, +-" +
-                std::to_string(clock_.uncertainty()) + "ms); judging no lease before " +
-                std::to_string(startedAt_) + " + one lease");
+    // The host's wall clock is only reported: leases are judged on the store's.
+    const group::Millis wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+    const group::Millis skew = wall - startedAt_;
+    if (opts_.log) {
+      log::info("pod " + opts_.podId + ": on the store's clock (+-" + std::to_string(clock_.uncertainty()) +
+                "ms); judging no lease before " + std::to_string(startedAt_) + " + one lease");
+      const std::string text = "pod " + opts_.podId + ": this host's wall clock is " + std::to_string(std::abs(skew)) +
+                               "ms " + (skew >= 0 ? "ahead of" : "behind") +
+                               " the store's (leases are judged on the store's clock, so this changes no decision)";
+      if (std::abs(skew) > 1000)
+        log::warn(text);
+      else
+        log::info(text);
+    }
   }
   if (opts_.metrics) opts_.metrics->clock_offset(static_cast<double>(clock_.offset()) / 1000.0);
 }

@@ -5,7 +5,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcaf-dev libhiredis-dev libboost-dev libboost-system-dev prometheus-cpp-dev
-  redis-server prometheus
+  redis-server prometheus faketime
 )
 missing=()
 for p in "${packages[@]}"; do

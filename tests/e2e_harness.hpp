@@ -124,12 +124,15 @@ class Process {
 // A rsc-coordinator process. Its log goes to a file in a temp dir (printed when a test fails).
 class Coordinator {
  public:
-  Coordinator(int redisPort, std::vector<std::string> extraArgs = {}) {
+  // `wrapper` runs the binary through another program (e.g. {"/usr/bin/faketime", "-f", "+10s"}).
+  Coordinator(int redisPort, std::vector<std::string> extraArgs = {}, std::vector<std::string> wrapper = {}) {
     char tmpl[] = "/tmp/rsc-coord-XXXXXX";
     dir_ = mkdtemp(tmpl);
     port_ = free_loopback_port();
-    args_ = {RSC_COORDINATOR_BIN, "--listen", "127.0.0.1:" + std::to_string(port_), "--redis",
-             "127.0.0.1:" + std::to_string(redisPort)};
+    args_ = wrapper;
+    for (const auto& a : std::vector<std::string>{RSC_COORDINATOR_BIN, "--listen", "127.0.0.1:" + std::to_string(port_),
+                                                  "--redis", "127.0.0.1:" + std::to_string(redisPort)})
+      args_.push_back(a);
     args_.insert(args_.end(), extraArgs.begin(), extraArgs.end());
     start();
   }
