@@ -1,5 +1,8 @@
 // Seeded deterministic simulation of the pure core under a fake clock: members join, leave,
-// crash, freeze, lose and repeat responses, drain slowly; the stream grows. After every step the
+// crash, freeze, lose and repeat responses, drain slowly; the stream grows; the store has outages
+// (heartbeats get RETRY, nothing is written) and the pod restarts, forgetting what it saw. The
+// pod's steps run as the group actor runs them (group/time_rules.hpp: outages absorbed, no expiry
+// while the store is down or during the pod's first lease). After every step the
 // SPEC §7 invariants I1 (single owner, including what members believe they may read), I3
 // (monotonic epochs and revision) and I5 (sticky targets) are checked; at the end chaos stops and
 // I2 (the group settles STABLE and balanced) is checked.
@@ -14,6 +17,7 @@
 #include <sstream>
 
 #include "group/coordinator.hpp"
+#include "group/time_rules.hpp"
 
 using namespace rsc;
 using group::Millis;
@@ -28,12 +32,13 @@ constexpr Millis kSelfFenceMargin = 200;
 struct Stats {
   long heartbeats = 0, joins = 0, leaves = 0, crashes = 0, freezes = 0, lostResponses = 0, retries = 0,
        replays = 0, expiries = 0, rebalanceFences = 0, fencedResponses = 0, handovers = 0, grows = 0,
-       pendingWaits = 0, i5Checks = 0;
+       pendingWaits = 0, i5Checks = 0, outages = 0, outageRetries = 0, podRestarts = 0;
   void add(const Stats& o) {
     heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
     lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
     rebalanceFences += o.rebalanceFences, fencedResponses += o.fencedResponses, handovers += o.handovers;
     grows += o.grows, pendingWaits += o.pendingWaits, i5Checks += o.i5Checks;
+    outages += o.outages, outageRetries += o.outageRetries, podRestarts += o.podRestarts;
   }
 };
 
@@ -49,6 +54,7 @@ struct SimMember {
   ShardSet revokedToReport;
   Millis lastSuccessSentAt = -1'000'000'000;  // self-fence clock: when the last good request was sent
   Millis nextHeartbeatAt = 0;
+  Millis lastAttemptAt = -1'000'000'000;  // the last heartbeat it sent, answered or not
   std::optional<protocol::HeartbeatRequest> unanswered;  // a request whose response was lost
   int seq = 0;
 
@@ -86,13 +92,14 @@ class Simulation {
     for (int step = 0; step < steps && failure_.empty(); ++step) {
       step_ = step;
       now_ += 1 + static_cast<Millis>(rng_() % 40);
+      end_outage_if_over();  // the first good reply ends it, before anything is decided
       chaos();
       for (auto& m : members_) {
         if (!failure_.empty()) break;
         finish_drains(m);
         if (m.running && now_ >= m.frozenUntil && now_ >= m.nextHeartbeatAt) heartbeat(m);
       }
-      if (rng_() % 3 == 0) apply(group::tick(g_, cfg_, now_), "tick");
+      if (rng_() % 3 == 0 && !store_down()) apply(group::tick(g_, cfg_, view()), "tick");
       check();
     }
     if (failure_.empty()) settle();
@@ -104,10 +111,27 @@ class Simulation {
  private:
   bool chance(int percentTenths) { return static_cast<int>(rng_() % 1000) < percentTenths; }
 
+  bool store_down() const { return now_ < outageUntil_; }
+  // What the pod knows: its outages so far, its first lease.
+  group::TimeView view() const {
+    group::TimeView tv;
+    tv.now = now_;
+    tv.expiryHeldUntil = group::first_lease_end(podStartedAt_, cfg_);
+    tv.outageOngoing = store_down();
+    tv.outages = outages_;
+    return tv;
+  }
+  void end_outage_if_over() {
+    if (outageUntil_ != 0 && now_ >= outageUntil_) {
+      outages_.push_back({outageFrom_, outageUntil_});
+      outageUntil_ = 0;
+    }
+  }
+
   void chaos() {
     if (!chance(25)) return;
     auto& m = members_[rng_() % members_.size()];
-    switch (rng_() % 6) {
+    switch (rng_() % 8) {
       case 0:  // crash: the process is gone, nothing it held is read any more
         if (m.running) {
           m.running = false;
@@ -137,6 +161,21 @@ class Simulation {
           m.owned.clear();
           m.nextHeartbeatAt = now_;
           ++stats_.leaves;
+        }
+        break;
+      case 5:  // the store stops answering for 0.2-3 s (longer than a lease at times)
+        if (!store_down() && chance(300)) {
+          outageFrom_ = now_;
+          outageUntil_ = now_ + 200 + static_cast<Millis>(rng_() % 2800);
+          ++stats_.outages;
+        }
+        break;
+      case 6:  // the pod restarts: it forgets every outage it saw and judges nobody for a lease
+        if (chance(100)) {
+          end_outage_if_over();
+          outages_.clear();
+          podStartedAt_ = now_;
+          ++stats_.podRestarts;
         }
         break;
       case 4:
@@ -190,6 +229,14 @@ class Simulation {
       q = build(m);
     }
     const Millis sentAt = now_;
+    m.lastAttemptAt = now_;
+    if (store_down()) {  // RETRY: nothing stored; the member keeps what it has and tries again
+      ++stats_.outageRetries;
+      m.nextHeartbeatAt = now_ + cfg_.heartbeatIntervalMs;
+      return;
+    }
+    // The group actor runs the tick first, in the same write.
+    apply(group::tick(g_, cfg_, view()), "tick");
     const bool isReplay = [&] {
       auto it = g_.members.find(m.id);
       return it != g_.members.end() && it->second.lastResponse && it->second.lastRequestId == q.requestId;
@@ -272,13 +319,27 @@ class Simulation {
     g_ = o.state;
     g_.storeRevision = before.storeRevision + (o.changed() ? 1 : 0);
     for (const auto& e : o.events) {
-      if (e.kind == group::Event::Kind::EXPIRED) ++stats_.expiries;
+      if (e.kind == group::Event::Kind::EXPIRED) {
+        ++stats_.expiries;
+        check_not_healthy(e.member);
+      }
       if (e.kind == group::Event::Kind::FENCED && e.detail.find("rebalance") != std::string::npos)
         ++stats_.rebalanceFences;
       if (verbose_) std::cout << "t=" << now_ << " [" << who << "] " << group::to_string(e) << "\n";
     }
     check_monotonic(before);
     check_sticky(before);
+  }
+
+  // SPEC §3 rule 8: a member that kept heartbeating (answered or, during an outage, not) and was
+  // not frozen within the last lease is never expired.
+  void check_not_healthy(const std::string& id) {
+    for (const auto& m : members_) {
+      if (m.id != id || !m.running) continue;
+      const bool heartbeating = now_ - m.lastAttemptAt <= 2 * cfg_.heartbeatIntervalMs;
+      const bool thawed = m.frozenUntil < now_ - cfg_.memberLeaseTtlMs;
+      if (heartbeating && thawed) fail("rule 8: healthy member " + id + " was expired");
+    }
   }
 
   void check_monotonic(const group::GroupState& before) {
@@ -359,6 +420,10 @@ class Simulation {
 
   // Chaos stops; every process runs and heartbeats promptly; the group must settle (I2).
   void settle() {
+    if (store_down()) {
+      outageUntil_ = now_;
+      end_outage_if_over();
+    }
     for (auto& m : members_) {
       m.frozenUntil = 0;
       if (!m.running || m.leaving) {
@@ -380,7 +445,7 @@ class Simulation {
           receive(m, q, out.response, now_);
         }
       }
-      apply(group::tick(g_, cfg_, now_), "tick");
+      apply(group::tick(g_, cfg_, view()), "tick");
       check();
     }
     if (!failure_.empty()) return;
@@ -411,6 +476,9 @@ class Simulation {
   group::Config cfg_;
   group::GroupState g_;
   Millis now_ = 0;
+  Millis podStartedAt_ = -1'000'000;  // long before: no first-lease hold at the start
+  Millis outageFrom_ = 0, outageUntil_ = 0;
+  std::vector<group::Outage> outages_;
   int step_ = 0;
   std::vector<SimMember> members_;
   std::map<std::string, int32_t> metadataSeen_;
@@ -452,7 +520,9 @@ TEST(Simulation, InvariantsHoldOverManySeeds) {
             << " retries (" << total.replays << " replayed), " << total.expiries << " expiries, "
             << total.rebalanceFences << " rebalance-timeout fences, " << total.fencedResponses
             << " fenced/unknown responses, " << total.handovers << " shard handovers, " << total.pendingWaits
-            << " pending waits, " << total.grows << " stream grows, " << total.i5Checks << " I5 checks\n";
+            << " pending waits, " << total.grows << " stream grows, " << total.i5Checks << " I5 checks, "
+            << total.outages << " store outages (" << total.outageRetries << " heartbeats answered RETRY), "
+            << total.podRestarts << " pod restarts\n";
   EXPECT_EQ(failures, 0);
   // The simulation must actually reach every situation it claims to cover.
   EXPECT_GT(total.joins, seeds);
@@ -467,4 +537,7 @@ TEST(Simulation, InvariantsHoldOverManySeeds) {
   EXPECT_GT(total.pendingWaits, 0);
   EXPECT_GT(total.grows, 0);
   EXPECT_GT(total.i5Checks, seeds);
+  EXPECT_GT(total.outages, seeds / 2);
+  EXPECT_GT(total.outageRetries, 0);
+  EXPECT_GT(total.podRestarts, 0);
 }
