@@ -38,6 +38,10 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   impl_->cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(1, cfg.schedulerThreads)));
   impl_->cfg.set("logger.file-verbosity", caf::atom("quiet"));
   impl_->cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  // An idle scheduler thread wakes every relaxed-sleep-duration to look for work to steal
+  // (10 ms by default): 200 wake-ups a second on an idle pod. Work sent to a sleeping thread
+  // wakes it at once, so a longer sleep costs no latency.
+  impl_->cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(250)});
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   GroupActorConfig g;
   g.core = cfg.core;

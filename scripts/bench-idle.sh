@@ -10,25 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 groups=${1:-1000} pods=${2:-1} secs=${3:-20}
 bin=${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}
-dir=$(mktemp -d /tmp/rsc-idle.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-free_port() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 12000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --dir "$dir" --save "" --daemonize no --logfile "$dir/redis.log" &
-pids+=($!)
-for _ in $(seq 1 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+. scripts/lib/local.sh
+local_init idle
+start_redis
 urls=""
 podpids=()
 for i in $(seq 1 "$pods"); do
@@ -40,7 +24,7 @@ for i in $(seq 1 "$pods"); do
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
 for _ in $(seq 1 50); do
-  n=$(grep -l "ready: serving" "$dir"/pod*.log 2>/dev/null | wc -l)
+  n=$( (grep -l "ready: serving" "$dir"/pod*.log 2>/dev/null || true) | wc -l)
   [ "$n" -eq "$pods" ] && break
   sleep 0.1
 done

@@ -6,25 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=./build
-dir=$(mktemp -d /tmp/rsc-demo.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  echo "demo: stopped everything; logs are in $dir"
-}
-trap cleanup EXIT
-free_port() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768+)
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
-rport=$(free_port); podA=$(free_port); podB=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --dir "$dir" --save "" --daemonize no --logfile "$dir/redis.log" &
-pids+=($!)
-sleep 0.3
+KEEP_DIR=1
+. scripts/lib/local.sh
+local_init demo
+start_redis
+podA=$(free_port); podB=$(free_port)
 timing=(--tick-interval-ms 200 --heartbeat-interval-ms 500 --member-lease-ttl-ms 3000 --rebalance-timeout-ms 5000)
 $B/rsc-coordinator --listen "127.0.0.1:$podA" --redis "127.0.0.1:$rport" "${timing[@]}" 2>"$dir/podA.log" &
 pids+=($!)

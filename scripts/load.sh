@@ -6,25 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pods=${1:-1} groups=${2:-100} per=${3:-10} threads=${4:-8} secs=${5:-5} conns=${6:-2}
-dir=$(mktemp -d /tmp/rsc-load.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-free_port() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 12000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --dir "$dir" --save "" --daemonize no --logfile "$dir/redis.log" &
-pids+=($!)
-sleep 0.3
+. scripts/lib/local.sh
+local_init load
+start_redis
 urls=""
 for i in $(seq 1 "$pods"); do
   port=$(free_port)

@@ -1,0 +1,32 @@
+# Shared by the scripts that start private services on this machine (source it): a temp dir,
+# every started pid remembered and stopped (TERM, then wait) on exit, free loopback ports, and a
+# private redis-server. Set KEEP_DIR=1 before sourcing to keep the temp dir (logs) at exit.
+local_init() {  # local_init NAME
+  dir=$(mktemp -d "/tmp/rsc-$1.XXXXXX")
+  pids=()
+  trap local_cleanup EXIT
+}
+local_cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ "${KEEP_DIR:-0}" = 1 ]; then echo "logs are in $dir"; else rm -rf "$dir"; fi
+}
+free_port() {  # a loopback port nothing answers on, below the ephemeral range (32768+)
+  local p
+  for _ in $(seq 1 50); do
+    p=$((20000 + RANDOM % 12000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+start_redis() {  # sets rport; not persisted; waits until it answers
+  rport=$(free_port)
+  redis-server --port "$rport" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no --daemonize no \
+    --logfile "$dir/redis.log" &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    redis-cli -p "$rport" ping >/dev/null 2>&1 && return
+    sleep 0.05
+  done
+  echo "redis-server did not start; see $dir/redis.log" >&2
+  return 1
+}
