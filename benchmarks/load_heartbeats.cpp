@@ -1,23 +1,32 @@
-// rsc-load: a closed-loop heartbeat load against running coordinator pods, bounded in time.
+// rsc-load: a heartbeat load against running coordinator pods, bounded in time.
 //   rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S
-//            [--stream PREFIX] [--rounds N]
-// Every member joins, then each thread sends steady heartbeats (full state, keep-alive
-// connections, pods taken round robin) for its members as fast as answers come, for S seconds
-// (or until every member has sent N heartbeats: --rounds 1 only joins them all, to set up groups).
-// Prints heartbeats/s, latency percentiles and the statuses seen.
+//            [--stream PREFIX] [--rounds N] [--interval-ms I] [--healthz-seconds H]
+//            [--redis HOST:PORT] [--pids PID[,PID...]]
+// Phases, each bounded: every member joins; then, when H > 0, GET /healthz as fast as answers come
+// on the same connections for H seconds (the HTTP baseline of this run); then steady heartbeats
+// (full state, keep-alive connections, pods taken round robin) for S seconds, as fast as answers
+// come, or each member every I ms (--interval-ms, an offered rate like real members'), or until
+// every member has sent N heartbeats (--rounds 1 only joins them, to set up groups).
+// Prints heartbeats/s, /healthz req/s and their ratio, latency percentiles, statuses, and with
+// --redis the Redis commands and socket reads per heartbeat (INFO stats around the phase), with
+// --pids the coordinators' RSS before the joins, after them (per member) and after the load.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "member/http_client.hpp"
+#include "redis/connection.hpp"
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -46,104 +55,236 @@ std::string body(Member& m) {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-load: " << why << "\n"
-            << "usage: rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S\n";
+            << "usage: rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S\n"
+            << "                [--stream P] [--rounds N] [--interval-ms I] [--healthz-seconds H]\n"
+            << "                [--redis HOST:PORT] [--pids PID[,PID...]]\n";
   std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& v) {
+  std::vector<std::string> out;
+  for (std::size_t p = 0; p != std::string::npos;) {
+    const auto c = v.find(',', p);
+    out.push_back(v.substr(p, c == std::string::npos ? std::string::npos : c - p));
+    p = c == std::string::npos ? c : c + 1;
+  }
+  return out;
+}
+
+long rss_kib(const std::vector<std::string>& pids) {
+  long total = 0;
+  for (const auto& p : pids) {
+    std::ifstream in("/proc/" + p + "/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmRSS:", 0) == 0) total += std::atol(line.c_str() + 6);
+  }
+  return total;
+}
+
+struct RedisCounters {
+  long long commands = -1, reads = -1;
+};
+RedisCounters redis_counters(rsc::store::RedisConnection* c) {
+  RedisCounters out;
+  if (!c) return out;
+  auto r = c->command({"INFO", "stats"});
+  if (!r.ok()) return out;
+  std::istringstream in(r.value->str);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("total_commands_processed:", 0) == 0) out.commands = std::atoll(line.c_str() + 25);
+    if (line.rfind("total_reads_processed:", 0) == 0) out.reads = std::atoll(line.c_str() + 22);
+  }
+  return out;
+}
+
+struct Tally {
+  std::map<std::string, long> statuses;
+  std::vector<double> latencies;
+  long sent = 0;
+};
+
+double pct(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> urls;
+  std::vector<std::string> urls, pids;
   int groups = 10, perGroup = 10, threads = 4;
-  double seconds = 5;
-  std::string stream = "load";
-  long rounds = 0;  // 0: until the time is up
+  double seconds = 5, healthzSeconds = 0;
+  long rounds = 0, intervalMs = 0;
+  std::string stream = "load", redisAddr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
       if (i + 1 >= argc) usage(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--coordinator") {
-      std::string v = val();
-      for (std::size_t p = 0; p != std::string::npos;) {
-        const auto c = v.find(',', p);
-        urls.push_back(v.substr(p, c == std::string::npos ? std::string::npos : c - p));
-        p = c == std::string::npos ? c : c + 1;
-      }
-    } else if (a == "--groups") groups = std::atoi(val().c_str());
+    if (a == "--coordinator") urls = split(val());
+    else if (a == "--groups") groups = std::atoi(val().c_str());
     else if (a == "--members-per-group") perGroup = std::atoi(val().c_str());
     else if (a == "--threads") threads = std::atoi(val().c_str());
     else if (a == "--seconds") seconds = std::atof(val().c_str());
+    else if (a == "--healthz-seconds") healthzSeconds = std::atof(val().c_str());
     else if (a == "--stream") stream = val();
     else if (a == "--rounds") rounds = std::atol(val().c_str());
+    else if (a == "--interval-ms") intervalMs = std::atol(val().c_str());
+    else if (a == "--redis") redisAddr = val();
+    else if (a == "--pids") pids = split(val());
     else usage("unknown argument " + a);
   }
-  if (urls.empty() || groups <= 0 || perGroup <= 0 || threads <= 0 || seconds <= 0 || seconds > 600)
+  if (urls.empty() || groups <= 0 || perGroup <= 0 || threads <= 0 || seconds <= 0 || seconds > 600 ||
+      healthzSeconds < 0 || healthzSeconds > 600 || intervalMs < 0)
     usage("bad arguments (seconds at most 600)");
+
+  std::unique_ptr<rsc::store::RedisConnection> redis;
+  if (!redisAddr.empty()) {
+    rsc::store::RedisOptions o;
+    const auto colon = redisAddr.rfind(':');
+    o.host = redisAddr.substr(0, colon);
+    o.port = std::atoi(redisAddr.c_str() + colon + 1);
+    redis = std::make_unique<rsc::store::RedisConnection>(o);
+  }
 
   std::vector<Member> members;
   for (int g = 0; g < groups; ++g)
     for (int m = 0; m < perGroup; ++m) members.push_back({"g" + std::to_string(g), "m" + std::to_string(m), 0, {}, 0});
 
-  std::mutex mu;
-  std::map<std::string, long> statuses;
-  std::vector<double> latencies;
-  std::atomic<long> sent{0};
+  // One keep-alive client per thread and pod, for the whole run.
+  std::vector<std::vector<std::unique_ptr<rsc::member::HttpClient>>> clients(static_cast<std::size_t>(threads));
+  for (auto& c : clients)
+    for (const auto& u : urls) {
+      std::string err;
+      c.push_back(std::make_unique<rsc::member::HttpClient>(rsc::member::parse_url(u, &err), 5000));
+    }
+
+  auto beat = [&](int t, Member& m, std::size_t pick, Tally& tally) {
+    auto& client = *clients[static_cast<std::size_t>(t)][pick % urls.size()];
+    const auto s = Clock::now();
+    auto r = client.request("POST", "/coord/v1/streams/" + stream + "/groups/" + m.group + "/members/" + m.id + "/heartbeat",
+                            body(m));
+    tally.latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+    ++tally.sent;
+    auto j = json::parse(r.body, nullptr, false);
+    const std::string st =
+        j.is_object() ? j.value("status", "?") : (r.status == 0 ? "NO_ANSWER" : "HTTP_" + std::to_string(r.status));
+    ++tally.statuses[st];
+    if (st == "OK" || st == "REVOKE_PENDING") {
+      if (j["memberEpoch"].get<int32_t>() > 0) m.epoch = j["memberEpoch"];
+      if (j["assignment"].is_object()) {
+        m.owned.clear();
+        for (const auto& x : j["assignment"]["assignedShards"]) m.owned.push_back(x["shardIndex"]);
+      }
+    } else if (st == "FENCED_MEMBER_EPOCH" || st == "UNKNOWN_MEMBER_ID") {
+      m.epoch = 0;
+      m.owned.clear();
+    }
+  };
+  auto run_threads = [&](const std::function<void(int, Tally&)>& body) {
+    std::vector<Tally> tallies(static_cast<std::size_t>(threads));
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { body(t, tallies[static_cast<std::size_t>(t)]); });
+    for (auto& t : ts) t.join();
+    Tally all;
+    for (auto& x : tallies) {
+      for (auto& [k, v] : x.statuses) all.statuses[k] += v;
+      all.latencies.insert(all.latencies.end(), x.latencies.begin(), x.latencies.end());
+      all.sent += x.sent;
+    }
+    return all;
+  };
+
+  // 1. Joins.
+  const long rssBefore = rss_kib(pids);
+  const auto j0 = Clock::now();
+  auto joins = run_threads([&](int t, Tally& tally) {
+    for (std::size_t i = static_cast<std::size_t>(t); i < members.size(); i += static_cast<std::size_t>(threads))
+      beat(t, members[i], i, tally);
+  });
+  const double joinSeconds = std::chrono::duration<double>(Clock::now() - j0).count();
+  const long rssJoined = rss_kib(pids);
+  std::cout << "rsc-load: " << members.size() << " members in " << groups << " groups joined in " << joinSeconds
+            << " s; statuses:";
+  for (const auto& [k, v] : joins.statuses) std::cout << " " << k << "=" << v;
+  std::cout << "\n";
+  if (rounds == 1) return 0;
+
+  // 2. The HTTP baseline on the same connections.
+  double healthzPerSecond = 0;
+  if (healthzSeconds > 0) {
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(healthzSeconds));
+    const auto h0 = Clock::now();
+    auto h = run_threads([&](int t, Tally& tally) {
+      std::size_t n = 0;
+      while (Clock::now() < until) {
+        auto r = clients[static_cast<std::size_t>(t)][n++ % urls.size()]->request("GET", "/healthz", "");
+        ++tally.sent;
+        ++tally.statuses[r.status == 200 ? "200" : "HTTP_" + std::to_string(r.status)];
+      }
+    });
+    healthzPerSecond = static_cast<double>(h.sent) / std::chrono::duration<double>(Clock::now() - h0).count();
+  }
+
+  // 3. Steady heartbeats.
+  const auto c0 = redis_counters(redis.get());
   const auto t0 = Clock::now();
   const auto until = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t) {
-    ts.emplace_back([&, t] {
-      std::vector<std::unique_ptr<rsc::member::HttpClient>> clients;
-      for (const auto& u : urls) {
-        std::string err;
-        clients.push_back(std::make_unique<rsc::member::HttpClient>(rsc::member::parse_url(u, &err), 5000));
-      }
-      std::map<std::string, long> myStatus;
-      std::vector<double> myLat;
-      std::size_t round = 0;
-      while (Clock::now() < until && (rounds <= 0 || static_cast<long>(round) < rounds)) {
-        for (std::size_t i = static_cast<std::size_t>(t); i < members.size() && Clock::now() < until;
-             i += static_cast<std::size_t>(threads)) {
-          Member& m = members[i];
-          auto& client = *clients[(round + i) % clients.size()];
-          const auto s = Clock::now();
-          auto r = client.request("POST", "/coord/v1/streams/" + stream + "/groups/" + m.group + "/members/" + m.id + "/heartbeat",
-                                  body(m));
-          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - s).count();
-          ++sent;
-          myLat.push_back(ms);
-          auto j = json::parse(r.body, nullptr, false);
-          const std::string st = j.is_object() ? j.value("status", "?") : (r.status == 0 ? "NO_ANSWER" : "HTTP_" + std::to_string(r.status));
-          ++myStatus[st];
-          if (st == "OK" || st == "REVOKE_PENDING") {
-            if (j["memberEpoch"].get<int32_t>() > 0) m.epoch = j["memberEpoch"];
-            if (j["assignment"].is_object()) {
-              m.owned.clear();
-              for (const auto& x : j["assignment"]["assignedShards"]) m.owned.push_back(x["shardIndex"]);
-            }
-          } else if (st == "FENCED_MEMBER_EPOCH" || st == "UNKNOWN_MEMBER_ID") {
-            m.epoch = 0;
-            m.owned.clear();
-          }
+  auto load = run_threads([&](int t, Tally& tally) {
+    std::size_t round = 0;
+    while (Clock::now() < until && (rounds <= 0 || static_cast<long>(round) < rounds - 1)) {
+      // Paced: this thread's members are spread evenly over the interval.
+      const auto roundStart = t0 + std::chrono::milliseconds(intervalMs * static_cast<long>(round));
+      std::size_t k = 0;
+      const std::size_t mine = (members.size() + static_cast<std::size_t>(threads) - 1 - static_cast<std::size_t>(t)) /
+                               static_cast<std::size_t>(threads);
+      for (std::size_t i = static_cast<std::size_t>(t); i < members.size() && Clock::now() < until;
+           i += static_cast<std::size_t>(threads), ++k) {
+        if (intervalMs > 0) {
+          const auto due = roundStart + std::chrono::microseconds(intervalMs * 1000 * static_cast<long>(k) /
+                                                                   static_cast<long>(std::max<std::size_t>(1, mine)));
+          if (due >= until) break;
+          std::this_thread::sleep_until(due);
         }
-        ++round;
+        beat(t, members[i], round + i, tally);
       }
-      std::lock_guard<std::mutex> lock(mu);
-      for (auto& [k, v] : myStatus) statuses[k] += v;
-      latencies.insert(latencies.end(), myLat.begin(), myLat.end());
-    });
-  }
-  for (auto& t : ts) t.join();
+      ++round;
+    }
+  });
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::sort(latencies.begin(), latencies.end());
-  auto pct = [&](double p) { return latencies.empty() ? 0.0 : latencies[static_cast<std::size_t>(p * (latencies.size() - 1))]; };
+  const auto c1 = redis_counters(redis.get());
+  const long rssAfter = rss_kib(pids);
+
+  const double hbPerSecond = static_cast<double>(load.sent) / elapsed;
+  long errors = 0;
+  for (const auto& [k, v] : load.statuses)
+    if (k != "OK" && k != "REVOKE_PENDING") errors += v;
   std::cout << "rsc-load: " << members.size() << " members in " << groups << " groups, " << threads << " threads, "
-            << urls.size() << " pod(s), " << elapsed << " s: " << static_cast<long>(sent / elapsed)
-            << " heartbeats/s; latency ms p50 " << pct(0.5) << " p90 " << pct(0.9) << " p99 " << pct(0.99)
-            << " max " << pct(1.0) << "; statuses:";
-  for (const auto& [k, v] : statuses) std::cout << " " << k << "=" << v;
+            << urls.size() << " pod(s), " << elapsed << " s: " << static_cast<long>(hbPerSecond)
+            << " heartbeats/s; latency ms p50 " << pct(load.latencies, 0.5) << " p90 " << pct(load.latencies, 0.9)
+            << " p99 " << pct(load.latencies, 0.99) << " max " << pct(load.latencies, 1.0) << "; statuses:";
+  for (const auto& [k, v] : load.statuses) std::cout << " " << k << "=" << v;
   std::cout << "\n";
-  return 0;
+  if (intervalMs > 0)
+    std::cout << "  offered " << static_cast<long>(static_cast<double>(members.size()) * 1000.0 / static_cast<double>(intervalMs))
+              << " heartbeats/s (every member every " << intervalMs << " ms)\n";
+  std::cout << "  errors " << errors << "\n";
+  if (healthzSeconds > 0)
+    std::cout << "  healthz " << static_cast<long>(healthzPerSecond) << " req/s on the same connections; heartbeat/healthz "
+              << hbPerSecond / healthzPerSecond << "\n";
+  if (redis && c0.commands >= 0 && c1.commands >= 0 && load.sent > 0)
+    std::cout << "  redis " << static_cast<double>(c1.commands - c0.commands - 1) / static_cast<double>(load.sent)
+              << " commands and " << static_cast<double>(c1.reads - c0.reads - 1) / static_cast<double>(load.sent)
+              << " socket reads per heartbeat\n";
+  if (!pids.empty())
+    std::cout << "  rss KiB: " << rssBefore << " before the joins, " << rssJoined << " after them ("
+              << static_cast<double>(rssJoined - rssBefore) * 1024.0 / static_cast<double>(members.size())
+              << " bytes per member), " << rssAfter << " after the load ("
+              << (rssJoined > 0 ? 100.0 * static_cast<double>(rssAfter - rssJoined) / static_cast<double>(rssJoined) : 0.0)
+              << " % since the joins)\n";
+  return errors == 0 ? 0 : 1;
 }

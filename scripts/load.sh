@@ -1,22 +1,35 @@
 #!/usr/bin/env bash
 # A bounded heartbeat load on this machine: a private redis-server and N coordinator pods on free
-# loopback ports, then rsc-load against them; everything is stopped by pid at the end.
+# loopback ports, then rsc-load against them; everything is stopped by pid at the end. Prints
+# heartbeats/s, /healthz req/s on the same connections and their ratio, latency, errors, Redis
+# commands and reads per heartbeat and the pods' RSS per member.
 # RSC_COORDINATOR_BIN picks another build of the coordinator (to compare two side by side).
-#   bash scripts/load.sh [PODS] [GROUPS] [MEMBERS_PER_GROUP] [THREADS] [SECONDS] [STORE_CONNECTIONS]
+#   bash scripts/load.sh [PODS] [GROUPS] [MEMBERS_PER_GROUP] [THREADS] [SECONDS] [STORE_CONNECTIONS] [INTERVAL_MS]
+# INTERVAL_MS > 0: each member heartbeats every INTERVAL_MS (an offered rate) instead of as fast as
+# answers come; the pods then use it as their heartbeat interval and a lease of 5 intervals.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pods=${1:-1} groups=${2:-100} per=${3:-10} threads=${4:-8} secs=${5:-5} conns=${6:-2}
+pods=${1:-1} groups=${2:-100} per=${3:-10} threads=${4:-8} secs=${5:-5} conns=${6:-2} interval=${7:-0}
 . scripts/lib/local.sh
 local_init load
 start_redis
-urls=""
+urls="" podpids=""
+timing=()
+[ "$interval" -gt 0 ] && timing=(--heartbeat-interval-ms "$interval" --member-lease-ttl-ms $((5 * interval)))
 for i in $(seq 1 "$pods"); do
   port=$(free_port)
   "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" --store-connections "$conns" \
-    --default-shard-count 16 2>"$dir/pod$i.log" &
+    --default-shard-count 16 "${timing[@]}" 2>"$dir/pod$i.log" &
   pids+=($!)
+  podpids="${podpids:+$podpids,}$!"
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
-sleep 0.5
+for _ in $(seq 1 50); do
+  n=$( (grep -l "ready: serving" "$dir"/pod*.log 2>/dev/null || true) | wc -l)
+  [ "$n" -eq "$pods" ] && break
+  sleep 0.1
+done
+healthz=$secs
+[ "$interval" -gt 0 ] && healthz=0
 ./build/benchmarks/rsc-load --coordinator "$urls" --groups "$groups" --members-per-group "$per" --threads "$threads" \
-  --seconds "$secs"
+  --seconds "$secs" --interval-ms "$interval" --healthz-seconds "$healthz" --redis "127.0.0.1:$rport" --pids "$podpids"
