@@ -7,6 +7,7 @@
 #include <chrono>
 #include <deque>
 #include <limits>
+#include <tuple>
 
 #include "actors/actors.hpp"
 #include "actors/log.hpp"
@@ -66,11 +67,50 @@ struct GroupActorState {
   group::Millis lastActivity = 0;
   bool retireTimer = false;
   bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
+  // The store request in flight (0: none) and the watchdog that gives it up.
+  uint64_t askSeq = 0;
+  uint64_t asking = 0;
+  std::chrono::steady_clock::time_point askedAt;
+  std::function<void()> giveUp;
+  bool watchdog = false;
 };
 
 using Self = caf::stateful_actor<GroupActorState>*;
 
 void pump(Self self);
+void arm_watchdog(Self self, group::Millis in);
+
+// A store request without CAF's per-request timeout (a clock entry per request wakes CAF's clock
+// thread once per heartbeat): the actor's watchdog gives the request up after the store deadline
+// (it then gets the error half, as for a timeout), and a reply that comes after that is dropped.
+// At most one request is in flight per group actor.
+template <class Reply, class Args, class OnReply, class OnError>
+void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
+  auto& st = self->state;
+  const uint64_t seq = ++st.askSeq;
+  st.asking = seq;
+  st.askedAt = SteadyClock::now();
+  st.giveUp = [onError]() mutable {
+    caf::error e = caf::make_error(caf::sec::request_timeout);
+    onError(e);
+  };
+  arm_watchdog(self, st.cfg.storeDeadlineMs);
+  std::apply([&](auto&&... xs) { return self->request(st.store, caf::infinite, std::forward<decltype(xs)>(xs)...); },
+             std::move(args))
+      .then(
+          [=](Reply& r) mutable {
+            if (self->state.asking != seq) return;  // given up already
+            self->state.asking = 0;
+            self->state.giveUp = nullptr;
+            onReply(r);
+          },
+          [=](caf::error& e) mutable {
+            if (self->state.asking != seq) return;
+            self->state.asking = 0;
+            self->state.giveUp = nullptr;
+            onError(e);
+          });
+}
 
 bool is_join(const Work& w) { return w.kind == Work::Kind::Heartbeat && w.hb.req.memberEpoch == 0; }
 
@@ -84,8 +124,7 @@ bool needs_fresh_state(const protocol::HeartbeatResponse& r, const group::Delta&
 
 group::Millis now(Self self) { return self->state.cfg.pod->now(); }
 group::TimeView time_view(Self self) { return self->state.cfg.pod->time_view(self->state.cfg.core); }
-auto store_deadline(Self self) { return std::chrono::milliseconds(self->state.cfg.storeDeadlineMs); }
-SteadyTime give_up_at(Self self) { return SteadyClock::now() + store_deadline(self); }
+SteadyTime give_up_at(Self self) { return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg.storeDeadlineMs); }
 
 protocol::HeartbeatResponse retry_response(Self self, const protocol::HeartbeatRequest& req, const std::string& why) {
   auto r = protocol::error_response(req.requestId, req.memberId, HeartbeatStatus::RETRY, why);
@@ -101,7 +140,7 @@ void finish(Self self, const WorkPtr& w) {
   switch (w->kind) {
     case Work::Kind::Heartbeat:
       if (m)
-        m->heartbeat(std::string(protocol::to_string(w->response.status)),
+        m->heartbeat(w->response.status,
                      std::chrono::duration<double>(SteadyClock::now() - w->arrived).count());
       w->hb.done(std::move(w->response));
       break;
@@ -244,8 +283,7 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
   st.g.reset();  // the cache is the write in flight until the store says so
   auto next = call.next;
   auto ev = std::make_shared<std::vector<group::Event>>(std::move(events));
-  self->request(st.store, store_deadline(self), cas_atom::value, std::move(call))
-      .then(
+  ask_store<CasReply>(self, std::make_tuple(cas_atom::value, std::move(call)),
           [=](CasReply& reply) {
             auto& s = self->state;
             s.busy = false;
@@ -331,8 +369,7 @@ void finish_deadline_work(Self self) {
                   st.exists ? group::next_deadline(*st.g, st.cfg.core, tv.expiryHeldUntil) : std::nullopt,
                   st.g->storeRevision};
   st.busy = true;
-  self->request(st.store, store_deadline(self), finish_atom::value, std::move(call))
-      .then(
+  ask_store<FinishReply>(self, std::make_tuple(finish_atom::value, std::move(call)),
           [=](FinishReply& r) {
             self->state.busy = false;
             if (!r.result.ok()) return store_failed(self, r.result.error), pump(self);
@@ -346,8 +383,7 @@ void finish_deadline_work(Self self) {
 void start_delete(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
-  self->request(st.store, store_deadline(self), delete_atom::value, DeleteStoreCall{st.key, st.g->storeRevision})
-      .then(
+  ask_store<DeleteStoreReply>(self, std::make_tuple(delete_atom::value, DeleteStoreCall{st.key, st.g->storeRevision}),
           [=](DeleteStoreReply& r) {
             auto& s = self->state;
             s.busy = false;
@@ -511,8 +547,7 @@ void start_load(Self self) {
   st.busy = true;
   LoadCall call{st.key, st.cfg.defaultShardCount, false, st.cfg.maxGroupsPerStream > 0, give_up_at(self)};
   call.createStream = !st.queue.empty() && is_join(*st.queue.front());
-  self->request(st.store, store_deadline(self), load_atom::value, std::move(call))
-      .then(
+  ask_store<LoadReply>(self, std::make_tuple(load_atom::value, std::move(call)),
           [=](LoadReply& r) {
             self->state.busy = false;
             if (!r.loaded.ok()) return store_failed(self, r.loaded.error), pump(self);
@@ -532,8 +567,7 @@ void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
   LeaseCall call{st.key, st.cfg.podToken, st.cfg.mutexTtlMs, st.g ? st.g->storeRevision : -1, give_up_at(self)};
-  self->request(st.store, store_deadline(self), lease_atom::value, std::move(call))
-      .then(
+  ask_store<LeaseReply>(self, std::make_tuple(lease_atom::value, std::move(call)),
           [=](LeaseReply& r) {
             auto& s = self->state;
             s.busy = false;
@@ -562,9 +596,9 @@ void start_tick(Self self, const WorkPtr& w) {
 void start_describe(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
-  self->request(st.store, store_deadline(self), load_atom::value,
-                LoadCall{st.key, st.cfg.defaultShardCount, false, false, give_up_at(self)})
-      .then(
+  ask_store<LoadReply>(self,
+                       std::make_tuple(load_atom::value,
+                                       LoadCall{st.key, st.cfg.defaultShardCount, false, false, give_up_at(self)}),
           [=](LoadReply& r) {
             self->state.busy = false;
             if (!r.loaded.ok()) {
@@ -633,6 +667,13 @@ void pump(Self self) {
   if (st.retiring && !st.busy && st.queue.empty()) self->quit();
 }
 
+void arm_watchdog(Self self, group::Millis in) {
+  auto& st = self->state;
+  if (st.watchdog) return;
+  st.watchdog = true;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<group::Millis>(1, in)), watchdog_atom::value);
+}
+
 // An idle actor asks the gateway to forget it, then quits (group/time_rules: should_retire).
 void arm_retirement(Self self, group::Millis in) {
   auto& st = self->state;
@@ -699,6 +740,18 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
         w->kind = Work::Kind::Tick;
         w->deadlineWork = true;
         enqueue(self, std::move(w));
+      },
+      [=](watchdog_atom) {
+        auto& st = self->state;
+        st.watchdog = false;
+        if (st.asking == 0) return;
+        const auto waited =
+            std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - st.askedAt).count();
+        if (waited < st.cfg.storeDeadlineMs) return arm_watchdog(self, st.cfg.storeDeadlineMs - waited);
+        auto giveUp = std::move(st.giveUp);
+        st.giveUp = nullptr;
+        st.asking = 0;
+        if (giveUp) giveUp();
       },
       [=](retire_atom) {
         auto& st = self->state;

@@ -35,6 +35,7 @@ using retire_atom = caf::atom_constant<caf::atom("retire")>;
 using retired_atom = caf::atom_constant<caf::atom("retired")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 

@@ -7,7 +7,9 @@
 #include <prometheus/text_serializer.h>
 
 #include <array>
+#include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 namespace rsc::actors {
 
@@ -109,16 +111,38 @@ struct Metrics::Impl {
       BuildGauge().Name("rsc_group_epoch").Help("Group epoch, per group").Register(*registry);
 
   std::mutex mu;
-  std::map<std::string, std::array<double, 6>> contribution;  // per group, members by state
+  // What each group contributes, with its gauges (looked up once).
+  struct GroupGauges {
+    std::array<double, 6> counts{};
+    double lag = 0, pending = 0, capMax = 0, capAvail = 0, epoch = 0;
+    prometheus::Gauge *lagGauge = nullptr, *pendingGauge = nullptr, *capMaxGauge = nullptr,
+                      *capAvailGauge = nullptr, *epochGauge = nullptr;
+  };
+  std::unordered_map<std::string, GroupGauges> perGroup;
+  std::array<prometheus::Gauge*, 6> stateGauges{};
+  std::array<std::atomic<prometheus::Counter*>, 9> statusCounters{};  // by protocol::HeartbeatStatus
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
-  for (auto s : kStates) impl_->members.Add({{"state", std::string(protocol::to_string(s))}});
+  for (std::size_t i = 0; i < kStates.size(); ++i)
+    impl_->stateGauges[i] = &impl_->members.Add({{"state", std::string(protocol::to_string(kStates[i]))}});
 }
 Metrics::~Metrics() = default;
 
-void Metrics::heartbeat(const std::string& status, double seconds) {
-  impl_->heartbeats.Add({{"status", status}}).Increment();
+void Metrics::heartbeat(protocol::HeartbeatStatus status, double seconds) {
+  const auto i = static_cast<std::size_t>(status);
+  if (i < impl_->statusCounters.size()) {
+    auto* c = impl_->statusCounters[i].load(std::memory_order_acquire);
+    if (c == nullptr) {  // the first of this status: created once (a lookup by labels is costly)
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      c = impl_->statusCounters[i].load(std::memory_order_relaxed);
+      if (c == nullptr) {
+        c = &impl_->heartbeats.Add({{"status", std::string(protocol::to_string(status))}});
+        impl_->statusCounters[i].store(c, std::memory_order_release);
+      }
+    }
+    c->Increment();
+  }
   impl_->heartbeatHist.Observe(seconds);
 }
 void Metrics::rebalance() { impl_->rebalances.Increment(); }
@@ -142,46 +166,65 @@ void Metrics::store_down(bool down) { impl_->storeDown.Set(down ? 1 : 0); }
 void Metrics::clock_offset(double seconds) { impl_->clockOffset.Set(seconds); }
 
 void Metrics::publish_group(const std::string& stream, const std::string& group, const group::GroupState& g) {
-  std::array<double, 6> counts{};
-  double lag = 0, pending = 0, capMax = 0, capAvail = 0;
+  Impl::GroupGauges next;
   for (const auto& [id, m] : g.members) {
     const auto st = group::lifecycle(m);
     for (std::size_t i = 0; i < kStates.size(); ++i)
-      if (kStates[i] == st) counts[i] += 1;
+      if (kStates[i] == st) next.counts[i] += 1;
     if (!m.live()) continue;
     for (const auto& p : m.progress) {
-      lag += static_cast<double>(p.lag.value_or(0));
-      pending += static_cast<double>(p.pending.value_or(0));
+      next.lag += static_cast<double>(p.lag.value_or(0));
+      next.pending += static_cast<double>(p.pending.value_or(0));
     }
-    capMax += m.capacity.runtimeMaxConcurrency;
-    capAvail += m.capacity.availableConcurrency;
+    next.capMax += m.capacity.runtimeMaxConcurrency;
+    next.capAvail += m.capacity.availableConcurrency;
   }
-  const prometheus::Labels labels{{"stream", stream}, {"group", group}};
+  next.epoch = g.groupEpoch;
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto& prev = impl_->contribution[stream + "/" + group];
-  for (std::size_t i = 0; i < kStates.size(); ++i) {
-    impl_->members.Add({{"state", std::string(protocol::to_string(kStates[i]))}}).Increment(counts[i] - prev[i]);
+  auto [it, fresh] = impl_->perGroup.try_emplace(stream + "/" + group);
+  auto& cur = it->second;
+  if (fresh) {  // the label lookups happen once per group, not once per write
+    const prometheus::Labels labels{{"stream", stream}, {"group", group}};
+    auto withKind = [&](const char* k) {
+      auto l = labels;
+      l.emplace("kind", k);
+      return l;
+    };
+    cur.lagGauge = &impl_->lag.Add(labels);
+    cur.pendingGauge = &impl_->pending.Add(labels);
+    cur.capMaxGauge = &impl_->capacity.Add(withKind("max"));
+    cur.capAvailGauge = &impl_->capacity.Add(withKind("available"));
+    cur.epochGauge = &impl_->epoch.Add(labels);
   }
-  prev = counts;
-  impl_->lag.Add(labels).Set(lag);
-  impl_->pending.Add(labels).Set(pending);
-  auto withKind = [&](const char* k) {
-    auto l = labels;
-    l.emplace("kind", k);
-    return l;
-  };
-  impl_->capacity.Add(withKind("max")).Set(capMax);
-  impl_->capacity.Add(withKind("available")).Set(capAvail);
-  impl_->epoch.Add(labels).Set(g.groupEpoch);
+  for (std::size_t i = 0; i < kStates.size(); ++i)
+    if (next.counts[i] != cur.counts[i]) impl_->stateGauges[i]->Increment(next.counts[i] - cur.counts[i]);
+  if (fresh || next.lag != cur.lag) cur.lagGauge->Set(next.lag);
+  if (fresh || next.pending != cur.pending) cur.pendingGauge->Set(next.pending);
+  if (fresh || next.capMax != cur.capMax) cur.capMaxGauge->Set(next.capMax);
+  if (fresh || next.capAvail != cur.capAvail) cur.capAvailGauge->Set(next.capAvail);
+  if (fresh || next.epoch != cur.epoch) cur.epochGauge->Set(next.epoch);
+  cur.counts = next.counts;
+  cur.lag = next.lag;
+  cur.pending = next.pending;
+  cur.capMax = next.capMax;
+  cur.capAvail = next.capAvail;
+  cur.epoch = next.epoch;
 }
 
+// A group that left this pod's memory leaves /metrics too (its member counts and its gauges).
 void Metrics::forget_group(const std::string& stream, const std::string& group) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto it = impl_->contribution.find(stream + "/" + group);
-  if (it == impl_->contribution.end()) return;
+  auto it = impl_->perGroup.find(stream + "/" + group);
+  if (it == impl_->perGroup.end()) return;
+  auto& cur = it->second;
   for (std::size_t i = 0; i < kStates.size(); ++i)
-    impl_->members.Add({{"state", std::string(protocol::to_string(kStates[i]))}}).Decrement(it->second[i]);
-  impl_->contribution.erase(it);
+    if (cur.counts[i] != 0) impl_->stateGauges[i]->Decrement(cur.counts[i]);
+  impl_->lag.Remove(cur.lagGauge);
+  impl_->pending.Remove(cur.pendingGauge);
+  impl_->capacity.Remove(cur.capMaxGauge);
+  impl_->capacity.Remove(cur.capAvailGauge);
+  impl_->epoch.Remove(cur.epochGauge);
+  impl_->perGroup.erase(it);
 }
 
 std::string Metrics::text() const {

@@ -24,7 +24,7 @@ class Metrics {
   Metrics();
   ~Metrics();
 
-  void heartbeat(const std::string& status, double seconds);
+  void heartbeat(protocol::HeartbeatStatus status, double seconds);
   void rebalance();  // a group epoch bump
   void assignment_computed(double seconds);
   void cas_conflict();

@@ -42,6 +42,11 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   // (10 ms by default): 200 wake-ups a second on an idle pod. Work sent to a sleeping thread
   // wakes it at once, so a longer sleep costs no latency.
   impl_->cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(250)});
+  // Before that sleep, a worker polls for work: 100 spins, then 500 polls 50 us apart (25 ms of
+  // nanosleep calls) by default. On a machine shared with Redis and the HTTP threads the polling
+  // costs more than the wake-up it saves; a short spin then the (notified) sleep.
+  impl_->cfg.set("work-stealing.aggressive-poll-attempts", size_t{20});
+  impl_->cfg.set("work-stealing.moderate-poll-attempts", size_t{10});
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   GroupActorConfig g;
   g.core = cfg.core;

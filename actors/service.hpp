@@ -20,7 +20,7 @@ struct ServiceConfig {
   group::Millis mutexTtlMs = 2000;
   int32_t defaultShardCount = 16;
   int maxCasAttempts = 5;
-  int storeConnections = 2;  // store actors, each with its own connection; groups hash over them
+  int storeConnections = 1;  // store actors, each with its own connection; groups hash over them
   int schedulerThreads = 2;
   bool logEvents = true;
   group::Millis podLeaseMs = 5000;       // a pod that has not renewed for this long is gone

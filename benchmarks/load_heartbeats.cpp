@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "member/http_client.hpp"
@@ -82,8 +83,30 @@ long rss_kib(const std::vector<std::string>& pids) {
   return total;
 }
 
+// CPU seconds (user + system) the given processes have used.
+double cpu_seconds(const std::vector<std::string>& pids) {
+  double total = 0;
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (const auto& p : pids) {
+    std::ifstream in("/proc/" + p + "/stat");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = all.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(all.substr(close + 2));
+    std::string field;
+    long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) utime = std::atol(field.c_str());
+      if (i == 15) stime = std::atol(field.c_str());
+    }
+    total += static_cast<double>(utime + stime) / hz;
+  }
+  return total;
+}
+
 struct RedisCounters {
   long long commands = -1, reads = -1;
+  double cpu = -1;
 };
 RedisCounters redis_counters(rsc::store::RedisConnection* c) {
   RedisCounters out;
@@ -95,6 +118,14 @@ RedisCounters redis_counters(rsc::store::RedisConnection* c) {
   while (std::getline(in, line)) {
     if (line.rfind("total_commands_processed:", 0) == 0) out.commands = std::atoll(line.c_str() + 25);
     if (line.rfind("total_reads_processed:", 0) == 0) out.reads = std::atoll(line.c_str() + 22);
+  }
+  auto cpu = c->command({"INFO", "cpu"});
+  if (cpu.ok()) {
+    std::istringstream cin(cpu.value->str);
+    out.cpu = 0;
+    while (std::getline(cin, line))
+      if (line.rfind("used_cpu_sys:", 0) == 0 || line.rfind("used_cpu_user:", 0) == 0)
+        out.cpu += std::atof(line.c_str() + line.find(':') + 1);
   }
   return out;
 }
@@ -215,8 +246,9 @@ int main(int argc, char** argv) {
   if (rounds == 1) return 0;
 
   // 2. The HTTP baseline on the same connections.
-  double healthzPerSecond = 0;
+  double healthzPerSecond = 0, healthzCpuUs = 0;
   if (healthzSeconds > 0) {
+    const double cpu0 = cpu_seconds(pids);
     const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(healthzSeconds));
     const auto h0 = Clock::now();
     auto h = run_threads([&](int t, Tally& tally) {
@@ -228,10 +260,12 @@ int main(int argc, char** argv) {
       }
     });
     healthzPerSecond = static_cast<double>(h.sent) / std::chrono::duration<double>(Clock::now() - h0).count();
+    if (h.sent > 0) healthzCpuUs = (cpu_seconds(pids) - cpu0) * 1e6 / static_cast<double>(h.sent);
   }
 
   // 3. Steady heartbeats.
   const auto c0 = redis_counters(redis.get());
+  const double cpu0 = cpu_seconds(pids);
   const auto t0 = Clock::now();
   const auto until = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   auto load = run_threads([&](int t, Tally& tally) {
@@ -256,6 +290,7 @@ int main(int argc, char** argv) {
     }
   });
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu1 = cpu_seconds(pids);
   const auto c1 = redis_counters(redis.get());
   const long rssAfter = rss_kib(pids);
 
@@ -276,10 +311,17 @@ int main(int argc, char** argv) {
   if (healthzSeconds > 0)
     std::cout << "  healthz " << static_cast<long>(healthzPerSecond) << " req/s on the same connections; heartbeat/healthz "
               << hbPerSecond / healthzPerSecond << "\n";
+  if (!pids.empty() && load.sent > 0) {
+    const double hbCpuUs = (cpu1 - cpu0) * 1e6 / static_cast<double>(load.sent);
+    std::cout << "  coordinator CPU " << hbCpuUs << " us per heartbeat";
+    if (healthzCpuUs > 0) std::cout << ", " << healthzCpuUs << " us per /healthz (ratio " << healthzCpuUs / hbCpuUs << ")";
+    std::cout << "\n";
+  }
   if (redis && c0.commands >= 0 && c1.commands >= 0 && load.sent > 0)
     std::cout << "  redis " << static_cast<double>(c1.commands - c0.commands - 1) / static_cast<double>(load.sent)
-              << " commands and " << static_cast<double>(c1.reads - c0.reads - 1) / static_cast<double>(load.sent)
-              << " socket reads per heartbeat\n";
+              << " commands, " << static_cast<double>(c1.reads - c0.reads - 1) / static_cast<double>(load.sent)
+              << " socket reads and " << (c1.cpu - c0.cpu) * 1e6 / static_cast<double>(load.sent)
+              << " us of CPU per heartbeat\n";
   if (!pids.empty())
     std::cout << "  rss KiB: " << rssBefore << " before the joins, " << rssJoined << " after them ("
               << static_cast<double>(rssJoined - rssBefore) * 1024.0 / static_cast<double>(members.size())

@@ -9,7 +9,7 @@
 # answers come; the pods then use it as their heartbeat interval and a lease of 5 intervals.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pods=${1:-1} groups=${2:-100} per=${3:-10} threads=${4:-8} secs=${5:-5} conns=${6:-2} interval=${7:-0}
+pods=${1:-1} groups=${2:-100} per=${3:-10} threads=${4:-8} secs=${5:-5} conns=${6:-1} interval=${7:-0}
 . scripts/lib/local.sh
 local_init load
 start_redis
@@ -19,7 +19,7 @@ timing=()
 for i in $(seq 1 "$pods"); do
   port=$(free_port)
   "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" --store-connections "$conns" \
-    --default-shard-count 16 "${timing[@]}" 2>"$dir/pod$i.log" &
+    --default-shard-count 16 "${timing[@]}" ${RSC_POD_ARGS:-} 2>"$dir/pod$i.log" &
   pids+=($!)
   podpids="${podpids:+$podpids,}$!"
   urls="${urls:+$urls,}http://127.0.0.1:$port"

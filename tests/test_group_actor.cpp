@@ -222,6 +222,7 @@ TEST_F(GroupActorTest, AnIdleGroupRetiresFromMemoryAndComesBackWithItsState) {
   advance(800);  // idle
   EXPECT_NE(metrics_->text().find("rsc_groups 0"), std::string::npos) << metrics_->text();
   EXPECT_NE(metrics_->text().find("rsc_groups_retired_total 1"), std::string::npos);
+  EXPECT_EQ(metrics_->text().find("rsc_group_epoch{"), std::string::npos) << "its gauges left /metrics too";
   auto back = via(request("a", a.memberEpoch, assigned(a)));
   EXPECT_EQ(back.status, HeartbeatStatus::OK) << "loaded again, with its state: " << back.message.value_or("");
   EXPECT_EQ(back.memberEpoch, a.memberEpoch);
