@@ -230,19 +230,23 @@ int main(int argc, char** argv) {
     return all;
   };
 
-  // 1. Joins.
+  // 1. Joins (paced runs join in their first round instead: a member that joined then waits for
+  // its next heartbeat no longer than the interval, as a real one would).
   const long rssBefore = rss_kib(pids);
   const auto j0 = Clock::now();
   auto joins = run_threads([&](int t, Tally& tally) {
+    if (intervalMs > 0 && rounds != 1) return;
     for (std::size_t i = static_cast<std::size_t>(t); i < members.size(); i += static_cast<std::size_t>(threads))
       beat(t, members[i], i, tally);
   });
   const double joinSeconds = std::chrono::duration<double>(Clock::now() - j0).count();
   const long rssJoined = rss_kib(pids);
-  std::cout << "rsc-load: " << members.size() << " members in " << groups << " groups joined in " << joinSeconds
-            << " s; statuses:";
-  for (const auto& [k, v] : joins.statuses) std::cout << " " << k << "=" << v;
-  std::cout << "\n";
+  if (joins.sent > 0) {
+    std::cout << "rsc-load: " << members.size() << " members in " << groups << " groups joined in " << joinSeconds
+              << " s; statuses:";
+    for (const auto& [k, v] : joins.statuses) std::cout << " " << k << "=" << v;
+    std::cout << "\n";
+  }
   if (rounds == 1) return 0;
 
   // 2. The HTTP baseline on the same connections.
@@ -322,7 +326,11 @@ int main(int argc, char** argv) {
               << " commands, " << static_cast<double>(c1.reads - c0.reads - 1) / static_cast<double>(load.sent)
               << " socket reads and " << (c1.cpu - c0.cpu) * 1e6 / static_cast<double>(load.sent)
               << " us of CPU per heartbeat\n";
-  if (!pids.empty())
+  if (!pids.empty() && joins.sent == 0)
+    std::cout << "  rss KiB: " << rssBefore << " before the run, " << rssAfter << " after it ("
+              << static_cast<double>(rssAfter - rssBefore) * 1024.0 / static_cast<double>(members.size())
+              << " bytes per member)\n";
+  else if (!pids.empty())
     std::cout << "  rss KiB: " << rssBefore << " before the joins, " << rssJoined << " after them ("
               << static_cast<double>(rssJoined - rssBefore) * 1024.0 / static_cast<double>(members.size())
               << " bytes per member), " << rssAfter << " after the load ("
