@@ -6,7 +6,9 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <array>
+#include <tuple>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -98,25 +100,14 @@ struct Metrics::Impl {
                                        .Add({});
   prometheus::Family<prometheus::Gauge>& members =
       BuildGauge().Name("rsc_members").Help("Members by lifecycle state").Register(*registry);
-  prometheus::Family<prometheus::Gauge>& lag =
-      BuildGauge().Name("rsc_group_lag").Help("Sum of the members' reported lag, per group").Register(*registry);
-  prometheus::Family<prometheus::Gauge>& pending =
-      BuildGauge().Name("rsc_group_pending").Help("Sum of the members' reported pending records, per group").Register(*registry);
-  prometheus::Family<prometheus::Gauge>& capacity =
-      BuildGauge()
-          .Name("rsc_group_capacity")
-          .Help("Sum of the members' reported consumer capacity, per group (kind=max|available)")
-          .Register(*registry);
-  prometheus::Family<prometheus::Gauge>& epoch =
-      BuildGauge().Name("rsc_group_epoch").Help("Group epoch, per group").Register(*registry);
-
   std::mutex mu;
-  // What each group contributes, with its gauges (looked up once).
+  // What each group contributes. The per-group series are built when /metrics is read, from
+  // this compact map: a prometheus-cpp gauge with its label sets costs about 450 bytes, five per
+  // group, for every group a pod holds.
   struct GroupGauges {
+    std::string stream, group;
     std::array<double, 6> counts{};
     double lag = 0, pending = 0, capMax = 0, capAvail = 0, epoch = 0;
-    prometheus::Gauge *lagGauge = nullptr, *pendingGauge = nullptr, *capMaxGauge = nullptr,
-                      *capAvailGauge = nullptr, *epochGauge = nullptr;
   };
   std::unordered_map<std::string, GroupGauges> perGroup;
   std::array<prometheus::Gauge*, 6> stateGauges{};
@@ -183,26 +174,12 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto [it, fresh] = impl_->perGroup.try_emplace(stream + "/" + group);
   auto& cur = it->second;
-  if (fresh) {  // the label lookups happen once per group, not once per write
-    const prometheus::Labels labels{{"stream", stream}, {"group", group}};
-    auto withKind = [&](const char* k) {
-      auto l = labels;
-      l.emplace("kind", k);
-      return l;
-    };
-    cur.lagGauge = &impl_->lag.Add(labels);
-    cur.pendingGauge = &impl_->pending.Add(labels);
-    cur.capMaxGauge = &impl_->capacity.Add(withKind("max"));
-    cur.capAvailGauge = &impl_->capacity.Add(withKind("available"));
-    cur.epochGauge = &impl_->epoch.Add(labels);
+  if (fresh) {
+    cur.stream = stream;
+    cur.group = group;
   }
   for (std::size_t i = 0; i < kStates.size(); ++i)
     if (next.counts[i] != cur.counts[i]) impl_->stateGauges[i]->Increment(next.counts[i] - cur.counts[i]);
-  if (fresh || next.lag != cur.lag) cur.lagGauge->Set(next.lag);
-  if (fresh || next.pending != cur.pending) cur.pendingGauge->Set(next.pending);
-  if (fresh || next.capMax != cur.capMax) cur.capMaxGauge->Set(next.capMax);
-  if (fresh || next.capAvail != cur.capAvail) cur.capAvailGauge->Set(next.capAvail);
-  if (fresh || next.epoch != cur.epoch) cur.epochGauge->Set(next.epoch);
   cur.counts = next.counts;
   cur.lag = next.lag;
   cur.pending = next.pending;
@@ -211,25 +188,56 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
   cur.epoch = next.epoch;
 }
 
-// A group that left this pod's memory leaves /metrics too (its member counts and its gauges).
+// A group that left this pod's memory leaves /metrics too (its member counts and its series).
 void Metrics::forget_group(const std::string& stream, const std::string& group) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->perGroup.find(stream + "/" + group);
   if (it == impl_->perGroup.end()) return;
-  auto& cur = it->second;
   for (std::size_t i = 0; i < kStates.size(); ++i)
-    if (cur.counts[i] != 0) impl_->stateGauges[i]->Decrement(cur.counts[i]);
-  impl_->lag.Remove(cur.lagGauge);
-  impl_->pending.Remove(cur.pendingGauge);
-  impl_->capacity.Remove(cur.capMaxGauge);
-  impl_->capacity.Remove(cur.capAvailGauge);
-  impl_->epoch.Remove(cur.epochGauge);
+    if (it->second.counts[i] != 0) impl_->stateGauges[i]->Decrement(it->second.counts[i]);
   impl_->perGroup.erase(it);
 }
 
 std::string Metrics::text() const {
+  auto families = impl_->registry->Collect();
+  auto gauge = [](const char* name, const char* help) {
+    prometheus::MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = prometheus::MetricType::Gauge;
+    return f;
+  };
+  auto lag = gauge("rsc_group_lag", "Sum of the members' reported lag, per group");
+  auto pending = gauge("rsc_group_pending", "Sum of the members' reported pending records, per group");
+  auto capacity =
+      gauge("rsc_group_capacity", "Sum of the members' reported consumer capacity, per group (kind=max|available)");
+  auto epoch = gauge("rsc_group_epoch", "Group epoch, per group");
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    std::vector<const Impl::GroupGauges*> groups;
+    groups.reserve(impl_->perGroup.size());
+    for (const auto& [k, v] : impl_->perGroup) groups.push_back(&v);
+    std::sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) {
+      return std::tie(a->stream, a->group) < std::tie(b->stream, b->group);
+    });
+    auto sample = [](prometheus::MetricFamily& f, const Impl::GroupGauges& g, double v, const char* kind = nullptr) {
+      prometheus::ClientMetric m;
+      m.label = {{"group", g.group}, {"stream", g.stream}};
+      if (kind) m.label.insert(m.label.begin(), {"kind", kind});
+      m.gauge.value = v;
+      f.metric.push_back(std::move(m));
+    };
+    for (const auto* g : groups) {
+      sample(lag, *g, g->lag);
+      sample(pending, *g, g->pending);
+      sample(capacity, *g, g->capAvail, "available");
+      sample(capacity, *g, g->capMax, "max");
+      sample(epoch, *g, g->epoch);
+    }
+  }
+  for (auto* f : {&lag, &pending, &capacity, &epoch}) families.push_back(std::move(*f));
   prometheus::TextSerializer s;
-  return s.Serialize(impl_->registry->Collect());
+  return s.Serialize(families);
 }
 
 }  // namespace rsc::actors

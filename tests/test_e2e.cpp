@@ -263,8 +263,12 @@ TEST_F(E2E, MetricsAreAcceptedByPromtool) {
                            "rsc_rebalances_total", "rsc_assignment_compute_seconds", "rsc_cas_conflicts_total",
                            "rsc_mutex_contention_total", "rsc_revision_rollbacks_total", "rsc_members_fenced_total",
                            "rsc_members_expired_total", "rsc_revocation_duration_seconds", "rsc_group_lag",
-                           "rsc_group_pending", "rsc_group_capacity"})
+                           "rsc_group_pending", "rsc_group_capacity", "rsc_pods_live", "rsc_store_down",
+                           "rsc_groups_retired_total", "rsc_store_outages_total", "rsc_store_clock_offset_seconds"})
     EXPECT_NE(m.body.find(name), std::string::npos) << name;
+  EXPECT_NE(m.body.find("rsc_group_epoch{group=\"billing\",stream=\"orders\"} "), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("rsc_group_capacity{kind=\"max\",group=\"billing\",stream=\"orders\"} 8"), std::string::npos)
+      << m.body;
   EXPECT_EQ(m.body.find("member=\""), std::string::npos) << "no per-member labels";
   char path[] = "/tmp/rsc-metrics-XXXXXX";
   const int fd = mkstemp(path);
