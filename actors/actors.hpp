@@ -3,6 +3,9 @@
 
 #include <caf/all.hpp>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "actors/messages.hpp"
 
 namespace rsc::actors {
@@ -21,8 +24,37 @@ caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupA
 // finding the group due in the deadline index) and forgets it when it retires.
 // With several gateways (one per store connection) gateway `index` of `count` serves the groups
 // for which gateway_index() says so.
+// The group actors the gateways hold, readable from any thread: a heartbeat goes from the HTTP
+// thread straight to its group actor (one actor hop, not two), and only a group without an actor
+// goes through its gateway. Entries change only under the lock, and a send made while holding it
+// reaches the actor before the gateway's "retired" does.
+class GroupDirectory {
+ public:
+  // Sends with `send` to the group's actor while it is in the directory; false if it is not.
+  bool send_if_present(const std::string& key, const std::function<void(const caf::actor&)>& send) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = actors_.find(key);
+    if (it == actors_.end()) return false;
+    send(it->second);
+    return true;
+  }
+  void put(const std::string& key, const caf::actor& a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    actors_[key] = a;
+  }
+  void erase(const std::string& key, const caf::actor& a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = actors_.find(key);
+    if (it != actors_.end() && it->second == a) actors_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, caf::actor> actors_;
+};
+
 caf::actor spawn_gateway(caf::actor_system& sys, GroupActorConfig cfg, caf::actor store, std::size_t index = 0,
-                         std::size_t count = 1);
+                         std::size_t count = 1, std::shared_ptr<GroupDirectory> directory = {});
 std::size_t gateway_index(const store::GroupKey& key, std::size_t count);
 
 // The pod: renews its lease in the pod registry, keeps its clock on the store's, and hands every

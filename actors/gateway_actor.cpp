@@ -12,6 +12,7 @@ struct GatewayState {
   GroupActorConfig cfg;
   caf::actor store;
   std::map<std::string, std::pair<store::GroupKey, caf::actor>> groups;
+  std::shared_ptr<GroupDirectory> directory;  // may be null
 };
 
 using Self = caf::stateful_actor<GatewayState>*;
@@ -23,11 +24,14 @@ caf::actor group_for(Self self, const store::GroupKey& key) {
   auto a = spawn_group_actor(self->system(), key, st.cfg, st.store, caf::actor_cast<caf::actor>(self));
   self->monitor(a);
   st.groups.emplace(key.str(), std::make_pair(key, a));
+  if (st.directory) st.directory->put(key.str(), a);
   if (st.cfg.metrics) st.cfg.metrics->group_actor_started();
   return a;
 }
 
-caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::size_t index, std::size_t count) {
+caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::size_t index, std::size_t count,
+                      std::shared_ptr<GroupDirectory> directory) {
+  self->state.directory = std::move(directory);
   self->state.index = index;
   self->state.count = count;
   self->state.cfg = std::move(cfg);
@@ -37,6 +41,7 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
     for (auto it = groups.begin(); it != groups.end(); ++it) {
       if (it->second.second.address() == dm.source) {
         log::warn("group " + it->first + ": actor stopped (" + self->system().render(dm.reason) + "); respawned on next use");
+        if (self->state.directory) self->state.directory->erase(it->first, it->second.second);
         if (self->state.cfg.metrics) {
           self->state.cfg.metrics->forget_group(it->second.first.streamPrefix, it->second.first.consumerGroup);
           self->state.cfg.metrics->group_actor_stopped(false);
@@ -75,6 +80,7 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
         auto it = groups.find(key.str());
         if (it == groups.end() || it->second.second != who) return;
         self->demonitor(who);
+        if (self->state.directory) self->state.directory->erase(key.str(), who);  // before "retired"
         groups.erase(it);
         if (self->state.cfg.metrics) {
           self->state.cfg.metrics->forget_group(key.streamPrefix, key.consumerGroup);
@@ -92,8 +98,8 @@ std::size_t gateway_index(const store::GroupKey& key, std::size_t count) {
 }
 
 caf::actor spawn_gateway(caf::actor_system& sys, GroupActorConfig cfg, caf::actor store, std::size_t index,
-                         std::size_t count) {
-  return sys.spawn(gateway, std::move(cfg), std::move(store), index, count);
+                         std::size_t count, std::shared_ptr<GroupDirectory> directory) {
+  return sys.spawn(gateway, std::move(cfg), std::move(store), index, count, std::move(directory));
 }
 
 }  // namespace rsc::actors

@@ -24,6 +24,7 @@ struct Service::Impl {
   caf::actor probe;  // readiness pings, on a connection of their own with a short timeout
   std::vector<caf::actor> stores;
   std::vector<caf::actor> gateways;  // groups hash to a gateway, each with its own store actor
+  std::shared_ptr<GroupDirectory> directory = std::make_shared<GroupDirectory>();
   std::shared_ptr<Metrics> metrics;
 
   const caf::actor& gateway_for(const store::GroupKey& key) const {
@@ -72,7 +73,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   for (std::size_t i = 0; i < n; ++i) {
     auto st = spawn_store_actor(*impl_->sys, makeStore(impl_->pod, 0), /*detached=*/true);
     impl_->stores.push_back(st);
-    impl_->gateways.push_back(spawn_gateway(*impl_->sys, g, st, i, n));
+    impl_->gateways.push_back(spawn_gateway(*impl_->sys, g, st, i, n, impl_->directory));
   }
   PodActorConfig pc;
   pc.beatMs = cfg.beat_ms();
@@ -104,7 +105,11 @@ bool Service::wait_for_store(group::Millis timeoutMs) {
 
 void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                         std::function<void(protocol::HeartbeatResponse)> done) {
-  caf::anon_send(impl_->gateway_for(key), hb_atom::value, key, HeartbeatCall{std::move(req), std::move(done)});
+  HeartbeatCall call{std::move(req), std::move(done)};
+  if (impl_->directory->send_if_present(
+          key.str(), [&](const caf::actor& a) { caf::anon_send(a, hb_atom::value, std::move(call)); }))
+    return;
+  caf::anon_send(impl_->gateway_for(key), hb_atom::value, key, std::move(call));
 }
 
 void Service::put_stream(const std::string& prefix, int32_t shardCount,
