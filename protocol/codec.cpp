@@ -1,5 +1,7 @@
 #include "protocol/codec.hpp"
 
+#include <charconv>
+
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -374,7 +376,90 @@ json to_json(const StreamMetadata& m) {
 // Names from a URL may hold bytes that are not UTF-8: replace them rather than throw.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string encode(const HeartbeatRequest& r) { return dump(to_json(r)); }
-std::string encode(const HeartbeatResponse& r) { return dump(to_json(r)); }
+// The response is written straight into one string (no JSON document built first: this runs once
+// per heartbeat), with the keys in the order dump(to_json(r)) gives them, byte for byte the same.
+void append_json_string(std::string& out, std::string_view v) {
+  bool plain = true;
+  for (unsigned char c : v)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      plain = false;
+      break;
+    }
+  if (plain) {
+    out += '"';
+    out.append(v.data(), v.size());
+    out += '"';
+    return;
+  }
+  out += dump(json(std::string(v)));  // escapes, and replaces bytes that are not UTF-8
+}
+
+namespace {
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<std::size_t>(r.ptr - buf));
+}
+void append_shard_refs(std::string& out, const std::vector<int32_t>& shards) {
+  out += '[';
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"shardIndex\":";
+    append_int(out, shards[i]);
+    out += '}';
+  }
+  out += ']';
+}
+}  // namespace
+
+void append_response(std::string& out, const HeartbeatResponse& r) {
+  out += "{\"assignment\":";
+  if (r.assignment) {
+    out += "{\"assignedShards\":";
+    append_shard_refs(out, r.assignment->assignedShards);
+    out += ",\"error\":";
+    append_json_string(out, r.assignment->error);
+    out += ",\"metadataVersion\":";
+    append_int(out, r.assignment->metadataVersion);
+    out += ",\"pendingShards\":";
+    append_shard_refs(out, r.assignment->pendingShards);
+    out += '}';
+  } else {
+    out += "null";
+  }
+  out += ",\"assignmentEpoch\":";
+  append_int(out, r.assignmentEpoch);
+  out += ",\"groupEpoch\":";
+  append_int(out, r.groupEpoch);
+  out += ",\"heartbeatIntervalMs\":";
+  append_int(out, r.heartbeatIntervalMs);
+  out += ",\"memberEpoch\":";
+  append_int(out, r.memberEpoch);
+  out += ",\"memberId\":";
+  append_json_string(out, r.memberId);
+  out += ",\"memberLeaseTtlMs\":";
+  append_int(out, r.memberLeaseTtlMs);
+  if (r.message) {
+    out += ",\"message\":";
+    append_json_string(out, *r.message);
+  }
+  out += ",\"metadataVersion\":";
+  append_int(out, r.metadataVersion);
+  out += ",\"rebalanceTimeoutMs\":";
+  append_int(out, r.rebalanceTimeoutMs);
+  out += ",\"responseTo\":";
+  append_json_string(out, r.responseTo);
+  out += ",\"status\":\"";
+  out += to_string(r.status);
+  out += "\"}";
+}
+
+std::string encode(const HeartbeatResponse& r) {
+  std::string out;
+  out.reserve(320);
+  append_response(out, r);
+  return out;
+}
 std::string encode(const StreamMetadata& m) { return dump(to_json(m)); }
 
 HeartbeatResponse error_response(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,

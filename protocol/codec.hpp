@@ -46,7 +46,10 @@ nlohmann::json to_json(const StreamMetadata& m);
 // Serializes without throwing (invalid UTF-8 is replaced).
 std::string dump(const nlohmann::json& j);
 std::string encode(const HeartbeatRequest& r);
-std::string encode(const HeartbeatResponse& r);
+std::string encode(const HeartbeatResponse& r);  // the same bytes as dump(to_json(r)), faster
+// Appends a JSON string literal (escaped as dump() escapes it) or a whole response.
+void append_json_string(std::string& out, std::string_view v);
+void append_response(std::string& out, const HeartbeatResponse& r);
 std::string encode(const StreamMetadata& m);
 
 // The error body shape of SPEC §2: the response shape with status and message set.

@@ -1,5 +1,6 @@
 #include "redis/state_codec.hpp"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "protocol/codec.hpp"
@@ -66,28 +67,84 @@ std::string encode_group_fields(const group::GroupState& g) {
   return protocol::dump(j);
 }
 
+// Written straight into a string (once per member per write: a steady heartbeat writes its
+// member), keys in sorted order as a JSON document would have them.
 std::string encode_member(const group::Member& m) {
-  json j{{"v", kFormatVersion},
-         {"e", m.epoch},
-         {"pe", m.previousEpoch},
-         {"s", protocol::to_string(m.state)},
-         {"hb", m.lastHeartbeatMs},
-         {"a", shards(m.assigned)},
-         {"t", shards(m.target)},
-         {"cap", json::array({m.capacity.runtimeMaxConcurrency, m.capacity.availableConcurrency})}};
-  if (!m.revoking.empty()) j["r"] = shards(m.revoking);
-  if (m.revokeDeadlineMs != 0) j["rd"] = m.revokeDeadlineMs;
-  if (m.tombstoneUntilMs != 0) j["tu"] = m.tombstoneUntilMs;
+  std::string out;
+  out.reserve(m.lastResponse ? 420 : 160);
+  auto num = [&](int64_t v) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, static_cast<std::size_t>(r.ptr - buf));
+  };
+  auto list = [&](const group::ShardSet& shards) {
+    out += '[';
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      if (i) out += ',';
+      num(shards[i]);
+    }
+    out += ']';
+  };
+  out += "{\"a\":";
+  list(m.assigned);
+  out += ",\"cap\":[";
+  num(m.capacity.runtimeMaxConcurrency);
+  out += ',';
+  num(m.capacity.availableConcurrency);
+  out += "],\"e\":";
+  num(m.epoch);
+  out += ",\"hb\":";
+  num(m.lastHeartbeatMs);
+  out += ",\"pe\":";
+  num(m.previousEpoch);
   if (!m.progress.empty()) {
-    json pg = json::array();
-    for (const auto& p : m.progress)
-      pg.push_back(json::array({p.shardIndex, p.lastDeliveredId ? json(*p.lastDeliveredId) : json(nullptr),
-                                p.pending ? json(*p.pending) : json(nullptr), p.lag ? json(*p.lag) : json(nullptr)}));
-    j["pg"] = std::move(pg);
+    out += ",\"pg\":[";
+    for (std::size_t i = 0; i < m.progress.size(); ++i) {
+      const auto& p = m.progress[i];
+      if (i) out += ',';
+      out += '[';
+      num(p.shardIndex);
+      out += ',';
+      if (p.lastDeliveredId)
+        protocol::append_json_string(out, *p.lastDeliveredId);
+      else
+        out += "null";
+      out += ',';
+      if (p.pending) num(*p.pending); else out += "null";
+      out += ',';
+      if (p.lag) num(*p.lag); else out += "null";
+      out += ']';
+    }
+    out += ']';
   }
-  if (!m.lastRequestId.empty()) j["rq"] = m.lastRequestId;
-  if (m.lastResponse) j["rs"] = protocol::to_json(*m.lastResponse);
-  return protocol::dump(j);
+  if (!m.revoking.empty()) {
+    out += ",\"r\":";
+    list(m.revoking);
+  }
+  if (m.revokeDeadlineMs != 0) {
+    out += ",\"rd\":";
+    num(m.revokeDeadlineMs);
+  }
+  if (!m.lastRequestId.empty()) {
+    out += ",\"rq\":";
+    protocol::append_json_string(out, m.lastRequestId);
+  }
+  if (m.lastResponse) {
+    out += ",\"rs\":";
+    protocol::append_response(out, *m.lastResponse);
+  }
+  out += ",\"s\":\"";
+  out += protocol::to_string(m.state);
+  out += "\",\"t\":";
+  list(m.target);
+  if (m.tombstoneUntilMs != 0) {
+    out += ",\"tu\":";
+    num(m.tombstoneUntilMs);
+  }
+  out += ",\"v\":";
+  num(kFormatVersion);
+  out += '}';
+  return out;
 }
 
 Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fields) {

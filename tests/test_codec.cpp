@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "protocol/codec.hpp"
 
@@ -315,4 +316,38 @@ TEST(Validation, UnknownFieldsAreIgnoredForForwardCompatibility) {
   auto j = valid_request();
   j["clientSoftwareVersion"] = "1.2.3";
   EXPECT_TRUE(decode_heartbeat_request(j.dump(), "member-a").ok());
+}
+
+// The response is written without building a JSON document; it must be the very bytes the
+// document would give, for every shape and for strings that need escaping or are not UTF-8.
+TEST(Codec, TheDirectResponseWriterGivesTheSameBytesAsTheJsonDocument) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> strings{"", "hb-a-1", "quote\"d", "back\\slash", "new\nline", "tab\t", "\x01\x1f",
+                                         "caf\xc3\xa9", "bad\xff\xfe", "emoji \xf0\x9f\x98\x80", std::string(300, 'x')};
+  int checked = 0;
+  for (int i = 0; i < 2000; ++i) {
+    HeartbeatResponse r;
+    r.responseTo = strings[rng() % strings.size()];
+    r.memberId = strings[rng() % strings.size()];
+    r.status = static_cast<HeartbeatStatus>(rng() % 9);
+    r.memberEpoch = static_cast<int32_t>(rng()) - (1 << 30);
+    r.heartbeatIntervalMs = rng() % 100000;
+    r.rebalanceTimeoutMs = static_cast<int64_t>(rng()) * 1000;
+    r.memberLeaseTtlMs = rng() % 100000;
+    r.groupEpoch = static_cast<int32_t>(rng() % 1000);
+    r.assignmentEpoch = static_cast<int32_t>(rng() % 1000);
+    r.metadataVersion = -static_cast<int32_t>(rng() % 3);
+    if (rng() % 3) {
+      Assignment a;
+      for (int k = static_cast<int>(rng() % 5); k > 0; --k) a.assignedShards.push_back(static_cast<int32_t>(rng() % 70000));
+      for (int k = static_cast<int>(rng() % 3); k > 0; --k) a.pendingShards.push_back(static_cast<int32_t>(rng() % 70000));
+      a.metadataVersion = static_cast<int32_t>(rng() % 50);
+      if (rng() % 4 == 0) a.error = strings[rng() % strings.size()];
+      r.assignment = a;
+    }
+    if (rng() % 2) r.message = strings[rng() % strings.size()];
+    ASSERT_EQ(encode(r), dump(to_json(r))) << "case " << i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2000);
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <set>
 #include <thread>
@@ -822,4 +823,30 @@ TEST(RedisStall, AStalledRedisTimesOutAsRetryableAndTheStoreRecoversWhenItResume
   EXPECT_LT(waited, std::chrono::seconds(3)) << "the command timeout bounds the wait";
   auto again = p.load(kKey);
   ASSERT_TRUE(again.ok()) << again.error.message;
+}
+
+// Members are written without building a JSON document: the text must be what the document
+// would print (sorted keys, the same escaping) and must read back to the same member.
+TEST(StateCodec, AMemberIsWrittenAsItsJsonDocumentWouldBeAndReadsBackTheSame) {
+  auto s = sample_group();
+  auto& weird = s.members.begin()->second;
+  weird.lastRequestId = "req \"quoted\" \\ and \x01 and caf\xc3\xa9";
+  weird.progress.push_back({3, std::string("1-\"x\""), std::nullopt, 7});
+  weird.progress.push_back({4, std::nullopt, 2, std::nullopt});
+  weird.revokeDeadlineMs = 123456;
+  weird.tombstoneUntilMs = 0;
+  int checked = 0;
+  for (const auto& [id, m] : s.members) {
+    const auto text = encode_member(m);
+    const auto doc = nlohmann::json::parse(text);
+    EXPECT_EQ(doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), text) << id;
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);
+  FieldMap fields{{kRevisionField, "1"}, {kGroupField, encode_group_fields(s)}};
+  for (const auto& [id, m] : s.members) fields[kMemberFieldPrefix + id] = encode_member(m);
+  auto back = decode_group(kKey, fields);
+  ASSERT_TRUE(back.ok()) << back.error.message;
+  for (const auto& [id, m] : s.members) EXPECT_EQ(encode_member(back.value->members.at(id)), encode_member(m)) << id;
+  EXPECT_EQ(back.value->members.begin()->second.lastRequestId, weird.lastRequestId);
 }
