@@ -5,7 +5,7 @@
 // queue. It has no timer of its own but the one that retires it when idle: its deadline work is
 // started by the pod (actors/pod_actor.cpp) when the store's deadline index says it is due.
 #include <chrono>
-#include <deque>
+#include <list>
 #include <limits>
 #include <tuple>
 
@@ -54,7 +54,7 @@ struct GroupActorState {
   std::vector<group::Event> pendingEvents;
   bool busy = false;  // a load, lease or write is in flight
   bool justLoaded = false;  // the cache was read from the store for the step about to run
-  std::deque<WorkPtr> queue;
+  std::list<WorkPtr> queue;  // a deque allocates 576 bytes even empty: one per group held
   bool tickQueued = false;
   // What the store's past demands, re-applied to every state adopted until a write carries it.
   std::optional<int32_t> rollbackSeenEpoch;
