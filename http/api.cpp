@@ -30,6 +30,18 @@ bool glob_match(const std::string& p, const std::string& t) {
   return i == p.size();
 }
 
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  // Every byte of `a` is compared (against b, or against a's own bytes when b is shorter), and the
+  // length difference is folded in: no early exit.
+  unsigned diff = static_cast<unsigned>(a.size() ^ b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const unsigned char x = static_cast<unsigned char>(a[i]);
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : static_cast<unsigned char>(~x);
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
 AuthDecision authorize(const AuthConfig& auth, const std::string& header, Need need, const std::string& stream,
                        const std::string& group) {
   if (need == Need::Public || auth.open()) return {};
@@ -37,8 +49,14 @@ AuthDecision authorize(const AuthConfig& auth, const std::string& header, Need n
   if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
     return {false, 401, "missing bearer token (Authorization: Bearer <token>)"};
   const std::string presented = header.substr(prefix.size());
+  // Compared with every configured token, each in constant time, before looking at the match.
+  const Token* match = nullptr;
   for (const auto& t : auth.tokens) {
-    if (t.token != presented) continue;
+    const bool equal = constant_time_equal(presented, t.token);
+    if (equal && match == nullptr) match = &t;
+  }
+  if (match != nullptr) {
+    const Token& t = *match;
     if (need == Need::Admin && t.role != "admin") return {false, 403, "this token's role may not do admin calls"};
     auto any = [](const std::vector<std::string>& pats, const std::string& v) {
       for (const auto& p : pats)
@@ -75,16 +93,31 @@ Routed method_not_allowed(const std::string& method, const std::string& allow) {
 }  // namespace
 
 Routed route(const std::string& method, const std::string& target) {
-  const std::string path = target.substr(0, target.find('?'));
+  std::string path = target.substr(0, target.find('?'));
+  // The absolute form (RFC 9112 §3.2.2: "GET http://host/healthz") names the same resource.
+  for (const char* scheme : {"http://", "https://"}) {
+    const std::string sc = scheme;
+    if (path.size() > sc.size() && std::equal(sc.begin(), sc.end(), path.begin(), [](char x, char y) {
+          return x == std::tolower(static_cast<unsigned char>(y));
+        })) {
+      const auto slash = path.find('/', sc.size());
+      path = slash == std::string::npos ? "/" : path.substr(slash);
+    }
+  }
   const auto p = split_path(path);
   using K = Route::Kind;
   auto only = [&](const char* allowed, K kind, std::string s = {}, std::string g = {}, std::string m = {}) -> Routed {
     if (method != allowed) return method_not_allowed(method, allowed);
     return {Route{kind, std::move(s), std::move(g), std::move(m)}, {}};
   };
-  if (p.size() == 1 && p[0] == "metrics") return only("GET", K::Metrics);
-  if (p.size() == 1 && p[0] == "healthz") return only("GET", K::Health);
-  if (p.size() == 1 && p[0] == "readyz") return only("GET", K::Ready);
+  // Probes and metrics answer HEAD too (load balancers use it): the same answer without a body.
+  auto probe = [&](K kind) -> Routed {
+    if (method != "GET" && method != "HEAD") return method_not_allowed(method, "GET, HEAD");
+    return {Route{kind, {}, {}, {}}, {}};
+  };
+  if (p.size() == 1 && p[0] == "metrics") return probe(K::Metrics);
+  if (p.size() == 1 && p[0] == "healthz") return probe(K::Health);
+  if (p.size() == 1 && p[0] == "readyz") return probe(K::Ready);
   if (p.size() >= 4 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") {
     const auto& s = p[3];
     if (p.size() == 4) {
@@ -161,7 +194,12 @@ bool is_json(const std::string& contentType) {
 
 }  // namespace
 
-void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& respond) {
+void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& given) {
+  // HEAD: the same answer as GET, without its body.
+  const Respond respond = req.method != "HEAD" ? given : Respond([given](HttpResponse r) {
+    r.body.clear();
+    given(std::move(r));
+  });
   const auto routed = route(req.method, req.target);
   if (!routed.route) {
     auto r = plain_error(routed.error.status, routed.error.status == 405 ? "METHOD_NOT_ALLOWED" : "NOT_FOUND",
@@ -193,6 +231,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::PutStream:
     case K::DeleteGroup:
     case K::RemoveMember: need = Need::Admin; break;
+    case K::Metrics: need = auth.metricsPublic ? Need::Public : Need::Member; break;
     default: need = Need::Public;
   }
   const auto decision = authorize(auth, req.authorization, need, rt.stream, rt.group);

@@ -65,8 +65,14 @@ struct Token {
 };
 struct AuthConfig {
   std::vector<Token> tokens;
+  // GET /metrics without a token (its labels name every stream and group). Only meaningful with
+  // tokens configured; when false, /metrics needs a token of either role.
+  bool metricsPublic = true;
   bool open() const { return tokens.empty(); }
 };
+// Equal, in a time that depends on neither where the first difference is nor (beyond the
+// presented value's own length) on the stored token's length.
+bool constant_time_equal(const std::string& a, const std::string& b);
 bool glob_match(const std::string& pattern, const std::string& text);
 
 enum class Need { Public, Member, Admin };

@@ -76,14 +76,31 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  // Waiting for a request's first byte, a connection may idle (a new one for the header timeout,
+  // a kept-alive one for the idle timeout); once a request has started arriving, all of it must
+  // arrive within the header timeout, whatever request number it is.
   void do_read() {
     if (server_->stopping) return do_close();
     parser_.emplace();
     parser_->body_limit(server_->opts.bodyLimit);
     parser_->header_limit(64 * 1024);
-    // Before the first byte the idle limit applies; a started request must complete in time too.
+    if (buffer_.size() > 0) return read_request();  // pipelined: it has started already
     stream_.expires_after(std::chrono::milliseconds(first_ ? server_->opts.headerTimeoutMs : server_->opts.idleTimeoutMs));
     first_ = false;
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      if (ec) {
+        if (ec == beast::error::timeout) return self->do_close();
+        fail(ec, "read");
+        return self->do_close();
+      }
+      self->buffer_.commit(n);
+      self->read_request();
+    });
+  }
+
+  void read_request() {
+    first_ = false;
+    stream_.expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 

@@ -135,6 +135,10 @@ void load_file(Config& c, const std::string& path) {
   if (j.contains("auth")) {
     const auto& a = j["auth"];
     if (!a.is_object() || (a.contains("tokens") && !a["tokens"].is_array())) throw Bad{path + ": auth.tokens must be an array"};
+    if (a.contains("metricsPublic")) {
+      if (!a["metricsPublic"].is_boolean()) throw Bad{path + ": auth.metricsPublic must be true or false"};
+      c.auth.metricsPublic = a["metricsPublic"].get<bool>();
+    }
     for (std::size_t i = 0; a.contains("tokens") && i < a["tokens"].size(); ++i) {
       const auto& t = a["tokens"][i];
       const std::string where = "auth.tokens[" + std::to_string(i) + "]";
@@ -190,7 +194,8 @@ std::string usage() {
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
          "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"
          "\"coordinator\": {\"tick-interval\": ms, ...}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
-         "\"streams\": [patterns], \"groups\": [patterns]}]}}. No tokens: the server runs open.\n";
+         "\"streams\": [patterns], \"groups\": [patterns]}], \"metricsPublic\": true}}. No tokens: the server\n"
+         "runs open. metricsPublic false: GET /metrics needs a token too (its labels name every group).\n";
 }
 
 Parsed parse(const std::vector<std::string>& args, const std::function<const char*(const char*)>& env) {

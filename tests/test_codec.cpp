@@ -330,7 +330,7 @@ TEST(Codec, TheDirectResponseWriterGivesTheSameBytesAsTheJsonDocument) {
     r.responseTo = strings[rng() % strings.size()];
     r.memberId = strings[rng() % strings.size()];
     r.status = static_cast<HeartbeatStatus>(rng() % 9);
-    r.memberEpoch = static_cast<int32_t>(rng()) - (1 << 30);
+    r.memberEpoch = static_cast<int32_t>(rng() % 2000000) - 1000000;
     r.heartbeatIntervalMs = rng() % 100000;
     r.rebalanceTimeoutMs = static_cast<int64_t>(rng()) * 1000;
     r.memberLeaseTtlMs = rng() % 100000;

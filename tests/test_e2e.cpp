@@ -224,6 +224,41 @@ TEST_F(E2E, ASilentClientIsCutOffAndDoesNotHoldTheServer) {
   EXPECT_LT(waited, std::chrono::milliseconds(2500)) << "header timeout is 500 ms";
 }
 
+// A kept-alive connection's next request gets the header timeout once it starts arriving, not the
+// 60 s idle timeout (a slowloris after one good request).
+TEST_F(E2E, ASlowSecondRequestOnAKeptAliveConnectionIsCutOffAtTheHeaderTimeout) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port()));
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  timeval tv{4, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const char first[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_GT(write(fd, first, sizeof first - 1), 0);
+  char buf[1024];
+  const auto got = read(fd, buf, sizeof buf);
+  ASSERT_GT(got, 0);
+  EXPECT_NE(std::string(buf, static_cast<std::size_t>(got)).find("200 OK"), std::string::npos);
+  const char partial[] = "GET /hea";  // the second request starts, and then nothing
+  ASSERT_GT(write(fd, partial, sizeof partial - 1), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto n = read(fd, buf, sizeof buf);  // 0: the server closed the connection
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  close(fd);
+  EXPECT_EQ(n, 0) << "still open after 4 s: the idle timeout (60 s) applied";
+  EXPECT_LT(waited, std::chrono::milliseconds(2500)) << "header timeout is 500 ms";
+}
+
+// HEAD on the probes, and a request target in absolute form, over a real socket.
+TEST_F(E2E, ProbesAnswerHeadAndTheAbsoluteFormIsServed) {
+  auto h = http_call(port(), "HEAD", "/healthz");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_TRUE(h.body.empty());
+  EXPECT_EQ(http_call(port(), "GET", "http://127.0.0.1/healthz").status, 200);
+}
+
 TEST_F(E2E, AdminEndpointsCreateGrowDescribeListAndRemove) {
   auto put = http_call(port(), "PUT", "/coord/v1/streams/clicks", R"({"shardCount": 6})");
   ASSERT_EQ(put.status, 200);

@@ -135,7 +135,7 @@ TEST(Routing, UnknownPathsAre404AndWrongMethods405WithAllow) {
   FakeBackend b;
   auto c = call(b, {}, "PATCH", "/metrics");
   EXPECT_EQ(c.res.status, 405);
-  EXPECT_EQ(header(c.res, "Allow"), "GET");
+  EXPECT_EQ(header(c.res, "Allow"), "GET, HEAD");
   EXPECT_EQ(json::parse(c.res.body).at("error"), "METHOD_NOT_ALLOWED");
   EXPECT_EQ(call(b, {}, "GET", "/nope").res.status, 404);
   EXPECT_EQ(json::parse(call(b, {}, "GET", "/nope").res.body).at("status"), 404);
@@ -299,6 +299,50 @@ TEST(Admin, DeletingAGroupIsAnAdminCallWithClearAnswers) {
   auto auth = tokens();
   EXPECT_EQ(call(b, auth, "DELETE", g, "", "", "Bearer member-token-0123456789").res.status, 403);
   EXPECT_EQ(b.deletes.size(), 4u) << "a member token deletes nothing";
+}
+
+TEST(Probes, HeadAnswersLikeGetWithoutABodyAndTheAbsoluteFormIsRouted) {
+  FakeBackend b;
+  auto h = call(b, {}, "HEAD", "/healthz");
+  EXPECT_EQ(h.res.status, 200);
+  EXPECT_TRUE(h.res.body.empty());
+  EXPECT_EQ(call(b, {}, "HEAD", "/readyz").res.status, 200);
+  b.readyOk = false;
+  EXPECT_EQ(call(b, {}, "HEAD", "/readyz").res.status, 503);
+  EXPECT_EQ(call(b, {}, "GET", "http://coordinator:8080/healthz").res.status, 200);
+  EXPECT_EQ(call(b, {}, "GET", "HTTP://coordinator/metrics").res.status, 200);
+  EXPECT_EQ(route("POST", "http://h/coord/v1/streams/orders/groups/billing/members/a/heartbeat").route->kind,
+            Route::Kind::Heartbeat);
+  EXPECT_EQ(call(b, {}, "GET", "http://coordinator").res.status, 404) << "no path: the root, which is not a route";
+}
+
+TEST(Auth, MetricsNeedATokenWhenConfiguredSo) {
+  FakeBackend b;
+  auto auth = tokens();
+  EXPECT_EQ(call(b, auth, "GET", "/metrics").res.status, 200) << "public by default";
+  auth.metricsPublic = false;
+  EXPECT_EQ(call(b, auth, "GET", "/metrics").res.status, 401);
+  EXPECT_EQ(call(b, auth, "GET", "/metrics", "", "", "Bearer member-token-0123456789").res.status, 200);
+  EXPECT_EQ(call(b, auth, "GET", "/healthz").res.status, 200) << "probes stay public";
+}
+
+TEST(Auth, TokensAreComparedWholeAndEveryOneIsLookedAt) {
+  EXPECT_TRUE(constant_time_equal("abcdef", "abcdef"));
+  EXPECT_FALSE(constant_time_equal("abcdef", "abcdeg"));
+  EXPECT_FALSE(constant_time_equal("abcdef", "abcde"));
+  EXPECT_FALSE(constant_time_equal("abcde", "abcdef"));
+  EXPECT_FALSE(constant_time_equal("", "a"));
+  EXPECT_TRUE(constant_time_equal("", ""));
+  std::string withNul("ab\0cd", 5);
+  EXPECT_FALSE(constant_time_equal(withNul, "ab"));
+  // A token that is a prefix of another matches only itself; the second of two equal entries
+  // does not change the answer.
+  AuthConfig auth;
+  auth.tokens.push_back({"token-0123456789abcdef", "member", {"*"}, {"*"}});
+  auth.tokens.push_back({"token-0123456789abcdef-admin", "admin", {"*"}, {"*"}});
+  EXPECT_EQ(authorize(auth, "Bearer token-0123456789abcdef", Need::Admin, "s", "g").status, 403);
+  EXPECT_TRUE(authorize(auth, "Bearer token-0123456789abcdef-admin", Need::Admin, "s", "g").allowed);
+  EXPECT_EQ(authorize(auth, "Bearer token-0123456789abcde", Need::Member, "s", "g").status, 401);
 }
 
 TEST(Probes, ReadinessFollowsTheStoreAndMetricsUseTheExpositionFormat) {
