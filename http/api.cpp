@@ -254,10 +254,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::Heartbeat: {
       auto decoded = protocol::decode_heartbeat_request(req.body, rt.member);
       if (!decoded.ok()) {
-        std::string requestId;
-        auto j = json::parse(req.body, nullptr, false);
-        if (j.is_object() && j.contains("requestId") && j["requestId"].is_string()) requestId = j["requestId"];
-        return respond(heartbeat_answer(protocol::error_response(requestId, rt.member, decoded.error.status,
+        return respond(heartbeat_answer(protocol::error_response(decoded.requestId, rt.member, decoded.error.status,
                                                                  decoded.error.message)));
       }
       backend.heartbeat({rt.stream, rt.group}, std::move(*decoded.value),

@@ -6,9 +6,12 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -45,9 +48,24 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::mutex mu;
   std::set<std::weak_ptr<Session>, std::owner_less<std::weak_ptr<Session>>> sessions;
   uint16_t boundPort = 0;
+  int64_t maxConnections = 0;
+  std::unique_ptr<net::steady_timer> acceptPause;  // after an accept error: a pause, not a spin
+  // Log lines about refused or failed accepts, at most one per interval with a count.
+  std::chrono::steady_clock::time_point lastAcceptLog{};
+  int64_t acceptProblems = 0;
 
   void do_accept();
+  void accept_problem(const std::string& what);
 };
+
+void Server::Impl::accept_problem(const std::string& what) {
+  ++acceptProblems;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - lastAcceptLog < std::chrono::seconds(5)) return;
+  lastAcceptLog = now;
+  log::warn("http accept: " + what + " (" + std::to_string(acceptProblems) + " such since the last line)");
+  acceptProblems = 0;
+}
 
 namespace {
 void fail(beast::error_code ec, const char* what) {
@@ -220,8 +238,23 @@ class Session : public std::enable_shared_from_this<Session> {
 void Server::Impl::do_accept() {
   auto& target = *iocs[nextIoc++ % iocs.size()];
   acceptor->async_accept(net::make_strand(target), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    if (self->stopping) return;
     if (ec) {
-      if (!self->stopping) fail(ec, "accept");
+      if (ec == net::error::operation_aborted) return;
+      // Out of file descriptors (or another transient failure): pause before trying again, or the
+      // loop would spin on the same error.
+      self->accept_problem(ec.message() + "; pausing accepts for 100 ms");
+      self->acceptPause->expires_after(std::chrono::milliseconds(100));
+      self->acceptPause->async_wait([self](beast::error_code e) {
+        if (!e && !self->stopping) self->do_accept();
+      });
+      return;
+    }
+    if (self->open >= self->maxConnections) {
+      beast::error_code ignored;
+      socket.close(ignored);
+      self->accept_problem("over the connection limit (" + std::to_string(self->maxConnections) +
+                           "); new connections are closed");
     } else {
       auto s = std::make_shared<Session>(std::move(socket), self);
       {
@@ -232,7 +265,7 @@ void Server::Impl::do_accept() {
       }
       s->run();
     }
-    if (!self->stopping) self->do_accept();
+    self->do_accept();
   });
 }
 
@@ -245,6 +278,17 @@ Server::Server(ServerOptions opts, Handler handler) : impl_(std::make_shared<Imp
 Server::~Server() { stop(0); }
 
 void Server::start() {
+  // As many file descriptors as the hard limit allows, and a connection limit well below it.
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    if (lim.rlim_cur < lim.rlim_max) {
+      rlimit raised = lim;
+      raised.rlim_cur = lim.rlim_max;
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+    }
+  }
+  const int64_t fds = lim.rlim_cur == RLIM_INFINITY ? 1 << 20 : static_cast<int64_t>(lim.rlim_cur);
+  impl_->maxConnections = impl_->opts.maxConnections > 0 ? impl_->opts.maxConnections : std::max<int64_t>(16, fds * 3 / 4);
   beast::error_code ec;
   auto address = net::ip::make_address(impl_->opts.host, ec);
   if (ec) throw std::runtime_error("invalid listen address '" + impl_->opts.host + "': " + ec.message());
@@ -258,6 +302,9 @@ void Server::start() {
     throw std::runtime_error("cannot listen on " + impl_->opts.host + ":" + std::to_string(impl_->opts.port) + ": " +
                              ec.message());
   impl_->boundPort = impl_->acceptor->local_endpoint().port();
+  impl_->acceptPause = std::make_unique<net::steady_timer>(impl_->acceptor->get_executor());
+  log::info("http: at most " + std::to_string(impl_->maxConnections) + " connections (file descriptor limit " +
+            std::to_string(fds) + ")");
   impl_->do_accept();
   for (auto& ioc : impl_->iocs) {
     auto* c = ioc.get();
@@ -270,6 +317,7 @@ void Server::start() {
 
 uint16_t Server::port() const { return impl_->boundPort; }
 int64_t Server::connections_open() const { return impl_->open; }
+int64_t Server::max_connections() const { return impl_->maxConnections; }
 
 void Server::stop(int64_t graceMs) {
   if (impl_->threads.empty()) return;
@@ -277,6 +325,7 @@ void Server::stop(int64_t graceMs) {
     net::post(impl_->ioc(), [impl = impl_] {
       beast::error_code ec;
       if (impl->acceptor) impl->acceptor->close(ec);
+      if (impl->acceptPause) impl->acceptPause->cancel();
     });
     std::vector<std::shared_ptr<Session>> live;
     {

@@ -16,6 +16,9 @@ struct ServerOptions {
   int threads = 2;
   std::size_t bodyLimit = 1 << 20;  // 1 MiB: larger bodies get 413
   int64_t headerTimeoutMs = 10000;  // a request must arrive whole within this
+  // Open connections at most; more are closed as soon as they are accepted. 0: three quarters of
+  // the file descriptor limit (raised to its hard limit at start where allowed).
+  int64_t maxConnections = 0;
   int64_t idleTimeoutMs = 60000;    // keep-alive connections idle longer are closed
 };
 
@@ -31,6 +34,7 @@ class Server {
   // Stops accepting, lets in-flight requests finish (up to graceMs), closes every connection.
   void stop(int64_t graceMs = 5000);
   int64_t connections_open() const;
+  int64_t max_connections() const;
 
   struct Impl;  // public so that the session class in server.cpp may name it
 

@@ -248,9 +248,29 @@ Decoded<T> guarded(F&& f) {
   return out;
 }
 
+// nlohmann's document builder, stopped (parsing ends at once) when arrays and objects nest
+// deeper than kMaxJsonDepth.
+class DepthLimitedBuilder : public nlohmann::detail::json_sax_dom_parser<json> {
+ public:
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+  explicit DepthLimitedBuilder(json& j) : Base(j, /*allow_exceptions=*/false) {}
+  bool start_object(std::size_t n) { return ++depth_ <= kMaxJsonDepth && Base::start_object(n); }
+  bool end_object() { return --depth_, Base::end_object(); }
+  bool start_array(std::size_t n) { return ++depth_ <= kMaxJsonDepth && Base::start_array(n); }
+  bool end_array() { return --depth_, Base::end_array(); }
+  bool too_deep() const { return depth_ > kMaxJsonDepth; }
+
+ private:
+  int depth_ = 0;
+};
+
 json parse_body(std::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail("", "body is not valid JSON");
+  json j;
+  DepthLimitedBuilder builder(j);
+  const bool ok = json::sax_parse(body.begin(), body.end(), &builder, json::input_format_t::json, /*strict=*/true);
+  if (builder.too_deep())
+    fail("", "body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  if (!ok || builder.is_errored()) fail("", "body is not valid JSON");
   return j;
 }
 
@@ -284,7 +304,16 @@ Decoded<HeartbeatRequest> decode_heartbeat_request_json(const json& j, std::stri
 }
 
 Decoded<HeartbeatRequest> decode_heartbeat_request(std::string_view body, std::string_view pathMemberId) {
-  return guarded<HeartbeatRequest>([&] { return parse_request(parse_body(body), pathMemberId); });
+  json j;
+  auto out = guarded<HeartbeatRequest>([&] {
+    j = parse_body(body);
+    return parse_request(j, pathMemberId);
+  });
+  if (!out.ok() && j.is_object()) {
+    auto it = j.find("requestId");
+    if (it != j.end() && it->is_string()) out.requestId = it->get<std::string>();
+  }
+  return out;
 }
 
 Decoded<HeartbeatResponse> decode_heartbeat_response_json(const json& j) {

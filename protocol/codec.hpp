@@ -21,8 +21,15 @@ template <typename T>
 struct Decoded {
   std::optional<T> value;
   ValidationError error;
+  // On a failure of a body that parsed as an object: its "requestId" when that is a string, so an
+  // error answer can name the request without parsing the body a second time.
+  std::string requestId;
   bool ok() const { return value.has_value(); }
 };
+
+// JSON bodies nested deeper than this are refused while they are parsed (a body of a million
+// '[' costs its bytes' worth of scanning, never a million-level document).
+inline constexpr int kMaxJsonDepth = 32;
 
 // memberId, consumerGroup and streamPrefix: [A-Za-z0-9._:-]{1,128}.
 bool valid_name(std::string_view s);

@@ -71,6 +71,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "shutdown-grace") c.shutdownGraceMs = v;
   else if (key == "http-header-timeout") c.http.headerTimeoutMs = v;
   else if (key == "http-idle-timeout") c.http.idleTimeoutMs = v;
+  else if (key == "max-connections") c.http.maxConnections = v;
   else if (key == "pod-lease") c.service.podLeaseMs = v;
   else if (key == "store-deadline") c.service.storeDeadlineMs = v;
   else if (key == "store-stall") c.service.storeStallMs = v;
@@ -82,12 +83,13 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
 const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "member-lease-ttl", "rebalance-timeout",
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
                                         "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
-                                        "store-deadline", "store-stall", "group-retire-after", "max-groups-per-stream"};
+                                        "store-deadline", "store-stall", "group-retire-after", "max-groups-per-stream",
+                                        "max-connections"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
 bool is_count(const std::string& key) {
   return key == "default-shard-count" || key == "store-connections" || key == "http-threads" ||
-         key == "max-groups-per-stream";
+         key == "max-groups-per-stream" || key == "max-connections";
 }
 
 std::string env_name(const std::string& key) {
@@ -185,11 +187,12 @@ std::string usage() {
          "         [--store-connections N] [--http-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
-         "         [--max-groups-per-stream N]\n"
+         "         [--max-groups-per-stream N] [--max-connections N]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "pod lease 5000ms, store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
-         "idle groups leave memory after 3 leases, no limit of groups per stream.\n"
+         "idle groups leave memory after 3 leases, no limit of groups per stream, connections at most\n"
+         "3/4 of the file descriptor limit (raised to its hard limit at start).\n"
          "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
          "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"

@@ -351,3 +351,29 @@ TEST(Codec, TheDirectResponseWriterGivesTheSameBytesAsTheJsonDocument) {
   }
   EXPECT_EQ(checked, 2000);
 }
+
+// Deep nesting is refused while parsing, whatever the body's size, and an error answer still
+// names the request (parsed once).
+TEST(Validation, BodiesNestedDeeperThanTheLimitAreRefusedWhileParsing) {
+  const std::string deep(1 << 20, '[');
+  auto d = decode_heartbeat_request(deep, "a");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error.message.find("deeper than 32"), std::string::npos) << d.error.message;
+  auto body = [](int depth) {
+    auto j = valid_request();
+    std::string nested = std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']');
+    std::string text = j.dump();
+    text.insert(text.size() - 1, ",\"extra\":" + nested);  // depth counts the body's own object
+    return text;
+  };
+  EXPECT_TRUE(decode_heartbeat_request(body(kMaxJsonDepth - 1), "member-a").ok()) << "32 levels in all: accepted";
+  auto tooDeep = decode_heartbeat_request(body(kMaxJsonDepth), "member-a");
+  ASSERT_FALSE(tooDeep.ok());
+  EXPECT_NE(tooDeep.error.message.find("deeper than"), std::string::npos);
+  auto bad = valid_request();
+  bad["memberEpoch"] = "eleven";
+  auto named = decode_heartbeat_request(bad.dump(), "member-a");
+  ASSERT_FALSE(named.ok());
+  EXPECT_EQ(named.requestId, "hb-member-a-000042") << "the error answer can name the request";
+  EXPECT_TRUE(decode_heartbeat_request("{\"requestId\": 7", "a").requestId.empty());
+}

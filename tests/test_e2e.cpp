@@ -5,7 +5,10 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdio>
+#include <sstream>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <set>
@@ -249,6 +252,96 @@ TEST_F(E2E, ASlowSecondRequestOnAKeptAliveConnectionIsCutOffAtTheHeaderTimeout) 
   close(fd);
   EXPECT_EQ(n, 0) << "still open after 4 s: the idle timeout (60 s) applied";
   EXPECT_LT(waited, std::chrono::milliseconds(2500)) << "header timeout is 500 ms";
+}
+
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+// 1 MiB of '[' from four senders at once: refused while parsing, no million-level document built.
+TEST_F(E2E, DeeplyNestedBodiesAreRefusedWithoutBuildingThem) {
+  const long before = rss_kib(coord->pid());
+  const std::string deep(1 << 20, '[');
+  std::vector<std::thread> ts;
+  std::atomic<int> refused{0};
+  for (int i = 0; i < 4; ++i)
+    ts.emplace_back([&] {
+      auto r = http_call(port(), "POST", hb_path("orders", "billing", "a"), deep);
+      if (r.status == 400 && r.json().value("message", "").find("deeper than 32") != std::string::npos) ++refused;
+    });
+  for (auto& t : ts) t.join();
+  const long after = rss_kib(coord->pid());
+  std::printf("4 x 1 MiB of '[': RSS %ld -> %ld KiB\n", before, after);
+  EXPECT_EQ(refused.load(), 4);
+  EXPECT_LT(after - before, 20 * 1024) << "no document of a million levels was built";
+  EXPECT_EQ(http_call(port(), "GET", "/healthz").status, 200);
+}
+
+// Out of file descriptors: 400 connections to a coordinator allowed 256 descriptors, once with the
+// default connection limit (192: excess connections are closed) and once with a limit above the
+// descriptors (accepts fail with EMFILE). Neither spins nor floods the log, and once the crowd is
+// gone /healthz answers.
+void crowd(const std::vector<std::string>& extra, const std::string& expectLimitLine) {
+  RedisServer redis;
+  auto args = kFast;
+  args.insert(args.end(), {"--http-header-timeout-ms", "3000"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  Coordinator c(redis.port(), args, {"/usr/bin/prlimit", "--nofile=256:256"});
+  ASSERT_NE(c.log().find(expectLimitLine), std::string::npos) << c.log();
+  auto cpu = [&] {
+    std::ifstream in("/proc/" + std::to_string(c.pid()) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream rest(all.substr(all.rfind(')') + 2));
+    std::string f;
+    long u = 0, s = 0;
+    for (int i = 3; i <= 15 && rest >> f; ++i) {
+      if (i == 14) u = std::atol(f.c_str());
+      if (i == 15) s = std::atol(f.c_str());
+    }
+    return static_cast<double>(u + s) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  };
+  std::vector<int> fds;
+  for (int i = 0; i < 400; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(c.port()));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+      fds.push_back(fd);
+    else
+      close(fd);
+  }
+  const double cpu0 = cpu();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double busy = cpu() - cpu0;
+  for (int fd : fds) close(fd);
+  bool healthy = false;
+  for (int i = 0; i < 50 && !healthy; ++i) {
+    healthy = http_call(c.port(), "GET", "/healthz", {}, {}, 2000).status == 200;
+    if (!healthy) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto log = c.log();
+  std::size_t lines = 0;
+  for (std::size_t p = 0; (p = log.find("http accept:", p)) != std::string::npos; ++p) ++lines;
+  std::printf("400 connections, 256 fds (%s): %.2f CPU-seconds in 2 s, %zu accept log lines\n",
+              expectLimitLine.c_str(), busy, lines);
+  EXPECT_LT(busy, 0.5) << "the accept loop does not spin";
+  EXPECT_GE(lines, 1u) << "the trouble is logged";
+  EXPECT_LE(lines, 3u) << "the log line is rate-limited";
+  EXPECT_TRUE(healthy) << "/healthz answers once the connections are gone";
+  if (::testing::Test::HasFailure()) std::fprintf(stderr, "%s\n", log.c_str());
+}
+
+TEST(E2ELimits, ExcessConnectionsAreClosedAtTheDefaultLimitBelowTheDescriptors) {
+  crowd({}, "http: at most 192 connections (file descriptor limit 256)");
+}
+TEST(E2ELimits, RunningOutOfFileDescriptorsNeitherSpinsNorFloodsTheLog) {
+  crowd({"--max-connections", "1000"}, "http: at most 1000 connections (file descriptor limit 256)");
 }
 
 // HEAD on the probes, and a request target in absolute form, over a real socket.
