@@ -8,13 +8,6 @@
 
 namespace rsc::actors {
 
-group::Millis ServiceConfig::beat_ms() const {
-  return std::max<group::Millis>(50, std::min<group::Millis>({tickIntervalMs, 500, podLeaseMs / 3}));
-}
-group::Millis ServiceConfig::retire_after_ms() const {
-  return groupRetireAfterMs > 0 ? groupRetireAfterMs : 3 * core.memberLeaseTtlMs;
-}
-
 struct Service::Impl {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;

@@ -2,6 +2,7 @@
 // from outside as an http::Backend. This header includes no CAF.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 
@@ -28,8 +29,12 @@ struct ServiceConfig {
   group::Millis storeStallMs = 500;      // a round trip slower than this is an outage
   group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
   int64_t maxGroupsPerStream = 0;        // 0 = no limit
-  group::Millis beat_ms() const;
-  group::Millis retire_after_ms() const;
+  group::Millis beat_ms() const {
+    return std::max<group::Millis>(50, std::min<group::Millis>({tickIntervalMs, 500, podLeaseMs / 3}));
+  }
+  group::Millis retire_after_ms() const {
+    return groupRetireAfterMs > 0 ? groupRetireAfterMs : 3 * core.memberLeaseTtlMs;
+  }
 };
 
 class Service : public http::Backend {

@@ -1,6 +1,8 @@
 #include "redis/state_codec.hpp"
 
 #include <charconv>
+#include <limits>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "protocol/codec.hpp"
@@ -14,6 +16,22 @@ struct Bad {
   std::string what;
 };
 
+// An integer that fits T; anything else (a float, a string, out of range) is Bad. nlohmann would
+// convert a float to an integer type, which is undefined for values out of its range.
+template <typename T>
+T whole(const json& v, const std::string& what) {
+  if (!v.is_number_integer()) throw Bad{what + " has the wrong type"};
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) throw Bad{what + " is out of range"};
+    return static_cast<T>(u);
+  }
+  const auto x = v.get<int64_t>();
+  if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) || x > static_cast<int64_t>(std::numeric_limits<T>::max()))
+    throw Bad{what + " is out of range"};
+  return static_cast<T>(x);
+}
+
 json shards(const group::ShardSet& s) { return json(s); }
 
 group::ShardSet shards_from(const json& j, const char* name) {
@@ -21,7 +39,7 @@ group::ShardSet shards_from(const json& j, const char* name) {
   group::ShardSet out;
   for (const auto& x : j) {
     if (!x.is_number_integer()) throw Bad{std::string(name) + " holds a non-integer"};
-    out.push_back(x.get<int32_t>());
+    out.push_back(whole<int32_t>(x, name));
   }
   return group::normalized(std::move(out));
 }
@@ -30,6 +48,7 @@ template <typename T>
 T get(const json& j, const char* k) {
   auto it = j.find(k);
   if (it == j.end()) throw Bad{std::string("missing \"") + k + "\""};
+  if constexpr (std::is_integral_v<T>) return whole<T>(*it, std::string("\"") + k + "\"");
   try {
     return it->get<T>();
   } catch (const json::exception&) {
@@ -176,8 +195,8 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
     g.assignmentEpoch = get<int32_t>(j, "ae");
     g.metadataVersion = get<int32_t>(j, "mv");
     g.shardCount = get<int32_t>(j, "sc");
-    g.rollbackGuardUntilMs = j.value("rg", static_cast<int64_t>(0));
-    g.outageCoveredUntilMs = j.value("oc", static_cast<int64_t>(0));
+    g.rollbackGuardUntilMs = j.contains("rg") ? get<int64_t>(j, "rg") : 0;
+    g.outageCoveredUntilMs = j.contains("oc") ? get<int64_t>(j, "oc") : 0;
 
     const std::string prefix = kMemberFieldPrefix;
     for (auto it = fields.lower_bound(prefix); it != fields.end() && it->first.rfind(prefix, 0) == 0; ++it) {
@@ -196,19 +215,19 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
       m.assigned = shards_from(mj.at("a"), "a");
       m.target = shards_from(mj.at("t"), "t");
       if (mj.contains("r")) m.revoking = shards_from(mj.at("r"), "r");
-      m.revokeDeadlineMs = mj.value("rd", static_cast<int64_t>(0));
-      m.tombstoneUntilMs = mj.value("tu", static_cast<int64_t>(0));
-      const auto cap = get<std::vector<int32_t>>(mj, "cap");
-      if (cap.size() != 2) throw Bad{"\"cap\" must hold two numbers"};
-      m.capacity = {cap[0], cap[1]};
+      m.revokeDeadlineMs = mj.contains("rd") ? get<int64_t>(mj, "rd") : 0;
+      m.tombstoneUntilMs = mj.contains("tu") ? get<int64_t>(mj, "tu") : 0;
+      const auto capIt = mj.find("cap");
+      if (capIt == mj.end() || !capIt->is_array() || capIt->size() != 2) throw Bad{"\"cap\" must hold two numbers"};
+      m.capacity = {whole<int32_t>((*capIt)[0], "\"cap\""), whole<int32_t>((*capIt)[1], "\"cap\"")};
       if (mj.contains("pg")) {
         for (const auto& p : mj.at("pg")) {
           if (!p.is_array() || p.size() != 4 || !p[0].is_number_integer()) throw Bad{"\"pg\" entry is malformed"};
           protocol::ShardProgress sp;
-          sp.shardIndex = p[0].get<int32_t>();
+          sp.shardIndex = whole<int32_t>(p[0], "\"pg\" shard");
           if (p[1].is_string()) sp.lastDeliveredId = p[1].get<std::string>();
-          if (p[2].is_number_integer()) sp.pending = p[2].get<int64_t>();
-          if (p[3].is_number_integer()) sp.lag = p[3].get<int64_t>();
+          if (p[2].is_number_integer()) sp.pending = whole<int64_t>(p[2], "\"pg\" pending");
+          if (p[3].is_number_integer()) sp.lag = whole<int64_t>(p[3], "\"pg\" lag");
           m.progress.push_back(sp);
         }
       }

@@ -6,6 +6,7 @@ packages=(
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcaf-dev libhiredis-dev libboost-dev libboost-system-dev prometheus-cpp-dev
   redis-server prometheus faketime
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -473,6 +473,10 @@ TYPED_TEST(StoreContract, CorruptedOrForeignValuesGiveAClearErrorNotACrash) {
       {"m:a", R"([1,2,3])", "field 'm:a'"},
       {"m:a", R"({"v":1,"e":1})", "field 'm:a': missing \"pe\""},
       {"rev", "seven", "field 'rev'"},
+      // Found by fuzz_state: a float where an integer belongs (converting it was undefined).
+      {"g", R"({"v":1,"p":"orders","c":"billing","ge":6.7e93,"ae":1,"mv":1,"sc":6})", "\"ge\" has the wrong type"},
+      {"m:a", R"({"v":1,"e":1,"pe":0,"s":"ACTIVE","hb":1,"a":[],"t":[],"cap":[1e300,1]})", "field 'm:a': \"cap\""},
+      {"g", R"({"v":1,"p":"orders","c":"billing","ge":99999999999,"ae":1,"mv":1,"sc":6})", "\"ge\" is out of range"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.field + " = " + c.value);

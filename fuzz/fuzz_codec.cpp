@@ -1,0 +1,23 @@
+// libFuzzer: the heartbeat request and response decoders and the small bodies. Whatever the bytes,
+// an answer (a value or a validation error), never a crash; a decoded request encodes again.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "protocol/codec.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  auto req = rsc::protocol::decode_heartbeat_request(body, "member-a");
+  if (req.ok()) {
+    const auto again = rsc::protocol::decode_heartbeat_request(rsc::protocol::encode(*req.value), "member-a");
+    if (!again.ok()) __builtin_trap();  // what we decoded, encoded, must decode
+  }
+  auto resp = rsc::protocol::decode_heartbeat_response(body);
+  if (resp.ok() && rsc::protocol::encode(*resp.value) != rsc::protocol::dump(rsc::protocol::to_json(*resp.value)))
+    __builtin_trap();
+  (void)rsc::protocol::decode_shard_count_body(body);
+  (void)rsc::protocol::decode_stream_metadata(body);
+  return 0;
+}

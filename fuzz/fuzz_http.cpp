@@ -1,0 +1,73 @@
+// libFuzzer: a whole HTTP request through routing, auth, validation and the mapping to HTTP codes
+// (http::handle_request) with a fake coordinator behind it. Every request is answered exactly once.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "http/api.hpp"
+
+using namespace rsc;
+
+namespace {
+struct Fake : http::Backend {
+  void heartbeat(const store::GroupKey&, protocol::HeartbeatRequest req,
+                 std::function<void(protocol::HeartbeatResponse)> done) override {
+    protocol::HeartbeatResponse r;
+    r.responseTo = req.requestId;
+    r.memberId = req.memberId;
+    done(r);
+  }
+  void put_stream(const std::string& p, int32_t n, std::function<void(store::Result<protocol::StreamMetadata>)> done) override {
+    done(store::Result<protocol::StreamMetadata>::success({p, n, 1}));
+  }
+  void get_stream(const std::string&, std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
+    done(store::Result<std::optional<protocol::StreamMetadata>>::success(std::nullopt));
+  }
+  void list_groups(const std::string&, std::function<void(store::Result<std::vector<std::string>>)> done) override {
+    done(store::Result<std::vector<std::string>>::success({}));
+  }
+  void describe(const store::GroupKey&, std::function<void(store::Result<std::optional<std::string>>)> done) override {
+    done(store::Result<std::optional<std::string>>::failure(store::ErrorKind::Retryable, "down"));
+  }
+  void remove_member(const store::GroupKey&, const std::string&, std::function<void(store::Result<bool>)> done) override {
+    done(store::Result<bool>::success(false));
+  }
+  void delete_group(const store::GroupKey&, bool, std::function<void(store::Result<store::GroupDeletion>)> done) override {
+    done(store::Result<store::GroupDeletion>::success(store::GroupDeletion::HasLiveMembers));
+  }
+  void ready(std::function<void(bool, std::string)> done) override { done(true, ""); }
+  std::string metrics_text() override { return ""; }
+};
+}  // namespace
+
+// Input: one byte picks the method, one the content type, one the auth header; then the target up
+// to the first newline; the rest is the body.
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  static const char* const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", ""};
+  static const char* const types[] = {"application/json", "text/plain", "", "application/json; charset=utf-8"};
+  static const char* const auths[] = {"", "Bearer admin-token-0123456789", "Bearer member-token-0123456789", "Bearer x"};
+  if (size < 3) return 0;
+  http::HttpRequest req;
+  req.method = methods[data[0] % 7];
+  req.contentType = types[data[1] % 4];
+  req.authorization = auths[data[2] % 4];
+  const std::string rest(reinterpret_cast<const char*>(data + 3), size - 3);
+  const auto nl = rest.find('\n');
+  req.target = rest.substr(0, nl);
+  req.body = nl == std::string::npos ? std::string() : rest.substr(nl + 1);
+  http::AuthConfig auth;
+  if (data[2] & 4) {
+    auth.tokens.push_back({"admin-token-0123456789", "admin", {"*"}, {"*"}});
+    auth.tokens.push_back({"member-token-0123456789", "member", {"o*"}, {"b*"}});
+    auth.metricsPublic = (data[2] & 8) != 0;
+  }
+  Fake backend;
+  int answers = 0;
+  http::handle_request(req, backend, auth, [&](http::HttpResponse r) {
+    ++answers;
+    if (r.status < 200 || r.status > 599) __builtin_trap();
+  });
+  if (answers != 1) __builtin_trap();
+  (void)http::route(req.method, req.target);
+  return 0;
+}
