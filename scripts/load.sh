@@ -24,11 +24,7 @@ for i in $(seq 1 "$pods"); do
   podpids="${podpids:+$podpids,}$!"
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
-for _ in $(seq 1 50); do
-  n=$( (grep -l "ready: serving" "$dir"/pod*.log 2>/dev/null || true) | wc -l)
-  [ "$n" -eq "$pods" ] && break
-  sleep 0.1
-done
+wait_pods_ready "$pods"
 healthz=$secs
 [ "$interval" -gt 0 ] && healthz=0
 ./build/benchmarks/rsc-load --coordinator "$urls" --groups "$groups" --members-per-group "$per" --threads "$threads" \

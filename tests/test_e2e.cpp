@@ -48,6 +48,18 @@ struct Member {
   }
 };
 
+// A plain TCP connection to 127.0.0.1:port; -1 if it could not connect.
+int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
 class E2E : public ::testing::Test {
  protected:
   void SetUp() override { coord = std::make_unique<Coordinator>(redis.port(), kFast); }
@@ -207,12 +219,8 @@ TEST_F(E2E, BadRequestsGetClearJsonErrors) {
 }
 
 TEST_F(E2E, ASilentClientIsCutOffAndDoesNotHoldTheServer) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port()));
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = connect_loopback(port());
+  ASSERT_GE(fd, 0);
   const char partial[] = "POST /coord/v1/streams/orders HTTP/1.1\r\nHost: x\r\n";  // and then nothing
   ASSERT_GT(write(fd, partial, sizeof partial - 1), 0);
   EXPECT_EQ(http_call(port(), "GET", "/healthz").status, 200) << "others are served meanwhile";
@@ -230,12 +238,8 @@ TEST_F(E2E, ASilentClientIsCutOffAndDoesNotHoldTheServer) {
 // A kept-alive connection's next request gets the header timeout once it starts arriving, not the
 // 60 s idle timeout (a slowloris after one good request).
 TEST_F(E2E, ASlowSecondRequestOnAKeptAliveConnectionIsCutOffAtTheHeaderTimeout) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port()));
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = connect_loopback(port());
+  ASSERT_GE(fd, 0);
   timeval tv{4, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   const char first[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -306,15 +310,8 @@ void crowd(const std::vector<std::string>& extra, const std::string& expectLimit
   };
   std::vector<int> fds;
   for (int i = 0; i < 400; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(c.port()));
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
-      fds.push_back(fd);
-    else
-      close(fd);
+    const int fd = connect_loopback(c.port());
+    if (fd >= 0) fds.push_back(fd);
   }
   const double cpu0 = cpu();
   std::this_thread::sleep_for(std::chrono::seconds(2));

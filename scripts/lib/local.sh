@@ -30,3 +30,11 @@ start_redis() {  # sets rport; not persisted; waits until it answers
   echo "redis-server did not start; see $dir/redis.log" >&2
   return 1
 }
+wait_pods_ready() {  # wait_pods_ready N: until N coordinators logged "ready" in $dir/pod*.log (5 s at most)
+  local n
+  for _ in $(seq 1 50); do
+    n=$( (grep -l "ready: serving" "$dir"/pod*.log 2>/dev/null || true) | wc -l)
+    [ "$n" -ge "$1" ] && return
+    sleep 0.1
+  done
+}
