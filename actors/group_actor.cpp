@@ -682,15 +682,16 @@ void arm_retirement(Self self, group::Millis in) {
   self->delayed_send(self, std::chrono::milliseconds(std::max<group::Millis>(1, in)), retire_atom::value);
 }
 
-void active(Self self) {
+void active(Self self, group::Millis t) {
   auto& st = self->state;
-  st.lastActivity = now(self);
+  st.lastActivity = t;
   arm_retirement(self, st.cfg.retireAfterMs);
 }
 
 void enqueue(Self self, WorkPtr w) {
-  active(self);
-  w->arrivedMs = now(self);
+  const auto t = now(self);  // the pod's clock is shared by all its actors: read once per message
+  active(self, t);
+  w->arrivedMs = t;
   self->state.queue.push_back(std::move(w));
   pump(self);
 }
@@ -700,7 +701,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
   self->state.cfg = std::move(cfg);
   self->state.store = std::move(store);
   self->state.gateway = std::move(gateway);
-  active(self);
+  active(self, now(self));
   return {
       [=](hb_atom, HeartbeatCall& c) {
         auto w = std::make_shared<Work>();

@@ -21,6 +21,7 @@ void PodContext::clock_sample(group::Millis localSent, group::Millis localReceiv
   std::lock_guard<std::mutex> lock(mu_);
   const bool first = !clock_.synced();
   clock_.observe(localSent, localReceived, storeTime);
+  synced_.store(true, std::memory_order_release);
   if (first) {
     startedAt_ = clock_.now(opts_.localClock());
     // The host's wall clock is only reported: leases are judged on the store's.
@@ -43,10 +44,7 @@ void PodContext::clock_sample(group::Millis localSent, group::Millis localReceiv
   if (opts_.metrics) opts_.metrics->clock_offset(static_cast<double>(clock_.offset()) / 1000.0);
 }
 
-bool PodContext::synced() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return clock_.synced();
-}
+bool PodContext::synced() const { return synced_.load(std::memory_order_acquire); }
 
 group::Millis PodContext::now_locked() { return clock_.now(opts_.localClock()); }
 

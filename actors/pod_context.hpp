@@ -3,6 +3,7 @@
 // connections (thread-safe); the rules it applies are group/time_rules.hpp's. No CAF here.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,7 @@ class PodContext : public store::CallObserver {
   Options opts_;
   mutable std::mutex mu_;
   group::StoreClock clock_;
+  std::atomic<bool> synced_{false};  // read on every message of every group actor: no lock
   group::StoreAvailability avail_;
   group::Millis startedAt_ = 0;
   bool downLogged_ = false;
