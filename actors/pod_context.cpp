@@ -53,11 +53,6 @@ group::Millis PodContext::now() {
   return now_locked();
 }
 
-group::Millis PodContext::started_at() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return startedAt_;
-}
-
 uint64_t PodContext::call_began() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!clock_.synced()) return 0;  // no store time to date it by yet (nothing is judged before)
@@ -90,11 +85,6 @@ void PodContext::call_ended(uint64_t id, bool ok) {
   }
 }
 
-bool PodContext::store_down() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return avail_.ongoing(now_locked());
-}
-
 group::TimeView PodContext::time_view(const group::Config& core) {
   std::lock_guard<std::mutex> lock(mu_);
   group::TimeView tv;
@@ -109,11 +99,6 @@ void PodContext::set_live_pods(std::vector<std::string> pods) {
   std::lock_guard<std::mutex> lock(mu_);
   live_ = std::move(pods);
   if (opts_.metrics) opts_.metrics->live_pods(static_cast<double>(live_.size()));
-}
-
-std::vector<std::string> PodContext::live_pods() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return live_;
 }
 
 bool PodContext::has_duty(const std::string& groupKey) const {

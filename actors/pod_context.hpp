@@ -37,18 +37,15 @@ class PodContext : public store::CallObserver {
   bool synced() const;
   group::Millis now();  // the store's time as this pod estimates it; never goes back
   group::Millis local_now() const { return opts_.localClock(); }
-  group::Millis started_at() const;  // the store's time when this pod first synced
 
   // --- the store's availability (every connection of the pod reports here)
   uint64_t call_began() override;
   void call_ended(uint64_t id, bool ok) override;
-  bool store_down();
   // What this pod knows, now, for judging leases (SPEC §3 rule 8).
   group::TimeView time_view(const group::Config& core);
 
   // --- tick duty
   void set_live_pods(std::vector<std::string> pods);
-  std::vector<std::string> live_pods() const;
   bool has_duty(const std::string& groupKey) const;
 
   // --- readiness: synced, the store answering, and a reply within `freshMs`.

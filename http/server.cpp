@@ -317,7 +317,6 @@ void Server::start() {
 
 uint16_t Server::port() const { return impl_->boundPort; }
 int64_t Server::connections_open() const { return impl_->open; }
-int64_t Server::max_connections() const { return impl_->maxConnections; }
 
 void Server::stop(int64_t graceMs) {
   if (impl_->threads.empty()) return;

@@ -34,7 +34,6 @@ class Server {
   // Stops accepting, lets in-flight requests finish (up to graceMs), closes every connection.
   void stop(int64_t graceMs = 5000);
   int64_t connections_open() const;
-  int64_t max_connections() const;
 
   struct Impl;  // public so that the session class in server.cpp may name it
 

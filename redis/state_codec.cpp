@@ -32,7 +32,6 @@ T whole(const json& v, const std::string& what) {
   return static_cast<T>(x);
 }
 
-json shards(const group::ShardSet& s) { return json(s); }
 
 group::ShardSet shards_from(const json& j, const char* name) {
   if (!j.is_array()) throw Bad{std::string(name) + " is not an array"};
