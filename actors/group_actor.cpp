@@ -112,6 +112,13 @@ void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
           });
 }
 
+// What an operator reads when a store request failed in the actor system rather than in Redis.
+std::string store_actor_error(Self self, const caf::error& err) {
+  if (err == caf::sec::request_timeout)
+    return "the store did not answer within " + std::to_string(self->state.cfg.storeDeadlineMs) + "ms";
+  return "store actor: " + self->system().render(err);
+}
+
 bool is_join(const Work& w) { return w.kind == Work::Kind::Heartbeat && w.hb.req.memberEpoch == 0; }
 
 // Answers that say "you are not who you think" must not come from a stale cache: another pod
@@ -338,7 +345,7 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
           },
           [=](caf::error& err) {
             self->state.busy = false;
-            const store::Error e{store::ErrorKind::Retryable, "store actor: " + self->system().render(err)};
+            const store::Error e{store::ErrorKind::Retryable, store_actor_error(self, err)};
             for (const auto& w : ws) fail(self, w, {e.kind, "coordinator store unavailable: " + e.message});
             store_failed(self, e);
             pump(self);
@@ -354,7 +361,7 @@ void commit(Self self, const WorkPtr& w, group::Outcome&& o, double computeSecon
 auto store_actor_failed(Self self) {
   return [=](caf::error& err) {
     self->state.busy = false;
-    store_failed(self, {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)});
+    store_failed(self, {store::ErrorKind::Retryable, store_actor_error(self, err)});
     pump(self);
   };
 }
@@ -488,6 +495,12 @@ void run_step(Self self, const WorkPtr& w) {
         }
       }
       const double s = seconds();
+      if (batch.empty() && !st.exists) {  // only refusals for a group that does not exist: store nothing
+        st.g.reset();
+        st.pending = {};
+        st.pendingEvents.clear();
+        return;
+      }
       if (batch.empty()) {  // only error answers: the tick's findings are written on their own
         auto tickWork = std::make_shared<Work>();
         tickWork->kind = Work::Kind::Tick;
@@ -613,7 +626,7 @@ void start_describe(Self self, const WorkPtr& w) {
           [=](caf::error& err) {
             self->state.busy = false;
             w->describe.done(store::Result<std::optional<std::string>>::failure(
-                {store::ErrorKind::Retryable, "store actor: " + self->system().render(err)}));
+                {store::ErrorKind::Retryable, store_actor_error(self, err)}));
             pump(self);
           });
 }

@@ -79,7 +79,9 @@ void PodContext::call_ended(uint64_t id, bool ok) {
     if (avail_.outage_count() > before && opts_.metrics) opts_.metrics->store_outage();
     if (opts_.metrics) opts_.metrics->store_down(false);
     downLogged_ = false;
-    if (opts_.log)
+    // One line per outage: later replies of calls sent during it stretch its end by a few ms each.
+    const bool isNew = avail_.outage_count() > before;
+    if (opts_.log && (isNew || o.to - lastBefore.to >= 500))
       log::warn("pod " + opts_.podId + ": store outage from " + std::to_string(o.from) + " to " + std::to_string(o.to) +
                 " (" + std::to_string(o.to - o.from) + "ms): that time does not count against any lease");
   }

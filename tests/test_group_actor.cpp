@@ -267,6 +267,20 @@ TEST_F(GroupActorTest, TheGroupLimitRefusesANewGroupAndStoresNothing) {
   EXPECT_EQ(hb(request("a2", 0), &limited).status, HeartbeatStatus::OK) << "the existing group still takes joins";
 }
 
+// Found by the soak: a join refused as invalid (here a shard the stream does not have) used to
+// leave the group it named behind, written by the tick that runs with every heartbeat.
+TEST_F(GroupActorTest, ARefusedJoinOfANewGroupStoresNothing) {
+  auto r = hb(request("x", 0, {999}));
+  EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_NE(r.message.value_or("").find("outside"), std::string::npos) << r.message.value_or("");
+  EXPECT_FALSE(mem_->load(kKey).value->exists) << "nothing stored for a refused join";
+  EXPECT_TRUE(mem_->list_groups().value->empty());
+  EXPECT_EQ(hb(request("a", 0)).status, HeartbeatStatus::OK) << "a valid join still creates the group";
+  EXPECT_TRUE(mem_->load(kKey).value->exists);
+  EXPECT_EQ(hb(request("y", 0, {999})).status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_EQ(mem_->load(kKey).value->state.members.count("y"), 0u);
+}
+
 TEST_F(GroupActorTest, AStoreOutageDoesNotExpireHealthyMembers) {
   auto a = hb(request("a", 0));
   a = hb(request("a", a.memberEpoch, assigned(a)));
