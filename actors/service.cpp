@@ -12,6 +12,7 @@ struct Service::Impl {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<PodContext> pod;
+  group::Config core;
   group::Millis readyFreshMs = 1000;
   caf::actor podActor;
   caf::actor probe;  // readiness pings, on a connection of their own with a short timeout
@@ -44,6 +45,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   GroupActorConfig g;
   g.core = cfg.core;
+  impl_->core = cfg.core;
   g.mutexTtlMs = cfg.mutexTtlMs;
   g.defaultShardCount = cfg.defaultShardCount;
   g.maxCasAttempts = cfg.maxCasAttempts;
@@ -169,6 +171,11 @@ void Service::ready(std::function<void(bool, std::string)> done) {
                    auto r = s.ping();
                    done(r.ok(), r.ok() ? "" : r.error.message);
                  }});
+}
+
+http::Backend::Timings Service::timings() const {
+  const auto& c = impl_->core;
+  return {c.heartbeatIntervalMs, c.rebalanceTimeoutMs, c.memberLeaseTtlMs};
 }
 
 std::string Service::metrics_text() { return impl_->metrics ? impl_->metrics->text() : std::string(); }

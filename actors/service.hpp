@@ -65,6 +65,7 @@ class Service : public http::Backend {
                     std::function<void(store::Result<store::GroupDeletion>)> done) override;
   void ready(std::function<void(bool, std::string)> done) override;
   std::string metrics_text() override;
+  Timings timings() const override;
 
  private:
   struct Impl;

@@ -16,8 +16,9 @@
 //      the shard go, crashes, or its self-fence deadline (last answered heartbeat's send time +
 //      lease - margin) passes;
 //   epochs a member incarnation is given never go back (I3);
-//   every malformed request gets its documented 4xx (or 503 while the store is away) and creates
-//   nothing; no admin or probe call gets a 5xx other than 503;
+//   every malformed request gets its documented answer (a 4xx, or for a heartbeat decision HTTP 200
+//   with the status in the body; RETRY or 503 while the store is away) and creates nothing; no
+//   admin or probe call gets a 5xx other than 503;
 //   every group converges: STABLE, every shard readable by exactly one member, counts within one;
 //   with --pids: each pod's RSS at the end is within 10 % of its RSS after warm-up, and its open
 //   descriptors with no client connected are no more at the end than before the run.
@@ -132,10 +133,16 @@ struct Target {
   int port = 0;
 };
 
-// Sends `raw` on a fresh connection and returns the status of the answer (0: none within 5 s).
-int raw_exchange(const Target& t, const std::string& raw) {
+struct RawReply {
+  int status = 0;    // 0: no answer within 5 s
+  std::string body;  // what followed the headers
+};
+
+// Sends `raw` (which asks for Connection: close) on a fresh connection and reads the answer to EOF.
+RawReply raw_exchange(const Target& t, const std::string& raw) {
+  RawReply out;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return out;
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -143,7 +150,6 @@ int raw_exchange(const Target& t, const std::string& raw) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(t.port));
   inet_pton(AF_INET, t.host.c_str(), &addr.sin_addr);
-  int status = 0;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
     for (std::size_t off = 0; off < raw.size();) {
       const auto n = ::send(fd, raw.data() + off, raw.size() - off, MSG_NOSIGNAL);
@@ -152,15 +158,17 @@ int raw_exchange(const Target& t, const std::string& raw) {
     }
     std::string got;
     char buf[4096];
-    while (got.find("\r\n") == std::string::npos) {
+    for (;;) {
       const auto n = ::recv(fd, buf, sizeof buf, 0);
       if (n <= 0) break;
       got.append(buf, static_cast<std::size_t>(n));
     }
-    if (got.rfind("HTTP/1.1 ", 0) == 0 && got.size() >= 12) status = std::atoi(got.c_str() + 9);
+    if (got.rfind("HTTP/1.1 ", 0) == 0 && got.size() >= 12) out.status = std::atoi(got.c_str() + 9);
+    const auto end = got.find("\r\n\r\n");
+    if (end != std::string::npos) out.body = got.substr(end + 4);
   }
   ::close(fd);
-  return status;
+  return out;
 }
 
 // ---- shared book of who may read what (the members' view) ---------------------------------------
@@ -549,7 +557,8 @@ void admin_thread(Shared& sh, std::vector<std::unique_ptr<Member>>& members, con
 struct BadCase {
   std::string name;
   std::string raw;         // the whole request
-  std::set<int> expected;  // besides 503 while the store is away, where a store is asked
+  int http = 400;          // the HTTP status it must get
+  std::string decision;    // for a heartbeat decision (HTTP 200): the status its body must carry
   std::string group;       // a group that must not exist afterwards ("" when none is named)
 };
 
@@ -570,36 +579,33 @@ std::vector<BadCase> bad_cases(const std::string& stream, int n) {
     return b.dump();
   };
   std::string deep = "{\"protocolVersion\":1,\"x\":" + std::string(200, '[') + std::string(200, ']') + "}";
+  const std::string invalid = "INVALID_REQUEST";
   return {
-      {"not JSON", post(hb, "{not json"), {400}, g},
-      {"array body", post(hb, "[1,2,3]"), {400}, g},
-      {"protocolVersion 2", post(hb, with("protocolVersion", 2)), {400}, g},
-      {"memberId differs from the path", post(hb, with("memberId", "someone-else")), {400}, g},
-      {"memberEpoch -7", post(hb, with("memberEpoch", -7)), {400}, g},
-      {"epoch as a string", post(hb, with("memberEpoch", "1")), {400}, g},
+      {"not JSON", post(hb, "{not json"), 400, "", g},
+      {"array body", post(hb, "[1,2,3]"), 400, "", g},
+      {"protocolVersion 2", post(hb, with("protocolVersion", 2)), 200, "UNSUPPORTED_PROTOCOL", g},
+      {"memberId differs from the path", post(hb, with("memberId", "someone-else")), 200, invalid, g},
+      {"memberEpoch -7", post(hb, with("memberEpoch", -7)), 200, invalid, g},
+      {"epoch as a string", post(hb, with("memberEpoch", "1")), 200, invalid, g},
       {"shard listed twice",
        post(hb, with("ownedShards", json::array({{{"shardIndex", 1}, {"state", "OWNED"}},
                                                  {{"shardIndex", 1}, {"state", "OWNED"}}}))),
-       {400},
-       g},
+       200, invalid, g},
       {"shard out of range", post(hb, with("ownedShards", json::array({{{"shardIndex", 9999}, {"state", "OWNED"}}}))),
-       {400},
-       g},
-      {"nested 200 deep", post(hb, deep), {400}, g},
-      {"text/plain", post(hb, valid.dump(), "text/plain"), {415}, g},
-      {"body over 1 MiB", post(hb, std::string(1100 * 1024, ' ')), {413}, g},
+       200, invalid, g},
+      {"nested 200 deep", post(hb, deep), 400, "", g},
+      {"text/plain", post(hb, valid.dump(), "text/plain"), 415, "", g},
+      {"body over 1 MiB", post(hb, std::string(1100 * 1024, ' ')), 413, "", g},
       {"bad group name", post("/coord/v1/streams/" + stream + "/groups/bad$name/members/x1/heartbeat", valid.dump()),
-       {400, 404},
-       ""},
-      {"unknown path", "GET /coord/v1/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", {404}, ""},
-      {"wrong method", "PATCH /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", {405}, ""},
+       200, invalid, ""},
+      {"unknown path", "GET /coord/v1/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404, "", ""},
+      {"wrong method", "PATCH /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405, "", ""},
       {"negative shard count",
        "PUT /coord/v1/streams/bad-stream-" + std::to_string(n) +
            " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 19\r\nConnection: close\r\n\r\n"
            "{\"shardCount\": -5 }",
-       {400},
-       ""},
-      {"garbage bytes", std::string("\x01\x02\x03 nonsense\r\n\r\n", 16), {400}, ""},
+       400, "", ""},
+      {"garbage bytes", std::string("\x01\x02\x03 nonsense\r\n\r\n", 16), 400, "", ""},
   };
 }
 
@@ -615,11 +621,17 @@ void hostile_thread(Shared& sh, const std::vector<std::string>& streams) {
     const auto& s = streams[pick(0, static_cast<int>(streams.size()) - 1)];
     auto cases = bad_cases(s, ++n);
     const auto& bc = cases[pick(0, static_cast<int>(cases.size()) - 1)];
-    const int status = raw_exchange(t, bc.raw);
+    const auto reply = raw_exchange(t, bc.raw);
     ++sh.c.badRequests;
-    if (!bc.expected.count(status) && status != 503) {
+    std::string decision;
+    if (reply.status == 200) {
+      auto j = json::parse(reply.body, nullptr, false);
+      if (j.is_object() && j.contains("status") && j["status"].is_string()) decision = j["status"].get<std::string>();
+    }
+    const bool storeAway = reply.status == 503 || decision == "RETRY";  // asked the store, which was away
+    if (!storeAway && (reply.status != bc.http || decision != bc.decision)) {
       ++sh.c.badWrong;
-      sh.c.note("bad request '" + bc.name + "': HTTP " + std::to_string(status));
+      sh.c.note("bad request '" + bc.name + "': HTTP " + std::to_string(reply.status) + " " + decision);
     }
     if (!bc.group.empty()) {  // nothing stored: the group it named does not exist
       HttpClient http(u, 5000);

@@ -37,6 +37,7 @@ struct Fake : http::Backend {
   }
   void ready(std::function<void(bool, std::string)> done) override { done(true, ""); }
   std::string metrics_text() override { return ""; }
+  Timings timings() const override { return {3000, 60000, 15000}; }
 };
 }  // namespace
 

@@ -469,7 +469,6 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
     return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, *bad));
 
   // Accepted.
-  const int32_t epochBefore = m->epoch;
   st.touch(*m);
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
@@ -486,10 +485,9 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   resp.status = rr.status;
   resp.memberEpoch = m->epoch;
   const auto pending = m->pending();
-  const bool converged = rr.status == HeartbeatStatus::OK && req.memberEpoch == m->epoch && epochBefore == m->epoch &&
-                         owned == m->assigned && pending.empty() && m->revoking.empty() &&
-                         req.metadataVersion == g.metadataVersion && req.revokingShards.empty();
-  if (!converged) resp.assignment = assignment_of(*m, g);
+  // In step or not, the answer names everything the member may read (clients that replace their
+  // assignment with each answer's, as the reference clients do, stay right).
+  resp.assignment = assignment_of(*m, g);
   if (!pending.empty()) resp.heartbeatIntervalMs = cfg.pending_heartbeat_interval();
   return finish(st, m, std::move(resp));
 }

@@ -154,6 +154,19 @@ HttpResponse heartbeat_answer(const protocol::HeartbeatResponse& r, bool authent
   return h;
 }
 
+// A heartbeat refused before any group saw it: the response's shape, with the timings filled in.
+HttpResponse refused_heartbeat(const Backend& backend, std::string_view requestId, const std::string& member,
+                               HeartbeatStatus status, std::string message, int httpStatus = 0) {
+  auto r = protocol::error_response(requestId, member, status, std::move(message));
+  const auto t = backend.timings();
+  r.heartbeatIntervalMs = t.heartbeatIntervalMs;
+  r.rebalanceTimeoutMs = t.rebalanceTimeoutMs;
+  r.memberLeaseTtlMs = t.memberLeaseTtlMs;
+  auto h = heartbeat_answer(r);
+  if (httpStatus != 0) h.status = httpStatus;
+  return h;
+}
+
 HttpResponse store_error(const store::Error& e) {
   switch (e.kind) {
     case store::ErrorKind::Retryable: {
@@ -217,7 +230,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     if (value->empty()) continue;  // not part of this route
     if (auto e = protocol::validate_name(field, *value)) {
       if (rt.kind == K::Heartbeat)
-        return respond(heartbeat_answer(protocol::error_response("", rt.member, HeartbeatStatus::INVALID_REQUEST, e->message)));
+        return respond(refused_heartbeat(backend, "", rt.member, HeartbeatStatus::INVALID_REQUEST, e->message));
       return respond(plain_error(400, "INVALID_REQUEST", e->message));
     }
   }
@@ -237,8 +250,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
   const auto decision = authorize(auth, req.authorization, need, rt.stream, rt.group);
   if (!decision.allowed) {
     if (rt.kind == K::Heartbeat) {
-      auto r = protocol::error_response("", rt.member, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, decision.message);
-      HttpResponse h{decision.status, protocol::encode(r), "application/json", {}};
+      auto h = refused_heartbeat(backend, "", rt.member, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, decision.message,
+                                 decision.status);
       if (decision.status == 401) h.headers.emplace_back("WWW-Authenticate", "Bearer");
       return respond(std::move(h));
     }
@@ -254,8 +267,11 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::Heartbeat: {
       auto decoded = protocol::decode_heartbeat_request(req.body, rt.member);
       if (!decoded.ok()) {
-        return respond(heartbeat_answer(protocol::error_response(decoded.requestId, rt.member, decoded.error.status,
-                                                                 decoded.error.message)));
+        // A body that is no JSON object at all is not a heartbeat to decide on: HTTP 400. A
+        // heartbeat with a wrong field is a decision (INVALID_REQUEST), answered 200 like the rest.
+        const bool notAnObject = decoded.error.field.empty();
+        return respond(refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status,
+                                         decoded.error.message, notAnObject ? 400 : 0));
       }
       backend.heartbeat({rt.stream, rt.group}, std::move(*decoded.value),
                         [respond](protocol::HeartbeatResponse r) { respond(heartbeat_answer(r)); });

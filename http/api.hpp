@@ -54,6 +54,14 @@ class Backend {
                             std::function<void(store::Result<store::GroupDeletion>)> done) = 0;
   virtual void ready(std::function<void(bool ok, std::string why)> done) = 0;
   virtual std::string metrics_text() = 0;
+  // The timings every heartbeat answer carries, for answers given before a group is asked (a
+  // request refused as invalid still tells the member when to call again).
+  struct Timings {
+    int64_t heartbeatIntervalMs = 0;
+    int64_t rebalanceTimeoutMs = 0;
+    int64_t memberLeaseTtlMs = 0;
+  };
+  virtual Timings timings() const = 0;
 };
 
 // Bearer tokens (SPEC §5): each with a role and the stream/group patterns it may touch.

@@ -392,7 +392,10 @@ json to_json(const HeartbeatResponse& r) {
                        {"pendingShards", shard_refs(r.assignment->pendingShards)},
                        {"metadataVersion", r.assignment->metadataVersion}};
   } else {
-    j["assignment"] = nullptr;
+    j["assignment"] = {{"error", "NONE"},
+                       {"assignedShards", json::array()},
+                       {"pendingShards", json::array()},
+                       {"metadataVersion", r.metadataVersion}};
   }
   if (r.message) j["message"] = *r.message;
   return j;
@@ -453,8 +456,10 @@ void append_response(std::string& out, const HeartbeatResponse& r) {
     out += ",\"pendingShards\":";
     append_shard_refs(out, r.assignment->pendingShards);
     out += '}';
-  } else {
-    out += "null";
+  } else {  // always an object: nothing assigned, nothing pending
+    out += "{\"assignedShards\":[],\"error\":\"NONE\",\"metadataVersion\":";
+    append_int(out, r.metadataVersion);
+    out += ",\"pendingShards\":[]}";
   }
   out += ",\"assignmentEpoch\":";
   append_int(out, r.assignmentEpoch);

@@ -60,22 +60,10 @@ std::optional<ShardAssignmentState> shard_state_from(std::string_view s) { retur
 std::optional<MemberLifecycleState> lifecycle_from(std::string_view s) { return reverse(kLife, s); }
 
 int http_status_for(HeartbeatStatus s, bool authenticated) {
-  switch (s) {
-    case HS::OK:
-    case HS::SYNC_METADATA:
-    case HS::REVOKE_PENDING:
-    case HS::UNKNOWN_MEMBER_ID:
-    case HS::FENCED_MEMBER_EPOCH:
-      return 200;
-    case HS::RETRY:
-      return 503;
-    case HS::UNSUPPORTED_PROTOCOL:
-    case HS::INVALID_REQUEST:
-      return 400;
-    case HS::GROUP_AUTHORIZATION_FAILED:
-      return authenticated ? 403 : 401;
-  }
-  return 500;
+  // Every decision on a heartbeat is answered 200 with the status in the body (as Kafka puts error
+  // codes in its responses); only a refused token is an HTTP error.
+  if (s == HS::GROUP_AUTHORIZATION_FAILED) return authenticated ? 403 : 401;
+  return 200;
 }
 
 }  // namespace rsc::protocol

@@ -53,9 +53,13 @@ TEST(Codec, EnumsUseTheirExactWireSpellings) {
 TEST(Codec, HttpCodesFollowTheSpec) {
   EXPECT_EQ(http_status_for(HeartbeatStatus::OK), 200);
   EXPECT_EQ(http_status_for(HeartbeatStatus::FENCED_MEMBER_EPOCH), 200);
-  EXPECT_EQ(http_status_for(HeartbeatStatus::RETRY), 503);
-  EXPECT_EQ(http_status_for(HeartbeatStatus::INVALID_REQUEST), 400);
-  EXPECT_EQ(http_status_for(HeartbeatStatus::UNSUPPORTED_PROTOCOL), 400);
+  // Every decision is 200 with the status in the body; only a refused token is an HTTP error.
+  EXPECT_EQ(http_status_for(HeartbeatStatus::RETRY), 200);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::INVALID_REQUEST), 200);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::UNSUPPORTED_PROTOCOL), 200);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::UNKNOWN_MEMBER_ID), 200);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::SYNC_METADATA), 200);
+  EXPECT_EQ(http_status_for(HeartbeatStatus::REVOKE_PENDING), 200);
   EXPECT_EQ(http_status_for(HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, false), 401);
   EXPECT_EQ(http_status_for(HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, true), 403);
 }
@@ -108,14 +112,25 @@ TEST(Codec, ResponseRoundTripsWithAndWithoutAssignment) {
   ASSERT_TRUE(d.ok()) << d.error.message;
   EXPECT_EQ(*d.value, r);
 
+  // No assignment decided (an error): still an object on the wire, empty, with the metadata version.
   r.assignment.reset();
   r.status = HeartbeatStatus::FENCED_MEMBER_EPOCH;
   r.message = "stale";
   auto j = json::parse(encode(r));
-  EXPECT_TRUE(j.at("assignment").is_null());
+  ASSERT_TRUE(j.at("assignment").is_object());
+  EXPECT_EQ(j.at("assignment").at("assignedShards"), json::array());
+  EXPECT_EQ(j.at("assignment").at("pendingShards"), json::array());
+  EXPECT_EQ(j.at("assignment").at("metadataVersion"), 9);
+  EXPECT_EQ(j.at("assignment").at("error"), "NONE");
+  EXPECT_EQ(j, json::parse(dump(to_json(r))));
   auto d2 = decode_heartbeat_response(j.dump());
   ASSERT_TRUE(d2.ok()) << d2.error.message;
-  EXPECT_EQ(*d2.value, r);
+  EXPECT_EQ(d2.value->assignment, (Assignment{"NONE", {}, {}, 9}));
+  // An older server's null is still read.
+  j["assignment"] = nullptr;
+  auto d3 = decode_heartbeat_response(j.dump());
+  ASSERT_TRUE(d3.ok()) << d3.error.message;
+  EXPECT_EQ(*d3.value, r);
 }
 
 TEST(Codec, StreamMetadataAndShardCountBodiesRoundTrip) {

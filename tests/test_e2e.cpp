@@ -175,8 +175,10 @@ TEST_F(E2E, FencingAndEpochErrorsHaveTheirStatuses) {
   EXPECT_EQ(unknown.status, 200);
   EXPECT_EQ(unknown.json()["status"], "UNKNOWN_MEMBER_ID");
   auto higher = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", a.epoch + 10, a.owned).dump());
-  EXPECT_EQ(higher.status, 400);
+  EXPECT_EQ(higher.status, 200);
   EXPECT_EQ(higher.json()["status"], "INVALID_REQUEST");
+  EXPECT_TRUE(higher.json()["assignment"].is_object());
+  EXPECT_GT(higher.json()["heartbeatIntervalMs"].get<int>(), 0);
   Member b{"b"};
   b.beat(port());  // a's epoch is now one behind the group
   a.beat(port());
@@ -193,14 +195,17 @@ TEST_F(E2E, BadRequestsGetClearJsonErrors) {
   auto wrongType = hb_body("a", 0);
   wrongType["memberEpoch"] = "zero";
   auto r = http_call(port(), "POST", hb_path("orders", "billing", "a"), wrongType.dump());
-  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.json()["status"], "INVALID_REQUEST");
   EXPECT_NE(r.json()["message"].get<std::string>().find("memberEpoch"), std::string::npos);
   auto mismatch = http_call(port(), "POST", hb_path("orders", "billing", "b"), hb_body("a", 0).dump());
-  EXPECT_EQ(mismatch.status, 400);
+  EXPECT_EQ(mismatch.status, 200);
+  EXPECT_EQ(mismatch.json()["status"], "INVALID_REQUEST");
   auto outside = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", 0).dump());
   auto range = http_call(port(), "POST", hb_path("orders", "billing", "a"),
                          hb_body("a", outside.json()["memberEpoch"], {0, 1, 2, 3, 9}).dump());
-  EXPECT_EQ(range.status, 400);
+  EXPECT_EQ(range.status, 200);
+  EXPECT_EQ(range.json()["status"], "INVALID_REQUEST");
   EXPECT_NE(range.json()["message"].get<std::string>().find("outside [0, 4)"), std::string::npos);
   auto v2 = hb_body("a", 0);
   v2["protocolVersion"] = 9;
@@ -433,7 +438,7 @@ TEST_F(E2E, SigtermLetsARequestInFlightFinish) {
   ::kill(coord->pid(), SIGTERM);
   t.join();
   redis.resume();
-  EXPECT_EQ(inFlight.status, 503) << "answered (RETRY), not cut off";
+  EXPECT_EQ(inFlight.status, 200) << "answered (RETRY), not cut off";
   EXPECT_EQ(inFlight.json().value("status", ""), "RETRY");
   EXPECT_EQ(coord->stop(), 0);
   EXPECT_NE(coord->log().find("finishing requests in flight"), std::string::npos);
@@ -464,8 +469,9 @@ TEST_F(E2E, ReadinessFollowsRedis) {
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(http_call(port(), "GET", "/healthz").status, 200);
   auto hb = http_call(port(), "POST", hb_path("orders", "billing", "a"), hb_body("a", 0).dump());
-  EXPECT_EQ(hb.status, 503);
+  EXPECT_EQ(hb.status, 200);
   EXPECT_EQ(hb.json()["status"], "RETRY");
+  EXPECT_TRUE(hb.json()["assignment"].is_object());
   EXPECT_EQ(hb.headers["Retry-After"], "1");
   redis.start();
   bool ready = false;

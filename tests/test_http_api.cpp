@@ -64,6 +64,7 @@ struct FakeBackend : Backend {
   }
   void ready(std::function<void(bool, std::string)> done) override { done(readyOk, readyOk ? "" : "redis: refused"); }
   std::string metrics_text() override { return "# HELP x y\n"; }
+  Timings timings() const override { return {3000, 60000, 15000}; }
 };
 
 const std::string kHb = "/coord/v1/streams/orders/groups/billing/members/a/heartbeat";
@@ -159,8 +160,9 @@ TEST(Heartbeat, StatusesMapToTheirHttpCodes) {
            {protocol::HeartbeatStatus::FENCED_MEMBER_EPOCH, 200},
            {protocol::HeartbeatStatus::UNKNOWN_MEMBER_ID, 200},
            {protocol::HeartbeatStatus::SYNC_METADATA, 200},
-           {protocol::HeartbeatStatus::INVALID_REQUEST, 400},
-           {protocol::HeartbeatStatus::RETRY, 503}}) {
+           {protocol::HeartbeatStatus::INVALID_REQUEST, 200},
+           {protocol::HeartbeatStatus::UNSUPPORTED_PROTOCOL, 200},
+           {protocol::HeartbeatStatus::RETRY, 200}}) {
     b.answer = s;
     auto c = call(b, {}, "POST", kHb, body());
     EXPECT_EQ(c.res.status, code) << protocol::to_string(s);
@@ -170,28 +172,40 @@ TEST(Heartbeat, StatusesMapToTheirHttpCodes) {
   }
 }
 
-TEST(Heartbeat, AnInvalidBodyIs400WithTheResponseShapeAndNothingReachesTheBackend) {
+// An invalid heartbeat is a decision: 200, the response's whole shape (an assignment object, the
+// timings), the status in the body. A body that is no JSON object is not a heartbeat: 400.
+TEST(Heartbeat, AnInvalidHeartbeatIs200WithTheResponseShapeAndNothingReachesTheBackend) {
   FakeBackend b;
   auto c = call(b, {}, "POST", kHb, body("b"));  // path member a, body member b
-  EXPECT_EQ(c.res.status, 400);
+  EXPECT_EQ(c.res.status, 200);
   auto j = json::parse(c.res.body);
   EXPECT_EQ(j.at("status"), "INVALID_REQUEST");
   EXPECT_EQ(j.at("responseTo"), "r-1");
   EXPECT_NE(j.at("message").get<std::string>().find("memberId"), std::string::npos);
+  EXPECT_EQ(j.at("heartbeatIntervalMs"), 3000);
+  EXPECT_EQ(j.at("memberLeaseTtlMs"), 15000);
+  ASSERT_TRUE(j.at("assignment").is_object());
+  EXPECT_EQ(j.at("assignment").at("assignedShards"), json::array());
   EXPECT_EQ(b.heartbeats, 0);
   auto v2 = json::parse(body());
   v2["protocolVersion"] = 2;
   auto u = call(b, {}, "POST", kHb, v2.dump());
-  EXPECT_EQ(u.res.status, 400);
+  EXPECT_EQ(u.res.status, 200);
   EXPECT_EQ(json::parse(u.res.body).at("status"), "UNSUPPORTED_PROTOCOL");
-  EXPECT_EQ(call(b, {}, "POST", kHb, "not json").res.status, 400);
+  EXPECT_GT(json::parse(u.res.body).at("heartbeatIntervalMs").get<int>(), 0);
+  for (const std::string& bad : std::vector<std::string>{"not json", "[1, 2]", "\"text\"", std::string(40, '[') + std::string(40, ']')}) {
+    auto n = call(b, {}, "POST", kHb, bad);
+    EXPECT_EQ(n.res.status, 400) << bad;
+    EXPECT_EQ(json::parse(n.res.body).at("status"), "INVALID_REQUEST") << bad;
+  }
   EXPECT_EQ(b.heartbeats, 0);
 }
 
 TEST(Heartbeat, BadNamesInThePathAreInvalid) {
   FakeBackend b;
   auto c = call(b, {}, "POST", "/coord/v1/streams/ord%20ers/groups/billing/members/a/heartbeat", body());
-  EXPECT_EQ(c.res.status, 400);
+  EXPECT_EQ(c.res.status, 200);  // a heartbeat decision: INVALID_REQUEST in the body
+  EXPECT_EQ(json::parse(c.res.body).at("status"), "INVALID_REQUEST");
   EXPECT_NE(json::parse(c.res.body).at("message").get<std::string>().find("streamPrefix"), std::string::npos);
   auto g = call(b, {}, "GET", "/coord/v1/streams/orders/groups/" + std::string(129, 'g'));
   EXPECT_EQ(g.res.status, 400);

@@ -425,12 +425,21 @@ TEST(Idempotence, ARepeatedJoinDoesNotResetTheMemberAgain) {
   EXPECT_EQ(h.state().groupEpoch, epoch);
 }
 
-TEST_F(TwoMembers, AConvergedMemberGetsANullAssignment) {
+// Clients that replace their assignment with every answer's (the reference clients do) must be
+// told the whole of it even when nothing changed.
+TEST_F(TwoMembers, AConvergedMemberIsToldItsWholeAssignmentAgain) {
   hand_over();
-  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  const auto mine = assigned(a);
+  auto r = h.hb("a", a.memberEpoch, {mine});
   EXPECT_EQ(r.status, HeartbeatStatus::OK);
-  EXPECT_FALSE(r.assignment.has_value());
+  ASSERT_TRUE(r.assignment.has_value());
+  EXPECT_EQ(r.assignment->assignedShards, mine);
+  EXPECT_TRUE(r.assignment->pendingShards.empty());
+  EXPECT_EQ(r.assignment->metadataVersion, h.state().metadataVersion);
   EXPECT_EQ(r.heartbeatIntervalMs, h.cfg().heartbeatIntervalMs);
+  auto again = h.hb("a", a.memberEpoch, {mine});
+  ASSERT_TRUE(again.assignment.has_value());
+  EXPECT_EQ(again.assignment->assignedShards, mine);
 }
 
 TEST_F(TwoMembers, AMemberThatHasNotPickedUpItsShardsStillGetsTheAssignment) {
