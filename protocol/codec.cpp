@@ -82,6 +82,21 @@ ShardAssignmentState as_shard_state(const json& v, const std::string& field) {
   return *st;
 }
 
+// A shard reference in revokingShards and shardProgress: {"shardIndex": n}, or nested as other
+// clients write it, {"shard": {"shardIndex": n}}. Both forms at once must agree.
+int32_t shard_index_of(const json& o, const std::string& f) {
+  const json* flat = find(o, "shardIndex");
+  const json* nested = find(o, "shard");
+  if (nested != nullptr && !nested->is_null()) {
+    const auto& n = as_object(*nested, f + ".shard");
+    const auto s = static_cast<int32_t>(as_int(require(n, f + ".shard", "shardIndex"), f + ".shard.shardIndex", 0, kI32Max));
+    if (flat != nullptr && static_cast<int32_t>(as_int(*flat, f + ".shardIndex", 0, kI32Max)) != s)
+      fail(f + ".shardIndex", "differs from " + f + ".shard.shardIndex");
+    return s;
+  }
+  return static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
+}
+
 // A Redis stream id: "<ms>-<seq>", both decimal.
 bool valid_stream_id(const std::string& s) {
   auto dash = s.find('-');
@@ -144,7 +159,7 @@ HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
       const auto f = item("revokingShards", i);
       const auto& o = as_object((*rv)[i], f);
       RevokingShard s;
-      s.shardIndex = static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
+      s.shardIndex = shard_index_of(o, f);
       s.state = as_shard_state(require(o, f, "state"), f + ".state");
       if (s.state == ShardAssignmentState::OWNED)
         fail(f + ".state", "a revoking shard must be REVOKING, DRAINING or REVOKED");
@@ -171,7 +186,7 @@ HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
       const auto f = item("shardProgress", i);
       const auto& o = as_object((*pg)[i], f);
       ShardProgress p;
-      p.shardIndex = static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
+      p.shardIndex = shard_index_of(o, f);
       if (const json* v = find(o, "lastDeliveredId"); v != nullptr && !v->is_null()) {
         p.lastDeliveredId = as_string(*v, f + ".lastDeliveredId", 64);
         if (!valid_stream_id(*p.lastDeliveredId))
@@ -179,6 +194,12 @@ HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
       }
       if (const json* v = find(o, "pending"); v != nullptr && !v->is_null())
         p.pending = as_int(*v, f + ".pending", 0, kI64Max);
+      if (const json* v = find(o, "pendingCount"); v != nullptr && !v->is_null()) {  // the same, other clients' name
+        const auto n = as_int(*v, f + ".pendingCount", 0, kI64Max);
+        if (p.pending && *p.pending != n)
+          fail(f + ".pendingCount", "is " + std::to_string(n) + " but pending is " + std::to_string(*p.pending));
+        p.pending = n;
+      }
       if (const json* v = find(o, "lag"); v != nullptr && !v->is_null()) p.lag = as_int(*v, f + ".lag", 0, kI64Max);
       if (!seen.insert(p.shardIndex).second)
         fail(f + ".shardIndex", "duplicate shard " + std::to_string(p.shardIndex));

@@ -392,3 +392,50 @@ TEST(Validation, BodiesNestedDeeperThanTheLimitAreRefusedWhileParsing) {
   EXPECT_EQ(named.requestId, "hb-member-a-000042") << "the error answer can name the request";
   EXPECT_TRUE(decode_heartbeat_request("{\"requestId\": 7", "a").requestId.empty());
 }
+
+// Other clients (the reference implementation's) nest the shard and call pending "pendingCount";
+// both forms mean the same, and nothing else gets looser.
+TEST(Validation, NestedShardReferencesAndPendingCountAreAccepted) {
+  auto j = json::parse(R"({"protocolVersion": 1, "requestId": "r-9", "memberId": "member-a", "memberName": null,
+    "memberEpoch": 11, "metadataVersion": 8,
+    "runtimeConsumerCapacity": {"runtimeMaxConcurrency": 1, "availableConcurrency": 1},
+    "ownedShards": [{"shardIndex": 0}],
+    "revokingShards": [{"shard": {"shardIndex": 2}, "state": "REVOKED", "inFlight": 0}],
+    "shardProgress": [{"shard": {"shardIndex": 0}, "streamKey": "orders:0", "pendingCount": 3,
+                       "lastDeliveredId": "1700000000000-0", "lastAckedId": "1700000000000-0",
+                       "updatedAt": "2026-11-30T12:00:00Z"}]})");
+  auto d = decode_heartbeat_request(j.dump(), "member-a");
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  ASSERT_EQ(d.value->revokingShards.size(), 1u);
+  EXPECT_EQ(d.value->revokingShards[0].shardIndex, 2);
+  EXPECT_EQ(d.value->revokingShards[0].state, ShardAssignmentState::REVOKED);
+  ASSERT_EQ(d.value->shardProgress.size(), 1u);
+  EXPECT_EQ(d.value->shardProgress[0].shardIndex, 0);
+  EXPECT_EQ(d.value->shardProgress[0].pending, 3);
+  EXPECT_EQ(d.value->shardProgress[0].lastDeliveredId, "1700000000000-0");
+
+  auto both = j;  // both forms, disagreeing
+  both["revokingShards"][0]["shardIndex"] = 5;
+  expect_rejected(both, "revokingShards[0].shardIndex");
+  auto agree = j;
+  agree["revokingShards"][0]["shardIndex"] = 2;
+  EXPECT_TRUE(decode_heartbeat_request(agree.dump(), "member-a").ok());
+  auto noIndex = j;
+  noIndex["revokingShards"][0]["shard"] = json::object();
+  expect_rejected(noIndex, "revokingShards[0].shard.shardIndex");
+  auto notObject = j;
+  notObject["shardProgress"][0]["shard"] = 4;
+  expect_rejected(notObject, "shardProgress[0].shard");
+  auto negative = j;
+  negative["revokingShards"][0]["shard"]["shardIndex"] = -1;
+  expect_rejected(negative, "revokingShards[0].shard.shardIndex");
+  auto twice = j;  // a nested revoke of an owned shard is still a duplicate
+  twice["revokingShards"][0]["shard"]["shardIndex"] = 0;
+  expect_rejected(twice, "revokingShards[0].shardIndex");
+  auto counts = j;
+  counts["shardProgress"][0]["pending"] = 4;
+  expect_rejected(counts, "shardProgress[0].pendingCount");
+  auto badCount = j;
+  badCount["shardProgress"][0]["pendingCount"] = "3";
+  expect_rejected(badCount, "shardProgress[0].pendingCount");
+}
