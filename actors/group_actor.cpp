@@ -265,6 +265,9 @@ void after_stored(Self self, const Batch& ws) {
 // Writes one step's result (for one work, or for a batch of heartbeats computed one after the
 // other on the same state) together with what adopting a loaded state changed; then answers them.
 // `lockToken` non-empty: the write needs the group mutex to be free or ours (deadline work).
+void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Event>&& events, double computeSeconds,
+           const std::string& lockToken);
+
 void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
   auto& st = self->state;
   o.delta.merge(st.pending);
@@ -272,6 +275,42 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
   for (auto& e : o.events) events.push_back(std::move(e));
   st.pending = {};
   st.pendingEvents.clear();
+  const auto provision = group::provisioning_due(o.state);
+  if (!provision) return write(self, ws, std::move(o), std::move(events), computeSeconds, lockToken);
+  // The shard streams and the Redis consumer group come first: no state that hands out a shard
+  // is stored before members can read it. Failing, the batch is answered RETRY (nothing written).
+  st.busy = true;
+  auto held = std::make_shared<std::pair<group::Outcome, std::vector<group::Event>>>(std::move(o), std::move(events));
+  const int32_t count = *provision;
+  auto failed = [=](const store::Error& e) {
+    auto& s = self->state;
+    s.busy = false;
+    const std::string why = "could not create the shard streams' consumer group " + s.key.consumerGroup + ": " + e.message;
+    for (const auto& w : ws) fail(self, w, {store::ErrorKind::Retryable, why});
+    store_failed(self, {e.kind, why});  // drops the cache (the step was computed on it) and logs
+    pump(self);
+  };
+  ask_store<ProvisionReply>(
+      self,
+      std::make_tuple(provision_atom::value,
+                      ProvisionCall{st.key, count, st.cfg.consumerGroupStartId, give_up_at(self)}),
+      [=](ProvisionReply& r) {
+        if (!r.result.ok()) return failed(r.result.error);
+        auto& s = self->state;
+        s.busy = false;
+        if (*r.result.value > 0)
+          log::info("group " + s.key.str() + ": created the consumer group on " + std::to_string(*r.result.value) +
+                    " of " + std::to_string(count) + " shard streams (start " + s.cfg.consumerGroupStartId + ")");
+        held->first.state.provisionedShards = count;
+        held->first.delta.group = true;
+        write(self, ws, std::move(held->first), std::move(held->second), computeSeconds, lockToken);
+      },
+      [=](caf::error& err) { failed({store::ErrorKind::Retryable, store_actor_error(self, err)}); });
+}
+
+void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Event>&& events, double computeSeconds,
+           const std::string& lockToken) {
+  auto& st = self->state;
   if (o.delta.empty()) {
     st.g = std::move(o.state);
     return after_stored(self, ws);

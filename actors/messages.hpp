@@ -36,6 +36,7 @@ using retired_atom = caf::atom_constant<caf::atom("retired")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+using provision_atom = caf::atom_constant<caf::atom("provision")>;
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
@@ -53,6 +54,7 @@ struct GroupActorConfig {
   std::shared_ptr<Metrics> metrics;     // may be null
   std::string podToken;                 // this pod's mutex token
   bool logEvents = true;
+  std::string consumerGroupStartId = "0";  // where a new Redis consumer group starts reading
 };
 
 // To a group actor.
@@ -124,6 +126,15 @@ struct DeleteStoreCall {
 struct DeleteStoreReply {
   store::Result<store::DeleteStatus> result;
 };
+struct ProvisionCall {
+  store::GroupKey key;
+  int32_t shardCount = 0;
+  std::string startId = "0";
+  SteadyTime deadline = SteadyTime::max();
+};
+struct ProvisionReply {
+  store::Result<int32_t> result;
+};
 // Any other store work, run on the store actor's thread; it answers through its own callback.
 struct StoreTask {
   std::function<void(store::GroupStore&)> run;
@@ -146,6 +157,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::StoreTask)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ProvisionCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ProvisionReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteStoreCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteStoreReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<rsc::store::GroupKey>)

@@ -1,6 +1,8 @@
 #include "actors/service.hpp"
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "actors/actors.hpp"
@@ -25,6 +27,25 @@ struct Service::Impl {
     return gateways[gateway_index(key, gateways.size())];
   }
   const caf::actor& any_store() const { return stores.front(); }
+
+  int32_t defaultShardCount = 16;
+  std::string consumerGroupStartId = "0";
+  // Groups whose data plane this pod has provisioned for producers, with the shard count then
+  // (shared with store tasks, which may outlive a call).
+  struct Provisioned {
+    std::mutex mu;
+    std::map<std::string, int32_t> counts;
+    bool covers(const store::GroupKey& k, int32_t count) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = counts.find(k.str());
+      return it != counts.end() && it->second >= count;
+    }
+    void mark(const store::GroupKey& k, int32_t count) {
+      std::lock_guard<std::mutex> lock(mu);
+      counts[k.str()] = count;
+    }
+  };
+  std::shared_ptr<Provisioned> provisioned = std::make_shared<Provisioned>();
 };
 
 Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics)
@@ -45,6 +66,9 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   GroupActorConfig g;
   g.core = cfg.core;
+  g.consumerGroupStartId = cfg.consumerGroupStartId;
+  impl_->consumerGroupStartId = cfg.consumerGroupStartId;
+  impl_->defaultShardCount = cfg.defaultShardCount;
   impl_->core = cfg.core;
   g.mutexTtlMs = cfg.mutexTtlMs;
   g.defaultShardCount = cfg.defaultShardCount;
@@ -107,24 +131,52 @@ void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest r
   caf::anon_send(impl_->gateway_for(key), hb_atom::value, key, std::move(call));
 }
 
-void Service::put_stream(const std::string& prefix, int32_t shardCount,
-                         std::function<void(store::Result<protocol::StreamMetadata>)> done) {
+void Service::write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
+                           std::function<void(store::Result<store::StreamWrite>)> done) {
   auto gateways = impl_->gateways;
+  const store::StreamPut put{req.shardCount.value_or(impl_->defaultShardCount), req.keyStyle, createOnly};
+  const std::string who = req.requestedBy.empty() ? std::string() : " requested by " + req.requestedBy +
+                                                                        (req.reason.empty() ? "" : " (" + req.reason + ")");
   caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
-                   auto r = s.put_stream(prefix, shardCount);
-                   if (r.ok()) {
-                     log::info("stream " + prefix + ": shardCount=" + std::to_string(r.value->shardCount) +
-                               " metadataVersion=" + std::to_string(r.value->metadataVersion));
+                   auto r = s.write_stream(prefix, put);
+                   if (r.ok() && r.value->outcome != store::StreamWrite::Outcome::Same &&
+                       r.value->outcome != store::StreamWrite::Outcome::Exists) {
+                     const auto& m = r.value->meta;
+                     log::info("stream " + prefix + ": shardCount=" + std::to_string(m.shardCount) +
+                               " metadataVersion=" + std::to_string(m.metadataVersion) +
+                               " keys=" + protocol::stream_key_pattern(prefix, m.keyStyle) + who);
                      // Every group of the stream learns it now (those cached on other pods at
                      // their next write, through the CAS).
                      auto groups = s.list_stream_groups(prefix);
                      if (groups.ok())
                        for (const auto& g : *groups.value) {
                          const store::GroupKey key{prefix, g};
-                         caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, *r.value);
+                         caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
                        }
                    }
                    done(std::move(r));
+                 }});
+}
+
+void Service::producer_routing(const store::GroupKey& key,
+                               std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) {
+  using R = store::Result<std::optional<protocol::StreamMetadata>>;
+  auto done_for = impl_->provisioned;
+  const std::string startId = impl_->consumerGroupStartId;
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   auto meta = s.get_stream(key.streamPrefix);
+                   if (!meta.ok() || !meta.value->has_value()) return done(std::move(meta));
+                   const auto& m = **meta.value;
+                   // Producers write with NOMKSTREAM: the shard streams and the group's consumer
+                   // group must exist before the first record (once per pod, group and layout).
+                   if (done_for->covers(key, m.shardCount)) return done(std::move(meta));
+                   auto p = s.provision(key, m.shardCount, startId);
+                   if (!p.ok()) return done(R::failure(p.error));
+                   done_for->mark(key, m.shardCount);
+                   if (*p.value > 0)
+                     log::info("group " + key.str() + ": created the consumer group on " + std::to_string(*p.value) +
+                               " of " + std::to_string(m.shardCount) + " shard streams for producers");
+                   done(std::move(meta));
                  }});
 }
 

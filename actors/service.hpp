@@ -29,6 +29,7 @@ struct ServiceConfig {
   group::Millis storeStallMs = 500;      // a round trip slower than this is an outage
   group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
   int64_t maxGroupsPerStream = 0;        // 0 = no limit
+  std::string consumerGroupStartId = "0";  // where a group's Redis consumer groups start: 0 or $
   group::Millis beat_ms() const {
     return std::max<group::Millis>(50, std::min<group::Millis>({tickIntervalMs, 500, podLeaseMs / 3}));
   }
@@ -52,8 +53,10 @@ class Service : public http::Backend {
 
   void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override;
-  void put_stream(const std::string& prefix, int32_t shardCount,
-                  std::function<void(store::Result<protocol::StreamMetadata>)> done) override;
+  void write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
+                    std::function<void(store::Result<store::StreamWrite>)> done) override;
+  void producer_routing(const store::GroupKey& key,
+                        std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override;
   void get_stream(const std::string& prefix,
                   std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override;
   void list_groups(const std::string& prefix, std::function<void(store::Result<std::vector<std::string>>)> done) override;

@@ -100,6 +100,10 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
       [=](finish_atom, const FinishCall& c) -> FinishReply {
         return FinishReply{self->state.store->finish_deadline_work(c.key, c.token, c.due, c.revision)};
       },
+      [=](provision_atom, const ProvisionCall& c) -> ProvisionReply {
+        if (gave_up(c.deadline)) return ProvisionReply{gone<int32_t>()};
+        return ProvisionReply{self->state.store->provision(c.key, c.shardCount, c.startId)};
+      },
       [=](delete_atom, const DeleteStoreCall& c) -> DeleteStoreReply {
         return DeleteStoreReply{self->state.store->delete_group(c.key, c.expectedRevision)};
       },

@@ -17,8 +17,16 @@ struct Fake : http::Backend {
     r.memberId = req.memberId;
     done(r);
   }
-  void put_stream(const std::string& p, int32_t n, std::function<void(store::Result<protocol::StreamMetadata>)> done) override {
-    done(store::Result<protocol::StreamMetadata>::success({p, n, 1}));
+  void write_stream(const std::string& p, const protocol::StreamRequest& r, bool createOnly,
+                    std::function<void(store::Result<store::StreamWrite>)> done) override {
+    done(store::Result<store::StreamWrite>::success(
+        {{p, r.shardCount.value_or(16), 1, r.keyStyle.value_or(protocol::KeyStyle::Plain)},
+         createOnly ? store::StreamWrite::Outcome::Exists : store::StreamWrite::Outcome::Created}));
+  }
+  void producer_routing(const store::GroupKey& k,
+                        std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
+    done(store::Result<std::optional<protocol::StreamMetadata>>::success(
+        protocol::StreamMetadata{k.streamPrefix, 8, 1, protocol::KeyStyle::HashTag}));
   }
   void get_stream(const std::string&, std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
     done(store::Result<std::optional<protocol::StreamMetadata>>::success(std::nullopt));

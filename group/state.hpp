@@ -71,6 +71,9 @@ struct GroupState {
   // Store outages up to this time (store clock) have been applied to the members' leases and
   // revoke deadlines (group::absorb_outages), so no pod applies the same outage twice.
   Millis outageCoveredUntilMs = 0;
+  // Shards [0, provisionedShards) have their stream and this group's Redis consumer group. No
+  // state that gives out a shard at or past it is written before they are created.
+  int32_t provisionedShards = 0;
   std::map<std::string, Member> members;  // ordered: every walk is deterministic
 };
 

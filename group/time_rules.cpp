@@ -180,6 +180,11 @@ std::optional<std::string> refuse_new_group(std::size_t existingGroups, int64_t 
          "; delete an unused group or raise the limit";
 }
 
+std::optional<int32_t> provisioning_due(const GroupState& g) {
+  if (g.shardCount > g.provisionedShards) return g.shardCount;
+  return std::nullopt;
+}
+
 DeleteVerdict judge_delete(bool exists, const GroupState& g, bool fenceMembers) {
   if (!exists) return DeleteVerdict::NotFound;
   for (const auto& [id, m] : g.members)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/codec.hpp"
+#include "redis/keys.hpp"
 
 namespace rsc::http {
 
@@ -123,7 +124,8 @@ Routed route(const std::string& method, const std::string& target) {
     if (p.size() == 4) {
       if (method == "GET") return {Route{K::GetStream, s, {}, {}}, {}};
       if (method == "PUT") return {Route{K::PutStream, s, {}, {}}, {}};
-      return method_not_allowed(method, "GET, PUT");
+      if (method == "POST") return {Route{K::PostStream, s, {}, {}}, {}};
+      return method_not_allowed(method, "GET, PUT, POST");
     }
     if (p[4] == "groups") {
       if (p.size() == 5) return only("GET", K::ListGroups, s);
@@ -132,6 +134,7 @@ Routed route(const std::string& method, const std::string& target) {
         if (method == "DELETE") return {Route{K::DeleteGroup, s, p[5], {}}, {}};
         return method_not_allowed(method, "GET, DELETE");
       }
+      if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);
       if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
       if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
     }
@@ -165,6 +168,24 @@ HttpResponse refused_heartbeat(const Backend& backend, std::string_view requestI
   auto h = heartbeat_answer(r);
   if (httpStatus != 0) h.status = httpStatus;
   return h;
+}
+
+// What a producer needs to put a record on the right shard: the key of every shard stream (with
+// its Redis Cluster slot) and how keys are partitioned.
+std::string producer_routing_json(const protocol::StreamMetadata& m, const std::string& group) {
+  json shards = json::array();
+  for (int32_t i = 0; i < m.shardCount; ++i) {
+    const auto key = protocol::shard_stream_key(m.streamPrefix, m.keyStyle, i);
+    shards.push_back({{"shardIndex", i}, {"streamKey", key}, {"redisSlot", store::key_slot(key)}});
+  }
+  return protocol::dump(json{{"streamPrefix", m.streamPrefix},
+                             {"consumerGroup", group},
+                             {"metadataVersion", m.metadataVersion},
+                             {"shardCount", m.shardCount},
+                             {"keyStyle", protocol::to_string(m.keyStyle)},
+                             {"streamKeyPattern", protocol::stream_key_pattern(m.streamPrefix, m.keyStyle)},
+                             {"partitioner", protocol::kPartitionerName},
+                             {"shards", std::move(shards)}});
 }
 
 HttpResponse store_error(const store::Error& e) {
@@ -240,8 +261,10 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::Heartbeat:
     case K::GetStream:
     case K::ListGroups:
-    case K::Describe: need = Need::Member; break;
+    case K::Describe:
+    case K::ProducerRouting: need = Need::Member; break;
     case K::PutStream:
+    case K::PostStream:
     case K::DeleteGroup:
     case K::RemoveMember: need = Need::Admin; break;
     case K::Metrics: need = auth.metricsPublic ? Need::Public : Need::Member; break;
@@ -259,7 +282,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     if (decision.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return respond(std::move(r));
   }
-  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream) && !is_json(req.contentType))
+  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream || rt.kind == K::PostStream) && !is_json(req.contentType))
     return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE",
                                "Content-Type must be application/json, not '" + req.contentType + "'"));
 
@@ -277,15 +300,39 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                         [respond](protocol::HeartbeatResponse r) { respond(heartbeat_answer(r)); });
       return;
     }
-    case K::PutStream: {
-      auto n = protocol::decode_shard_count_body(req.body);
+    case K::PutStream:
+    case K::PostStream: {
+      const bool post = rt.kind == K::PostStream;
+      auto n = protocol::decode_stream_request(req.body, post);
       if (!n.ok()) return respond(plain_error(400, "INVALID_REQUEST", n.error.message));
-      backend.put_stream(rt.stream, *n.value, [respond](store::Result<protocol::StreamMetadata> r) {
+      const auto asked = *n.value;
+      backend.write_stream(rt.stream, asked, post, [respond, post, asked](store::Result<store::StreamWrite> r) {
         if (!r.ok()) return respond(store_error(r.error));
-        respond(json_ok(protocol::encode(*r.value)));
+        const auto& w = *r.value;
+        if (w.outcome == store::StreamWrite::Outcome::Created) return respond(json_ok(protocol::encode(w.meta), post ? 201 : 200));
+        if (w.outcome == store::StreamWrite::Outcome::Exists) {
+          // POST on a stream that exists: fine when it is what was asked for, a conflict otherwise.
+          const bool same = (!asked.shardCount || *asked.shardCount == w.meta.shardCount) &&
+                            (!asked.keyStyle || *asked.keyStyle == w.meta.keyStyle);
+          if (!same)
+            return respond(plain_error(
+                409, "CONFLICT",
+                "stream " + w.meta.streamPrefix + " exists with " + std::to_string(w.meta.shardCount) +
+                    " shards and keyStyle " + std::string(protocol::to_string(w.meta.keyStyle)) +
+                    "; grow it with PUT {\"shardCount\": N}"));
+        }
+        respond(json_ok(protocol::encode(w.meta)));
       });
       return;
     }
+    case K::ProducerRouting:
+      backend.producer_routing({rt.stream, rt.group}, [respond, rt](store::Result<std::optional<protocol::StreamMetadata>> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        if (!r.value->has_value())
+          return respond(plain_error(404, "NOT_FOUND", "no such stream: " + rt.stream + "; create it first (POST or PUT)"));
+        respond(json_ok(producer_routing_json(**r.value, rt.group)));
+      });
+      return;
     case K::GetStream:
       backend.get_stream(rt.stream, [respond, s = rt.stream](store::Result<std::optional<protocol::StreamMetadata>> r) {
         if (!r.ok()) return respond(store_error(r.error));

@@ -37,8 +37,13 @@ class Backend {
   virtual ~Backend() = default;
   virtual void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                          std::function<void(protocol::HeartbeatResponse)> done) = 0;
-  virtual void put_stream(const std::string& prefix, int32_t shardCount,
-                          std::function<void(store::Result<protocol::StreamMetadata>)> done) = 0;
+  // PUT (create or grow) or, with `createOnly`, POST (create; an existing stream is left alone).
+  virtual void write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
+                            std::function<void(store::Result<store::StreamWrite>)> done) = 0;
+  // The stream's metadata for producers, after making sure every shard stream and the group's
+  // Redis consumer group exist; std::nullopt when there is no such stream.
+  virtual void producer_routing(const store::GroupKey& key,
+                                std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) = 0;
   virtual void get_stream(const std::string& prefix,
                           std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) = 0;
   virtual void list_groups(const std::string& prefix,
@@ -97,6 +102,8 @@ struct Route {
   enum class Kind {
     Heartbeat,
     PutStream,
+    PostStream,
+    ProducerRouting,
     GetStream,
     ListGroups,
     Describe,

@@ -124,7 +124,28 @@ struct Runtime::Impl {
     return lastOkSentNs + (leaseMs - margin_ms()) * 1'000'000;
   }
 
-  std::string stream_key(int32_t shard) const { return opts.keys.shard_stream(opts.streamPrefix, shard); }
+  // Set once (under mu) before any shard is read, never changed after.
+  std::string keyPattern;
+  std::string stream_key(int32_t shard) const { return protocol::expand_key_pattern(keyPattern, shard); }
+
+  // The stream's key pattern, from the coordinator; false while it cannot be had.
+  bool learn_key_pattern(HttpClient& http) {
+    auto reply = http.request("GET", "/coord/v1/streams/" + opts.streamPrefix, "", opts.token);
+    if (reply.status != 200) {
+      log("cannot learn the stream's key pattern yet (HTTP " + std::to_string(reply.status) + ")");
+      return false;
+    }
+    auto m = protocol::decode_stream_metadata(reply.body);
+    if (!m.ok()) {
+      log("the coordinator's stream metadata does not decode: " + m.error.message);
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    keyPattern = protocol::stream_key_pattern(opts.streamPrefix, m.value->keyStyle);
+    log("shard streams are " + keyPattern);
+    cv.notify_all();
+    return true;
+  }
 
   // ---- heartbeat -------------------------------------------------------------------------
 
@@ -257,6 +278,7 @@ struct Runtime::Impl {
     const std::string path = "/coord/v1/streams/" + opts.streamPrefix + "/groups/" + opts.group + "/members/" +
                              memberId + "/heartbeat";
     int64_t backoffMs = 50;
+    bool patternKnown = !keyPattern.empty();  // this thread's own copy of "keyPattern is set"
     while (!stopping) {
       std::set<int32_t> reportedRevoked;
       std::string body;
@@ -302,6 +324,7 @@ struct Runtime::Impl {
         stats.owned = ev.owned;
       }
       cv.notify_all();
+      if (resp && resp->status != HeartbeatStatus::RETRY && !patternKnown) patternKnown = learn_key_pattern(http);
       if (opts.onHeartbeat) opts.onHeartbeat(ev);
       std::unique_lock<std::mutex> lock(mu);
       cv.wait_for(lock, std::chrono::milliseconds(waitMs), [&] { return stopping.load() || wake || left; });
@@ -452,7 +475,9 @@ struct Runtime::Impl {
       {
         std::unique_lock<std::mutex> lock(mu);
         deadline = deadline_ns();
-        if (mono_ns() < deadline) {
+        if (keyPattern.empty()) {
+          // Nothing is read before the stream's key names are known.
+        } else if (mono_ns() < deadline) {
           for (auto& [s, st] : shards) {
             if (st.revoking || st.dropped || st.busy || s % n != index) continue;
             st.busy = true;
@@ -538,6 +563,7 @@ struct Runtime::Impl {
 Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(opts);
   impl_->handler = std::move(handler);
+  impl_->keyPattern = impl_->opts.streamKeyPattern;
   impl_->memberId =
       impl_->opts.memberId.empty() ? member_id_from_environment(std::to_string(impl_->opts.concurrency)) : impl_->opts.memberId;
 }

@@ -39,7 +39,9 @@ struct RuntimeOptions {
   std::string coordinatorUrl = "http://127.0.0.1:8080";
   std::string token;  // bearer token, if the coordinator wants one
   store::RedisOptions redis;
-  store::KeySpace keys;  // shard stream names ({prefix:shard} by default)
+  // How shard streams are named, "{shardIndex}" standing for the index ("orders:{shardIndex}").
+  // Empty: learned from the coordinator (GET /coord/v1/streams/{prefix}) before anything is read.
+  std::string streamKeyPattern;
   std::string streamPrefix;
   std::string group;
   std::string memberId;  // empty: member_id_from_environment(concurrency suffix)

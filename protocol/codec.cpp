@@ -353,6 +353,27 @@ Decoded<int32_t> decode_shard_count_body(std::string_view body) {
   });
 }
 
+Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post) {
+  return guarded<StreamRequest>([&] {
+    json j = parse_body(body);
+    as_object(j, "");
+    StreamRequest r;
+    const char* count = post ? "initialShardCount" : "shardCount";
+    if (const json* c = find(j, count); c != nullptr && !c->is_null())
+      r.shardCount = static_cast<int32_t>(as_int(*c, count, 1, kMaxShardCount));
+    else if (!post)
+      fail(count, "is required");
+    if (const json* k = find(j, "keyStyle"); k != nullptr && !k->is_null()) {
+      const auto v = as_string(*k, "keyStyle", 16);
+      r.keyStyle = key_style_from(v);
+      if (!r.keyStyle) fail("keyStyle", "'" + v + "' is not a key style (plain: prefix:i, hashtag: {prefix:i})");
+    }
+    if (const json* v = find(j, "requestedBy"); v != nullptr && !v->is_null()) r.requestedBy = as_string(*v, "requestedBy", 256);
+    if (const json* v = find(j, "reason"); v != nullptr && !v->is_null()) r.reason = as_string(*v, "reason", 1024);
+    return r;
+  });
+}
+
 Decoded<StreamMetadata> decode_stream_metadata(std::string_view body) {
   return guarded<StreamMetadata>([&] {
     json j = parse_body(body);
@@ -362,6 +383,13 @@ Decoded<StreamMetadata> decode_stream_metadata(std::string_view body) {
     m.shardCount = static_cast<int32_t>(as_int(require(j, "", "shardCount"), "shardCount", 0, kMaxShardCount));
     m.metadataVersion =
         static_cast<int32_t>(as_int(require(j, "", "metadataVersion"), "metadataVersion", 0, kI32Max));
+    m.keyStyle = KeyStyle::HashTag;  // what a coordinator that does not say used
+    if (const json* k = find(j, "keyStyle"); k != nullptr && !k->is_null()) {
+      const auto v = as_string(*k, "keyStyle", 16);
+      const auto style = key_style_from(v);
+      if (!style) fail("keyStyle", "'" + v + "' is not a key style");
+      m.keyStyle = *style;
+    }
     return m;
   });
 }
@@ -423,7 +451,11 @@ json to_json(const HeartbeatResponse& r) {
 }
 
 json to_json(const StreamMetadata& m) {
-  return {{"streamPrefix", m.streamPrefix}, {"shardCount", m.shardCount}, {"metadataVersion", m.metadataVersion}};
+  return {{"streamPrefix", m.streamPrefix},
+          {"shardCount", m.shardCount},
+          {"metadataVersion", m.metadataVersion},
+          {"keyStyle", to_string(m.keyStyle)},
+          {"streamKeyPattern", stream_key_pattern(m.streamPrefix, m.keyStyle)}};
 }
 
 // Names from a URL may hold bytes that are not UTF-8: replace them rather than throw.

@@ -43,6 +43,9 @@ Decoded<HeartbeatResponse> decode_heartbeat_response(std::string_view body);
 Decoded<HeartbeatResponse> decode_heartbeat_response_json(const nlohmann::json& j);
 // {"shardCount": N} with 1 <= N <= kMaxShardCount.
 Decoded<int32_t> decode_shard_count_body(std::string_view body);
+// A PUT body ({"shardCount": N, "keyStyle"?}) or, with `post`, a POST body
+// ({"initialShardCount"?: N, "keyStyle"?, "requestedBy"?, "reason"?}).
+Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post);
 Decoded<StreamMetadata> decode_stream_metadata(std::string_view body);
 
 inline constexpr int32_t kMaxShardCount = 65536;

@@ -59,6 +59,31 @@ std::optional<HeartbeatStatus> heartbeat_status_from(std::string_view s) { retur
 std::optional<ShardAssignmentState> shard_state_from(std::string_view s) { return reverse(kShard, s); }
 std::optional<MemberLifecycleState> lifecycle_from(std::string_view s) { return reverse(kLife, s); }
 
+std::string_view to_string(KeyStyle s) { return s == KeyStyle::HashTag ? "hashtag" : "plain"; }
+
+std::optional<KeyStyle> key_style_from(std::string_view s) {
+  if (s == "plain") return KeyStyle::Plain;
+  if (s == "hashtag") return KeyStyle::HashTag;
+  return std::nullopt;
+}
+
+std::string stream_key_pattern(const std::string& prefix, KeyStyle style) {
+  return style == KeyStyle::HashTag ? "{" + prefix + ":{shardIndex}}" : prefix + ":{shardIndex}";
+}
+
+std::string shard_stream_key(const std::string& prefix, KeyStyle style, int32_t shard) {
+  return style == KeyStyle::HashTag ? "{" + prefix + ":" + std::to_string(shard) + "}"
+                                    : prefix + ":" + std::to_string(shard);
+}
+
+std::string expand_key_pattern(const std::string& pattern, int32_t shard) {
+  static constexpr std::string_view kHole = "{shardIndex}";
+  std::string out = pattern;
+  for (auto at = out.find(kHole); at != std::string::npos; at = out.find(kHole, at))
+    out.replace(at, kHole.size(), std::to_string(shard));
+  return out;
+}
+
 int http_status_for(HeartbeatStatus s, bool authenticated) {
   // Every decision on a heartbeat is answered 200 with the status in the body (as Kafka puts error
   // codes in its responses); only a refused token is an HTTP error.

@@ -128,15 +128,42 @@ struct HeartbeatResponse {
   friend bool operator!=(const HeartbeatResponse& a, const HeartbeatResponse& b) { return !(a == b); }
 };
 
-// PUT /coord/v1/streams/{prefix} body and GET answer.
+// How a stream's shard keys are named: `prefix:i` (plain, what the reference clients read) or
+// `{prefix:i}` (a Redis Cluster hash tag per shard). Chosen when the stream is created, never
+// changed; streams created before the choice existed use the hash-tagged form.
+enum class KeyStyle { Plain, HashTag };
+std::string_view to_string(KeyStyle s);                       // "plain" | "hashtag"
+std::optional<KeyStyle> key_style_from(std::string_view s);  // exact spelling
+
+// The stream's metadata: what GET /coord/v1/streams/{prefix} answers.
 struct StreamMetadata {
   std::string streamPrefix;
   int32_t shardCount = 0;
   int32_t metadataVersion = 0;
+  KeyStyle keyStyle = KeyStyle::Plain;
   friend bool operator==(const StreamMetadata& a, const StreamMetadata& b) {
-    return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion) == std::tie(b.streamPrefix, b.shardCount, b.metadataVersion);
+    return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion, a.keyStyle) ==
+           std::tie(b.streamPrefix, b.shardCount, b.metadataVersion, b.keyStyle);
   }
   friend bool operator!=(const StreamMetadata& a, const StreamMetadata& b) { return !(a == b); }
+};
+// "orders:{shardIndex}" or "{orders:{shardIndex}}": "{shardIndex}" stands for the shard's index.
+std::string stream_key_pattern(const std::string& prefix, KeyStyle style);
+// The Redis key of one shard stream: "orders:3" or "{orders:3}".
+std::string shard_stream_key(const std::string& prefix, KeyStyle style, int32_t shard);
+// Any pattern as above with "{shardIndex}" replaced (for patterns learned from a coordinator).
+std::string expand_key_pattern(const std::string& pattern, int32_t shard);
+
+// How producers map a record key to a shard (GET .../producer-routing names it): MurmurHash3
+// x86 32-bit of the key's bytes, seed 0, made unbiased by rejection (protocol/partition.hpp).
+inline constexpr std::string_view kPartitionerName = "murmur3_x86_32-unbiased";
+
+// The body of PUT (`shardCount`) or POST (`initialShardCount`, `requestedBy`, `reason`) on a
+// stream; `keyStyle` optional in both.
+struct StreamRequest {
+  std::optional<int32_t> shardCount;  // POST may leave it to the coordinator's default
+  std::optional<KeyStyle> keyStyle;
+  std::string requestedBy, reason;    // POST: who asked and why, for the log
 };
 
 // HTTP status for a heartbeat status (SPEC §2). `authenticated` picks 401 vs 403.

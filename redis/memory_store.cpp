@@ -331,26 +331,49 @@ Result<std::optional<protocol::StreamMetadata>> MemoryStore::get_stream(const st
   return R::success(it->second);
 }
 
-Result<protocol::StreamMetadata> MemoryStore::put_stream(const std::string& streamPrefix, int32_t shardCount) {
-  using R = Result<protocol::StreamMetadata>;
+Result<StreamWrite> MemoryStore::write_stream(const std::string& streamPrefix, const StreamPut& put) {
+  using R = Result<StreamWrite>;
   std::lock_guard<std::mutex> lock(mu_);
   Error e;
   if (injected_failure(e)) return R::failure(e);
   auto it = streams_.find(streamPrefix);
   if (it == streams_.end()) {
-    protocol::StreamMetadata m{streamPrefix, shardCount, 1};
+    protocol::StreamMetadata m{streamPrefix, put.shardCount, 1, put.keyStyle.value_or(protocol::KeyStyle::Plain)};
     streams_.emplace(streamPrefix, m);
-    return R::success(m);
+    return R::success({m, StreamWrite::Outcome::Created});
   }
   auto& m = it->second;
-  if (shardCount < m.shardCount)
+  if (put.createOnly) return R::success({m, StreamWrite::Outcome::Exists});
+  if (put.keyStyle && *put.keyStyle != m.keyStyle)
+    return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, m.keyStyle));
+  if (put.shardCount < m.shardCount)
     return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
                                               " shards; shard counts only grow");
-  if (shardCount > m.shardCount) {
-    m.shardCount = shardCount;
-    ++m.metadataVersion;
-  }
-  return R::success(m);
+  if (put.shardCount == m.shardCount) return R::success({m, StreamWrite::Outcome::Same});
+  m.shardCount = put.shardCount;
+  ++m.metadataVersion;
+  return R::success({m, StreamWrite::Outcome::Grown});
+}
+
+Result<int32_t> MemoryStore::provision(const GroupKey& key, int32_t shardCount, const std::string& startId) {
+  using R = Result<int32_t>;
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return R::failure(e);
+  auto it = streams_.find(key.streamPrefix);
+  const auto style = it == streams_.end() ? protocol::KeyStyle::Plain : it->second.keyStyle;
+  int32_t created = 0;
+  for (int32_t i = 0; i < shardCount; ++i)
+    if (consumerGroups_.emplace(protocol::shard_stream_key(key.streamPrefix, style, i), key.consumerGroup).second) {
+      ++created;
+      consumerGroupStart_[{protocol::shard_stream_key(key.streamPrefix, style, i), key.consumerGroup}] = startId;
+    }
+  return R::success(created);
+}
+
+std::set<std::pair<std::string, std::string>> MemoryStore::consumer_groups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return consumerGroups_;
 }
 
 Result<bool> MemoryStore::ping() {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "redis/connection.hpp"
 #include "redis/state_codec.hpp"
@@ -35,8 +36,11 @@ class MemoryStore : public GroupStore {
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
-  Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) override;
+  Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
+  Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
+  // (shard stream key, consumer group) pairs provisioned so far (tests).
+  std::set<std::pair<std::string, std::string>> consumer_groups() const;
   Result<bool> ping() override;
 
   // Fault injection.
@@ -70,6 +74,8 @@ class MemoryStore : public GroupStore {
   std::map<std::string, Millis> pods_;       // pod -> lease end
   void set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower);
   std::map<std::string, protocol::StreamMetadata> streams_;
+  std::set<std::pair<std::string, std::string>> consumerGroups_;  // (shard stream key, group)
+  std::map<std::pair<std::string, std::string>, std::string> consumerGroupStart_;
   int failNext_ = 0;
   ErrorKind failKind_ = ErrorKind::Retryable;
   bool down_ = false;

@@ -395,35 +395,75 @@ Result<std::vector<std::string>> RedisStore::list_stream_groups(const std::strin
 
 Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std::string& streamPrefix) {
   using R = Result<std::optional<protocol::StreamMetadata>>;
-  auto r = run({{"HMGET", keys_.stream_meta(streamPrefix), "shardCount", "metadataVersion"}}).front();
+  auto r = run({{"HMGET", keys_.stream_meta(streamPrefix), "shardCount", "metadataVersion", "keyStyle"}}).front();
   if (!r.ok()) return R::failure(r.error);
   const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 2)
+  if (v.type != Value::Type::Array || v.elements.size() != 3)
     return reply_failure<std::optional<protocol::StreamMetadata>>(v, "stream " + streamPrefix);
   if (v.elements[0].is_nil()) return R::success(std::nullopt);
   auto n = as_int(v.elements[0]);
   auto ver = as_int(v.elements[1]);
   if (!n || !ver || *n < 0)
     return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": shardCount/metadataVersion are not numbers");
-  return R::success(protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(*n), static_cast<int32_t>(*ver)});
+  // No key style stored: the stream predates the choice, when shard keys were hash-tagged.
+  const auto style = v.elements[2].is_nil() ? protocol::KeyStyle::HashTag : protocol::key_style_from(v.elements[2].str);
+  if (!style) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + v.elements[2].str + "'");
+  return R::success(
+      protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(*n), static_cast<int32_t>(*ver), *style});
 }
 
-Result<protocol::StreamMetadata> RedisStore::put_stream(const std::string& streamPrefix, int32_t shardCount) {
-  using R = Result<protocol::StreamMetadata>;
+Result<StreamWrite> RedisStore::write_stream(const std::string& streamPrefix, const StreamPut& put) {
+  using R = Result<StreamWrite>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  auto replies = run({evalsha(putStream_, {keys_.stream_meta(streamPrefix)}, {std::to_string(shardCount)}),
+  const std::string style = put.keyStyle ? std::string(protocol::to_string(*put.keyStyle)) : std::string();
+  auto replies = run({evalsha(putStream_, {keys_.stream_meta(streamPrefix)},
+                              {std::to_string(put.shardCount), style, put.createOnly ? "create" : "put"}),
                       {"SADD", opts_.ns + ":streams", streamPrefix}});
   auto& r = replies.front();
   if (!r.ok()) return R::failure(r.error);
   const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 3)
-    return reply_failure<protocol::StreamMetadata>(v, "put stream " + streamPrefix);
-  protocol::StreamMetadata m{streamPrefix, static_cast<int32_t>(as_int(v.elements[1]).value_or(0)),
-                             static_cast<int32_t>(as_int(v.elements[2]).value_or(0))};
-  if (v.elements[0].str == "SHRINK")
-    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
+  if (v.type != Value::Type::Array || v.elements.size() != 4)
+    return reply_failure<StreamWrite>(v, "put stream " + streamPrefix);
+  const auto stored = protocol::key_style_from(v.elements[3].str);
+  if (!stored) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + v.elements[3].str + "'");
+  StreamWrite w;
+  w.meta = protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(as_int(v.elements[1]).value_or(0)),
+                                    static_cast<int32_t>(as_int(v.elements[2]).value_or(0)), *stored};
+  const auto& status = v.elements[0].str;
+  if (status == "SHRINK")
+    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(w.meta.shardCount) +
                                               " shards; shard counts only grow");
-  return R::success(m);
+  if (status == "STYLE") return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, *stored));
+  w.outcome = status == "CREATED" ? StreamWrite::Outcome::Created
+              : status == "GROWN" ? StreamWrite::Outcome::Grown
+              : status == "EXISTS" ? StreamWrite::Outcome::Exists
+                                   : StreamWrite::Outcome::Same;
+  return R::success(std::move(w));
+}
+
+Result<int32_t> RedisStore::provision(const GroupKey& key, int32_t shardCount, const std::string& startId) {
+  using R = Result<int32_t>;
+  auto meta = get_stream(key.streamPrefix);
+  if (!meta.ok()) return R::failure(meta.error);
+  const auto style = meta.value->has_value() ? (*meta.value)->keyStyle : protocol::KeyStyle::Plain;
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(static_cast<std::size_t>(std::max(0, shardCount)));
+  for (int32_t i = 0; i < shardCount; ++i)
+    cmds.push_back({"XGROUP", "CREATE", protocol::shard_stream_key(key.streamPrefix, style, i), key.consumerGroup,
+                    startId, "MKSTREAM"});
+  if (cmds.empty()) return R::success(0);
+  auto replies = run(cmds);
+  int32_t created = 0;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    const auto& r = replies[i];
+    if (!r.ok()) return R::failure(r.error);
+    if (r.value->is_error()) {
+      if (r.value->str.rfind("BUSYGROUP", 0) == 0) continue;  // there already: fine
+      return R::failure(ErrorKind::Fatal, "XGROUP CREATE " + cmds[i][2] + " " + key.consumerGroup + ": " + r.value->str);
+    }
+    ++created;
+  }
+  return R::success(created);
 }
 
 std::optional<Error> RedisStore::ensure_scripts() {

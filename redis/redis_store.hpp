@@ -31,7 +31,8 @@ class RedisStore : public GroupStore {
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
-  Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) override;
+  Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
+  Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
 
   Result<bool> ping() override;

@@ -63,21 +63,29 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[
 return 0
 )lua";
 
-// KEYS[1] stream metadata hash; ARGV[1] shard count. Create or grow, never shrink.
-// -> {"CREATED"|"GROWN"|"SAME"|"SHRINK", shardCount, metadataVersion}
+// KEYS[1] stream metadata hash; ARGV[1] shard count, ARGV[2] key style ('' = the stream's, or
+// plain for a new one), ARGV[3] 'create' (leave an existing stream alone) or 'put'. Create or
+// grow, never shrink; the key style is set once. A stream without one predates the choice and
+// uses hash-tagged keys.
+// -> {"CREATED"|"GROWN"|"SAME"|"EXISTS"|"SHRINK"|"STYLE", shardCount, metadataVersion, keyStyle}
 inline constexpr const char* kPutStream = R"lua(
 local n = tonumber(ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion')
+local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'keyStyle')
 if cur[1] then
   local c = tonumber(cur[1])
   local v = tonumber(cur[2])
-  if n < c then return {'SHRINK', c, v} end
-  if n == c then return {'SAME', c, v} end
+  local style = cur[3] or 'hashtag'
+  if ARGV[3] == 'create' then return {'EXISTS', c, v, style} end
+  if ARGV[2] ~= '' and ARGV[2] ~= style then return {'STYLE', c, v, style} end
+  if n < c then return {'SHRINK', c, v, style} end
+  if n == c then return {'SAME', c, v, style} end
   redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1)
-  return {'GROWN', n, v + 1}
+  return {'GROWN', n, v + 1, style}
 end
-redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1)
-return {'CREATED', n, 1}
+local style = ARGV[2]
+if style == '' then style = 'plain' end
+redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1, 'keyStyle', style)
+return {'CREATED', n, 1, style}
 )lua";
 
 // KEYS[1] group state hash, KEYS[2] group mutex; ARGV token, ttl ms, known revision.

@@ -82,6 +82,7 @@ std::string encode_group_fields(const group::GroupState& g) {
          {"sc", g.shardCount}};
   if (g.rollbackGuardUntilMs != 0) j["rg"] = g.rollbackGuardUntilMs;
   if (g.outageCoveredUntilMs != 0) j["oc"] = g.outageCoveredUntilMs;
+  if (g.provisionedShards != 0) j["ps"] = g.provisionedShards;
   return protocol::dump(j);
 }
 
@@ -196,6 +197,7 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
     g.shardCount = get<int32_t>(j, "sc");
     g.rollbackGuardUntilMs = j.contains("rg") ? get<int64_t>(j, "rg") : 0;
     g.outageCoveredUntilMs = j.contains("oc") ? get<int64_t>(j, "oc") : 0;
+    g.provisionedShards = j.contains("ps") ? get<int32_t>(j, "ps") : 0;
 
     const std::string prefix = kMemberFieldPrefix;
     for (auto it = fields.lower_bound(prefix); it != fields.end() && it->first.rfind(prefix, 0) == 0; ++it) {

@@ -23,6 +23,12 @@ std::string to_string(CasStatus s) {
   return "?";
 }
 
+std::string key_style_fixed(const std::string& streamPrefix, protocol::KeyStyle current) {
+  return "stream " + streamPrefix + " names its shard keys " + protocol::stream_key_pattern(streamPrefix, current) +
+         " (keyStyle " + std::string(protocol::to_string(current)) +
+         "); the key style is chosen when a stream is created and never changes";
+}
+
 std::string random_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
   static const char* hex = "0123456789abcdef";

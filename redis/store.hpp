@@ -109,6 +109,17 @@ struct PodBeat {
   std::vector<GroupKey> due;
 };
 
+struct StreamPut {
+  int32_t shardCount = 0;
+  std::optional<protocol::KeyStyle> keyStyle;  // nullopt: the stream's, or plain for a new one
+  bool createOnly = false;
+};
+struct StreamWrite {
+  enum class Outcome { Created, Grown, Same, Exists };
+  protocol::StreamMetadata meta;
+  Outcome outcome = Outcome::Same;
+};
+
 enum class DeleteStatus { Deleted, Conflict, NotFound };
 // What an admin's delete of a group came to.
 enum class GroupDeletion { Deleted, NotFound, HasLiveMembers };
@@ -156,7 +167,19 @@ class GroupStore {
 
   virtual Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) = 0;
   // Creates the stream or grows it (metadataVersion + 1). Same count: unchanged. Fewer: Invalid.
-  virtual Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) = 0;
+  // A key style other than the stream's: Invalid (it is chosen once, at creation). With
+  // `createOnly` an existing stream is left as it is (outcome Exists).
+  virtual Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) = 0;
+  Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) {
+    auto r = write_stream(streamPrefix, StreamPut{shardCount, std::nullopt, false});
+    if (!r.ok()) return Result<protocol::StreamMetadata>::failure(r.error);
+    return Result<protocol::StreamMetadata>::success(r.value->meta);
+  }
+
+  // The data plane of a group (SPEC §4): every shard stream of the group's stream in [0,
+  // shardCount) exists and has the group's Redis consumer group (XGROUP CREATE ... MKSTREAM,
+  // starting at `startId`; one that exists already is left alone). Answers how many it created.
+  virtual Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) = 0;
 
   // Is the store reachable (readiness)?
   virtual Result<bool> ping() = 0;
@@ -164,6 +187,9 @@ class GroupStore {
   // Rollbacks detected so far (a metric).
   virtual int64_t rollbacks_detected() const = 0;
 };
+
+// The refusal of a key style other than the stream's.
+std::string key_style_fixed(const std::string& streamPrefix, protocol::KeyStyle current);
 
 // A random token of 128 bits, hex.
 std::string random_token();

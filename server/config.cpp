@@ -50,6 +50,11 @@ void set_listen(Config& c, const std::string& v, const std::string& name) {
   c.http.host = h;
   c.http.port = static_cast<uint16_t>(p);
 }
+void set_group_start(Config& c, const std::string& v, const std::string& name) {
+  if (v != "0" && v != "$")
+    throw Bad{name + ": '" + v + "' must be 0 (read a new group's streams from the start) or $ (only new records)"};
+  c.service.consumerGroupStartId = v;
+}
 void set_redis(Config& c, const std::string& v, const std::string& name) {
   auto [h, p] = host_port(v, name);
   c.redis.host = h;
@@ -129,6 +134,11 @@ void load_file(Config& c, const std::string& path) {
     if (!co.is_object()) throw Bad{path + ": coordinator must be an object"};
     for (auto it = co.begin(); it != co.end(); ++it) {
       const std::string where = path + ": coordinator." + it.key();
+      if (it.key() == "consumer-group-start") {
+        if (!it->is_string()) throw Bad{where + " must be \"0\" or \"$\""};
+        set_group_start(c, it->get<std::string>(), where);
+        continue;
+      }
       if (!it->is_number_integer()) throw Bad{where + " must be an integer"};
       if (it->get<int64_t>() <= 0) throw Bad{where + " must be positive"};
       set_number(c, it.key(), it->get<int64_t>(), where);
@@ -187,12 +197,13 @@ std::string usage() {
          "         [--store-connections N] [--http-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
-         "         [--max-groups-per-stream N] [--max-connections N]\n"
+         "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "pod lease 5000ms, store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
          "idle groups leave memory after 3 leases, no limit of groups per stream, connections at most\n"
-         "3/4 of the file descriptor limit (raised to its hard limit at start).\n"
+         "3/4 of the file descriptor limit (raised to its hard limit at start), a group's Redis consumer\n"
+         "groups created at 0 (records produced before the group existed are read; $: only new ones).\n"
          "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
          "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"
@@ -224,6 +235,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
     if (const char* v = env("RSC_REDIS_USER")) c.redis.user = v;
     if (const char* v = env("RSC_REDIS_PASSWORD")) c.redis.password = v;
+    if (const char* v = env("RSC_CONSUMER_GROUP_START")) set_group_start(c, v, "RSC_CONSUMER_GROUP_START");
     for (const auto& key : kNumeric) {
       const auto name = env_name(key);
       if (const char* v = env(name.c_str())) set_number(c, key, positive(v, name), name);
@@ -240,6 +252,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         set_listen(c, value(), a);
       } else if (a == "--redis") {
         set_redis(c, value(), a);
+      } else if (a == "--consumer-group-start") {
+        set_group_start(c, value(), a);
       } else {
         bool known = false;
         for (const auto& key : kNumeric) {
@@ -270,7 +284,7 @@ std::string summary(const Config& c) {
      << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
      << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
-     << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " tokens=" << c.auth.tokens.size();
+     << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
   return os.str();
 }
 

@@ -34,12 +34,28 @@ struct FakeBackend : Backend {
     r.status = answer;
     done(r);
   }
-  void put_stream(const std::string& prefix, int32_t n,
-                  std::function<void(store::Result<protocol::StreamMetadata>)> done) override {
-    if (storeDown) return done(store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Retryable, "down"));
-    if (n < 16) return done(store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Invalid, "only grow"));
-    done(store::Result<protocol::StreamMetadata>::success({prefix, n, 2}));
+  // A stream "orders" of 16 shards exists; PUT grows it, POST creates others.
+  void write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
+                    std::function<void(store::Result<store::StreamWrite>)> done) override {
+    using R = store::Result<store::StreamWrite>;
+    using O = store::StreamWrite::Outcome;
+    if (storeDown) return done(R::failure(store::ErrorKind::Retryable, "down"));
+    const int32_t n = req.shardCount.value_or(16);
+    lastStreamRequest = req;
+    if (prefix != "orders") return done(R::success({{prefix, n, 1, req.keyStyle.value_or(protocol::KeyStyle::Plain)}, O::Created}));
+    if (createOnly) return done(R::success({{prefix, 16, 1, protocol::KeyStyle::Plain}, O::Exists}));
+    if (n < 16) return done(R::failure(store::ErrorKind::Invalid, "only grow"));
+    done(R::success({{prefix, n, 2, protocol::KeyStyle::Plain}, n == 16 ? O::Same : O::Grown}));
   }
+  void producer_routing(const store::GroupKey& key,
+                        std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
+    using R = store::Result<std::optional<protocol::StreamMetadata>>;
+    if (storeDown) return done(R::failure(store::ErrorKind::Retryable, "down"));
+    lastKey = key;
+    if (key.streamPrefix != "orders") return done(R::success(std::nullopt));
+    done(R::success(protocol::StreamMetadata{"orders", 4, 3, protocol::KeyStyle::Plain}));
+  }
+  protocol::StreamRequest lastStreamRequest;
   void get_stream(const std::string& prefix,
                   std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
     using R = store::Result<std::optional<protocol::StreamMetadata>>;
@@ -132,7 +148,7 @@ TEST(Routing, UnknownPathsAre404AndWrongMethods405WithAllow) {
   ASSERT_FALSE(m.route);
   EXPECT_EQ(m.error.status, 405);
   EXPECT_EQ(m.error.allow, "POST");
-  EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders").error.allow, "GET, PUT");
+  EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders").error.allow, "GET, PUT, POST");
   FakeBackend b;
   auto c = call(b, {}, "PATCH", "/metrics");
   EXPECT_EQ(c.res.status, 405);
@@ -283,6 +299,64 @@ TEST(Admin, StreamsAreCreatedGrownAndReadWithClearErrors) {
   EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/missing").res.status, 404);
   auto groups = call(b, {}, "GET", "/coord/v1/streams/orders/groups");
   EXPECT_EQ(json::parse(groups.res.body).at("groups").size(), 2u);
+}
+
+// POST creates (201), answers 200 for the same stream again and 409 for another layout; PUT and
+// POST take a key style; a bad one is refused naming the field.
+TEST(Admin, PostCreatesAStreamAndKeyStylesAreChosenAtCreation) {
+  FakeBackend b;
+  auto created = call(b, {}, "POST", "/coord/v1/streams/payments",
+                      R"({"initialShardCount": 6, "requestedBy": "platform", "reason": "new stream"})");
+  EXPECT_EQ(created.res.status, 201);
+  auto j = json::parse(created.res.body);
+  EXPECT_EQ(j.at("shardCount"), 6);
+  EXPECT_EQ(j.at("metadataVersion"), 1);
+  EXPECT_EQ(j.at("keyStyle"), "plain");
+  EXPECT_EQ(j.at("streamKeyPattern"), "payments:{shardIndex}");
+  EXPECT_EQ(b.lastStreamRequest.requestedBy, "platform");
+  auto tagged = call(b, {}, "POST", "/coord/v1/streams/audit", R"({"initialShardCount": 2, "keyStyle": "hashtag"})");
+  EXPECT_EQ(tagged.res.status, 201);
+  EXPECT_EQ(json::parse(tagged.res.body).at("streamKeyPattern"), "{audit:{shardIndex}}");
+  EXPECT_EQ(call(b, {}, "POST", "/coord/v1/streams/orders", R"({"initialShardCount": 16})").res.status, 200);
+  EXPECT_EQ(call(b, {}, "POST", "/coord/v1/streams/orders", R"({})").res.status, 200);
+  auto other = call(b, {}, "POST", "/coord/v1/streams/orders", R"({"initialShardCount": 20})");
+  EXPECT_EQ(other.res.status, 409);
+  EXPECT_NE(json::parse(other.res.body).at("message").get<std::string>().find("16 shards"), std::string::npos);
+  EXPECT_EQ(call(b, {}, "POST", "/coord/v1/streams/orders", R"({"keyStyle": "hashtag"})").res.status, 409);
+  auto badStyle = call(b, {}, "POST", "/coord/v1/streams/x", R"({"keyStyle": "curly"})");
+  EXPECT_EQ(badStyle.res.status, 400);
+  EXPECT_NE(json::parse(badStyle.res.body).at("message").get<std::string>().find("keyStyle"), std::string::npos);
+  EXPECT_EQ(call(b, {}, "POST", "/coord/v1/streams/x", R"({"initialShardCount": 0})").res.status, 400);
+  EXPECT_EQ(call(b, {}, "PUT", "/coord/v1/streams/x", R"({"keyStyle": "plain"})").res.status, 400)
+      << "PUT needs shardCount";
+  EXPECT_EQ(call(b, {}, "POST", "/coord/v1/streams/x", "{}", "text/plain").res.status, 415);
+}
+
+// What producers read: the shard keys (with their Cluster slots) and the partitioner.
+TEST(Admin, ProducerRoutingNamesEveryShardKeyWithItsSlot) {
+  FakeBackend b;
+  auto r = call(b, {}, "GET", "/coord/v1/streams/orders/groups/billing/producer-routing");
+  EXPECT_EQ(r.res.status, 200);
+  EXPECT_EQ(b.lastKey.consumerGroup, "billing");
+  auto j = json::parse(r.res.body);
+  EXPECT_EQ(j.at("streamPrefix"), "orders");
+  EXPECT_EQ(j.at("consumerGroup"), "billing");
+  EXPECT_EQ(j.at("metadataVersion"), 3);
+  EXPECT_EQ(j.at("shardCount"), 4);
+  EXPECT_EQ(j.at("streamKeyPattern"), "orders:{shardIndex}");
+  EXPECT_EQ(j.at("partitioner"), "murmur3_x86_32-unbiased");
+  ASSERT_EQ(j.at("shards").size(), 4u);
+  EXPECT_EQ(j.at("shards")[2].at("shardIndex"), 2);
+  EXPECT_EQ(j.at("shards")[2].at("streamKey"), "orders:2");
+  // CLUSTER KEYSLOT orders:0 .. orders:3 as a cluster-enabled redis-server 7 answered them.
+  EXPECT_EQ(j.at("shards")[0].at("redisSlot"), 8578);
+  EXPECT_EQ(j.at("shards")[1].at("redisSlot"), 12707);
+  EXPECT_EQ(j.at("shards")[2].at("redisSlot"), 448);
+  EXPECT_EQ(j.at("shards")[3].at("redisSlot"), 4577);
+  EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/missing/groups/billing/producer-routing").res.status, 404);
+  EXPECT_EQ(call(b, {}, "POST", "/coord/v1/streams/orders/groups/billing/producer-routing").res.status, 405);
+  b.storeDown = true;
+  EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/orders/groups/billing/producer-routing").res.status, 503);
 }
 
 TEST(Admin, DescribeAndRemoveAnswer404ForWhatDoesNotExist) {

@@ -52,7 +52,7 @@ class RuntimeTest : public ::testing::Test {
 
   void add(int shard, const std::string& key) {
     auto a = redis.admin();
-    ASSERT_TRUE(a.command({"XADD", "{orders:" + std::to_string(shard) + "}", "*", "key", key}).ok());
+    ASSERT_TRUE(a.command({"XADD", "orders:" + std::to_string(shard), "*", "key", key}).ok());
   }
 
   json describe() { return http_call(coord->port(), "GET", "/coord/v1/streams/orders/groups/billing").json(); }

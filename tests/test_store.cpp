@@ -61,7 +61,10 @@ class Forward : public GroupStore {
     return s_.list_stream_groups(p);
   }
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& p) override { return s_.get_stream(p); }
-  Result<protocol::StreamMetadata> put_stream(const std::string& p, int32_t n) override { return s_.put_stream(p, n); }
+  Result<StreamWrite> write_stream(const std::string& p, const StreamPut& w) override { return s_.write_stream(p, w); }
+  Result<int32_t> provision(const GroupKey& k, int32_t n, const std::string& start) override {
+    return s_.provision(k, n, start);
+  }
   int64_t rollbacks_detected() const override { return s_.rollbacks_detected(); }
   Result<bool> ping() override { return s_.ping(); }
 
@@ -76,6 +79,9 @@ struct MemoryBackend {
   FieldMap raw(const GroupKey& k) { return store.raw(k); }
   void replace_raw(const GroupKey& k, const FieldMap& m) { store.replace_raw(k, m); }
   void wait_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+  bool has_consumer_group(const std::string& streamKey, const std::string& group) {
+    return store.consumer_groups().count({streamKey, group}) > 0;
+  }
 };
 
 struct RedisBackend {
@@ -85,6 +91,14 @@ struct RedisBackend {
   }
   std::unique_ptr<GroupStore> pod() { return std::make_unique<RedisStore>(shared_server().client_options()); }
   KeySpace keys;
+  bool has_consumer_group(const std::string& streamKey, const std::string& group) {
+    auto r = shared_server().admin().command({"XINFO", "GROUPS", streamKey});
+    if (!r.ok() || r.value->type != Value::Type::Array) return false;
+    for (const auto& g : r.value->elements)  // each a flat list: name, <name>, consumers, ...
+      for (std::size_t i = 0; i + 1 < g.elements.size(); i += 2)
+        if (g.elements[i].str == "name" && g.elements[i + 1].str == group) return true;
+    return false;
+  }
   void set_raw(const GroupKey& k, const std::string& f, const std::string& v) {
     auto a = shared_server().admin();
     ASSERT_TRUE(a.command({"HSET", keys.group_state(k), f, v}).ok());
@@ -420,6 +434,54 @@ TYPED_TEST(StoreContract, StreamsAreCreatedAndGrowButNeverShrink) {
   EXPECT_EQ(m.value->value().shardCount, 24);
 }
 
+// The key style is chosen when a stream is created (plain unless asked) and never changes; POST's
+// create-only write leaves an existing stream alone.
+TYPED_TEST(StoreContract, AStreamsKeyStyleIsChosenAtCreationAndKept) {
+  auto pod = this->backend.pod();
+  auto plain = pod->write_stream("orders", StreamPut{4, std::nullopt, false});
+  ASSERT_TRUE(plain.ok()) << plain.error.message;
+  EXPECT_EQ(plain.value->outcome, StreamWrite::Outcome::Created);
+  EXPECT_EQ(plain.value->meta.keyStyle, protocol::KeyStyle::Plain);
+  auto tagged = pod->write_stream("audit", StreamPut{2, protocol::KeyStyle::HashTag, true});
+  ASSERT_TRUE(tagged.ok()) << tagged.error.message;
+  EXPECT_EQ(tagged.value->outcome, StreamWrite::Outcome::Created);
+  EXPECT_EQ(pod->get_stream("audit").value->value().keyStyle, protocol::KeyStyle::HashTag);
+  auto again = pod->write_stream("audit", StreamPut{9, std::nullopt, true});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value->outcome, StreamWrite::Outcome::Exists);
+  EXPECT_EQ(again.value->meta.shardCount, 2) << "create-only leaves it as it was";
+  auto other = pod->write_stream("audit", StreamPut{3, protocol::KeyStyle::Plain, false});
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error.kind, ErrorKind::Invalid);
+  EXPECT_NE(other.error.message.find("{audit:{shardIndex}}"), std::string::npos) << other.error.message;
+  EXPECT_EQ(pod->get_stream("audit").value->value().shardCount, 2) << "refused: nothing stored";
+  auto grown = pod->write_stream("audit", StreamPut{3, protocol::KeyStyle::HashTag, false});
+  ASSERT_TRUE(grown.ok());
+  EXPECT_EQ(grown.value->outcome, StreamWrite::Outcome::Grown);
+  EXPECT_EQ(grown.value->meta.metadataVersion, 2);
+  EXPECT_EQ(pod->write_stream("audit", StreamPut{3, std::nullopt, false}).value->outcome, StreamWrite::Outcome::Same);
+}
+
+// Provisioning creates every shard stream with the group's consumer group, in the stream's key
+// style, and is idempotent.
+TYPED_TEST(StoreContract, ProvisioningCreatesEveryShardsConsumerGroupOnce) {
+  auto pod = this->backend.pod();
+  ASSERT_TRUE(pod->write_stream("orders", StreamPut{3, std::nullopt, false}).ok());
+  ASSERT_TRUE(pod->write_stream("audit", StreamPut{2, protocol::KeyStyle::HashTag, false}).ok());
+  auto p = pod->provision({"orders", "billing"}, 3, "0");
+  ASSERT_TRUE(p.ok()) << p.error.message;
+  EXPECT_EQ(*p.value, 3);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(this->backend.has_consumer_group("orders:" + std::to_string(i), "billing")) << i;
+  EXPECT_FALSE(this->backend.has_consumer_group("orders:3", "billing"));
+  EXPECT_FALSE(this->backend.has_consumer_group("orders:0", "shipping"));
+  EXPECT_EQ(*pod->provision({"orders", "billing"}, 3, "0").value, 0) << "a second time creates nothing";
+  EXPECT_EQ(*pod->provision({"orders", "billing"}, 5, "0").value, 2) << "growth creates the new ones";
+  ASSERT_TRUE(pod->provision({"audit", "billing"}, 2, "$").ok());
+  EXPECT_TRUE(this->backend.has_consumer_group("{audit:1}", "billing"));
+  EXPECT_FALSE(this->backend.has_consumer_group("audit:1", "billing"));
+}
+
 TYPED_TEST(StoreContract, ABatchOfWritesToManyGroupsIsAppliedInOneCall) {
   auto pod = this->backend.pod();
   std::vector<group::GroupState> states;
@@ -522,6 +584,35 @@ TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
   std::set<int> slots;
   for (int i = 0; i < 16; ++i) slots.insert(key_slot(k.shard_stream("orders", i)));
   EXPECT_GT(slots.size(), 8u);
+}
+
+// A stream written before key styles existed has hash-tagged keys; a consumer group starts at 0
+// (records produced before it existed are read) or at $ (only new ones); a key of another type
+// is a clear error, not BUSYGROUP.
+TEST_F(RedisStoreTest, OlderStreamsAreHashTaggedAndTheStartIdIsHonoured) {
+  auto a = shared_server().admin();
+  ASSERT_TRUE(a.command({"HSET", "rsc:stream:{legacy}", "shardCount", "2", "metadataVersion", "3"}).ok());
+  auto s = pod();
+  auto m = s.get_stream("legacy");
+  ASSERT_TRUE(m.ok()) << m.error.message;
+  EXPECT_EQ(m.value->value().keyStyle, protocol::KeyStyle::HashTag);
+  EXPECT_EQ(m.value->value().metadataVersion, 3);
+  ASSERT_TRUE(s.write_stream("early", StreamPut{1, std::nullopt, false}).ok());
+  ASSERT_TRUE(a.command({"XADD", "early:0", "1-1", "k", "v"}).ok());  // produced before any group
+  ASSERT_TRUE(s.provision({"early", "from-start"}, 1, "0").ok());
+  ASSERT_TRUE(s.provision({"early", "only-new"}, 1, "$").ok());
+  auto read = [&](const std::string& g) {
+    auto r = a.command({"XREADGROUP", "GROUP", g, "c1", "COUNT", "10", "STREAMS", "early:0", ">"});
+    return r.ok() && r.value->type == Value::Type::Array ? r.value->elements.size() : 0u;
+  };
+  EXPECT_EQ(read("from-start"), 1u) << "a group created at 0 reads what came before it";
+  EXPECT_EQ(read("only-new"), 0u) << "a group created at $ does not";
+  ASSERT_TRUE(a.command({"SET", "early:1", "not a stream"}).ok());
+  ASSERT_TRUE(s.write_stream("early", StreamPut{2, std::nullopt, false}).ok());
+  auto bad = s.provision({"early", "from-start"}, 2, "0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error.kind, ErrorKind::Fatal);
+  EXPECT_NE(bad.error.message.find("early:1"), std::string::npos) << bad.error.message;
 }
 
 TEST_F(RedisStoreTest, ConcurrentPodsLoseNoUpdateAndApplyNoneTwice) {

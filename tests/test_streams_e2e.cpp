@@ -76,7 +76,10 @@ TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
   };
   for (const char* id : {"c1", "c2", "c3", "c4"}) start_consumer(id);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  Process producer({RSC_PRODUCE_BIN, "--redis", redisAddr, "--stream", "orders", "--shards", "16", "--count",
+  // The producer learns the layout (shard keys, count) from producer-routing, as the reference
+  // clients do; the coordinator provisions the shard streams and billing's consumer groups.
+  Process producer({RSC_PRODUCE_BIN, "--redis", redisAddr, "--stream", "orders", "--coordinator",
+                    "http://127.0.0.1:" + std::to_string(podB.port()), "--group", "billing", "--count",
                     std::to_string(kRecords), "--rate", "800", "--key-space", "64", "--seed", std::to_string(seed)},
                    dir + "/producer.out");
 

@@ -1,8 +1,15 @@
-// rsc-produce: XADDs records {key, seq} to shard hash(key) % shardCount of a sharded stream.
-//   rsc-produce --redis HOST:PORT --stream PREFIX [--shards N | --coordinator URL] --count N
-//               [--rate R] [--key-space K] [--seed S]
-// hash is 32-bit FNV-1a of the key; seq runs 0..count-1, so records of one key go to one shard in
-// increasing seq.
+// rsc-produce: XADDs records {key, seq} to the shard of each key of a sharded stream.
+//   rsc-produce --redis HOST:PORT --stream PREFIX --count N
+//               [--coordinator URL [--group G] | --shards N [--key-pattern P]]
+//               [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]
+// With --coordinator the layout comes from it: GET .../groups/G/producer-routing when --group is
+// given (the coordinator then makes sure every shard stream and G's consumer group exist), else
+// GET /coord/v1/streams/PREFIX. The shard of a key is murmur3 (the reference clients' rule,
+// protocol/partition.hpp) unless --partitioner fnv1a. seq runs 0..count-1, so the records of one
+// key go to one shard in increasing seq. A failed XADD is retried with backoff for up to
+// --retry-ms (default 30000) before giving up; whenever it stops it prints how many records it
+// wrote (a record retried after an unanswered attempt may be written twice).
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,34 +21,60 @@
 #include <vector>
 
 #include "member/http_client.hpp"
+#include "protocol/codec.hpp"
+#include "protocol/partition.hpp"
 #include "redis/connection.hpp"
-#include "redis/keys.hpp"
 
 using namespace rsc;
 
 namespace {
 
-uint32_t fnv1a(const std::string& s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 16777619u;
-  }
-  return h;
-}
+volatile std::sig_atomic_t stopSignal = 0;
+void on_signal(int sig) { stopSignal = sig; }
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-produce: " << why << "\n"
-            << "usage: rsc-produce --redis HOST:PORT --stream PREFIX [--shards N | --coordinator URL] --count N\n"
-               "                   [--rate R] [--key-space K] [--seed S]\n";
+            << "usage: rsc-produce --redis HOST:PORT --stream PREFIX --count N\n"
+               "                   [--coordinator URL [--group G] | --shards N [--key-pattern P]]\n"
+               "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n";
   std::exit(2);
+}
+
+struct Layout {
+  long shards = 0;
+  std::string pattern;  // "{shardIndex}" stands for the index
+  std::string partitioner;
+};
+
+// The layout from the coordinator; exits with a message when it cannot be had.
+Layout from_coordinator(const std::string& url, const std::string& stream, const std::string& group) {
+  std::string err;
+  member::HttpClient http(member::parse_url(url, &err), 5000);
+  if (!err.empty()) usage("--coordinator: " + err);
+  const std::string path = group.empty() ? "/coord/v1/streams/" + stream
+                                         : "/coord/v1/streams/" + stream + "/groups/" + group + "/producer-routing";
+  auto r = http.request("GET", path, "");
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (r.status != 200 || !j.is_object()) {
+    std::cerr << "rsc-produce: GET " << path << " answered HTTP " << r.status << " " << r.error << r.body << "\n";
+    std::exit(1);
+  }
+  Layout l;
+  l.shards = j.value("shardCount", 0);
+  l.partitioner = j.value("partitioner", "");
+  if (j.contains("streamKeyPattern") && j["streamKeyPattern"].is_string()) {
+    l.pattern = j["streamKeyPattern"].get<std::string>();
+  } else {  // a coordinator that does not say used hash-tagged keys
+    l.pattern = protocol::stream_key_pattern(stream, protocol::KeyStyle::HashTag);
+  }
+  return l;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string redis, stream, coordinator;
-  long shards = 0, count = -1, rate = 0, keySpace = 100, seed = 1;
+  std::string redis, stream, coordinator, group, pattern, partitioner = "murmur3";
+  long shards = 0, count = -1, rate = 0, keySpace = 100, seed = 1, retryMs = 30000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -58,64 +91,95 @@ int main(int argc, char** argv) {
     if (a == "--redis") redis = val();
     else if (a == "--stream") stream = val();
     else if (a == "--coordinator") coordinator = val();
+    else if (a == "--group") group = val();
     else if (a == "--shards") shards = num();
+    else if (a == "--key-pattern") pattern = val();
+    else if (a == "--partitioner") partitioner = val();
     else if (a == "--count") count = num();
     else if (a == "--rate") rate = num();
     else if (a == "--key-space") keySpace = num();
     else if (a == "--seed") seed = num();
+    else if (a == "--retry-ms") retryMs = num();
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown argument " + a);
   }
   if (redis.empty() || stream.empty() || count < 0) usage("--redis, --stream and --count are required");
   if (keySpace <= 0) usage("--key-space must be positive");
+  if (partitioner != "murmur3" && partitioner != "fnv1a") usage("--partitioner: murmur3 or fnv1a, not '" + partitioner + "'");
   const auto colon = redis.rfind(':');
   if (colon == std::string::npos) usage("--redis: expected HOST:PORT");
   if (shards == 0) {
     if (coordinator.empty()) usage("give --shards N or --coordinator URL");
-    std::string err;
-    member::HttpClient http(member::parse_url(coordinator, &err), 5000);
-    if (!err.empty()) usage("--coordinator: " + err);
-    auto r = http.request("GET", "/coord/v1/streams/" + stream, "");
-    if (r.status != 200) {
-      std::cerr << "rsc-produce: cannot read stream " << stream << " from the coordinator (HTTP " << r.status << ") "
-                << r.error << r.body << "\n";
-      return 1;
-    }
-    shards = nlohmann::json::parse(r.body).value("shardCount", 0);
+    const auto l = from_coordinator(coordinator, stream, group);
+    shards = l.shards;
+    pattern = l.pattern;
+    if (!l.partitioner.empty() && l.partitioner != protocol::kPartitionerName && partitioner == "murmur3")
+      std::cerr << "rsc-produce: the coordinator names partitioner '" << l.partitioner << "'; using murmur3\n";
   }
   if (shards <= 0) usage("the stream has no shards");
+  if (pattern.empty()) pattern = protocol::stream_key_pattern(stream, protocol::KeyStyle::Plain);
+  if (pattern.find("{shardIndex}") == std::string::npos) usage("--key-pattern must contain {shardIndex}");
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
 
   store::RedisOptions o;
   o.host = redis.substr(0, colon);
   o.port = std::atoi(redis.substr(colon + 1).c_str());
   store::RedisConnection conn(o);
-  store::KeySpace keys;
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
   const auto t0 = std::chrono::steady_clock::now();
   const long batch = rate > 0 ? std::max<long>(1, rate / 50) : 200;
   long sent = 0;
+  std::vector<store::Command> todo;
+  auto stop = [&](const std::string& why) {
+    std::cout << "rsc-produce: stopped after writing " << sent << " of " << count << " records: " << why << "\n";
+    return 1;
+  };
   while (sent < count) {
-    std::vector<store::Command> cmds;
-    for (long i = 0; i < batch && sent + i < count; ++i) {
-      const long seq = sent + i;
-      const std::string key = "k" + std::to_string(rng() % static_cast<uint64_t>(keySpace));
-      const int32_t shard = static_cast<int32_t>(fnv1a(key) % static_cast<uint32_t>(shards));
-      cmds.push_back({"XADD", keys.shard_stream(stream, shard), "*", "key", key, "seq", std::to_string(seq)});
-    }
-    auto replies = conn.pipeline(cmds);
-    for (auto& r : replies) {
-      if (!r.ok() || r.value->is_error()) {
-        std::cerr << "rsc-produce: XADD failed: " << (r.ok() ? r.value->str : r.error.message) << "\n";
-        return 1;
+    if (stopSignal) return stop(stopSignal == SIGINT ? "SIGINT" : "SIGTERM");
+    if (todo.empty()) {
+      for (long i = 0; i < batch && sent + i < count; ++i) {
+        const long seq = sent + i;
+        const std::string key = "k" + std::to_string(rng() % static_cast<uint64_t>(keySpace));
+        const auto n = static_cast<uint32_t>(shards);
+        const uint32_t shard = partitioner == "fnv1a" ? protocol::fnv1a_shard(key, n) : protocol::murmur3_unbiased_shard(key, n);
+        todo.push_back({"XADD", protocol::expand_key_pattern(pattern, static_cast<int32_t>(shard)), "*", "key", key, "seq",
+                        std::to_string(seq)});
       }
     }
-    sent += static_cast<long>(cmds.size());
+    // Send; what failed is sent again (in order) with backoff, for up to retryMs in a row.
+    const auto firstFailure = std::chrono::steady_clock::now();
+    int64_t backoffMs = 50;
+    for (;;) {
+      auto replies = conn.pipeline(todo);
+      std::vector<store::Command> again;
+      std::string why;
+      for (std::size_t i = 0; i < replies.size(); ++i) {
+        const auto& r = replies[i];
+        if (r.ok() && !r.value->is_error()) {
+          ++sent;
+        } else {
+          if (why.empty()) why = r.ok() ? r.value->str : r.error.message;
+          again.push_back(todo[i]);
+        }
+      }
+      todo = std::move(again);
+      if (todo.empty()) break;
+      if (stopSignal) return stop(stopSignal == SIGINT ? "SIGINT" : "SIGTERM");
+      if (std::chrono::steady_clock::now() - firstFailure > std::chrono::milliseconds(retryMs))
+        return stop("XADD still failing after " + std::to_string(retryMs) + " ms: " + why);
+      std::cerr << "rsc-produce: XADD failed (" << why << "); retrying " << todo.size() << " records in " << backoffMs
+                << " ms\n";
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
+      backoffMs = std::min<int64_t>(backoffMs * 2, 1000);
+    }
     if (rate > 0) {  // pace to the rate
       const auto due = t0 + std::chrono::microseconds(sent * 1'000'000 / rate);
       std::this_thread::sleep_until(due);
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "rsc-produce: " << sent << " records to " << shards << " shards of " << stream << " in " << secs << "s\n";
+  std::cout << "rsc-produce: " << sent << " records to " << shards << " shards of " << stream << " (" << pattern
+            << ", " << partitioner << ") in " << secs << "s\n";
   return 0;
 }
