@@ -3,6 +3,10 @@
 // deadline index which groups are due; each due group whose duty is this pod's (rendezvous
 // hashing over the live pods, group/time_rules.hpp) gets its deadline work. A group at rest costs
 // nothing here: one call per beat serves every group of the pod.
+#include <malloc.h>
+
+#include <chrono>
+
 #include "actors/actors.hpp"
 #include "actors/log.hpp"
 
@@ -16,9 +20,23 @@ struct PodState {
   bool indexed = false;  // groups written before the deadline index existed were indexed
   bool failing = false;
   std::size_t lastLive = 0;
+  std::chrono::steady_clock::time_point lastTrim = std::chrono::steady_clock::now();
 };
 
+
 using Self = caf::stateful_actor<PodState>*;
+
+// Memory freed after a burst (a store outage queues every heartbeat of the pod) stays with the
+// allocator unless given back: at most every 30 s, return the free pages to the system, so a
+// pod's footprint follows its load rather than its worst moment (the soak measured +1 MiB, 10 %,
+// kept for good after a 4 s stall without this).
+void trim_memory(Self self) {
+  auto& st = self->state;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - st.lastTrim < std::chrono::seconds(30)) return;
+  st.lastTrim = now;
+  malloc_trim(0);
+}
 
 void beat(Self self) {
   auto& st = self->state;
@@ -64,6 +82,7 @@ caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std
   return {
       [=](beat_atom) {
         beat(self);
+        trim_memory(self);
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.beatMs), beat_atom::value);
       },
   };

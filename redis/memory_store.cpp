@@ -360,6 +360,10 @@ Result<int32_t> MemoryStore::provision(const GroupKey& key, int32_t shardCount, 
   std::lock_guard<std::mutex> lock(mu_);
   Error e;
   if (injected_failure(e)) return R::failure(e);
+  if (failProvisioning_ > 0) {
+    --failProvisioning_;
+    return R::failure(ErrorKind::Fatal, "XGROUP CREATE " + key.streamPrefix + ": WRONGTYPE (injected)");
+  }
   auto it = streams_.find(key.streamPrefix);
   const auto style = it == streams_.end() ? protocol::KeyStyle::Plain : it->second.keyStyle;
   int32_t created = 0;
@@ -369,6 +373,11 @@ Result<int32_t> MemoryStore::provision(const GroupKey& key, int32_t shardCount, 
       consumerGroupStart_[{protocol::shard_stream_key(key.streamPrefix, style, i), key.consumerGroup}] = startId;
     }
   return R::success(created);
+}
+
+void MemoryStore::fail_provisioning(int calls) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failProvisioning_ = calls;
 }
 
 std::set<std::pair<std::string, std::string>> MemoryStore::consumer_groups() const {

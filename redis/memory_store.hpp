@@ -45,6 +45,7 @@ class MemoryStore : public GroupStore {
 
   // Fault injection.
   void fail_next(int calls, ErrorKind kind = ErrorKind::Retryable);  // the next calls fail
+  void fail_provisioning(int calls);  // the next provision() calls fail (Fatal, as a WRONGTYPE would)
   void set_unreachable(bool down);                                   // every call fails Retryable
   // Another pod writes first: the group's revision moves on before each of the next n CAS calls.
   void conflict_next(int n);
@@ -75,6 +76,7 @@ class MemoryStore : public GroupStore {
   void set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower);
   std::map<std::string, protocol::StreamMetadata> streams_;
   std::set<std::pair<std::string, std::string>> consumerGroups_;  // (shard stream key, group)
+  int failProvisioning_ = 0;
   std::map<std::pair<std::string, std::string>, std::string> consumerGroupStart_;
   int failNext_ = 0;
   ErrorKind failKind_ = ErrorKind::Retryable;

@@ -281,6 +281,35 @@ TEST_F(GroupActorTest, ARefusedJoinOfANewGroupStoresNothing) {
   EXPECT_EQ(mem_->load(kKey).value->state.members.count("y"), 0u);
 }
 
+// The data plane comes before the first write that could hand a shard out: the shard streams and
+// the group's Redis consumer group exist when a member is told to read. If they cannot be made,
+// the join is answered RETRY and nothing is stored; growth provisions the new shards.
+TEST_F(GroupActorTest, ShardStreamsAndTheConsumerGroupExistBeforeAShardIsHandedOut) {
+  mem_->fail_provisioning(1);
+  auto refused = hb(request("a", 0));
+  EXPECT_EQ(refused.status, HeartbeatStatus::RETRY);
+  EXPECT_NE(refused.message.value_or("").find("consumer group"), std::string::npos) << refused.message.value_or("");
+  EXPECT_FALSE(mem_->load(kKey).value->exists) << "nothing stored before the data plane exists";
+  EXPECT_TRUE(mem_->consumer_groups().empty());
+  auto r = hb(request("a", 0));
+  ASSERT_EQ(r.status, HeartbeatStatus::OK);
+  ASSERT_TRUE(r.assignment.has_value());
+  const auto count = mem_->load(kKey).value->state.shardCount;
+  EXPECT_EQ(static_cast<int32_t>(r.assignment->assignedShards.size()), count);
+  for (int32_t i = 0; i < count; ++i)
+    EXPECT_EQ(mem_->consumer_groups().count({"orders:" + std::to_string(i), "billing"}), 1u) << i;
+  EXPECT_EQ(mem_->load(kKey).value->state.provisionedShards, count);
+  // Growth: the new shards get their consumer group before anyone is given them.
+  ASSERT_TRUE(mem_->put_stream("orders", count + 2).ok());
+  caf::anon_send(group_, meta_atom::value, **mem_->get_stream("orders").value);
+  run();
+  auto grown = hb(request("a", r.memberEpoch, r.assignment->assignedShards));
+  EXPECT_EQ(grown.status, HeartbeatStatus::OK);
+  EXPECT_EQ(static_cast<int32_t>(grown.assignment->assignedShards.size()), count + 2);
+  EXPECT_EQ(mem_->consumer_groups().count({"orders:" + std::to_string(count + 1), "billing"}), 1u);
+  EXPECT_EQ(mem_->load(kKey).value->state.provisionedShards, count + 2);
+}
+
 TEST_F(GroupActorTest, AStoreOutageDoesNotExpireHealthyMembers) {
   auto a = hb(request("a", 0));
   a = hb(request("a", a.memberEpoch, assigned(a)));
