@@ -442,8 +442,8 @@ void member_thread(Shared& sh, Member& m, unsigned seed) {
           else m.revoked.insert(s);  // stops reading it now, reports it REVOKED next time
         }
         if (st != "SYNC_METADATA") next.insert(target.begin(), target.end());
+        if (next != m.assigned || !m.revoked.empty()) waitMs = 0;  // something changed: report it at once
         m.assigned = next;
-        waitMs = 0;
       }
       read_assigned(sh, m);
     } else if (st == "FENCED_MEMBER_EPOCH" || st == "UNKNOWN_MEMBER_ID") {
