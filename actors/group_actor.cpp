@@ -293,14 +293,14 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
   ask_store<ProvisionReply>(
       self,
       std::make_tuple(provision_atom::value,
-                      ProvisionCall{st.key, count, st.cfg.consumerGroupStartId, give_up_at(self)}),
+                      ProvisionCall{st.key, count, st.cfg.start_id(st.key), give_up_at(self)}),
       [=](ProvisionReply& r) {
         if (!r.result.ok()) return failed(r.result.error);
         auto& s = self->state;
         s.busy = false;
         if (*r.result.value > 0)
           log::info("group " + s.key.str() + ": created the consumer group on " + std::to_string(*r.result.value) +
-                    " of " + std::to_string(count) + " shard streams (start " + s.cfg.consumerGroupStartId + ")");
+                    " of " + std::to_string(count) + " shard streams (start " + s.cfg.start_id(s.key) + ")");
         held->first.state.provisionedShards = count;
         held->first.delta.group = true;
         write(self, ws, std::move(held->first), std::move(held->second), computeSeconds, lockToken);

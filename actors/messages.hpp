@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,11 @@ struct GroupActorConfig {
   std::string podToken;                 // this pod's mutex token
   bool logEvents = true;
   std::string consumerGroupStartId = "0";  // where a new Redis consumer group starts reading
+  std::map<std::string, std::string> consumerGroupStartFor;  // "<prefix>/<group>" -> "0" | "$"
+  const std::string& start_id(const store::GroupKey& key) const {
+    auto it = consumerGroupStartFor.find(key.str());
+    return it == consumerGroupStartFor.end() ? consumerGroupStartId : it->second;
+  }
 };
 
 // To a group actor.

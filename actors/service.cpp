@@ -29,7 +29,7 @@ struct Service::Impl {
   const caf::actor& any_store() const { return stores.front(); }
 
   int32_t defaultShardCount = 16;
-  std::string consumerGroupStartId = "0";
+  GroupActorConfig groupStart;  // for start_id(): where a group's consumer groups start
   // Groups whose data plane this pod has provisioned for producers, with the shard count then
   // (shared with store tasks, which may outlive a call).
   struct Provisioned {
@@ -67,7 +67,8 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   GroupActorConfig g;
   g.core = cfg.core;
   g.consumerGroupStartId = cfg.consumerGroupStartId;
-  impl_->consumerGroupStartId = cfg.consumerGroupStartId;
+  g.consumerGroupStartFor = cfg.consumerGroupStartFor;
+  impl_->groupStart = g;
   impl_->defaultShardCount = cfg.defaultShardCount;
   impl_->core = cfg.core;
   g.mutexTtlMs = cfg.mutexTtlMs;
@@ -162,7 +163,7 @@ void Service::producer_routing(const store::GroupKey& key,
                                std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) {
   using R = store::Result<std::optional<protocol::StreamMetadata>>;
   auto done_for = impl_->provisioned;
-  const std::string startId = impl_->consumerGroupStartId;
+  const std::string startId = impl_->groupStart.start_id(key);
   caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
                    auto meta = s.get_stream(key.streamPrefix);
                    if (!meta.ok() || !meta.value->has_value()) return done(std::move(meta));

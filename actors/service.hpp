@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "actors/metrics.hpp"
@@ -30,6 +31,7 @@ struct ServiceConfig {
   group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
   int64_t maxGroupsPerStream = 0;        // 0 = no limit
   std::string consumerGroupStartId = "0";  // where a group's Redis consumer groups start: 0 or $
+  std::map<std::string, std::string> consumerGroupStartFor;  // per group ("<prefix>/<group>")
   group::Millis beat_ms() const {
     return std::max<group::Millis>(50, std::min<group::Millis>({tickIntervalMs, 500, podLeaseMs / 3}));
   }

@@ -1,5 +1,7 @@
 #include "server/config.hpp"
 
+#include "protocol/codec.hpp"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -144,6 +146,24 @@ void load_file(Config& c, const std::string& path) {
       set_number(c, it.key(), it->get<int64_t>(), where);
     }
   }
+  if (j.contains("groups")) {  // per-group settings: {"<prefix>/<group>": {"consumerGroupStart": "0"|"$"}}
+    const auto& gs = j["groups"];
+    if (!gs.is_object()) throw Bad{path + ": groups must be an object of \"<stream>/<group>\": {...}"};
+    for (auto it = gs.begin(); it != gs.end(); ++it) {
+      const std::string where = path + ": groups." + it.key();
+      const auto slash = it.key().find('/');
+      if (slash == std::string::npos || !protocol::valid_name(it.key().substr(0, slash)) ||
+          !protocol::valid_name(it.key().substr(slash + 1)))
+        throw Bad{where + ": the key must be <stream>/<group>, each [A-Za-z0-9._:-]{1,128}"};
+      if (!it->is_object()) throw Bad{where + " must be an object"};
+      for (auto f = it->begin(); f != it->end(); ++f) {
+        if (f.key() != "consumerGroupStart") throw Bad{where + "." + f.key() + ": unknown setting"};
+        if (!f->is_string() || (f->get<std::string>() != "0" && f->get<std::string>() != "$"))
+          throw Bad{where + ".consumerGroupStart must be \"0\" or \"$\""};
+        c.service.consumerGroupStartFor[it.key()] = f->get<std::string>();
+      }
+    }
+  }
   if (j.contains("auth")) {
     const auto& a = j["auth"];
     if (!a.is_object() || (a.contains("tokens") && !a["tokens"].is_array())) throw Bad{path + ": auth.tokens must be an array"};
@@ -207,7 +227,8 @@ std::string usage() {
          "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
          "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"
-         "\"coordinator\": {\"tick-interval\": ms, ...}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
+         "\"coordinator\": {\"tick-interval\": ms, ..., \"consumer-group-start\": \"0\"|\"$\"},\n"
+         "\"groups\": {\"<stream>/<group>\": {\"consumerGroupStart\": \"0\"|\"$\"}}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
          "\"streams\": [patterns], \"groups\": [patterns]}], \"metricsPublic\": true}}. No tokens: the server\n"
          "runs open. metricsPublic false: GET /metrics needs a token too (its labels name every group).\n";
 }

@@ -253,3 +253,55 @@ TEST(Compat, TheProducerPlacesKeysByMurmur3AndSurvivesARedisRestart) {
   EXPECT_GE(records, kCount);
   std::filesystem::remove_all(dir);
 }
+
+// Where a group's Redis consumer groups start: 0 by default (records produced before the group
+// existed are read), $ for a group configured so (only new records); a bad setting is refused at
+// start, naming it.
+TEST(Compat, AGroupsConsumerGroupsStartWhereItIsConfigured) {
+  RedisServer redis;
+  char tmpl[] = "/tmp/rsc-cfg-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  {
+    std::ofstream f(dir + "/rsc.json");
+    f << R"({"groups": {"orders/live": {"consumerGroupStart": "$"}}})";
+  }
+  auto args = kFast;
+  args.insert(args.end(), {"--config", dir + "/rsc.json"});
+  Coordinator coord(redis.port(), args);
+  auto admin = redis.admin();
+  ASSERT_EQ(http_call(coord.port(), "POST", "/coord/v1/streams/orders", R"({"initialShardCount": 1})").status, 201);
+  ASSERT_TRUE(admin.command({"XADD", "orders:0", "5-1", "key", "before"}).ok());
+  for (const char* g : {"live", "billing"})
+    expect_client_shape(http_call(coord.port(), "POST", hb_path("orders", g, "m1"), client_heartbeat("m1", 0, {}, 0).dump()),
+                        "OK");
+  auto lastDelivered = [&](const std::string& group) {
+    auto r = admin.command({"XINFO", "GROUPS", "orders:0"});
+    for (const auto& g : r.value->elements) {
+      std::string name, last;
+      for (std::size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+        if (g.elements[i].str == "name") name = g.elements[i + 1].str;
+        if (g.elements[i].str == "last-delivered-id") last = g.elements[i + 1].str;
+      }
+      if (name == group) return last;
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(lastDelivered("billing"), "0-0") << "the default: from the start";
+  EXPECT_EQ(lastDelivered("live"), "5-1") << "configured $: after what exists";
+  {
+    std::ofstream f(dir + "/bad.json");
+    f << R"({"groups": {"orders/live": {"consumerGroupStart": "latest"}}})";
+  }
+  FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --config " + dir + "/bad.json 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+  EXPECT_NE(out.find("groups.orders/live.consumerGroupStart"), std::string::npos) << out;
+  p = popen((std::string(RSC_COORDINATOR_BIN) + " --consumer-group-start latest 2>&1").c_str(), "r");
+  out.clear();
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+  EXPECT_NE(out.find("--consumer-group-start"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
