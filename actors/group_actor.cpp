@@ -275,7 +275,7 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
   for (auto& e : o.events) events.push_back(std::move(e));
   st.pending = {};
   st.pendingEvents.clear();
-  const auto provision = group::provisioning_due(o.state);
+  const auto provision = group::provisioning_due(o.state, events);
   if (!provision) return write(self, ws, std::move(o), std::move(events), computeSeconds, lockToken);
   // The shard streams and the Redis consumer group come first: no state that hands out a shard
   // is stored before members can read it. Failing, the batch is answered RETRY (nothing written).
@@ -527,7 +527,11 @@ void run_step(Self self, const WorkPtr& w) {
           batch.push_back(next);
         }
         next.reset();
+        // Under a groups-per-stream limit, a join into a group that does not exist yet goes
+        // first in a batch of its own: the limit is checked for it above.
+        const bool limitApplies = !st.exists && st.cfg.maxGroupsPerStream > 0;
         if (batch.size() < kMaxBatch && !st.queue.empty() && st.queue.front()->kind == Work::Kind::Heartbeat &&
+            !(limitApplies && is_join(*st.queue.front())) &&
             !group::request_too_old(st.queue.front()->arrivedMs, t, st.cfg.core)) {
           next = st.queue.front();
           st.queue.pop_front();

@@ -30,22 +30,6 @@ struct Service::Impl {
 
   int32_t defaultShardCount = 16;
   GroupActorConfig groupStart;  // for start_id(): where a group's consumer groups start
-  // Groups whose data plane this pod has provisioned for producers, with the shard count then
-  // (shared with store tasks, which may outlive a call).
-  struct Provisioned {
-    std::mutex mu;
-    std::map<std::string, int32_t> counts;
-    bool covers(const store::GroupKey& k, int32_t count) {
-      std::lock_guard<std::mutex> lock(mu);
-      auto it = counts.find(k.str());
-      return it != counts.end() && it->second >= count;
-    }
-    void mark(const store::GroupKey& k, int32_t count) {
-      std::lock_guard<std::mutex> lock(mu);
-      counts[k.str()] = count;
-    }
-  };
-  std::shared_ptr<Provisioned> provisioned = std::make_shared<Provisioned>();
 };
 
 Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics)
@@ -162,18 +146,16 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
 void Service::producer_routing(const store::GroupKey& key,
                                std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) {
   using R = store::Result<std::optional<protocol::StreamMetadata>>;
-  auto done_for = impl_->provisioned;
   const std::string startId = impl_->groupStart.start_id(key);
   caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
                    auto meta = s.get_stream(key.streamPrefix);
                    if (!meta.ok() || !meta.value->has_value()) return done(std::move(meta));
                    const auto& m = **meta.value;
                    // Producers write with NOMKSTREAM: the shard streams and the group's consumer
-                   // group must exist before the first record (once per pod, group and layout).
-                   if (done_for->covers(key, m.shardCount)) return done(std::move(meta));
+                   // group must exist before the first record. Every time (a stream deleted or a
+                   // Redis restarted empty is repaired; what exists costs a BUSYGROUP answer).
                    auto p = s.provision(key, m.shardCount, startId);
                    if (!p.ok()) return done(R::failure(p.error));
-                   done_for->mark(key, m.shardCount);
                    if (*p.value > 0)
                      log::info("group " + key.str() + ": created the consumer group on " + std::to_string(*p.value) +
                                " of " + std::to_string(m.shardCount) + " shard streams for producers");

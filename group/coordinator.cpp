@@ -503,6 +503,11 @@ HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& req, const Conf
     if (m.lastResponse && !m.lastRequestId.empty() && m.lastRequestId == req.requestId) {
       HeartbeatOutcome h;
       h.response = *m.lastResponse;
+      // Stored by a build that answered null when nothing changed: that meant "what you have".
+      const bool accepted = h.response.status == HeartbeatStatus::OK ||
+                            h.response.status == HeartbeatStatus::REVOKE_PENDING ||
+                            h.response.status == HeartbeatStatus::SYNC_METADATA;
+      if (!h.response.assignment && accepted) h.response.assignment = assignment_of(m, g);
       h.state = std::move(g);
       return h;
     }

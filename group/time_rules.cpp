@@ -180,8 +180,13 @@ std::optional<std::string> refuse_new_group(std::size_t existingGroups, int64_t 
          "; delete an unused group or raise the limit";
 }
 
-std::optional<int32_t> provisioning_due(const GroupState& g) {
-  if (g.shardCount > g.provisionedShards) return g.shardCount;
+std::optional<int32_t> provisioning_due(const GroupState& after, const std::vector<Event>& events) {
+  if (after.shardCount <= after.provisionedShards) return std::nullopt;
+  for (const auto& e : events) {
+    if (e.kind != Event::Kind::ASSIGNED) continue;
+    for (int32_t s : e.shards)
+      if (s >= after.provisionedShards) return after.shardCount;
+  }
   return std::nullopt;
 }
 

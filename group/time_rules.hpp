@@ -139,10 +139,12 @@ bool should_retire(Millis lastActivity, Millis now, Millis retireAfterMs);
 // refused (with the message) when `limit` > 0 and the stream is full.
 std::optional<std::string> refuse_new_group(std::size_t existingGroups, int64_t limit, const std::string& stream);
 
-// The group's shard streams and Redis consumer groups to create before its next write: all of
-// [0, shardCount) when some are newer than what was provisioned (a new group, a grown stream, a
-// group written by a build that did not provision), else nothing.
-std::optional<int32_t> provisioning_due(const GroupState& g);
+// Whether a write must wait for the group's shard streams and Redis consumer groups: when it
+// hands a member a shard at or past what was provisioned (an ASSIGNED event among the step's
+// events). Then all of [0, shardCount) is created first; a write that hands nothing out (a steady
+// heartbeat, expiry, a leave, a fence) never waits, so a failing Redis command holds up only the
+// handing out of shards, not the group's other work.
+std::optional<int32_t> provisioning_due(const GroupState& after, const std::vector<Event>& events);
 
 // Deleting a group: refused while it has live members, unless they are to be fenced first.
 enum class DeleteVerdict { Delete, FenceThenDelete, HasLiveMembers, NotFound };

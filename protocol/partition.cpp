@@ -47,6 +47,7 @@ uint32_t fnv1a_32(std::string_view data) {
 }
 
 uint32_t murmur3_unbiased_shard(std::string_view key, uint32_t shardCount) {
+  if (shardCount == 0) return 0;  // no shard to pick; callers check the count
   const uint64_t space = uint64_t{1} << 32;
   const uint64_t limit = space - space % shardCount;  // hashes below it map evenly
   uint32_t h = murmur3_32(key, 0);
@@ -58,6 +59,8 @@ uint32_t murmur3_unbiased_shard(std::string_view key, uint32_t shardCount) {
   return h % shardCount;
 }
 
-uint32_t fnv1a_shard(std::string_view key, uint32_t shardCount) { return fnv1a_32(key) % shardCount; }
+uint32_t fnv1a_shard(std::string_view key, uint32_t shardCount) {
+  return shardCount == 0 ? 0 : fnv1a_32(key) % shardCount;
+}
 
 }  // namespace rsc::protocol

@@ -13,7 +13,7 @@ namespace rsc::protocol {
 uint32_t murmur3_32(std::string_view data, uint32_t seed);
 uint32_t fnv1a_32(std::string_view data);
 
-// `shardCount` > 0 (it may exceed a stream's limit; only tests need that).
+// `shardCount` > 0 (it may exceed a stream's limit; only tests need that); 0 answers 0.
 uint32_t murmur3_unbiased_shard(std::string_view key, uint32_t shardCount);
 uint32_t fnv1a_shard(std::string_view key, uint32_t shardCount);
 

@@ -251,6 +251,14 @@ TEST(Compat, TheProducerPlacesKeysByMurmur3AndSurvivesARedisRestart) {
   }
   EXPECT_EQ(seqs.size(), static_cast<std::size_t>(kCount)) << "every record written (a retried one may repeat)";
   EXPECT_GE(records, kCount);
+  // Without a coordinator the key names must be given: a guess would write where nobody reads.
+  FILE* p = popen((std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
+                   " --stream orders --shards 4 --count 1 2>&1").c_str(), "r");
+  std::string out2;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out2 += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+  EXPECT_NE(out2.find("--key-pattern"), std::string::npos) << out2;
   std::filesystem::remove_all(dir);
 }
 

@@ -310,6 +310,27 @@ TEST_F(GroupActorTest, ShardStreamsAndTheConsumerGroupExistBeforeAShardIsHandedO
   EXPECT_EQ(mem_->load(kKey).value->state.provisionedShards, count + 2);
 }
 
+// Found in review: a join queued behind another heartbeat of a group that does not exist yet
+// used to be batched past the groups-per-stream check.
+TEST_F(GroupActorTest, TheGroupLimitHoldsForAJoinQueuedBehindAnotherHeartbeat) {
+  auto cfg = pod_config("pod-q");
+  cfg.maxGroupsPerStream = 1;
+  auto limited = spawn(cfg);
+  ASSERT_EQ(hb(request("a", 0), &limited).status, HeartbeatStatus::OK);
+  const store::GroupKey second{"orders", "audit"};
+  auto b = spawn_group_actor(*sys_, second, cfg, store_);
+  actors_.push_back(b);
+  auto stranger = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  auto joiner = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  post(b, request("x", 5), stranger);
+  post(b, request("j", 0), joiner);
+  run();
+  ASSERT_TRUE(stranger->has_value() && joiner->has_value());
+  EXPECT_EQ((*stranger)->status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
+  EXPECT_EQ((*joiner)->status, HeartbeatStatus::INVALID_REQUEST) << (*joiner)->message.value_or("");
+  EXPECT_FALSE(mem_->load(second).value->exists);
+}
+
 TEST_F(GroupActorTest, AStoreOutageDoesNotExpireHealthyMembers) {
   auto a = hb(request("a", 0));
   a = hb(request("a", a.memberEpoch, assigned(a)));

@@ -442,6 +442,20 @@ TEST_F(TwoMembers, AConvergedMemberIsToldItsWholeAssignmentAgain) {
   EXPECT_EQ(again.assignment->assignedShards, mine);
 }
 
+// An answer stored by an older build that said null for "nothing changed" is replayed as the
+// whole assignment, not as an empty one.
+TEST_F(TwoMembers, AReplayedAnswerFromAnOlderBuildCarriesTheAssignment) {
+  hand_over();
+  const auto mine = assigned(a);
+  auto q = h.request("a", a.memberEpoch, {mine});
+  auto first = h.send(q);
+  ASSERT_EQ(first.status, HeartbeatStatus::OK);
+  h.state().members.at("a").lastResponse->assignment.reset();  // as the older build stored it
+  auto again = h.send(q);
+  ASSERT_TRUE(again.assignment.has_value());
+  EXPECT_EQ(again.assignment->assignedShards, mine);
+}
+
 TEST_F(TwoMembers, AMemberThatHasNotPickedUpItsShardsStillGetsTheAssignment) {
   hand_over();
   auto r = h.hb("b", b.memberEpoch, {{3}});

@@ -294,3 +294,48 @@ TEST(Lifecycle, DeleteIsRefusedWhileMembersLiveUnlessTheyAreFenced) {
   h.tick();
   EXPECT_EQ(group::judge_delete(true, h.state(), false), group::DeleteVerdict::Delete) << "expired members are not live";
 }
+
+// --- provisioning -----------------------------------------------------------------------------
+
+// Only a write that hands a shard out at or past what was provisioned waits for the data plane;
+// steady heartbeats, expiry and leaves of a group never do, even one written before provisioning
+// existed (provisionedShards 0).
+TEST(Provisioning, OnlyHandingOutAnUnprovisionedShardWaitsForTheDataPlane) {
+  Harness h(4);
+  auto a = h.hb("a", 0);
+  auto due = group::provisioning_due(h.state(), h.last().events);
+  ASSERT_TRUE(due.has_value()) << "the join hands out shards 0..3";
+  EXPECT_EQ(*due, 4);
+  // As a group of an older build: members read, nothing recorded as provisioned.
+  auto steady = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(steady.status, HeartbeatStatus::OK);
+  EXPECT_FALSE(group::provisioning_due(h.state(), h.last().events)) << "a steady heartbeat hands nothing out";
+  h.state().provisionedShards = 4;
+  // A second member: the handover hands shards to b, within what is provisioned.
+  auto b = h.hb("b", 0);
+  auto revoke = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(revoke.status, HeartbeatStatus::REVOKE_PENDING);
+  h.hb("a", revoke.memberEpoch, {assigned(revoke)});
+  auto got = h.hb("b", b.memberEpoch);
+  EXPECT_FALSE(assigned(got).empty());
+  EXPECT_FALSE(group::provisioning_due(h.state(), h.last().events)) << "shards below provisionedShards";
+  // Growth: the new shards need their consumer group before they are handed out.
+  h.apply(group::apply_metadata(h.state(), 6, 2, h.cfg(), h.now()));
+  bool sawNew = false;
+  for (int i = 0; i < 6 && !sawNew; ++i) {
+    for (const char* id : {"a", "b"}) {
+      const auto& m = h.member(id);
+      h.hb(id, m.epoch, {Shards(m.assigned.begin(), m.assigned.end())});
+      if (auto d = group::provisioning_due(h.state(), h.last().events)) {
+        EXPECT_EQ(*d, 6);
+        sawNew = true;
+        break;
+      }
+    }
+  }
+  EXPECT_TRUE(sawNew) << "handing out shard 4 or 5 asks for provisioning";
+  // Expiry hands nothing out.
+  h.advance(h.cfg().memberLeaseTtlMs + 1);
+  auto expired = group::tick(h.state(), h.cfg(), h.now());
+  EXPECT_FALSE(group::provisioning_due(expired.state, expired.events));
+}

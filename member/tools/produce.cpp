@@ -7,8 +7,10 @@
 // GET /coord/v1/streams/PREFIX. The shard of a key is murmur3 (the reference clients' rule,
 // protocol/partition.hpp) unless --partitioner fnv1a. seq runs 0..count-1, so the records of one
 // key go to one shard in increasing seq. A failed XADD is retried with backoff for up to
-// --retry-ms (default 30000) before giving up; whenever it stops it prints how many records it
-// wrote (a record retried after an unanswered attempt may be written twice).
+// --retry-ms (default 30000) before giving up, resending from the first failed record on, in
+// order; whenever it stops it prints how many records it wrote (a record whose answer was lost
+// with the connection is sent again, so it may be written twice). With --shards, --key-pattern
+// must say how the shard streams are named.
 #include <csignal>
 #include <chrono>
 #include <cstdio>
@@ -117,7 +119,10 @@ int main(int argc, char** argv) {
       std::cerr << "rsc-produce: the coordinator names partitioner '" << l.partitioner << "'; using murmur3\n";
   }
   if (shards <= 0) usage("the stream has no shards");
-  if (pattern.empty()) pattern = protocol::stream_key_pattern(stream, protocol::KeyStyle::Plain);
+  if (shards > protocol::kMaxShardCount) usage("at most " + std::to_string(protocol::kMaxShardCount) + " shards");
+  // Without a coordinator the keys must be named: streams differ (orders:3 or {orders:3}), and a
+  // guess would write where nobody reads.
+  if (pattern.empty()) usage("--shards needs --key-pattern (e.g. '" + stream + ":{shardIndex}'), or use --coordinator");
   if (pattern.find("{shardIndex}") == std::string::npos) usage("--key-pattern must contain {shardIndex}");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -151,19 +156,15 @@ int main(int argc, char** argv) {
     const auto firstFailure = std::chrono::steady_clock::now();
     int64_t backoffMs = 50;
     for (;;) {
+      // Everything from the first failure on is sent again, in order, so the records of one key
+      // stay in seq order on their shard.
       auto replies = conn.pipeline(todo);
-      std::vector<store::Command> again;
+      std::size_t ok = 0;
+      while (ok < replies.size() && replies[ok].ok() && !replies[ok].value->is_error()) ++ok;
+      sent += static_cast<long>(ok);
       std::string why;
-      for (std::size_t i = 0; i < replies.size(); ++i) {
-        const auto& r = replies[i];
-        if (r.ok() && !r.value->is_error()) {
-          ++sent;
-        } else {
-          if (why.empty()) why = r.ok() ? r.value->str : r.error.message;
-          again.push_back(todo[i]);
-        }
-      }
-      todo = std::move(again);
+      if (ok < replies.size()) why = replies[ok].ok() ? replies[ok].value->str : replies[ok].error.message;
+      todo.erase(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(ok));
       if (todo.empty()) break;
       if (stopSignal) return stop(stopSignal == SIGINT ? "SIGINT" : "SIGTERM");
       if (std::chrono::steady_clock::now() - firstFailure > std::chrono::milliseconds(retryMs))
