@@ -26,11 +26,16 @@
 #include <unistd.h>
 #include <vector>
 
+#include "benchmarks/proc.hpp"
 #include "member/http_client.hpp"
 #include "redis/connection.hpp"
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+using rsc::bench::cpu_seconds;
+using rsc::bench::rss_kib;
+using rsc::bench::split;
 
 namespace {
 
@@ -60,48 +65,6 @@ std::string body(Member& m) {
             << "                [--stream P] [--rounds N] [--interval-ms I] [--healthz-seconds H]\n"
             << "                [--redis HOST:PORT] [--pids PID[,PID...]]\n";
   std::exit(2);
-}
-
-std::vector<std::string> split(const std::string& v) {
-  std::vector<std::string> out;
-  for (std::size_t p = 0; p != std::string::npos;) {
-    const auto c = v.find(',', p);
-    out.push_back(v.substr(p, c == std::string::npos ? std::string::npos : c - p));
-    p = c == std::string::npos ? c : c + 1;
-  }
-  return out;
-}
-
-long rss_kib(const std::vector<std::string>& pids) {
-  long total = 0;
-  for (const auto& p : pids) {
-    std::ifstream in("/proc/" + p + "/status");
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("VmRSS:", 0) == 0) total += std::atol(line.c_str() + 6);
-  }
-  return total;
-}
-
-// CPU seconds (user + system) the given processes have used.
-double cpu_seconds(const std::vector<std::string>& pids) {
-  double total = 0;
-  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
-  for (const auto& p : pids) {
-    std::ifstream in("/proc/" + p + "/stat");
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto close = all.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(all.substr(close + 2));
-    std::string field;
-    long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
-      if (i == 14) utime = std::atol(field.c_str());
-      if (i == 15) stime = std::atol(field.c_str());
-    }
-    total += static_cast<double>(utime + stime) / hz;
-  }
-  return total;
 }
 
 struct RedisCounters {

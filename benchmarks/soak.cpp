@@ -48,12 +48,16 @@
 #include <thread>
 #include <vector>
 
+#include "benchmarks/proc.hpp"
 #include "member/http_client.hpp"
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using rsc::member::HttpClient;
 using rsc::member::HttpReply;
+
+using rsc::bench::rss_kib;
+using rsc::bench::split;
 
 namespace {
 
@@ -78,27 +82,9 @@ struct Options {
   std::exit(2);
 }
 
-std::vector<std::string> split(const std::string& v) {
-  std::vector<std::string> out;
-  for (std::size_t p = 0; p != std::string::npos;) {
-    const auto c = v.find(',', p);
-    out.push_back(v.substr(p, c == std::string::npos ? std::string::npos : c - p));
-    p = c == std::string::npos ? c : c + 1;
-  }
-  return out;
-}
-
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // ---- process figures -------------------------------------------------------------------------
-
-long rss_kib(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
 
 // What a process has open, by kind ("socket", "anon_inode:[eventfd]", a path), with counts.
 std::map<std::string, int> open_fds(const std::string& pid) {

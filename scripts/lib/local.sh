@@ -20,11 +20,14 @@ free_port() {  # a loopback port nothing answers on, below the ephemeral range (
 }
 start_redis() {  # sets rport; not persisted; waits until it answers
   rport=$(free_port)
-  redis-server --port "$rport" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no --daemonize no \
-    --logfile "$dir/redis.log" &
-  pids+=($!)
+  redis_up "$rport" --save "" --appendonly no
+}
+redis_up() {  # redis_up PORT [redis-server args...]: starts one in $dir on PORT, sets rpid, waits until it answers
+  redis-server --port "$1" --bind 127.0.0.1 --dir "$dir" --daemonize no --logfile "$dir/redis.log" "${@:2}" &
+  rpid=$!
+  pids+=("$rpid")
   for _ in $(seq 1 100); do
-    redis-cli -p "$rport" ping >/dev/null 2>&1 && return
+    redis-cli -p "$1" ping >/dev/null 2>&1 && return
     sleep 0.05
   done
   echo "redis-server did not start; see $dir/redis.log" >&2
