@@ -21,18 +21,7 @@ KEEP_DIR=${KEEP_DIR:-0}
 local_init soak
 
 rport=$(free_port)
-redis_start() {
-  redis-server --port "$rport" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly yes --appendfsync everysec \
-    --daemonize no --logfile "$dir/redis.log" &
-  rpid=$!
-  pids+=("$rpid")
-  for _ in $(seq 1 100); do
-    redis-cli -p "$rport" ping >/dev/null 2>&1 && return
-    sleep 0.05
-  done
-  echo "soak: redis-server did not start; see $dir/redis.log" >&2
-  return 1
-}
+redis_start() { redis_up "$rport" --save "" --appendonly yes --appendfsync everysec; }
 redis_start
 
 timing=(--tick-interval-ms 100 --heartbeat-interval-ms 1000 --member-lease-ttl-ms 3000 --rebalance-timeout-ms 5000)
