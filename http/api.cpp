@@ -93,6 +93,29 @@ Routed method_not_allowed(const std::string& method, const std::string& allow) {
 
 }  // namespace
 
+const std::vector<ServedRoute>& served_routes() {
+  static const std::string s = "/coord/v1/streams/{streamPrefix}";
+  static const std::string g = s + "/groups/{consumerGroup}";
+  static const std::vector<ServedRoute> all{
+      {"POST", g + "/members/{memberId}/heartbeat"},
+      {"GET", s},
+      {"PUT", s},
+      {"POST", s},
+      {"GET", s + "/groups"},
+      {"GET", g},
+      {"DELETE", g},
+      {"GET", g + "/producer-routing"},
+      {"DELETE", g + "/members/{memberId}"},
+      {"GET", "/metrics"},
+      {"HEAD", "/metrics"},
+      {"GET", "/healthz"},
+      {"HEAD", "/healthz"},
+      {"GET", "/readyz"},
+      {"HEAD", "/readyz"},
+  };
+  return all;
+}
+
 Routed route(const std::string& method, const std::string& target) {
   std::string path = target.substr(0, target.find('?'));
   // The absolute form (RFC 9112 §3.2.2: "GET http://host/healthz") names the same resource.

@@ -127,6 +127,14 @@ struct Routed {
 };
 Routed route(const std::string& method, const std::string& target);
 
+// Every (method, path template) the router serves, e.g. {"GET", "/coord/v1/streams/{streamPrefix}"}
+// (docs/openapi.json must list exactly these; a test holds the router, this list and it together).
+struct ServedRoute {
+  std::string method;
+  std::string path;
+};
+const std::vector<ServedRoute>& served_routes();
+
 // Everything between the parsed request and the response.
 void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& respond);
 

@@ -1,7 +1,9 @@
 // The HTTP surface without sockets: routing, auth, validation and the HTTP codes of SPEC §2/§5.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "http/api.hpp"
 #include "protocol/codec.hpp"
@@ -442,4 +444,63 @@ TEST(Probes, ReadinessFollowsTheStoreAndMetricsUseTheExpositionFormat) {
   EXPECT_EQ(r.res.status, 503);
   EXPECT_NE(r.res.body.find("refused"), std::string::npos);
   EXPECT_EQ(call(b, {}, "GET", "/healthz").res.status, 200) << "the process is up even when Redis is not";
+}
+
+// docs/openapi.json describes exactly what the router serves: every route it lists resolves, every
+// served route is listed, no other method of a listed path is served, and its example requests
+// are accepted by the codec.
+TEST(OpenApi, TheDocumentListsExactlyTheServedRoutesAndItsExamplesDecode) {
+  std::ifstream in(RSC_OPENAPI_FILE);
+  ASSERT_TRUE(in) << RSC_OPENAPI_FILE;
+  const json doc = json::parse(in);
+  EXPECT_EQ(doc.at("openapi"), "3.1.0");
+  auto concrete = [](std::string path) {  // templates filled with valid names
+    for (const auto& [hole, name] : std::vector<std::pair<std::string, std::string>>{
+             {"{streamPrefix}", "orders"}, {"{consumerGroup}", "billing"}, {"{memberId}", "m1"}}) {
+      const auto at = path.find(hole);
+      if (at != std::string::npos) path.replace(at, hole.size(), name);
+    }
+    return path;
+  };
+  std::set<std::pair<std::string, std::string>> documented, served;
+  for (const auto& [path, ops] : doc.at("paths").items())
+    for (const auto& [method, op] : ops.items()) {
+      if (method == "parameters") continue;
+      std::string m = method;
+      for (auto& ch : m) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      documented.insert({m, path});
+      EXPECT_TRUE(route(m, concrete(path)).route.has_value()) << m << " " << path << " is documented but not served";
+      EXPECT_TRUE(op.contains("responses")) << m << " " << path;
+    }
+  for (const auto& r : served_routes()) {
+    served.insert({r.method, r.path});
+    EXPECT_TRUE(route(r.method, concrete(r.path)).route.has_value()) << r.method << " " << r.path;
+  }
+  EXPECT_EQ(documented, served);
+  // Nothing beyond the list: other methods on a served path are refused with 405.
+  for (const auto& [method, path] : served)
+    for (const char* other : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"})
+      if (!served.count({other, path})) {
+        auto r = route(other, concrete(path));
+        EXPECT_FALSE(r.route.has_value()) << other << " " << path << " is served but not documented";
+        EXPECT_EQ(r.error.status, 405) << other << " " << path;
+      }
+  // The example requests are accepted.
+  const auto& hb = doc.at("paths").at("/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat");
+  int examples = 0;
+  for (const auto& [name, ex] : hb.at("post").at("requestBody").at("content").at("application/json").at("examples").items()) {
+    auto d = protocol::decode_heartbeat_request(ex.at("value").dump(), "m1");
+    EXPECT_TRUE(d.ok()) << name << ": " << d.error.message;
+    ++examples;
+  }
+  EXPECT_GE(examples, 3);
+  const auto& stream = doc.at("paths").at("/coord/v1/streams/{streamPrefix}");
+  for (const auto& [method, post] : {std::pair<const char*, bool>{"put", false}, {"post", true}})
+    for (const auto& [name, ex] : stream.at(method).at("requestBody").at("content").at("application/json").at("examples").items()) {
+      auto d = protocol::decode_stream_request(ex.at("value").dump(), post);
+      EXPECT_TRUE(d.ok()) << method << " " << name << ": " << d.error.message;
+    }
+  // The documented answer of a heartbeat decodes as one.
+  const auto& example = hb.at("post").at("responses").at("200").at("content").at("application/json").at("example");
+  EXPECT_TRUE(protocol::decode_heartbeat_response(example.dump()).ok());
 }
