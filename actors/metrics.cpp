@@ -6,6 +6,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "redis/store.hpp"
+
 #include <algorithm>
 #include <array>
 #include <tuple>
@@ -108,6 +110,7 @@ struct Metrics::Impl {
     std::string stream, group;
     std::array<double, 6> counts{};
     double lag = 0, pending = 0, capMax = 0, capAvail = 0, epoch = 0;
+    double pendingShards = 0, revokingShards = 0;  // shards not where the target wants them yet
   };
   std::unordered_map<std::string, GroupGauges> perGroup;
   std::array<prometheus::Gauge*, 6> stateGauges{};
@@ -115,6 +118,10 @@ struct Metrics::Impl {
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
+  // Every kind of store error exists from the start at 0, so rate() over it works (and alert
+  // rules and dashboards find the series before the first error).
+  for (auto k : {store::ErrorKind::Retryable, store::ErrorKind::Fatal, store::ErrorKind::Corrupt, store::ErrorKind::Invalid})
+    impl_->storeErrors.Add({{"kind", store::to_string(k)}});
   for (std::size_t i = 0; i < kStates.size(); ++i)
     impl_->stateGauges[i] = &impl_->members.Add({{"state", std::string(protocol::to_string(kStates[i]))}});
 }
@@ -167,6 +174,8 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
       next.lag += static_cast<double>(p.lag.value_or(0));
       next.pending += static_cast<double>(p.pending.value_or(0));
     }
+    next.pendingShards += static_cast<double>(m.pending().size());
+    next.revokingShards += static_cast<double>(m.revoking.size());
     next.capMax += m.capacity.runtimeMaxConcurrency;
     next.capAvail += m.capacity.availableConcurrency;
   }
@@ -186,6 +195,8 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
   cur.capMax = next.capMax;
   cur.capAvail = next.capAvail;
   cur.epoch = next.epoch;
+  cur.pendingShards = next.pendingShards;
+  cur.revokingShards = next.revokingShards;
 }
 
 // A group that left this pod's memory leaves /metrics too (its member counts and its series).
@@ -212,6 +223,9 @@ std::string Metrics::text() const {
   auto capacity =
       gauge("rsc_group_capacity", "Sum of the members' reported consumer capacity, per group (kind=max|available)");
   auto epoch = gauge("rsc_group_epoch", "Group epoch, per group");
+  auto unsettled = gauge("rsc_group_shards_unsettled",
+                         "Shards not yet where the group's target puts them, per group (kind=pending: waiting for "
+                         "their holder to let go; kind=revoking: being let go); 0 once the group converged");
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     std::vector<const Impl::GroupGauges*> groups;
@@ -233,9 +247,11 @@ std::string Metrics::text() const {
       sample(capacity, *g, g->capAvail, "available");
       sample(capacity, *g, g->capMax, "max");
       sample(epoch, *g, g->epoch);
+      sample(unsettled, *g, g->pendingShards, "pending");
+      sample(unsettled, *g, g->revokingShards, "revoking");
     }
   }
-  for (auto* f : {&lag, &pending, &capacity, &epoch}) families.push_back(std::move(*f));
+  for (auto* f : {&lag, &pending, &capacity, &epoch, &unsettled}) families.push_back(std::move(*f));
   prometheus::TextSerializer s;
   return s.Serialize(families);
 }
