@@ -7,6 +7,7 @@ packages=(
   libcaf-dev libhiredis-dev libboost-dev libboost-system-dev prometheus-cpp-dev
   redis-server prometheus faketime
   clang libclang-rt-14-dev
+  curl python3 python3-yaml
 )
 missing=()
 for p in "${packages[@]}"; do

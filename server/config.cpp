@@ -211,7 +211,7 @@ void validate(const Config& c) {
 }  // namespace
 
 std::string usage() {
-  return "usage: rsc-coordinator [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT]\n"
+  return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT]\n"
          "         [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--shutdown-grace-ms N]\n"
@@ -230,7 +230,9 @@ std::string usage() {
          "\"coordinator\": {\"tick-interval\": ms, ..., \"consumer-group-start\": \"0\"|\"$\"},\n"
          "\"groups\": {\"<stream>/<group>\": {\"consumerGroupStart\": \"0\"|\"$\"}}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
          "\"streams\": [patterns], \"groups\": [patterns]}], \"metricsPublic\": true}}. No tokens: the server\n"
-         "runs open. metricsPublic false: GET /metrics needs a token too (its labels name every group).\n";
+         "runs open. metricsPublic false: GET /metrics needs a token too (its labels name every group).\n"
+         "--check-config validates the file, environment and flags, prints the settings and exits\n"
+         "(0 valid, 2 not) without connecting to anything.\n";
 }
 
 Parsed parse(const std::vector<std::string>& args, const std::function<const char*(const char*)>& env) {
@@ -269,6 +271,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
       };
       if (a == "--config") {
         value();
+      } else if (a == "--check-config") {
+        out.checkOnly = true;
       } else if (a == "--listen") {
         set_listen(c, value(), a);
       } else if (a == "--redis") {

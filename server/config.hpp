@@ -25,6 +25,7 @@ struct Parsed {
   std::optional<Config> config;
   std::string error;  // a message naming the flag, variable or file field
   bool help = false;
+  bool checkOnly = false;  // --check-config: validate everything, print the summary, exit
 };
 
 // `env` looks a variable up (std::getenv in the binary, a map in tests).

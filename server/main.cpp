@@ -25,6 +25,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto cfg = *parsed.config;
+  if (parsed.checkOnly) {
+    std::cout << "rsc-coordinator: configuration valid: " << server::summary(cfg) << "\n";
+    return 0;
+  }
 
   // Signals are taken by this thread alone (sigwait below); every thread started later inherits
   // the mask.

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Keeps deploy/ from rotting (run by ctest): the Kubernetes manifests parse, the coordinator accepts
+every flag, environment variable and config file they give it (--check-config), the ports agree
+everywhere (container, --listen, Service, probes, scrape annotations, ServiceMonitor, Dockerfile),
+the probe and scrape paths answer on a running coordinator started with the manifests' settings,
+the grace period outlasts the drain, and the example consumer's flags are rsc-consume's.
+  python3 scripts/check-manifests.py BUILD_DIR"""
+import os, re, shutil, signal, socket, subprocess, sys, tempfile, time, urllib.request
+import yaml
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build"))
+k8s = os.path.join(root, "deploy", "k8s")
+failures = []
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+docs = {}
+for name in sorted(os.listdir(k8s)):
+    if name.endswith(".yaml") and name != "kustomization.yaml":
+        with open(os.path.join(k8s, name)) as f:
+            for d in yaml.safe_load_all(f):
+                docs[(d["kind"], d["metadata"]["name"])] = d
+check(len(docs) >= 7, f"{len(docs)} Kubernetes objects parse")
+with open(os.path.join(k8s, "kustomization.yaml")) as f:
+    kust = yaml.safe_load(f)
+listed = set(kust["resources"])
+present = {n for n in os.listdir(k8s) if n.endswith(".yaml") and n != "kustomization.yaml"}
+check(listed == present, "kustomization.yaml lists every manifest")
+
+dep = docs[("Deployment", "rsc-coordinator")]
+pod = dep["spec"]["template"]
+c = pod["spec"]["containers"][0]
+cm = docs[("ConfigMap", "rsc-coordinator")]["data"]
+secret = docs[("Secret", "rsc-coordinator-auth")]["stringData"]
+check(dep["spec"]["replicas"] == 3, "3 replicas")
+check(any(e["name"] == "POD_IP" and e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP" for e in c["env"]),
+      "POD_IP from the downward API")
+check("resources" in c and "requests" in c["resources"], "resources set")
+check(docs.get(("PodDisruptionBudget", "rsc-coordinator")) is not None, "a PodDisruptionBudget")
+
+# Ports everywhere.
+ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+args = c["args"]
+listen = args[args.index("--listen") + 1]
+port = ports["http"]
+check(listen.endswith(":" + str(port)), f"--listen {listen} is the container port {port}")
+ann = pod["metadata"]["annotations"]
+check(ann["prometheus.io/port"] == str(port) and ann["prometheus.io/scrape"] == "true", "scrape annotations on the port")
+svc = docs[("Service", "rsc-coordinator")]
+check(all(p["targetPort"] in ("http", port) for p in svc["spec"]["ports"]), "Service targets the container port")
+check(c["readinessProbe"]["httpGet"]["port"] in ("http", port) and c["livenessProbe"]["httpGet"]["port"] in ("http", port),
+      "probes on the container port")
+sm = docs[("ServiceMonitor", "rsc-coordinator")]
+check(sm["spec"]["endpoints"][0]["port"] in [p["name"] for p in svc["spec"]["ports"]], "ServiceMonitor uses the Service's port")
+with open(os.path.join(root, "deploy", "docker", "Dockerfile")) as f:
+    dockerfile = f.read()
+check(re.search(r"^EXPOSE %d$" % port, dockerfile, re.M) is not None, "Dockerfile EXPOSEs the port")
+check(f"0.0.0.0:{port}" in dockerfile and f"127.0.0.1:{port}/healthz" in dockerfile, "Dockerfile listens and health-checks on it")
+check(re.search(r"^USER \S+$", dockerfile, re.M) is not None and "USER root" not in dockerfile, "Dockerfile runs as a non-root user")
+grace = int(cm.get("RSC_SHUTDOWN_GRACE_MS", "10000")) / 1000
+check(pod["spec"]["terminationGracePeriodSeconds"] > grace, f"grace period outlasts the {grace:.0f} s drain")
+
+# The coordinator accepts the flags, environment and config file as given.
+tmp = tempfile.mkdtemp(prefix="rsc-manifests-")
+mount = c["volumeMounts"][0]["mountPath"]
+for fname, text in secret.items():
+    with open(os.path.join(tmp, fname), "w") as f:
+        f.write(text)
+local_args = [a.replace(mount, tmp) for a in args]
+env = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
+env.update(cm)
+env["POD_IP"] = "10.1.2.3"
+coord = os.path.join(build, "rsc-coordinator")
+r = subprocess.run([coord, "--check-config"] + local_args, env=env, capture_output=True, text=True)
+check(r.returncode == 0, "rsc-coordinator --check-config accepts the manifest: " + (r.stdout.strip() or r.stderr.strip())[:200])
+bad = subprocess.run([coord, "--check-config", "--no-such-flag"], env=env, capture_output=True, text=True)
+check(bad.returncode == 2, "--check-config refuses what is wrong")
+
+# The probe and scrape paths answer on a coordinator run with these settings.
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+rport, cport = free_port(), free_port()
+procs = []
+try:
+    procs.append(subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--dir", tmp,
+                                   "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    run_args = list(local_args)
+    run_args[run_args.index("--listen") + 1] = f"127.0.0.1:{cport}"
+    env["RSC_REDIS"] = f"127.0.0.1:{rport}"
+    procs.append(subprocess.Popen([coord] + run_args, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=open(os.path.join(tmp, "pod.log"), "w")))
+    def get(path):
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{cport}{path}", timeout=2).status
+        except Exception as e:
+            return getattr(e, "code", 0)
+    deadline = time.time() + 10
+    while time.time() < deadline and get(c["readinessProbe"]["httpGet"]["path"]) != 200:
+        time.sleep(0.1)
+    for what, path in [("readiness", c["readinessProbe"]["httpGet"]["path"]), ("liveness", c["livenessProbe"]["httpGet"]["path"]),
+                       ("scrape", ann["prometheus.io/path"]), ("ServiceMonitor", sm["spec"]["endpoints"][0]["path"])]:
+        check(get(path) == 200, f"{what} path {path} answers 200")
+finally:
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+# The example consumer's flags are rsc-consume's.
+cons = docs[("Deployment", "orders-billing-consumer")]["spec"]["template"]["spec"]["containers"][0]
+usage = subprocess.run([os.path.join(build, "rsc-consume"), "--help"], capture_output=True, text=True)
+flags = [a for a in cons["args"] if a.startswith("--")]
+check(all(f in usage.stdout + usage.stderr for f in flags), f"rsc-consume knows {', '.join(flags)}")
+check(cons["command"][0] == "/usr/local/bin/rsc-consume" and "build/rsc-consume /out/rsc-consume" in dockerfile
+      and "COPY --from=build /out/ /usr/local/bin/" in dockerfile, "the image carries rsc-consume where the consumer runs it")
+
+print(f"check-manifests: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
