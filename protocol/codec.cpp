@@ -97,6 +97,16 @@ int32_t shard_index_of(const json& o, const std::string& f) {
   return static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
 }
 
+// An optional "keyStyle" field: absent or null is nullopt, anything but "plain" or "hashtag" fails.
+std::optional<KeyStyle> optional_key_style(const json& j) {
+  const json* k = find(j, "keyStyle");
+  if (k == nullptr || k->is_null()) return std::nullopt;
+  const auto v = as_string(*k, "keyStyle", 16);
+  const auto style = key_style_from(v);
+  if (!style) fail("keyStyle", "'" + v + "' is not a key style (plain: prefix:i, hashtag: {prefix:i})");
+  return style;
+}
+
 // A Redis stream id: "<ms>-<seq>", both decimal.
 bool valid_stream_id(const std::string& s) {
   auto dash = s.find('-');
@@ -363,11 +373,7 @@ Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post) {
       r.shardCount = static_cast<int32_t>(as_int(*c, count, 1, kMaxShardCount));
     else if (!post)
       fail(count, "is required");
-    if (const json* k = find(j, "keyStyle"); k != nullptr && !k->is_null()) {
-      const auto v = as_string(*k, "keyStyle", 16);
-      r.keyStyle = key_style_from(v);
-      if (!r.keyStyle) fail("keyStyle", "'" + v + "' is not a key style (plain: prefix:i, hashtag: {prefix:i})");
-    }
+    r.keyStyle = optional_key_style(j);
     if (const json* v = find(j, "requestedBy"); v != nullptr && !v->is_null()) r.requestedBy = as_string(*v, "requestedBy", 256);
     if (const json* v = find(j, "reason"); v != nullptr && !v->is_null()) r.reason = as_string(*v, "reason", 1024);
     return r;
@@ -383,13 +389,7 @@ Decoded<StreamMetadata> decode_stream_metadata(std::string_view body) {
     m.shardCount = static_cast<int32_t>(as_int(require(j, "", "shardCount"), "shardCount", 0, kMaxShardCount));
     m.metadataVersion =
         static_cast<int32_t>(as_int(require(j, "", "metadataVersion"), "metadataVersion", 0, kI32Max));
-    m.keyStyle = KeyStyle::HashTag;  // what a coordinator that does not say used
-    if (const json* k = find(j, "keyStyle"); k != nullptr && !k->is_null()) {
-      const auto v = as_string(*k, "keyStyle", 16);
-      const auto style = key_style_from(v);
-      if (!style) fail("keyStyle", "'" + v + "' is not a key style");
-      m.keyStyle = *style;
-    }
+    m.keyStyle = optional_key_style(j).value_or(KeyStyle::HashTag);  // what a coordinator that does not say used
     return m;
   });
 }
