@@ -34,6 +34,8 @@ class RedisStore : public GroupStore {
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
+  // Groups whose revision this store remembers (rollback detection); a group that does not exist is not one.
+  std::size_t revisions_remembered() const { return tracker_.remembered(); }
 
   Result<bool> ping() override;
   const KeySpace& keys() const { return keys_; }

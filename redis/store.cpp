@@ -42,7 +42,12 @@ std::string random_token() {
 
 Rollback RevisionTracker::observe(const GroupKey& key, int64_t revision, int32_t groupEpoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& seen = seen_[key.str()];
+  auto it = seen_.find(key.str());
+  // A group never written (revision 0, epoch 0) teaches nothing: it is not remembered, so asking
+  // about any number of groups that do not exist costs no memory.
+  if (it == seen_.end() && revision <= 0 && groupEpoch <= 0) return {};
+  if (it == seen_.end()) it = seen_.emplace(key.str(), Seen{}).first;
+  auto& seen = it->second;
   Rollback r;
   if (revision < seen.revision) {
     r.detected = true;
@@ -57,6 +62,11 @@ Rollback RevisionTracker::observe(const GroupKey& key, int64_t revision, int32_t
   seen.revision = revision;  // accept the store's present; the epoch high-water mark stays
   seen.groupEpoch = std::max(seen.groupEpoch, groupEpoch);
   return r;
+}
+
+std::size_t RevisionTracker::remembered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seen_.size();
 }
 
 int64_t RevisionTracker::rollbacks() const {

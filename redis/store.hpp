@@ -204,6 +204,8 @@ class RevisionTracker {
   // Every revision read from or written to the store passes here. A missing group is revision 0.
   Rollback observe(const GroupKey& key, int64_t revision, int32_t groupEpoch);
   int64_t rollbacks() const;
+  // Groups remembered: those seen with a revision or epoch above 0 (never a group that does not exist).
+  std::size_t remembered() const;
 
  private:
   struct Seen {

@@ -586,6 +586,42 @@ TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
   EXPECT_GT(slots.size(), 8u);
 }
 
+// Rollback detection remembers each group the pod has seen written, and nothing for a group that
+// does not exist: a client asking about ever new group names must not grow the pod's memory.
+TEST_F(RedisStoreTest, AskingAboutGroupsThatDoNotExistIsRememberedNowhere) {
+  auto pod = this->pod();
+  for (int i = 0; i < 500; ++i) {
+    auto l = pod.load({"s", "missing-" + std::to_string(i)});
+    ASSERT_TRUE(l.ok());
+    ASSERT_FALSE(l.value->exists);
+  }
+  EXPECT_EQ(pod.revisions_remembered(), 0u);
+  const GroupKey k{"s", "real"};
+  auto s = sample_group(k);
+  ASSERT_EQ(pod.compare_and_set(CasRequest{k, 0, &s, nullptr}).value->status, CasStatus::Written);
+  EXPECT_EQ(pod.revisions_remembered(), 1u);
+  // Deleted, the group keeps its revision in Redis and here: a store that loses it is still caught.
+  ASSERT_EQ(pod.delete_group(k, 1).value, DeleteStatus::Deleted);
+  EXPECT_EQ(pod.revisions_remembered(), 1u);
+  shared_server().admin().command({"FLUSHALL"});
+  auto gone = pod.load(k);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_TRUE(gone.value->rollback.detected) << "the deleted group's revision went back to 0";
+}
+
+TEST(RevisionTracker, RemembersOnlyWhatItLearnedAndStillDetectsALostGroup) {
+  RevisionTracker t;
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(t.observe({"s", "g" + std::to_string(i)}, 0, 0).detected);
+  EXPECT_EQ(t.remembered(), 0u);
+  EXPECT_FALSE(t.observe({"s", "g1"}, 4, 2).detected);
+  EXPECT_EQ(t.remembered(), 1u);
+  auto r = t.observe({"s", "g1"}, 0, 0);  // the store forgot it
+  EXPECT_TRUE(r.detected);
+  EXPECT_EQ(r.seenRevision, 4);
+  EXPECT_EQ(r.seenGroupEpoch, 2);
+  EXPECT_EQ(t.rollbacks(), 1);
+}
+
 // A stream written before key styles existed has hash-tagged keys; a consumer group starts at 0
 // (records produced before it existed are read) or at $ (only new ones); a key of another type
 // is a clear error, not BUSYGROUP.
