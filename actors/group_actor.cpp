@@ -63,6 +63,7 @@ struct GroupActorState {
   std::optional<group::Millis> storedDeadline;
   std::optional<int64_t> groupsInStream;  // for a group that does not exist: from its last load
   std::map<std::string, group::Millis> revokeStarted;
+  group::RecentEvents recent;  // what this pod saw happen, for describe
   // Retirement: an idle actor leaves memory.
   group::Millis lastActivity = 0;
   bool retireTimer = false;
@@ -223,6 +224,7 @@ void log_and_measure(Self self, const std::vector<group::Event>& events, const g
   auto& st = self->state;
   auto* m = st.cfg.metrics.get();
   const auto t = now(self);
+  st.recent.record(events, g.groupEpoch, t);
   for (const auto& e : events) {
     using K = group::Event::Kind;
     if (st.cfg.logEvents) log::info("group " + st.key.str() + ": " + group::to_string(e));
@@ -661,7 +663,7 @@ void start_describe(Self self, const WorkPtr& w) {
               w->describe.done(store::Result<std::optional<std::string>>::failure(r.loaded.error));
             } else {
               std::optional<std::string> body;
-              if (r.loaded.value->exists) body = group::describe_json(r.loaded.value->state, now(self));
+              if (r.loaded.value->exists) body = group::describe_json(r.loaded.value->state, now(self), &self->state.recent);
               w->describe.done(store::Result<std::optional<std::string>>::success(std::move(body)));
             }
             pump(self);

@@ -174,6 +174,12 @@ void Service::list_groups(const std::string& prefix, std::function<void(store::R
                  StoreTask{[=](store::GroupStore& s) { done(s.list_stream_groups(prefix)); }});
 }
 
+void Service::list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) { done(s.list_streams()); }});
+}
+
+void Service::audit(const std::string& line) { log::info(line); }
+
 void Service::describe(const store::GroupKey& key,
                        std::function<void(store::Result<std::optional<std::string>>)> done) {
   caf::anon_send(impl_->gateway_for(key), describe_atom::value, key, DescribeCall{std::move(done)});

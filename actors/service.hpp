@@ -62,8 +62,10 @@ class Service : public http::Backend {
   void get_stream(const std::string& prefix,
                   std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override;
   void list_groups(const std::string& prefix, std::function<void(store::Result<std::vector<std::string>>)> done) override;
+  void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) override;
   void describe(const store::GroupKey& key,
                 std::function<void(store::Result<std::optional<std::string>>)> done) override;
+  void audit(const std::string& line) override;
   void remove_member(const store::GroupKey& key, const std::string& memberId,
                      std::function<void(store::Result<bool>)> done) override;
   void delete_group(const store::GroupKey& key, bool fenceMembers,

@@ -34,6 +34,10 @@ struct Fake : http::Backend {
   void list_groups(const std::string&, std::function<void(store::Result<std::vector<std::string>>)> done) override {
     done(store::Result<std::vector<std::string>>::success({}));
   }
+  void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) override {
+    done(store::Result<std::vector<std::string>>::success({"orders"}));
+  }
+  void audit(const std::string&) override {}
   void describe(const store::GroupKey&, std::function<void(store::Result<std::optional<std::string>>)> done) override {
     done(store::Result<std::optional<std::string>>::failure(store::ErrorKind::Retryable, "down"));
   }

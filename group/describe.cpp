@@ -7,7 +7,7 @@
 
 namespace rsc::group {
 
-std::string describe_json(const GroupState& g, Millis now) {
+std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent) {
   using json = nlohmann::json;
   json members = json::array();
   for (const auto& [id, m] : g.members) {
@@ -54,6 +54,17 @@ std::string describe_json(const GroupState& g, Millis now) {
          {"targetAssignment", std::move(target)},
          {"shardOwners", std::move(owners)}};
   if (g.rollbackGuardUntilMs > now) j["rollbackGuardInMs"] = g.rollbackGuardUntilMs - now;
+  if (recent != nullptr) {
+    json events = json::array();
+    for (const auto& r : recent->items()) {
+      json e{{"agoMs", now - r.atMs}, {"kind", to_string(r.event.kind)}, {"groupEpoch", r.groupEpoch}};
+      if (!r.event.member.empty()) e["memberId"] = r.event.member;
+      if (!r.event.shards.empty()) e["shards"] = r.event.shards;
+      if (!r.event.detail.empty()) e["detail"] = r.event.detail;
+      events.push_back(std::move(e));
+    }
+    j["recentEvents"] = std::move(events);
+  }
   return protocol::dump(j);
 }
 

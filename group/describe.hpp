@@ -3,10 +3,12 @@
 
 #include <string>
 
+#include "group/recent_events.hpp"
 #include "group/state.hpp"
 
 namespace rsc::group {
 
-std::string describe_json(const GroupState& g, Millis now);
+// With `recent`, the answer carries "recentEvents" (oldest first), each with its age.
+std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent = nullptr);
 
 }  // namespace rsc::group

@@ -45,30 +45,41 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 AuthDecision authorize(const AuthConfig& auth, const std::string& header, Need need, const std::string& stream,
                        const std::string& group) {
-  if (need == Need::Public || auth.open()) return {};
+  if (auth.open()) return {};
   const std::string prefix = "Bearer ";
-  if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
-    return {false, 401, "missing bearer token (Authorization: Bearer <token>)"};
+  const bool bearer = header.size() > prefix.size() && header.compare(0, prefix.size(), prefix) == 0;
+  if (!bearer) {
+    if (need == Need::Public) return {true, 200, {}, "unauthenticated"};
+    return {false, 401, "missing bearer token (Authorization: Bearer <token>)", "unauthenticated"};
+  }
   const std::string presented = header.substr(prefix.size());
   // Compared with every configured token, each in constant time, before looking at the match.
   const Token* match = nullptr;
-  for (const auto& t : auth.tokens) {
-    const bool equal = constant_time_equal(presented, t.token);
-    if (equal && match == nullptr) match = &t;
+  std::size_t place = 0;
+  for (std::size_t i = 0; i < auth.tokens.size(); ++i) {
+    const bool equal = constant_time_equal(presented, auth.tokens[i].token);
+    if (equal && match == nullptr) {
+      match = &auth.tokens[i];
+      place = i;
+    }
   }
   if (match != nullptr) {
     const Token& t = *match;
-    if (need == Need::Admin && t.role != "admin") return {false, 403, "this token's role may not do admin calls"};
+    const std::string caller = t.name.empty() ? "token#" + std::to_string(place) : t.name;
+    auto refuse = [&](std::string why) { return AuthDecision{false, 403, std::move(why), caller, &t}; };
+    if (need == Need::Public) return {true, 200, {}, caller, &t};
+    if (need == Need::Admin && t.role != "admin") return refuse("this token's role may not do admin calls");
     auto any = [](const std::vector<std::string>& pats, const std::string& v) {
       for (const auto& p : pats)
         if (glob_match(p, v)) return true;
       return false;
     };
-    if (!stream.empty() && !any(t.streams, stream)) return {false, 403, "token not allowed for stream " + stream};
-    if (!group.empty() && !any(t.groups, group)) return {false, 403, "token not allowed for group " + group};
-    return {};
+    if (!stream.empty() && !any(t.streams, stream)) return refuse("token not allowed for stream " + stream);
+    if (!group.empty() && !any(t.groups, group)) return refuse("token not allowed for group " + group);
+    return {true, 200, {}, caller, &t};
   }
-  return {false, 401, "unknown bearer token"};
+  if (need == Need::Public) return {true, 200, {}, "unauthenticated"};
+  return {false, 401, "unknown bearer token", "unauthenticated"};
 }
 
 namespace {
@@ -98,6 +109,9 @@ const std::vector<ServedRoute>& served_routes() {
   static const std::string g = s + "/groups/{consumerGroup}";
   static const std::vector<ServedRoute> all{
       {"POST", g + "/members/{memberId}/heartbeat"},
+      {"GET", "/"},
+      {"HEAD", "/"},
+      {"GET", "/coord/v1/streams"},
       {"GET", s},
       {"PUT", s},
       {"POST", s},
@@ -139,6 +153,8 @@ Routed route(const std::string& method, const std::string& target) {
     if (method != "GET" && method != "HEAD") return method_not_allowed(method, "GET, HEAD");
     return {Route{kind, {}, {}, {}}, {}};
   };
+  if (p.empty()) return probe(K::StatusPage);
+  if (p.size() == 3 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") return only("GET", K::ListStreams);
   if (p.size() == 1 && p[0] == "metrics") return probe(K::Metrics);
   if (p.size() == 1 && p[0] == "healthz") return probe(K::Health);
   if (p.size() == 1 && p[0] == "readyz") return probe(K::Ready);
@@ -249,11 +265,56 @@ bool is_json(const std::string& contentType) {
   return base == "application/json";
 }
 
+// A value in an audit line: as is when it is one plain word, quoted (with \" and \\ escaped, and
+// control characters as \xNN) otherwise, so a line is always one line and splits unambiguously.
+std::string audit_value(const std::string& v) {
+  bool plain = !v.empty();
+  for (unsigned char c : v)
+    if (c <= ' ' || c == '"' || c == '\\' || c == '=' || c >= 0x7f) plain = false;
+  if (plain) return v;
+  std::string out = "\"";
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < ' ' || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace
+
+std::string audit_line(const std::string& caller, const std::string& action, const std::string& target,
+                       const HttpResponse& answer) {
+  std::string outcome;
+  const auto body = json::parse(answer.body, nullptr, false);
+  if (answer.status >= 200 && answer.status < 300) {
+    outcome = "ok";
+    if (body.is_object()) {
+      for (const char* field : {"shardCount", "metadataVersion", "keyStyle", "state", "deleted"})
+        if (body.contains(field)) outcome += std::string(" ") + field + "=" + body[field].dump();
+    }
+  } else {
+    outcome = "refused";
+    if (body.is_object() && body.contains("error") && body["error"].is_string())
+      outcome += " " + body["error"].get<std::string>();
+    if (body.is_object() && body.contains("message") && body["message"].is_string())
+      outcome += ": " + body["message"].get<std::string>();
+  }
+  return "audit caller=" + audit_value(caller) + " action=" + audit_value(action) + " target=" + audit_value(target) +
+         " status=" + std::to_string(answer.status) + " outcome=" + audit_value(outcome);
+}
 
 void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& given) {
   // HEAD: the same answer as GET, without its body.
-  const Respond respond = req.method != "HEAD" ? given : Respond([given](HttpResponse r) {
+  const Respond respondAll = req.method != "HEAD" ? given : Respond([given](HttpResponse r) {
     r.body.clear();
     given(std::move(r));
   });
@@ -262,10 +323,24 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     auto r = plain_error(routed.error.status, routed.error.status == 405 ? "METHOD_NOT_ALLOWED" : "NOT_FOUND",
                          routed.error.message);
     if (!routed.error.allow.empty()) r.headers.emplace_back("Allow", routed.error.allow);
-    return respond(std::move(r));
+    return respondAll(std::move(r));
   }
   const Route& rt = *routed.route;
   using K = Route::Kind;
+  // An admin call leaves one audit line, whatever its answer (refusals included).
+  const char* action = rt.kind == K::PostStream     ? "create-stream"
+                       : rt.kind == K::PutStream    ? "put-stream"
+                       : rt.kind == K::DeleteGroup  ? "delete-group"
+                       : rt.kind == K::RemoveMember ? "remove-member"
+                                                    : nullptr;
+  auto caller = std::make_shared<std::string>(auth.open() ? "anonymous" : "unauthenticated");
+  const Respond respond = action == nullptr ? respondAll : Respond([&backend, respondAll, caller, action, rt](HttpResponse r) {
+    std::string target = rt.stream;
+    if (!rt.group.empty()) target += "/" + rt.group;
+    if (!rt.member.empty()) target += "/" + rt.member;
+    backend.audit(audit_line(*caller, action, target, r));
+    respondAll(std::move(r));
+  });
 
   // Names in the path are validated before anything else touches them.
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"streamPrefix", &rt.stream},
@@ -284,6 +359,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::Heartbeat:
     case K::GetStream:
     case K::ListGroups:
+    case K::ListStreams:
     case K::Describe:
     case K::ProducerRouting: need = Need::Member; break;
     case K::PutStream:
@@ -294,6 +370,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     default: need = Need::Public;
   }
   const auto decision = authorize(auth, req.authorization, need, rt.stream, rt.group);
+  *caller = decision.caller;
   if (!decision.allowed) {
     if (rt.kind == K::Heartbeat) {
       auto h = refused_heartbeat(backend, "", rt.member, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, decision.message,
@@ -363,6 +440,32 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         respond(json_ok(protocol::encode(**r.value)));
       });
       return;
+    case K::ListStreams: {
+      // A token scoped to some streams sees only those.
+      const Token* t = decision.token;
+      backend.list_streams([respond, t](store::Result<std::vector<std::string>> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        json names = json::array();
+        for (const auto& s : *r.value) {
+          bool visible = t == nullptr;
+          for (std::size_t i = 0; !visible && i < t->streams.size(); ++i) visible = glob_match(t->streams[i], s);
+          if (visible) names.push_back(s);
+        }
+        respond(json_ok(protocol::dump(json{{"streams", std::move(names)}})));
+      });
+      return;
+    }
+    case K::StatusPage: {
+      HttpResponse page{200, status_page_html(), "text/html; charset=utf-8", {}};
+      // The page's script is inline: nothing else may run, nothing is fetched from elsewhere.
+      page.headers.emplace_back("Content-Security-Policy",
+                                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'");
+      page.headers.emplace_back("X-Content-Type-Options", "nosniff");
+      page.headers.emplace_back("Referrer-Policy", "no-referrer");
+      page.headers.emplace_back("Cache-Control", "no-cache");
+      return respond(std::move(page));
+    }
     case K::ListGroups:
       backend.list_groups(rt.stream, [respond, s = rt.stream](store::Result<std::vector<std::string>> r) {
         if (!r.ok()) return respond(store_error(r.error));

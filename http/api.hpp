@@ -48,6 +48,8 @@ class Backend {
                           std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) = 0;
   virtual void list_groups(const std::string& prefix,
                            std::function<void(store::Result<std::vector<std::string>>)> done) = 0;
+  // Every stream the coordinator knows (created, or carrying a group), sorted.
+  virtual void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) = 0;
   // The describe JSON; std::nullopt when the group does not exist.
   virtual void describe(const store::GroupKey& key,
                         std::function<void(store::Result<std::optional<std::string>>)> done) = 0;
@@ -67,6 +69,8 @@ class Backend {
     int64_t memberLeaseTtlMs = 0;
   };
   virtual Timings timings() const = 0;
+  // One audit line (see audit_line) per admin call, refused ones included; written to the log.
+  virtual void audit(const std::string& line) = 0;
 };
 
 // Bearer tokens (SPEC §5): each with a role and the stream/group patterns it may touch.
@@ -75,6 +79,7 @@ struct Token {
   std::string role = "member";           // "member" or "admin"
   std::vector<std::string> streams{"*"};  // glob patterns: '*' matches any run of characters
   std::vector<std::string> groups{"*"};
+  std::string name;  // who holds it, for the audit trail (optional; never the token itself)
 };
 struct AuthConfig {
   std::vector<Token> tokens;
@@ -93,6 +98,10 @@ struct AuthDecision {
   bool allowed = true;
   int status = 200;  // 401 no/unknown token, 403 token not allowed here
   std::string message;
+  // Who called: the token's name (or "token#N", its place in the list, when it has none),
+  // "anonymous" when the server runs open, "unauthenticated" when no known token was presented.
+  std::string caller = "anonymous";
+  const Token* token = nullptr;  // the matched token (points into the AuthConfig)
 };
 AuthDecision authorize(const AuthConfig& auth, const std::string& authorizationHeader, Need need,
                        const std::string& stream, const std::string& group);
@@ -109,6 +118,8 @@ struct Route {
     Describe,
     DeleteGroup,
     RemoveMember,
+    ListStreams,
+    StatusPage,
     Metrics,
     Health,
     Ready
@@ -137,6 +148,16 @@ const std::vector<ServedRoute>& served_routes();
 
 // Everything between the parsed request and the response.
 void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& respond);
+
+// The audit line of an admin call: `audit caller=C action=A target=T status=N outcome=...`, each
+// value quoted when it holds a space. `action` is create-stream (POST), put-stream (PUT: create or
+// grow), delete-group or remove-member; `outcome` is what the answer said (its error and message,
+// or for streams the shard count and metadata version that resulted).
+std::string audit_line(const std::string& caller, const std::string& action, const std::string& target,
+                       const HttpResponse& answer);
+
+// The status page served at "/": one self-contained HTML document (CSS and JS inline).
+const std::string& status_page_html();
 
 // A plain JSON error body: {"error": "...", "status": N, "message": "..."}.
 HttpResponse plain_error(int status, const std::string& error, const std::string& message);

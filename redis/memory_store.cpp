@@ -311,6 +311,16 @@ Result<std::vector<GroupKey>> MemoryStore::list_groups() {
   return Result<std::vector<GroupKey>>::success(std::move(out));
 }
 
+Result<std::vector<std::string>> MemoryStore::list_streams() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<std::vector<std::string>>::failure(e);
+  std::set<std::string> names;
+  for (const auto& [name, meta] : streams_) names.insert(name);
+  for (const auto& [k, key] : keys_) names.insert(key.streamPrefix);
+  return Result<std::vector<std::string>>::success(std::vector<std::string>(names.begin(), names.end()));
+}
+
 Result<std::vector<std::string>> MemoryStore::list_stream_groups(const std::string& streamPrefix) {
   std::lock_guard<std::mutex> lock(mu_);
   Error e;

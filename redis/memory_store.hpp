@@ -35,6 +35,7 @@ class MemoryStore : public GroupStore {
   Result<int64_t> count_stream_groups(const std::string& streamPrefix) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
+  Result<std::vector<std::string>> list_streams() override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;

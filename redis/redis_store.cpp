@@ -1,6 +1,7 @@
 #include "redis/redis_store.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cstdlib>
 
 #include "redis/memory_store.hpp"
@@ -380,6 +381,25 @@ Result<std::vector<GroupKey>> RedisStore::list_groups() {
   }
   std::sort(out.begin(), out.end());
   return R::success(std::move(out));
+}
+
+Result<std::vector<std::string>> RedisStore::list_streams() {
+  using R = Result<std::vector<std::string>>;
+  // Streams created before the stream index existed still show through their groups.
+  auto r = run({{"SMEMBERS", opts_.ns + ":streams"}, {"SMEMBERS", keys_.group_index()}});
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (!r[i].ok()) return R::failure(r[i].error);
+    if (r[i].value->type != Value::Type::Array) return reply_failure<std::vector<std::string>>(*r[i].value, "list streams");
+    for (const auto& e : r[i].value->elements) {
+      if (i == 0) {
+        names.insert(e.str);
+      } else if (const auto slash = e.str.find('/'); slash != std::string::npos) {
+        names.insert(e.str.substr(0, slash));
+      }
+    }
+  }
+  return R::success(std::vector<std::string>(names.begin(), names.end()));
 }
 
 Result<std::vector<std::string>> RedisStore::list_stream_groups(const std::string& streamPrefix) {

@@ -164,6 +164,8 @@ class GroupStore {
   // Every group ever written (and not deleted), so a restarted pod finds them.
   virtual Result<std::vector<GroupKey>> list_groups() = 0;
   virtual Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) = 0;
+  // Every stream created (POST/PUT, or by a first join) and every stream a group names, sorted.
+  virtual Result<std::vector<std::string>> list_streams() = 0;
 
   virtual Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) = 0;
   // Creates the stream or grows it (metadataVersion + 1). Same count: unchanged. Fewer: Invalid.

@@ -180,6 +180,10 @@ void load_file(Config& c, const std::string& path) {
       if (!token || token->size() < 16) throw Bad{path + ": " + where + ".token must be a string of 16 characters or more"};
       tok.token = *token;
       if (auto role = str(t, "role", where + ".role")) tok.role = *role;
+      if (auto name = str(t, "name", where + ".name")) {
+        if (name->empty() || name->size() > 64) throw Bad{path + ": " + where + ".name must be 1 to 64 characters"};
+        tok.name = *name;
+      }
       if (tok.role != "member" && tok.role != "admin") throw Bad{path + ": " + where + ".role must be member or admin"};
       for (const char* list : {"streams", "groups"}) {
         if (!t.contains(list)) continue;

@@ -2,6 +2,8 @@
 // clock drives both the core's `now` and the actor timers, so no test sleeps.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <caf/all.hpp>
 
 #include "actors/actors.hpp"
@@ -446,6 +448,37 @@ TEST_F(GroupActorTest, DescribeShowsTheGroupAndAnUnknownGroupIsNotFound) {
   run();
   ASSERT_TRUE(out && out->ok() && out->value->has_value());
   EXPECT_NE(out->value->value().find("\"memberId\":\"a\""), std::string::npos);
+}
+
+// Describe carries the group's recent events as this pod saw them, oldest first, with their age
+// on the pod's clock.
+TEST_F(GroupActorTest, DescribeListsTheRecentEventsOfTheGroup) {
+  hb(request("a", 0));
+  advance(250);
+  hb(request("b", 0));
+  advance(100);
+  std::optional<store::Result<std::optional<std::string>>> out;
+  caf::anon_send(group_, describe_atom::value, DescribeCall{[&](auto r) { out = std::move(r); }});
+  run();
+  ASSERT_TRUE(out && out->ok() && out->value->has_value());
+  const auto d = nlohmann::json::parse(out->value->value());
+  const auto& ev = d.at("recentEvents");
+  ASSERT_GE(ev.size(), 3u) << d.dump();
+  bool aJoined = false, bJoined = false;
+  for (const auto& e : ev) {
+    EXPECT_NE(e.at("kind"), "target") << "bookkeeping is left out";
+    if (e.at("kind") == "joined" && e.at("memberId") == "a") {
+      EXPECT_FALSE(bJoined) << "oldest first";
+      aJoined = true;
+      EXPECT_EQ(e.at("agoMs"), 350);
+    }
+    if (e.at("kind") == "joined" && e.at("memberId") == "b") {
+      bJoined = true;
+      EXPECT_EQ(e.at("agoMs"), 100);
+      EXPECT_EQ(e.at("groupEpoch"), d.at("groupEpoch")) << "b's join made the current epoch";
+    }
+  }
+  EXPECT_TRUE(aJoined && bJoined) << d.dump();
 }
 
 TEST_F(GroupActorTest, DescribeOnAnyPodShowsWhatOtherPodsWrote) {

@@ -67,6 +67,13 @@ struct FakeBackend : Backend {
   void list_groups(const std::string&, std::function<void(store::Result<std::vector<std::string>>)> done) override {
     done(store::Result<std::vector<std::string>>::success({"audit", "billing"}));
   }
+  void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) override {
+    using R = store::Result<std::vector<std::string>>;
+    if (storeDown) return done(R::failure(store::ErrorKind::Retryable, "down"));
+    done(R::success({"audit-log", "orders", "payments"}));
+  }
+  std::vector<std::string> audits;
+  void audit(const std::string& line) override { audits.push_back(line); }
   void describe(const store::GroupKey& key, std::function<void(store::Result<std::optional<std::string>>)> done) override {
     using R = store::Result<std::optional<std::string>>;
     if (key.consumerGroup == "missing") return done(R::success(std::nullopt));
@@ -403,7 +410,9 @@ TEST(Probes, HeadAnswersLikeGetWithoutABodyAndTheAbsoluteFormIsRouted) {
   EXPECT_EQ(call(b, {}, "GET", "HTTP://coordinator/metrics").res.status, 200);
   EXPECT_EQ(route("POST", "http://h/coord/v1/streams/orders/groups/billing/members/a/heartbeat").route->kind,
             Route::Kind::Heartbeat);
-  EXPECT_EQ(call(b, {}, "GET", "http://coordinator").res.status, 404) << "no path: the root, which is not a route";
+  auto root = call(b, {}, "GET", "http://coordinator");
+  EXPECT_EQ(root.res.status, 200) << "no path: the root, where the status page is";
+  EXPECT_EQ(root.res.contentType, "text/html; charset=utf-8");
 }
 
 TEST(Auth, MetricsNeedATokenWhenConfiguredSo) {
@@ -503,4 +512,112 @@ TEST(OpenApi, TheDocumentListsExactlyTheServedRoutesAndItsExamplesDecode) {
   // The documented answer of a heartbeat decodes as one.
   const auto& example = hb.at("post").at("responses").at("200").at("content").at("application/json").at("example");
   EXPECT_TRUE(protocol::decode_heartbeat_response(example.dump()).ok());
+}
+
+// Every admin call leaves one audit line naming the caller (a token's name, never the token),
+// the action, the target and the outcome; refused calls too. Other calls leave none.
+TEST(Audit, EveryAdminCallIsOneLineWithCallerActionTargetAndOutcome) {
+  FakeBackend b;
+  AuthConfig auth = tokens();
+  auth.tokens[1].name = "ops team";
+  const std::string admin = "Bearer admin-token-0123456789", member = "Bearer member-token-0123456789";
+  call(b, auth, "POST", "/coord/v1/streams/payments", R"({"initialShardCount":4})", "application/json", admin);
+  call(b, auth, "PUT", "/coord/v1/streams/orders", R"({"shardCount":32})", "application/json", admin);
+  call(b, auth, "DELETE", "/coord/v1/streams/orders/groups/billing/members/a", "", "", admin);
+  call(b, auth, "DELETE", "/coord/v1/streams/orders/groups/billing", "", "", admin);
+  ASSERT_EQ(b.audits.size(), 4u);
+  EXPECT_EQ(b.audits[0],
+            "audit caller=\"ops team\" action=create-stream target=payments status=201 outcome=\"ok shardCount=4 "
+            "metadataVersion=1 keyStyle=\\\"plain\\\"\"");
+  EXPECT_NE(b.audits[1].find("action=put-stream target=orders status=200 outcome=\"ok shardCount=32 metadataVersion=2"),
+            std::string::npos)
+      << b.audits[1];
+  EXPECT_NE(b.audits[2].find("action=remove-member target=orders/billing/a status=200 outcome=\"ok state=\\\"FENCED\\\"\""),
+            std::string::npos)
+      << b.audits[2];
+  EXPECT_NE(b.audits[3].find("action=delete-group target=orders/billing status=200 outcome=\"ok deleted=true\""),
+            std::string::npos)
+      << b.audits[3];
+
+  // Refused: by auth (no token, a member's token), by validation, by the store's answer.
+  b.audits.clear();
+  call(b, auth, "DELETE", "/coord/v1/streams/orders/groups/billing", "", "", "");
+  call(b, auth, "DELETE", "/coord/v1/streams/orders/groups/billing", "", "", member);
+  call(b, auth, "PUT", "/coord/v1/streams/orders", R"({"shardCount":"many"})", "application/json", admin);
+  call(b, auth, "PUT", "/coord/v1/streams/orders", R"({"shardCount":8})", "application/json", admin);
+  call(b, auth, "DELETE", "/coord/v1/streams/orders/groups/billing/members/zz", "", "", admin);
+  ASSERT_EQ(b.audits.size(), 5u);
+  EXPECT_NE(b.audits[0].find("caller=unauthenticated action=delete-group target=orders/billing status=401 outcome=\"refused "
+                             "GROUP_AUTHORIZATION_FAILED: missing bearer token"),
+            std::string::npos)
+      << b.audits[0];
+  EXPECT_NE(b.audits[1].find("caller=token#0 action=delete-group target=orders/billing status=403"), std::string::npos)
+      << "a token without a name is named by its place: " << b.audits[1];
+  EXPECT_NE(b.audits[2].find("action=put-stream target=orders status=400 outcome=\"refused INVALID_REQUEST"),
+            std::string::npos)
+      << b.audits[2];
+  EXPECT_NE(b.audits[3].find("status=409 outcome=\"refused CONFLICT: only grow\""), std::string::npos) << b.audits[3];
+  EXPECT_NE(b.audits[4].find("target=orders/billing/zz status=404 outcome=\"refused NOT_FOUND"), std::string::npos)
+      << b.audits[4];
+  for (const auto& line : b.audits) {
+    EXPECT_EQ(line.find("0123456789"), std::string::npos) << "no token in the log: " << line;
+    EXPECT_EQ(line.find('\n'), std::string::npos);
+  }
+
+  // Reading and heartbeats are not audited; an open server's caller is "anonymous".
+  b.audits.clear();
+  call(b, auth, "GET", "/coord/v1/streams/orders/groups/billing", "", "", member);
+  call(b, auth, "POST", kHb, body(), "application/json", member);
+  EXPECT_TRUE(b.audits.empty());
+  call(b, AuthConfig{}, "POST", "/coord/v1/streams/payments", "{}", "application/json");
+  ASSERT_EQ(b.audits.size(), 1u);
+  EXPECT_EQ(b.audits[0].rfind("audit caller=anonymous action=create-stream target=payments status=201", 0), 0u) << b.audits[0];
+}
+
+TEST(Audit, AValueWithSpacesQuotesOrControlCharactersStaysOneUnambiguousField) {
+  HttpResponse r = plain_error(409, "CONFLICT", "a \"quoted\"\nnew line");
+  const auto line = audit_line("x", "delete-group", "s/g", r);
+  EXPECT_EQ(line, "audit caller=x action=delete-group target=s/g status=409 outcome=\"refused CONFLICT: a \\\"quoted\\\"\\x0anew line\"");
+}
+
+TEST(Streams, TheListShowsAScopedTokenOnlyItsStreams) {
+  FakeBackend b;
+  auto open = call(b, AuthConfig{}, "GET", "/coord/v1/streams");
+  EXPECT_EQ(open.res.status, 200);
+  EXPECT_EQ(json::parse(open.res.body), json::parse(R"({"streams":["audit-log","orders","payments"]})"));
+  const auto auth = tokens();
+  auto scoped = call(b, auth, "GET", "/coord/v1/streams", "", "", "Bearer member-token-0123456789");
+  EXPECT_EQ(json::parse(scoped.res.body), json::parse(R"({"streams":["orders"]})")) << "the member token may see orders* only";
+  auto all = call(b, auth, "GET", "/coord/v1/streams", "", "", "Bearer admin-token-0123456789");
+  EXPECT_EQ(json::parse(all.res.body).at("streams").size(), 3u);
+  EXPECT_EQ(call(b, auth, "GET", "/coord/v1/streams").res.status, 401);
+  EXPECT_EQ(call(b, auth, "POST", "/coord/v1/streams", "{}").res.status, 405);
+  b.storeDown = true;
+  auto down = call(b, AuthConfig{}, "GET", "/coord/v1/streams");
+  EXPECT_EQ(down.res.status, 503);
+  EXPECT_EQ(header(down.res, "Retry-After"), "1");
+}
+
+// The page is served to anyone (it holds no data; with auth on it asks for a token), inline only,
+// under a policy that lets it talk to this server alone.
+TEST(StatusPage, IsOneSelfContainedDocumentServedWithoutAToken) {
+  FakeBackend b;
+  for (const auto& auth : {AuthConfig{}, tokens()}) {
+    auto page = call(b, auth, "GET", "/");
+    EXPECT_EQ(page.res.status, 200);
+    EXPECT_EQ(page.res.contentType, "text/html; charset=utf-8");
+    EXPECT_NE(page.res.body.find("<!doctype html>"), std::string::npos);
+    EXPECT_NE(page.res.body.find("/coord/v1/streams"), std::string::npos) << "it reads the JSON endpoints";
+    EXPECT_NE(page.res.body.find("Authorization"), std::string::npos) << "it sends a bearer token when it has one";
+    for (const char* external : {"src=\"http", "href=\"http", "@import", "<link", "src=\"//"})
+      EXPECT_EQ(page.res.body.find(external), std::string::npos) << external;
+    const auto csp = header(page.res, "Content-Security-Policy");
+    EXPECT_NE(csp.find("default-src 'none'"), std::string::npos);
+    EXPECT_NE(csp.find("connect-src 'self'"), std::string::npos);
+    EXPECT_EQ(header(page.res, "X-Content-Type-Options"), "nosniff");
+  }
+  auto head = call(b, AuthConfig{}, "HEAD", "/");
+  EXPECT_EQ(head.res.status, 200);
+  EXPECT_TRUE(head.res.body.empty());
+  EXPECT_EQ(call(b, AuthConfig{}, "POST", "/", "{}").res.status, 405);
 }

@@ -1,5 +1,8 @@
 // Reconciliation (SPEC §3): one test per transition, then one long walk of three members.
 // Everything runs on a fake clock through the pure core; no sleeps.
+#include <nlohmann/json.hpp>
+
+#include "group/describe.hpp"
 #include "group_harness.hpp"
 
 using namespace rsc::testing;
@@ -701,4 +704,27 @@ TEST_F(TwoMembers, EveryRevocationGetsAFullRebalanceTimeout) {
   h.hb("c", 0);  // a now loses another shard
   h.hb("a", r.memberEpoch, {{0, 1, 2}, {}, {3, 4, 5}});
   EXPECT_EQ(h.member("a").revokeDeadlineMs, h.now() + 500) << "the new revocation has its own 500 ms";
+}
+
+// The ring of recent events keeps the newest, drops bookkeeping and ages entries on the given clock.
+TEST(RecentEvents, KeepsTheNewestWorthShowingAndAgesThemOnTheGivenClock) {
+  using rsc::group::Event;
+  rsc::group::RecentEvents ring(3);
+  ring.record({{Event::Kind::JOINED, "a", {}, ""}, {Event::Kind::TARGET_COMPUTED, "", {}, ""}}, 1, 1000);
+  ring.record({{Event::Kind::JOINED, "b", {}, ""}, {Event::Kind::EPOCH_ADVANCED, "b", {}, ""}}, 2, 2000);
+  ring.record({{Event::Kind::REVOKE_REQUESTED, "a", {1, 2}, ""}, {Event::Kind::FENCED, "c", {}, "stale epoch"}}, 3, 3000);
+  ASSERT_EQ(ring.items().size(), 3u);
+  EXPECT_EQ(ring.items()[0].event.member, "b") << "a's join made room";
+  EXPECT_EQ(ring.items()[2].event.kind, Event::Kind::FENCED);
+  rsc::group::GroupState g;
+  g.streamPrefix = "s";
+  g.consumerGroup = "g";
+  const auto d = nlohmann::json::parse(rsc::group::describe_json(g, 3500, &ring));
+  const auto& ev = d.at("recentEvents");
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].at("agoMs"), 1500);
+  EXPECT_EQ(ev[0].at("groupEpoch"), 2);
+  EXPECT_EQ(ev[1].at("shards"), nlohmann::json::parse("[1,2]"));
+  EXPECT_EQ(ev[2].at("detail"), "stale epoch");
+  EXPECT_FALSE(nlohmann::json::parse(rsc::group::describe_json(g, 3500)).contains("recentEvents"));
 }

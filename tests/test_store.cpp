@@ -60,6 +60,7 @@ class Forward : public GroupStore {
   Result<std::vector<std::string>> list_stream_groups(const std::string& p) override {
     return s_.list_stream_groups(p);
   }
+  Result<std::vector<std::string>> list_streams() override { return s_.list_streams(); }
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& p) override { return s_.get_stream(p); }
   Result<StreamWrite> write_stream(const std::string& p, const StreamPut& w) override { return s_.write_stream(p, w); }
   Result<int32_t> provision(const GroupKey& k, int32_t n, const std::string& start) override {
@@ -494,6 +495,15 @@ TYPED_TEST(StoreContract, ABatchOfWritesToManyGroupsIsAppliedInOneCall) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(out[i].value->status, CasStatus::Written) << i;
   EXPECT_EQ(out[20].value->status, CasStatus::Conflict);
   EXPECT_EQ(pod->list_groups().value->size(), 20u);
+}
+
+TYPED_TEST(StoreContract, StreamsAreListedWhetherCreatedOrOnlyNamedByAGroup) {
+  auto pod = this->backend.pod();
+  EXPECT_TRUE(pod->list_streams().value->empty());
+  ASSERT_TRUE(pod->write_stream("payments", StreamPut{4, std::nullopt, true}).ok());
+  ASSERT_TRUE(pod->write_stream("audit", StreamPut{2, std::nullopt, false}).ok());
+  ASSERT_TRUE(pod->compare_and_set(create(kKey, sample_group())).ok());  // stream "orders", never created
+  EXPECT_EQ(*pod->list_streams().value, (std::vector<std::string>{"audit", "orders", "payments"}));
 }
 
 TYPED_TEST(StoreContract, ARevisionThatGoesBackIsDetectedOnceAndCounted) {
