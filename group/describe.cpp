@@ -39,6 +39,45 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
   const auto o = shard_owners(g);
   for (std::size_t s = 0; s < o.size(); ++s)
     owners.push_back({{"shardIndex", s}, {"owner", o[s].empty() ? json(nullptr) : json(o[s])}});
+  // Per shard, everything a person asks about it: who reads it, who is giving it up, who waits
+  // for it, and the progress its reader (else whoever last reported it) gave.
+  struct ShardView {
+    std::string owner, revokingBy, pendingFor;
+    const protocol::ShardProgress* progress = nullptr;
+    bool ownersReport = false;
+  };
+  std::vector<ShardView> views(static_cast<std::size_t>(std::max<int32_t>(0, g.shardCount)));
+  for (std::size_t s = 0; s < o.size() && s < views.size(); ++s) views[s].owner = o[s];
+  for (const auto& [id, m] : g.members) {
+    if (m.live())
+      for (auto s : m.revoking)
+        if (s >= 0 && static_cast<std::size_t>(s) < views.size()) views[s].revokingBy = id;
+    if (m.live())
+      for (auto s : m.pending())
+        if (s >= 0 && static_cast<std::size_t>(s) < views.size()) views[s].pendingFor = id;
+    for (const auto& p : m.progress) {
+      if (p.shardIndex < 0 || static_cast<std::size_t>(p.shardIndex) >= views.size()) continue;
+      auto& v = views[p.shardIndex];
+      const bool fromOwner = id == v.owner;
+      if (v.progress == nullptr || (fromOwner && !v.ownersReport)) {
+        v.progress = &p;
+        v.ownersReport = fromOwner;
+      }
+    }
+  }
+  json shards = json::array();
+  for (std::size_t s = 0; s < views.size(); ++s) {
+    const auto& v = views[s];
+    const char* state = !v.revokingBy.empty() ? "REVOKING" : !v.owner.empty() ? "OWNED" : !v.pendingFor.empty() ? "PENDING" : "UNASSIGNED";
+    auto opt = [](const std::string& x) { return x.empty() ? json(nullptr) : json(x); };
+    json e{{"shardIndex", s}, {"state", state}, {"owner", opt(v.owner)}, {"revokingBy", opt(v.revokingBy)},
+           {"pendingFor", opt(v.pendingFor)}};
+    const auto* p = v.progress;
+    e["lastDeliveredId"] = p && p->lastDeliveredId ? json(*p->lastDeliveredId) : json(nullptr);
+    e["pending"] = p && p->pending ? json(*p->pending) : json(nullptr);
+    e["lag"] = p && p->lag ? json(*p->lag) : json(nullptr);
+    shards.push_back(std::move(e));
+  }
   json target = json::object();
   for (const auto& [id, m] : g.members)
     if (m.live() && !m.leaving()) target[id] = m.target;
@@ -52,7 +91,8 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
          {"storeRevision", g.storeRevision},
          {"members", std::move(members)},
          {"targetAssignment", std::move(target)},
-         {"shardOwners", std::move(owners)}};
+         {"shardOwners", std::move(owners)},
+         {"shards", std::move(shards)}};
   if (g.rollbackGuardUntilMs > now) j["rollbackGuardInMs"] = g.rollbackGuardUntilMs - now;
   if (recent != nullptr) {
     json events = json::array();

@@ -27,9 +27,9 @@ main { padding:1rem; max-width:1200px; margin:0 auto; }
 .card h3 { font-size:.95rem; margin:.8rem 0 .3rem; }
 .meta { color:var(--mute); font-size:.85rem; }
 .badge { display:inline-block; padding:0 .45rem; border-radius:10px; font-size:.78rem; font-weight:600; color:#fff; background:var(--mute); vertical-align:middle; }
-.badge.STABLE, .badge.STABLE_MEMBER { background:var(--ok); }
-.badge.REBALANCING, .badge.REVOKING, .badge.ASSIGNING { background:var(--warn); }
-.badge.FENCED, .badge.EXPIRED, .badge.LEFT { background:var(--bad); }
+.badge.STABLE, .badge.ACTIVE, .badge.OWNED { background:var(--ok); }
+.badge.ASSIGNING, .badge.RECONCILING, .badge.STARTING, .badge.DRAINING, .badge.LEAVING, .badge.REVOKING, .badge.PENDING { background:var(--warn); }
+.badge.FENCED, .badge.EXPIRED, .badge.UNASSIGNED { background:var(--bad); }
 .scroll { overflow-x:auto; }
 table { border-collapse:collapse; width:100%; font-size:.85rem; }
 th, td { text-align:left; padding:.25rem .5rem; border-bottom:1px solid var(--line); white-space:nowrap; }
@@ -115,23 +115,6 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     document.getElementById("status").textContent = "sign in to see the groups";
   }
 
-  // Per shard: the owner, the member it is pending for, the member revoking it, and the progress
-  // reported by whoever reads it (the owner's report first).
-  function shardRows(d) {
-    var rows = [];
-    for (var i = 0; i < d.shardCount; i++) rows.push({shard: i, owner: null, pending: [], revoking: [], progress: null});
-    (d.shardOwners || []).forEach(function (o) { if (rows[o.shardIndex]) rows[o.shardIndex].owner = o.owner; });
-    (d.members || []).forEach(function (m) {
-      (m.pendingShards || []).forEach(function (s) { if (rows[s]) rows[s].pending.push(m.memberId); });
-      (m.revokingShards || []).forEach(function (s) { if (rows[s]) rows[s].revoking.push(m.memberId); });
-      (m.shardProgress || []).forEach(function (p) {
-        var r = rows[p.shardIndex];
-        if (r && (!r.progress || m.memberId === r.owner)) r.progress = p;
-      });
-    });
-    return rows;
-  }
-
   function groupView(d) {
     var key = d.streamPrefix + "/" + d.consumerGroup;
     var box = el("div", {cls: "group", "data-group": key, "data-state": d.state});
@@ -157,14 +140,13 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     box.appendChild(el("div", {cls: "scroll"}, [mt]));
 
     var st = el("table", {"data-table": "shards"}, [el("thead", null, [el("tr", null,
-      ["SHARD", "OWNER", "PENDING FOR", "REVOKING", "PENDING", "LAG", "LAST-DELIVERED-ID"].map(function (h) { return el("th", {text: h}); }))])]);
+      ["SHARD", "OWNER", "STATE", "PENDING FOR", "PENDING", "LAG", "LAST-DELIVERED-ID"].map(function (h) { return el("th", {text: h}); }))])]);
     var sb = el("tbody");
-    shardRows(d).forEach(function (r) {
-      var p = r.progress || {};
-      var tr = el("tr", {"data-shard": String(r.shard), "data-owner": r.owner || "", "data-pending-owner": r.pending.join(","),
-                         "data-revoking-owner": r.revoking.join(",")});
-      [cell(r.shard), cell(r.owner), cell(r.pending.join(",")), cell(r.revoking.join(",")), cell(p.pending), cell(p.lag),
-       cell(p.lastDeliveredId)].forEach(function (c) { tr.appendChild(c); });
+    (d.shards || []).forEach(function (r) {
+      var tr = el("tr", {"data-shard": String(r.shardIndex), "data-owner": r.owner || "", "data-state": r.state,
+                         "data-pending-for": r.pendingFor || "", "data-revoking-by": r.revokingBy || ""});
+      [cell(r.shardIndex), cell(r.owner), el("td", null, [el("span", {cls: "badge " + r.state, text: r.state})]),
+       cell(r.pendingFor), cell(r.pending), cell(r.lag), cell(r.lastDeliveredId)].forEach(function (c) { tr.appendChild(c); });
       sb.appendChild(tr);
     });
     st.appendChild(sb);

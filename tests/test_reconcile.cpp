@@ -728,3 +728,34 @@ TEST(RecentEvents, KeepsTheNewestWorthShowingAndAgesThemOnTheGivenClock) {
   EXPECT_EQ(ev[2].at("detail"), "stale epoch");
   EXPECT_FALSE(nlohmann::json::parse(rsc::group::describe_json(g, 3500)).contains("recentEvents"));
 }
+
+// Describe names, per shard, its reader, the member giving it up and the one waiting for it, so
+// a person (or the status page, or rsc-admin) sees a handover without working it out.
+TEST_F(TwoMembers, DescribeShowsEachShardsOwnerAndItsHandoverInProgress) {
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  ASSERT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  h.hb("b", b.memberEpoch);
+  auto shards = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now())).at("shards");
+  ASSERT_EQ(shards.size(), 6u);
+  for (int s : {0, 1, 2}) {
+    EXPECT_EQ(shards[s].at("state"), "OWNED") << s;
+    EXPECT_EQ(shards[s].at("owner"), "a");
+    EXPECT_TRUE(shards[s].at("pendingFor").is_null());
+  }
+  for (int s : {3, 4, 5}) {
+    EXPECT_EQ(shards[s].at("state"), "REVOKING") << s;
+    EXPECT_EQ(shards[s].at("owner"), "a") << "a still reads it until it acks";
+    EXPECT_EQ(shards[s].at("revokingBy"), "a");
+    EXPECT_EQ(shards[s].at("pendingFor"), "b");
+  }
+  a = h.hb("a", r.memberEpoch, {assigned(r), Shards{3, 4, 5}});
+  ASSERT_EQ(a.status, HeartbeatStatus::OK);
+  b = h.hb("b", b.memberEpoch);
+  ASSERT_EQ(assigned(b), (Shards{3, 4, 5}));
+  shards = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now())).at("shards");
+  for (int s : {3, 4, 5}) {
+    EXPECT_EQ(shards[s].at("state"), "OWNED") << s;
+    EXPECT_EQ(shards[s].at("owner"), "b");
+    EXPECT_TRUE(shards[s].at("revokingBy").is_null());
+  }
+}

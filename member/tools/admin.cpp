@@ -1,0 +1,301 @@
+// rsc-admin: look at and steer a coordinator from a shell.
+//   rsc-admin [--coordinator URL] [--token T] [--output table|json] COMMAND [ARGS] [--help]
+// Exit status: 0 done, 1 the coordinator refused (its message on stderr), 2 bad usage,
+// 3 the coordinator could not be reached.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "member/http_client.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3;
+
+struct Command {
+  const char* name;
+  const char* args;
+  const char* help;
+  std::size_t argc;
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> all{
+      {"list-streams", "", "Every stream the coordinator knows.", 0},
+      {"list-groups", "STREAM", "The consumer groups of STREAM.", 1},
+      {"describe", "STREAM GROUP",
+       "The group's state and epochs, each shard (owner, state, pending, lag, last delivered id),\n"
+       "then each member (state, epoch, heartbeat age, capacity, shards) and the recent events.",
+       2},
+      {"create-stream", "STREAM SHARDS [--key-style plain|hashtag]",
+       "Creates STREAM with SHARDS shards (POST). An existing stream of that size is fine;\n"
+       "one of another size is refused.",
+       2},
+      {"grow-stream", "STREAM SHARDS", "Grows STREAM to SHARDS shards (PUT); shard counts only grow.", 2},
+      {"remove-member", "STREAM GROUP MEMBER", "Fences MEMBER: its shards go to the others.", 3},
+      {"delete-group", "STREAM GROUP [--fence-members]",
+       "Deletes the group. A group with live members is refused unless --fence-members.", 2},
+  };
+  return all;
+}
+
+const char* kGlobal =
+    "Options (anywhere on the line):\n"
+    "  --coordinator URL   the coordinator (default $RSC_COORDINATOR, else http://127.0.0.1:8080)\n"
+    "  --token T           bearer token (default $RSC_TOKEN)\n"
+    "  --output table|json table for people (default), json for scripts: the coordinator's answer\n"
+    "  --timeout-ms N      per request (default 10000)\n"
+    "  --help              this help, or a command's with COMMAND --help\n"
+    "Exit status: 0 done, 1 refused by the coordinator (message on stderr), 2 bad usage,\n"
+    "3 the coordinator could not be reached.\n";
+
+void general_help(std::ostream& os) {
+  os << "usage: rsc-admin [options] COMMAND [ARGS]\n\nCommands:\n";
+  for (const auto& c : commands()) {
+    std::string line = std::string("  ") + c.name + " " + c.args;
+    os << line << "\n";
+  }
+  os << "\n" << kGlobal;
+}
+
+void command_help(std::ostream& os, const Command& c) {
+  os << "usage: rsc-admin [options] " << c.name << " " << c.args << "\n\n" << c.help << "\n\n" << kGlobal;
+}
+
+[[noreturn]] void bad_usage(const std::string& why, const Command* c = nullptr) {
+  std::cerr << "rsc-admin: " << why << "\n";
+  if (c != nullptr)
+    std::cerr << "usage: rsc-admin [options] " << c->name << " " << c->args << "   (rsc-admin " << c->name << " --help)\n";
+  else
+    std::cerr << "run rsc-admin --help for the commands\n";
+  std::exit(kUsage);
+}
+
+// Path segments are names the coordinator validates; they are escaped so that what reaches it is
+// exactly what was typed.
+std::string seg(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+// A plain table: columns as wide as their widest cell, two spaces apart.
+void table(std::ostream& os, const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> w(head.size());
+  for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      out += r[i];
+      if (i + 1 < r.size()) out += std::string(w[i] - r[i].size() + 2, ' ');
+    }
+    os << out << "\n";
+  };
+  line(head);
+  for (const auto& r : rows) line(r);
+}
+
+std::string text(const json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::string join(const json& list) {
+  if (!list.is_array() || list.empty()) return "-";
+  std::string out;
+  for (const auto& x : list) out += (out.empty() ? "" : ",") + text(x);
+  return out;
+}
+
+std::string age(const json& ms) {
+  if (!ms.is_number()) return "-";
+  const double v = ms.get<double>();
+  std::ostringstream os;
+  os.precision(1);
+  if (v < 1000) return std::to_string(static_cast<long long>(v)) + "ms";
+  os << std::fixed << v / 1000.0 << "s";
+  return os.str();
+}
+
+void print_describe(const json& d) {
+  std::cout << "GROUP " << text(d.value("streamPrefix", json())) << "/" << text(d.value("consumerGroup", json()))
+            << "  STATE " << text(d.value("state", json())) << "  GROUP-EPOCH " << text(d.value("groupEpoch", json()))
+            << "  ASSIGNMENT-EPOCH " << text(d.value("assignmentEpoch", json())) << "  SHARDS "
+            << text(d.value("shardCount", json())) << "  MEMBERS " << d.value("members", json::array()).size() << "\n\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : d.value("shards", json::array())) {
+    std::string state = text(s.value("state", json()));
+    if (!s.value("pendingFor", json()).is_null()) state += "->" + text(s["pendingFor"]);
+    rows.push_back({text(s.value("shardIndex", json())), text(s.value("owner", json())), state,
+                    text(s.value("pending", json())), text(s.value("lag", json())), text(s.value("lastDeliveredId", json()))});
+  }
+  table(std::cout, {"SHARD", "OWNER", "STATE", "PENDING", "LAG", "LAST-DELIVERED-ID"}, rows);
+  rows.clear();
+  for (const auto& m : d.value("members", json::array())) {
+    const auto cap = m.value("runtimeConsumerCapacity", json::object());
+    rows.push_back({text(m.value("memberId", json())), text(m.value("state", json())), text(m.value("memberEpoch", json())),
+                    age(m.value("lastHeartbeatAgoMs", json())),
+                    text(cap.value("availableConcurrency", json())) + "/" + text(cap.value("runtimeMaxConcurrency", json())),
+                    join(m.value("assignedShards", json())), join(m.value("revokingShards", json())),
+                    join(m.value("pendingShards", json()))});
+  }
+  std::cout << "\n";
+  table(std::cout, {"MEMBER", "STATE", "EPOCH", "HEARTBEAT-AGE", "CAPACITY", "ASSIGNED", "REVOKING", "WAITING-FOR"}, rows);
+  const auto events = d.value("recentEvents", json::array());
+  if (!events.empty()) {
+    std::cout << "\nRECENT EVENTS (this pod, newest first)\n";
+    rows.clear();
+    for (auto it = events.rbegin(); it != events.rend() && rows.size() < 10; ++it) {
+      const auto& e = *it;
+      rows.push_back({age(e.value("agoMs", json())) + " ago", text(e.value("kind", json())), text(e.value("memberId", json())),
+                      join(e.value("shards", json())), text(e.value("groupEpoch", json())), text(e.value("detail", json()))});
+    }
+    table(std::cout, {"WHEN", "EVENT", "MEMBER", "SHARDS", "GROUP-EPOCH", "DETAIL"}, rows);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string url = std::getenv("RSC_COORDINATOR") ? std::getenv("RSC_COORDINATOR") : "http://127.0.0.1:8080";
+  std::string token = std::getenv("RSC_TOKEN") ? std::getenv("RSC_TOKEN") : "";
+  std::string output = "table", keyStyle;
+  long timeoutMs = 10000;
+  bool help = false, fence = false, keyStyleGiven = false;
+  std::vector<std::string> words;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* what) -> std::string {
+      if (i + 1 >= argc) bad_usage(a + " needs " + what);
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") help = true;
+    else if (a == "--coordinator") url = value("a URL");
+    else if (a == "--token") token = value("a token");
+    else if (a == "--output") output = value("table or json");
+    else if (a == "--timeout-ms") {
+      const std::string v = value("a number");
+      char* end = nullptr;
+      timeoutMs = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || timeoutMs <= 0) bad_usage("--timeout-ms: '" + v + "' is not a positive number");
+    } else if (a == "--fence-members") fence = true;
+    else if (a == "--key-style") {
+      keyStyle = value("plain or hashtag");
+      keyStyleGiven = true;
+    } else if (a.rfind("--", 0) == 0) bad_usage("unknown option " + a);
+    else words.push_back(a);
+  }
+  if (words.empty()) {
+    if (help) {
+      general_help(std::cout);
+      return kOk;
+    }
+    general_help(std::cerr);
+    return kUsage;
+  }
+  const Command* cmd = nullptr;
+  for (const auto& c : commands())
+    if (words[0] == c.name) cmd = &c;
+  if (cmd == nullptr) bad_usage("no command " + words[0]);
+  if (help) {
+    command_help(std::cout, *cmd);
+    return kOk;
+  }
+  const std::vector<std::string> args(words.begin() + 1, words.end());
+  if (args.size() != cmd->argc)
+    bad_usage(std::string(cmd->name) + " takes " + std::to_string(cmd->argc) + " argument(s), got " + std::to_string(args.size()), cmd);
+  if (output != "table" && output != "json") bad_usage("--output: table or json, not '" + output + "'", cmd);
+  if (fence && std::string(cmd->name) != "delete-group") bad_usage("--fence-members is for delete-group", cmd);
+  if (keyStyleGiven && std::string(cmd->name) != "create-stream") bad_usage("--key-style is for create-stream", cmd);
+  if (keyStyleGiven && keyStyle != "plain" && keyStyle != "hashtag") bad_usage("--key-style: plain or hashtag", cmd);
+
+  std::string method = "GET", path, body;
+  const std::string name = cmd->name;
+  auto shards = [&](const std::string& v) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1) bad_usage("SHARDS: '" + v + "' is not a count of 1 or more", cmd);
+    return n;
+  };
+  if (name == "list-streams") path = "/coord/v1/streams";
+  else if (name == "list-groups") path = "/coord/v1/streams/" + seg(args[0]) + "/groups";
+  else if (name == "describe") path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]);
+  else if (name == "create-stream") {
+    method = "POST";
+    path = "/coord/v1/streams/" + seg(args[0]);
+    json b{{"initialShardCount", shards(args[1])}};
+    if (keyStyleGiven) b["keyStyle"] = keyStyle;
+    body = b.dump();
+  } else if (name == "grow-stream") {
+    method = "PUT";
+    path = "/coord/v1/streams/" + seg(args[0]);
+    body = json{{"shardCount", shards(args[1])}}.dump();
+  } else if (name == "remove-member") {
+    method = "DELETE";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/members/" + seg(args[2]);
+  } else if (name == "delete-group") {
+    method = "DELETE";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + (fence ? "?fenceMembers=true" : "");
+  }
+
+  std::string err;
+  const auto u = rsc::member::parse_url(url, &err);
+  if (!err.empty()) bad_usage("--coordinator: " + err);
+  rsc::member::HttpClient http(u, timeoutMs);
+  const auto r = http.request(method, path, body, token);
+  if (r.status == 0) {
+    std::cerr << "rsc-admin: no answer from " << url << ": " << r.error << "\n";
+    return kUnreachable;
+  }
+  const auto j = json::parse(r.body, nullptr, false);
+  if (r.status < 200 || r.status >= 300) {
+    std::string msg = j.is_object() && j.contains("message") ? text(j["message"]) : r.body;
+    std::string code = j.is_object() && j.contains("error") ? text(j["error"]) : "";
+    std::cerr << "rsc-admin: " << name << " refused (HTTP " << r.status << (code.empty() ? "" : " " + code) << "): " << msg
+              << "\n";
+    return kRefused;
+  }
+  if (j.is_discarded()) {
+    std::cerr << "rsc-admin: the answer is not JSON: " << r.body.substr(0, 200) << "\n";
+    return kRefused;
+  }
+  if (output == "json") {
+    std::cout << j.dump(2) << "\n";
+    return kOk;
+  }
+  if (name == "list-streams") {
+    for (const auto& s : j.value("streams", json::array())) std::cout << text(s) << "\n";
+  } else if (name == "list-groups") {
+    for (const auto& g : j.value("groups", json::array())) std::cout << text(g) << "\n";
+  } else if (name == "describe") {
+    print_describe(j);
+  } else if (name == "create-stream" || name == "grow-stream") {
+    std::cout << "stream " << text(j.value("streamPrefix", json())) << ": " << text(j.value("shardCount", json()))
+              << " shards, key style " << text(j.value("keyStyle", json())) << ", metadata version "
+              << text(j.value("metadataVersion", json())) << (r.status == 201 ? " (created)" : "") << "\n";
+  } else if (name == "remove-member") {
+    std::cout << "member " << args[2] << " of " << args[0] << "/" << args[1] << ": " << text(j.value("state", json())) << "\n";
+  } else if (name == "delete-group") {
+    std::cout << "group " << args[0] << "/" << args[1] << " deleted\n";
+  }
+  return kOk;
+}

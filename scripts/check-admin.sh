@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# rsc-admin against a real coordinator with auth on (run by ctest): every command, its table and
+# JSON output, its exit codes (0 done, 1 refused, 2 bad usage, 3 unreachable), --help, and the
+# audit line each admin call leaves in the coordinator's log, refused calls included. A private
+# redis-server and one pod, stopped by pid.
+#   bash scripts/check-admin.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-./build}
+admin=$B/rsc-admin
+. scripts/lib/local.sh
+local_init admin
+start_redis
+port=$(free_port)
+adminToken=admin-token-0123456789abcdef memberToken=member-token-0123456789abcdef
+cat >"$dir/config.json" <<JSON
+{"auth": {"tokens": [
+  {"name": "ops", "token": "$adminToken", "role": "admin"},
+  {"token": "$memberToken", "role": "member"}]}}
+JSON
+"$B/rsc-coordinator" --config "$dir/config.json" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" \
+  --member-lease-ttl-ms 60000 --rebalance-timeout-ms 60000 2>"$dir/pod.log" &
+pids+=($!)
+for _ in $(seq 1 100); do curl -sf "localhost:$port/readyz" >/dev/null && break; sleep 0.05; done
+url=http://127.0.0.1:$port
+python3 scripts/lib/handover.py "$url" orders billing "$adminToken" >"$dir/handover.json"
+
+failures=0
+check() {  # check DESCRIPTION EXPECTED_EXIT COMMAND...: runs it, keeps stdout/stderr in $out/$err
+  local what=$1 want=$2
+  shift 2
+  set +e
+  "$@" >"$dir/out" 2>"$dir/err"
+  local got=$?
+  set -e
+  out=$(cat "$dir/out") err=$(cat "$dir/err")
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, want $want; stdout: $out; stderr: $err" >&2
+    failures=$((failures + 1))
+  fi
+}
+expect() {  # expect DESCRIPTION TEXT HAYSTACK
+  if ! grep -qF -- "$2" <<<"$3"; then
+    echo "FAIL: $1: '$2' not in: $3" >&2
+    failures=$((failures + 1))
+  fi
+}
+A=("$admin" --coordinator "$url")
+export RSC_TOKEN=$adminToken
+
+check "list-streams" 0 "${A[@]}" list-streams
+expect "list-streams names orders" orders "$out"
+check "list-groups" 0 "${A[@]}" list-groups orders
+[ "$out" = billing ] || { echo "FAIL: list-groups printed '$out'" >&2; failures=$((failures + 1)); }
+check "describe" 0 "${A[@]}" describe orders billing
+expect "describe: the heading" "GROUP orders/billing" "$out"
+expect "describe: the shard table" "SHARD  OWNER  STATE" "$out"
+expect "describe: the member table" "MEMBER  STATE" "$out"
+expect "describe: progress of shard 0" "1700000000000-7" "$out"
+for s in $(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["moving"])))' "$dir/handover.json"); do
+  row=$(grep -E "^$s +" <<<"$out" || true)
+  expect "describe: shard $s is handed from m1 to m2" "m1     REVOKING->m2" "$row"
+done
+for m in m1 m2; do expect "describe: member $m" "$m " "$(grep -E "^$m " <<<"$out" || true)"; done
+check "describe --output json" 0 "${A[@]}" describe orders billing --output json
+python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["shards"]) == 4 and d["consumerGroup"] == "billing"' <<<"$out" ||
+  { echo "FAIL: describe --output json is not the group's JSON" >&2; failures=$((failures + 1)); }
+
+check "create-stream" 0 "${A[@]}" create-stream payments 4 --key-style hashtag
+expect "create-stream says so" "stream payments: 4 shards, key style hashtag, metadata version 1 (created)" "$out"
+check "create-stream of another size is refused" 1 "${A[@]}" create-stream payments 8
+expect "refusal names the conflict" "CONFLICT" "$err"
+check "grow-stream" 0 "${A[@]}" grow-stream payments 8
+expect "grow-stream says so" "8 shards" "$out"
+check "grow-stream cannot shrink" 1 "${A[@]}" grow-stream payments 2
+check "describe of no group" 1 "${A[@]}" describe orders nosuch
+expect "404 message" "no such group: orders/nosuch" "$err"
+check "delete-group with live members" 1 "${A[@]}" delete-group orders billing
+expect "409 message" "GROUP_NOT_EMPTY" "$err"
+check "remove-member" 0 "${A[@]}" remove-member orders billing m2
+expect "remove-member says FENCED" "member m2 of orders/billing: FENCED" "$out"
+check "remove-member of no member" 1 "${A[@]}" remove-member orders billing nobody
+
+# Tokens: none, a member's (not for admin calls), from --token rather than the environment.
+check "no token" 1 env -u RSC_TOKEN "${A[@]}" list-streams
+expect "401 said" "HTTP 401" "$err"
+check "a member token may read" 0 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" list-groups orders
+check "a member token may not delete" 1 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" delete-group orders billing --fence-members
+expect "403 said" "HTTP 403" "$err"
+check "delete-group --fence-members" 0 "${A[@]}" delete-group orders billing --fence-members
+expect "delete-group says so" "group orders/billing deleted" "$out"
+
+# Usage: exit 2 with a hint; --help everywhere exits 0; a coordinator that is not there exits 3.
+check "no command" 2 "${A[@]}"
+check "unknown command" 2 "${A[@]}" frobnicate
+check "missing argument" 2 "${A[@]}" describe orders
+expect "usage hint" "usage: rsc-admin [options] describe STREAM GROUP" "$err"
+check "bad shard count" 2 "${A[@]}" create-stream s zero
+check "bad output" 2 "${A[@]}" list-streams --output yaml
+check "--fence-members elsewhere" 2 "${A[@]}" describe orders billing --fence-members
+check "--help" 0 "${A[@]}" --help
+for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group; do
+  check "$c --help" 0 "${A[@]}" "$c" --help
+  expect "$c --help shows its usage" "usage: rsc-admin [options] $c" "$out"
+done
+check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" list-streams
+
+# The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
+audits=$(grep ' audit ' "$dir/pod.log" || true)
+n=$(grep -c ' audit ' <<<"$audits" || true)
+[ "$n" -eq 10 ] || { echo "FAIL: $n audit lines, want 10 (the setup's stream + 9 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
+expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
+expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"
+expect "audit: member removed" 'caller=ops action=remove-member target=orders/billing/m2 status=200' "$audits"
+expect "audit: unnamed token, refused" 'caller=token#1 action=delete-group target=orders/billing status=403' "$audits"
+expect "audit: deleted" 'caller=ops action=delete-group target=orders/billing status=200 outcome="ok deleted=true"' "$audits"
+if grep -q -e "$adminToken" -e "$memberToken" "$dir/pod.log"; then
+  echo "FAIL: a token is in the log" >&2
+  failures=$((failures + 1))
+fi
+echo "check-admin: $failures failure(s); audit lines:"
+echo "$audits" | sed 's/^/  /'
+[ "$failures" -eq 0 ]
