@@ -30,7 +30,7 @@ main { padding:1rem; max-width:1200px; margin:0 auto; }
 .badge.STABLE, .badge.ACTIVE, .badge.OWNED { background:var(--ok); }
 .badge.ASSIGNING, .badge.RECONCILING, .badge.STARTING, .badge.DRAINING, .badge.LEAVING, .badge.REVOKING, .badge.PENDING { background:var(--warn); }
 .badge.FENCED, .badge.EXPIRED, .badge.UNASSIGNED { background:var(--bad); }
-.scroll { overflow-x:auto; }
+.scroll { overflow-x:auto; margin:.4rem 0 .6rem; }
 table { border-collapse:collapse; width:100%; font-size:.85rem; }
 th, td { text-align:left; padding:.25rem .5rem; border-bottom:1px solid var(--line); white-space:nowrap; }
 th { color:var(--mute); font-weight:600; }
@@ -125,14 +125,14 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
       " · metadata version " + d.metadataVersion + " · " + d.shardCount + " shards · " + (d.members || []).length + " members"}));
 
     var mt = el("table", {"data-table": "members"}, [el("thead", null, [el("tr", null,
-      ["MEMBER", "STATE", "EPOCH", "HEARTBEAT AGE", "CAPACITY", "ASSIGNED", "PENDING", "REVOKING"].map(function (h) { return el("th", {text: h}); }))])]);
+      ["MEMBER", "STATE", "EPOCH", "HEARTBEAT AGE", "CAPACITY", "ASSIGNED", "REVOKING", "WAITING FOR"].map(function (h) { return el("th", {text: h}); }))])]);
     var mb = el("tbody");
     (d.members || []).forEach(function (m) {
       var cap = m.runtimeConsumerCapacity || {};
       var tr = el("tr", {"data-member": m.memberId, "data-state": m.state});
       [cell(m.memberId), el("td", null, [el("span", {cls: "badge " + m.state, text: m.state})]), cell(m.memberEpoch),
        cell(age(m.lastHeartbeatAgoMs)), cell((cap.availableConcurrency) + "/" + (cap.runtimeMaxConcurrency)),
-       cell((m.assignedShards || []).join(",")), cell((m.pendingShards || []).join(",")), cell((m.revokingShards || []).join(","))]
+       cell((m.assignedShards || []).join(",")), cell((m.revokingShards || []).join(",")), cell((m.pendingShards || []).join(","))]
         .forEach(function (c) { tr.appendChild(c); });
       mb.appendChild(tr);
     });

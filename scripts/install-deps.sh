@@ -8,6 +8,7 @@ packages=(
   redis-server prometheus faketime
   clang libclang-rt-14-dev
   curl python3 python3-yaml
+  chromium fonts-dejavu-core
 )
 missing=()
 for p in "${packages[@]}"; do

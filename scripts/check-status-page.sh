@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The status page in a real browser (run by ctest): Debian's chromium, headless, against a real
+# coordinator and redis-server with two members in the middle of a handover. The rendered DOM must
+# show the stream, the group, both members and the right owner and state of every shard; with
+# auth on and no token, the page shows its sign-in prompt and no data. Screenshots (a laptop and
+# a phone) are saved in the temp dir, or in SCREENSHOT_DIR when set.
+#   bash scripts/check-status-page.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-./build}
+browser=$(command -v chromium || command -v chromium-browser || true)
+[ -n "$browser" ] || { echo "check-status-page: chromium is not installed (scripts/install-deps.sh installs it)" >&2; exit 1; }
+. scripts/lib/local.sh
+local_init status-page
+start_redis
+shots=${SCREENSHOT_DIR:-$dir}
+mkdir -p "$shots"
+chrome() {  # chrome ARGS... URL: a throwaway profile each time; bounded in time
+  timeout 90 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$dir/profile-$RANDOM" \
+    --virtual-time-budget=6000 "$@" 2>>"$dir/chromium.log"
+}
+
+# 1. Open server: the page shows everything.
+port=$(free_port)
+"$B/rsc-coordinator" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" --member-lease-ttl-ms 60000 \
+  --rebalance-timeout-ms 60000 2>"$dir/pod.log" &
+pids+=($!)
+for _ in $(seq 1 100); do curl -sf "localhost:$port/readyz" >/dev/null && break; sleep 0.05; done
+python3 scripts/lib/handover.py "http://127.0.0.1:$port" orders billing >"$dir/handover.json"
+chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom.html"
+chrome --window-size=1280,900 --screenshot="$shots/status-laptop.png" "http://127.0.0.1:$port/" >/dev/null
+chrome --window-size=390,844 --screenshot="$shots/status-phone.png" "http://127.0.0.1:$port/" >/dev/null
+
+python3 - "$dir/dom.html" "$dir/handover.json" <<'PY'
+import json, sys
+from html.parser import HTMLParser
+
+class Dom(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.elements = []  # (tag, attrs)
+        self.text = []
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+    def handle_data(self, data):
+        self.text.append(data)
+
+dom = Dom()
+dom.feed(open(sys.argv[1]).read())
+expected = json.load(open(sys.argv[2]))
+failures = []
+def find(**want):
+    return [a for t, a in dom.elements if all(a.get(k) == v for k, v in want.items())]
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+
+check(find(**{"data-stream": "orders"}), "the stream orders is shown")
+check(find(**{"data-group": "orders/billing"}), "the group orders/billing is shown")
+for m in ("m1", "m2"):
+    check(find(**{"data-member": m}), f"member {m} is listed")
+for s in range(4):
+    rows = find(**{"data-shard": str(s)})
+    check(len(rows) == 1, f"shard {s} has one row (got {len(rows)})")
+    if not rows:
+        continue
+    r = rows[0]
+    check(r.get("data-owner") == "m1", f"shard {s} is read by m1 (page says {r.get('data-owner')!r})")
+    if s in expected["moving"]:
+        check(r.get("data-state") == "REVOKING" and r.get("data-pending-for") == "m2",
+              f"shard {s} is being handed from m1 to m2 (page says {r.get('data-state')}, for {r.get('data-pending-for')!r})")
+    else:
+        check(r.get("data-state") == "OWNED" and r.get("data-pending-for") == "", f"shard {s} stays with m1")
+text = " ".join(dom.text)
+check("1700000000000-7" in text, "shard 0's last delivered id (m1's report) is shown")
+check(find(**{"data-kind": "revoke"}), "the recent events show the revocation")
+if failures:
+    print("check-status-page: FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
+    sys.exit(1)
+print("check-status-page: the DOM shows orders/billing, m1 and m2, and each shard's owner and handover")
+PY
+
+# 2. Auth on, no token: the sign-in prompt, no data.
+port2=$(free_port)
+cat >"$dir/auth.json" <<'JSON'
+{"auth": {"tokens": [{"name": "ops", "token": "admin-token-0123456789abcdef", "role": "admin"}]}}
+JSON
+"$B/rsc-coordinator" --config "$dir/auth.json" --listen "127.0.0.1:$port2" --redis "127.0.0.1:$rport" 2>"$dir/pod2.log" &
+pids+=($!)
+for _ in $(seq 1 100); do curl -sf "localhost:$port2/readyz" >/dev/null && break; sleep 0.05; done
+chrome --dump-dom "http://127.0.0.1:$port2/" >"$dir/dom-auth.html"
+chrome --window-size=1280,900 --screenshot="$shots/status-login.png" "http://127.0.0.1:$port2/" >/dev/null
+python3 - "$dir/dom-auth.html" <<'PY'
+import re, sys
+html = open(sys.argv[1]).read()
+login = re.search(r'<section id="login"[^>]*>', html)
+problems = []
+if not login or "hidden" in login.group(0):
+    problems.append("the sign-in prompt is not shown")
+if "data-group=" in html or "data-stream=" in html or "billing" in html.split("<script")[0]:
+    problems.append("data is shown without a token")
+if problems:
+    print("check-status-page: FAIL (auth): " + "; ".join(problems), file=sys.stderr)
+    sys.exit(1)
+print("check-status-page: with auth on and no token the page asks for one and shows no data")
+PY
+for f in status-laptop.png status-phone.png status-login.png; do
+  [ -s "$shots/$f" ] || { echo "check-status-page: no screenshot $f" >&2; exit 1; }
+done
+echo "check-status-page: screenshots in $shots: $(cd "$shots" && ls -1 status-*.png | tr '\n' ' ')"
