@@ -377,13 +377,21 @@ struct Runtime::Impl {
       }
       auto ack = conn.command({"XACK", stream_key(shard), opts.group, rec.id});
       const bool acked = ack.ok() && !ack.value->is_error();
-      if (!acked) log("XACK failed on shard " + std::to_string(shard) + "; the record is claimed again");
+      if (!acked)
+        log("XACK failed on shard " + std::to_string(shard) + " record " + rec.id +
+            (ack.ok() ? ": " + ack.value->str : ": " + ack.error.message) +
+            "; it is processed again before anything after it on this shard");
       std::lock_guard<std::mutex> lock(mu);
       auto& st = shards[shard];
       --st.inFlight;
-      if (!acked) st.needsClaim = true;
       st.lastDeliveredId = rec.id;
       ++stats.processed;
+      if (!acked) {
+        // The rest of the batch waits: the claim re-reads this member's pending entries in id
+        // order, so this record comes again before any later record of its keys.
+        st.needsClaim = true;
+        return false;
+      }
     }
     return true;
   }
