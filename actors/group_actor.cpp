@@ -13,6 +13,7 @@
 #include "actors/log.hpp"
 #include "group/coordinator.hpp"
 #include "group/describe.hpp"
+#include "group/notify.hpp"
 #include "group/time_rules.hpp"
 #include "protocol/codec.hpp"
 
@@ -310,6 +311,14 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
       [=](caf::error& err) { failed({store::ErrorKind::Retryable, store_actor_error(self, err)}); });
 }
 
+// Best effort, not waited for: a lost message only means the member learns at its next heartbeat.
+void notify_members(Self self, const std::vector<std::string>& members) {
+  auto& st = self->state;
+  const std::string message = group::notification_message(st.g ? st.g->groupEpoch : 0, members);
+  self->send(st.store, task_atom::value, StoreTask{[key = st.key, message](store::GroupStore& s) { s.notify(key, message); }});
+  if (st.cfg.metrics) st.cfg.metrics->notified(members.size());
+}
+
 void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Event>&& events, double computeSeconds,
            const std::string& lockToken) {
   auto& st = self->state;
@@ -328,6 +337,13 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
   if (st.exists) call.delta = std::make_shared<group::Delta>(std::move(o.delta));  // else: a full first write
   call.lockToken = lockToken;  // checked, never taken here (lockTtlMs 0)
   call.deadline = give_up_at(self);
+  // Members with something new to do hear of it at once once this is stored (the heartbeats
+  // in this batch are answered anyway).
+  std::set<std::string> answered;
+  for (const auto& w : ws)
+    if (w->kind == Work::Kind::Heartbeat) answered.insert(w->hb.req.memberId);
+  auto wake = std::make_shared<std::vector<std::string>>(
+      group::members_to_wake(st.g ? &*st.g : nullptr, *call.next, answered));
   st.g.reset();  // the cache is the write in flight until the store says so
   auto next = call.next;
   auto ev = std::make_shared<std::vector<group::Event>>(std::move(events));
@@ -350,6 +366,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                 s.storedDeadline = after;
                 s.rollbackSeenEpoch.reset();
                 log_and_measure(self, *ev, *s.g, computeSeconds);
+                if (!wake->empty()) notify_members(self, *wake);
                 after_stored(self, ws);
                 break;
               case store::CasStatus::Conflict:

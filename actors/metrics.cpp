@@ -66,6 +66,11 @@ struct Metrics::Impl {
                                        .Add({});
   prometheus::Counter& fencedTotal =
       BuildCounter().Name("rsc_members_fenced_total").Help("Members fenced").Register(*registry).Add({});
+  prometheus::Counter& notifiedTotal = BuildCounter()
+                                           .Name("rsc_members_notified_total")
+                                           .Help("Members told at once (pub/sub) that they have shards to give up or take")
+                                           .Register(*registry)
+                                           .Add({});
   prometheus::Counter& expiredTotal =
       BuildCounter().Name("rsc_members_expired_total").Help("Members expired (lease ran out)").Register(*registry).Add({});
   prometheus::Histogram& revocations =
@@ -151,6 +156,7 @@ void Metrics::store_error(const std::string& kind) { impl_->storeErrors.Add({{"k
 void Metrics::rollback_detected() { impl_->rollbacks.Increment(); }
 void Metrics::fenced() { impl_->fencedTotal.Increment(); }
 void Metrics::expired() { impl_->expiredTotal.Increment(); }
+void Metrics::notified(std::size_t members) { impl_->notifiedTotal.Increment(static_cast<double>(members)); }
 void Metrics::revocation(double seconds) { impl_->revocations.Observe(seconds); }
 void Metrics::group_actor_started() { impl_->groupCount.Increment(); }
 void Metrics::group_actor_stopped(bool retired) {

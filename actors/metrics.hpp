@@ -33,6 +33,7 @@ class Metrics {
   void rollback_detected();
   void fenced();
   void expired();
+  void notified(std::size_t members);
   void revocation(double seconds);
   void group_actor_started();
   void group_actor_stopped(bool retired);

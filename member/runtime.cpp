@@ -333,6 +333,51 @@ struct Runtime::Impl {
     cv.notify_all();
   }
 
+  // Listens on the group's change channel: a message naming this member makes it heartbeat now
+  // instead of at its next interval. Never needed for safety (the heartbeat alone grants shards):
+  // while Redis is away or a message is lost, heartbeats keep their interval.
+  void notify_loop() {
+    store::KeySpace keys;
+    keys.ns = opts.redis.ns;
+    const std::string channel = keys.notify_channel({opts.streamPrefix, opts.group});
+    std::unique_ptr<store::RedisConnection> conn;
+    int failures = 0;
+    while (!stopping) {
+      if (!conn) {
+        conn = std::make_unique<store::RedisConnection>(opts.redis);
+        auto r = conn->command({"SSUBSCRIBE", channel});
+        if (!r.ok() || r.value->is_error()) {
+          if (failures++ % 20 == 0)
+            log("cannot listen for changes on " + channel + " (" + (r.ok() ? r.value->str : r.error.message) +
+                "); heartbeats keep their interval");
+          conn.reset();
+          for (int i = 0; i < 10 && !stopping; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          continue;
+        }
+        failures = 0;
+      }
+      auto m = conn->next_push(200);
+      if (!m.ok()) {
+        conn.reset();
+        continue;
+      }
+      if (!m.value->has_value()) continue;
+      const Value& v = **m.value;
+      if (v.type != Value::Type::Array || v.elements.size() != 3 || v.elements[0].str != "smessage") continue;
+      const auto j = json::parse(v.elements[2].str, nullptr, false);
+      bool named = false;
+      if (j.is_object() && j.contains("members") && j["members"].is_array())
+        for (const auto& x : j["members"]) named = named || (x.is_string() && x.get<std::string>() == memberId);
+      if (!named) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        wake = true;
+        ++stats.notifications;
+      }
+      cv.notify_all();
+    }
+  }
+
   // ---- data plane ------------------------------------------------------------------------
 
   // Processes records in order while this member may: the shard is still its own, and the
@@ -587,6 +632,7 @@ void Runtime::start() {
   impl_->log("starts: stream " + impl_->opts.streamPrefix + ", group " + impl_->opts.group + ", " +
              std::to_string(impl_->opts.concurrency) + " worker(s)");
   impl_->threads.emplace_back([this] { impl_->heartbeat_loop(); });
+  if (impl_->opts.listenForChanges) impl_->threads.emplace_back([this] { impl_->notify_loop(); });
   for (int i = 0; i < std::max(1, impl_->opts.concurrency); ++i)
     impl_->threads.emplace_back([this, i] { impl_->worker_loop(i); });
 }

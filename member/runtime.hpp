@@ -50,6 +50,9 @@ struct RuntimeOptions {
   int64_t maxBlockMs = 500;        // XREADGROUP BLOCK cap (a revoke waits for the read to return)
   int64_t selfFenceMarginMs = 0;   // 0: a quarter of the lease, at least 200 ms
   int64_t httpTimeoutMs = 2000;
+  // Listen on the group's change channel (Redis sharded pub/sub) and heartbeat at once when the
+  // coordinator says this member has shards to give up or take; off: only at the interval.
+  bool listenForChanges = true;
   std::function<void(const std::string&)> log;
   std::function<void(const HeartbeatEvent&)> onHeartbeat;
 };
@@ -77,6 +80,7 @@ class Runtime {
     int64_t heartbeatFailures = 0;
     int64_t rejoins = 0;
     int64_t selfFences = 0;
+    int64_t notifications = 0;  // change notifications naming this member (each made it heartbeat at once)
     int32_t epoch = 0;
     std::vector<int32_t> owned;
   };

@@ -1,5 +1,7 @@
 #include "redis/connection.hpp"
 
+#include <poll.h>
+
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
@@ -134,6 +136,28 @@ std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds
     out.push_back(Result<Value>::success(convert(static_cast<redisReply*>(raw))));
   }
   return out;
+}
+
+Result<std::optional<Value>> RedisConnection::next_push(Millis waitMs) {
+  using R = Result<std::optional<Value>>;
+  if (!ctx_) return R::failure({ErrorKind::Retryable, "redis: not connected (subscribe first)"});
+  void* raw = nullptr;
+  if (redisGetReplyFromReader(ctx_.get(), &raw) != REDIS_OK) return R::failure(io_failure("read push"));
+  if (raw == nullptr) {
+    // Nothing buffered: wait for the socket (a read timeout would leave hiredis' context unusable).
+    pollfd p{ctx_->fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::max<Millis>(0, waitMs)));
+    if (n == 0) return R::success(std::nullopt);
+    if (n < 0) {
+      if (errno == EINTR) return R::success(std::nullopt);
+      return R::failure(io_failure("poll"));
+    }
+    if (redisBufferRead(ctx_.get()) != REDIS_OK) return R::failure(io_failure("read push"));
+    if (redisGetReplyFromReader(ctx_.get(), &raw) != REDIS_OK) return R::failure(io_failure("read push"));
+    if (raw == nullptr) return R::success(std::nullopt);  // part of a message so far
+  }
+  ReplyPtr reply(raw);
+  return R::success(convert(static_cast<redisReply*>(raw)));
 }
 
 namespace {

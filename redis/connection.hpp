@@ -68,6 +68,11 @@ class RedisConnection {
   // Many commands, one round trip. On an I/O failure every result is that failure.
   std::vector<Result<Value>> pipeline(const std::vector<Command>& cmds);
 
+  // On a connection that subscribed (SUBSCRIBE, SSUBSCRIBE): the next message Redis pushes, or
+  // std::nullopt when none came within `waitMs`. An I/O failure drops the connection (subscribe
+  // again on the next one).
+  Result<std::optional<Value>> next_push(Millis waitMs);
+
   // Called after every (re)connect, e.g. to load scripts. Its failure fails the connect.
   void on_connect(std::function<std::optional<Error>(RedisConnection&)> f) { onConnect_ = std::move(f); }
   bool connected() const { return ctx_ != nullptr; }

@@ -395,6 +395,19 @@ std::set<std::pair<std::string, std::string>> MemoryStore::consumer_groups() con
   return consumerGroups_;
 }
 
+Result<bool> MemoryStore::notify(const GroupKey& key, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  notifications_.emplace_back(key.str(), message);
+  return Result<bool>::success(false);
+}
+
+std::vector<std::pair<std::string, std::string>> MemoryStore::notifications() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return notifications_;
+}
+
 Result<bool> MemoryStore::ping() {
   std::lock_guard<std::mutex> lock(mu_);
   Error e;

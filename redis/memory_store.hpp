@@ -43,6 +43,9 @@ class MemoryStore : public GroupStore {
   // (shard stream key, consumer group) pairs provisioned so far (tests).
   std::set<std::pair<std::string, std::string>> consumer_groups() const;
   Result<bool> ping() override;
+  Result<bool> notify(const GroupKey& key, const std::string& message) override;
+  // Every notify() so far: (group, message).
+  std::vector<std::pair<std::string, std::string>> notifications() const;
 
   // Fault injection.
   void fail_next(int calls, ErrorKind kind = ErrorKind::Retryable);  // the next calls fail
@@ -84,6 +87,7 @@ class MemoryStore : public GroupStore {
   bool down_ = false;
   int conflictNext_ = 0;
   std::vector<std::shared_ptr<CallObserver>> observers_;
+  std::vector<std::pair<std::string, std::string>> notifications_;
   int64_t calls_ = 0;
   RevisionTracker tracker_;
 };

@@ -493,6 +493,13 @@ std::optional<Error> RedisStore::ensure_scripts() {
   return std::nullopt;
 }
 
+Result<bool> RedisStore::notify(const GroupKey& key, const std::string& message) {
+  auto r = conn_.command({"SPUBLISH", keys_.notify_channel(key), message});
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->is_error()) return reply_failure<bool>(*r.value, "notify " + key.str());
+  return Result<bool>::success(r.value->integer > 0);
+}
+
 Result<bool> RedisStore::ping() {
   auto r = conn_.command({"PING"});
   if (!r.ok()) return Result<bool>::failure(r.error);

@@ -39,6 +39,7 @@ class RedisStore : public GroupStore {
   std::size_t revisions_remembered() const { return tracker_.remembered(); }
 
   Result<bool> ping() override;
+  Result<bool> notify(const GroupKey& key, const std::string& message) override;
   const KeySpace& keys() const { return keys_; }
   RedisConnection& connection() { return conn_; }
   int64_t script_reloads() const { return scriptReloads_; }

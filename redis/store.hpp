@@ -185,6 +185,10 @@ class GroupStore {
 
   // Is the store reachable (readiness)?
   virtual Result<bool> ping() = 0;
+  // Tells the group's subscribers (the member runtimes) something changed: a sharded pub/sub
+  // message on the group's channel (KeySpace::notify_channel, the group's slot). Best effort: a
+  // lost message only delays a heartbeat. Returns how many subscribers received it (> 0: true).
+  virtual Result<bool> notify(const GroupKey& key, const std::string& message) = 0;
 
   // Rollbacks detected so far (a metric).
   virtual int64_t rollbacks_detected() const = 0;

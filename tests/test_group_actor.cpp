@@ -450,6 +450,24 @@ TEST_F(GroupActorTest, DescribeShowsTheGroupAndAnUnknownGroupIsNotFound) {
   EXPECT_NE(out->value->value().find("\"memberId\":\"a\""), std::string::npos);
 }
 
+// A stored step that gives a member something to do publishes one notification naming it; a
+// steady heartbeat publishes nothing.
+TEST_F(GroupActorTest, AJoinNotifiesTheMemberThatMustGiveShardsUpAndSteadyHeartbeatsNothing) {
+  auto a = hb(request("a", 0));
+  a = hb(request("a", a.memberEpoch, a.assignment->assignedShards));
+  const auto before = mem_->notifications().size();
+  hb(request("a", a.memberEpoch, a.assignment->assignedShards));
+  EXPECT_EQ(mem_->notifications().size(), before) << "a steady heartbeat tells nobody";
+  hb(request("b", 0));
+  const auto n = mem_->notifications();
+  ASSERT_EQ(n.size(), before + 1);
+  EXPECT_EQ(n.back().first, "orders/billing");
+  const auto msg = nlohmann::json::parse(n.back().second);
+  EXPECT_EQ(msg.at("members"), nlohmann::json::parse(R"(["a"])"));
+  EXPECT_EQ(msg.at("groupEpoch"), stored().groupEpoch);
+  EXPECT_NE(metrics_->text().find("rsc_members_notified_total 1"), std::string::npos);
+}
+
 // Describe carries the group's recent events as this pod saw them, oldest first, with their age
 // on the pod's clock.
 TEST_F(GroupActorTest, DescribeListsTheRecentEventsOfTheGroup) {

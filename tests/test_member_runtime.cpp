@@ -211,6 +211,39 @@ TEST_F(RuntimeTest, AfterAFailedAckNothingLaterOnTheShardIsProcessedBeforeTheRec
   EXPECT_TRUE(a.shutdown(5000));
 }
 
+// Change notifications: with a 3 s heartbeat interval, the owner that must give a shard up hears
+// of the newcomer through the group's channel and heartbeats at once, so the newcomer reads its
+// shard well before the owner's next scheduled heartbeat.
+TEST(RuntimeNotifications, AnOwnerHearsOfAJoinAtOnceInsteadOfAtItsNextHeartbeat) {
+  RedisServer redis;
+  Coordinator coord(redis.port(), {"--tick-interval-ms", "100", "--heartbeat-interval-ms", "3000",
+                                   "--member-lease-ttl-ms", "15000", "--rebalance-timeout-ms", "10000"});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
+  auto options = [&](const std::string& id) {
+    member::RuntimeOptions o;
+    o.coordinatorUrl = "http://127.0.0.1:" + std::to_string(coord.port());
+    o.redis = redis.client_options();
+    o.streamPrefix = "orders";
+    o.group = "billing";
+    o.memberId = id;
+    o.maxBlockMs = 100;
+    return o;
+  };
+  member::Runtime a(options("a"), [](const member::Record&, int64_t) {});
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }, 8000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a is now between heartbeats
+  member::Runtime b(options("b"), [](const member::Record&, int64_t) {});
+  const auto t0 = std::chrono::steady_clock::now();
+  b.start();
+  ASSERT_TRUE(eventually([&] { return b.stats().owned.size() == 1; }, 8000));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(a.stats().notifications, 1) << "a was named in a change notification";
+  EXPECT_LT(ms, 2000) << "b read its shard " << ms << " ms after joining; a's next scheduled heartbeat was up to 3 s away";
+  EXPECT_TRUE(b.shutdown(5000));
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
 TEST(MemberId, ComesFromPodIpAndASuffix) {
   setenv("POD_IP", "10.1.2.3", 1);
   EXPECT_EQ(member::member_id_from_environment("4"), "10.1.2.3:4");

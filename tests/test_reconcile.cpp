@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "group/describe.hpp"
+#include "group/notify.hpp"
 #include "group_harness.hpp"
 
 using namespace rsc::testing;
@@ -758,4 +759,32 @@ TEST_F(TwoMembers, DescribeShowsEachShardsOwnerAndItsHandoverInProgress) {
     EXPECT_EQ(shards[s].at("owner"), "b");
     EXPECT_TRUE(shards[s].at("revokingBy").is_null());
   }
+}
+
+// Notifications (group/notify.hpp): after a join, the member that must give shards up is woken;
+// after its ack, the member waiting for them is; the members whose heartbeats made the step are
+// not (their answer tells them), and nobody is woken twice for the same to-do.
+TEST(Notify, AJoinWakesTheOwnerThatMustGiveUpAndItsAckWakesTheNewcomer) {
+  Harness h;
+  auto a = h.hb("a", 0);
+  a = h.hb("a", a.memberEpoch, {assigned(a)});
+  const auto stable = h.state();
+  auto b = h.hb("b", 0);
+  EXPECT_EQ(rsc::group::members_to_wake(&stable, h.state(), {"b"}), (std::vector<std::string>{"a"}))
+      << "a holds shards b's join moved";
+  EXPECT_TRUE(rsc::group::members_to_wake(&stable, h.state(), {"a", "b"}).empty());
+  const auto joined = h.state();
+  EXPECT_TRUE(rsc::group::members_to_wake(&joined, h.state(), {}).empty()) << "nothing new: nobody is woken";
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  ASSERT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  const auto revoking = h.state();
+  EXPECT_TRUE(rsc::group::members_to_wake(&joined, revoking, {"a"}).empty()) << "b's shards are still held by a";
+  h.hb("a", r.memberEpoch, {assigned(r), Shards{3, 4, 5}});
+  EXPECT_EQ(rsc::group::members_to_wake(&revoking, h.state(), {"a"}), (std::vector<std::string>{"b"}))
+      << "a's ack freed the shards b waits for";
+  const auto todo = rsc::group::member_todo(h.state(), h.state().members.at("b"));
+  EXPECT_EQ(todo.take, (Shards{3, 4, 5}));
+  EXPECT_TRUE(todo.giveUp.empty());
+  EXPECT_EQ(rsc::group::members_to_wake(nullptr, h.state(), {}), (std::vector<std::string>{"b"}))
+      << "with no earlier state known, whoever has something to do is woken";
 }

@@ -68,6 +68,7 @@ class Forward : public GroupStore {
   }
   int64_t rollbacks_detected() const override { return s_.rollbacks_detected(); }
   Result<bool> ping() override { return s_.ping(); }
+  Result<bool> notify(const GroupKey& k, const std::string& m) override { return s_.notify(k, m); }
 
  private:
   MemoryStore& s_;

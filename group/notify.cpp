@@ -1,0 +1,78 @@
+#include "group/notify.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "protocol/codec.hpp"
+
+namespace rsc::group {
+namespace {
+
+// How many live members hold each shard.
+std::vector<int> holders(const GroupState& g) {
+  std::vector<int> n;
+  for (const auto& [id, m] : g.members) {
+    if (!m.live()) continue;
+    for (int32_t s : m.held()) {
+      if (s < 0) continue;
+      if (static_cast<std::size_t>(s) >= n.size()) n.resize(static_cast<std::size_t>(s) + 1, 0);
+      ++n[static_cast<std::size_t>(s)];
+    }
+  }
+  return n;
+}
+
+MemberTodo todo_with(const std::vector<int>& held, const Member& m) {
+  MemberTodo t;
+  if (!m.live() || m.leaving()) return t;
+  t.giveUp = set_minus(m.assigned, m.target);
+  const auto mine = m.held();
+  for (int32_t s : m.pending()) {
+    const int total = s >= 0 && static_cast<std::size_t>(s) < held.size() ? held[static_cast<std::size_t>(s)] : 0;
+    const int own = std::binary_search(mine.begin(), mine.end(), s) ? 1 : 0;
+    if (total - own == 0) t.take.push_back(s);
+  }
+  return t;
+}
+
+// Nothing a member's to-do depends on changed: the same members, each in the same state with the
+// same shards held and wanted (true for a steady heartbeat, which only renews a lease).
+bool same_shape(const GroupState& a, const GroupState& b) {
+  if (a.members.size() != b.members.size()) return false;
+  for (auto i = a.members.begin(), j = b.members.begin(); i != a.members.end(); ++i, ++j) {
+    const Member &x = i->second, &y = j->second;
+    if (i->first != j->first || x.state != y.state || x.assigned != y.assigned || x.revoking != y.revoking ||
+        x.target != y.target)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string notification_message(int32_t groupEpoch, const std::vector<std::string>& members) {
+  return protocol::dump(nlohmann::json{{"groupEpoch", groupEpoch}, {"members", members}});
+}
+
+MemberTodo member_todo(const GroupState& g, const Member& m) { return todo_with(holders(g), m); }
+
+std::vector<std::string> members_to_wake(const GroupState* before, const GroupState& after,
+                                         const std::set<std::string>& answered) {
+  std::vector<std::string> out;
+  if (before != nullptr && same_shape(*before, after)) return out;
+  const auto heldAfter = holders(after);
+  const auto heldBefore = before != nullptr ? holders(*before) : std::vector<int>{};
+  for (const auto& [id, m] : after.members) {
+    if (answered.count(id)) continue;
+    const auto now = todo_with(heldAfter, m);
+    if (now.empty()) continue;
+    if (before != nullptr) {
+      auto it = before->members.find(id);
+      if (it != before->members.end() && todo_with(heldBefore, it->second) == now) continue;  // told already
+    }
+    out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace rsc::group

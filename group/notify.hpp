@@ -1,0 +1,36 @@
+// Who should hear of a change at once. After a stored step, a member that now has something to do
+// (shards to give up, or shards it waits for that have become free) and did not make the step
+// itself is told through a notification, so it heartbeats now instead of at its next interval.
+// Notifications only make a heartbeat come sooner: the heartbeat alone grants shards, so a lost
+// notification costs time, never safety.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "group/state.hpp"
+
+namespace rsc::group {
+
+// What a member would be told on its next heartbeat that it does not know yet: the shards it
+// holds but must give up, and the shards it waits for that nobody else holds any more.
+struct MemberTodo {
+  ShardSet giveUp;
+  ShardSet take;
+  bool empty() const { return giveUp.empty() && take.empty(); }
+  friend bool operator==(const MemberTodo& a, const MemberTodo& b) { return a.giveUp == b.giveUp && a.take == b.take; }
+};
+MemberTodo member_todo(const GroupState& g, const Member& m);
+
+// The members to wake after a step from `before` (null: not known, as for a first load) to
+// `after`: live members that are not leaving, whose to-do is not empty and differs from what it
+// was, leaving out `answered` (the members whose heartbeats the step answers). Sorted.
+std::vector<std::string> members_to_wake(const GroupState* before, const GroupState& after,
+                                         const std::set<std::string>& answered);
+
+// The notification's text: {"groupEpoch": N, "members": [ids]}. A member runtime that finds its
+// id in `members` heartbeats at once.
+std::string notification_message(int32_t groupEpoch, const std::vector<std::string>& members);
+
+}  // namespace rsc::group
