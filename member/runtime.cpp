@@ -288,6 +288,7 @@ struct Runtime::Impl {
         body = build_request(reportedRevoked).dump();
       }
       HeartbeatEvent ev;
+      ev.revokedReported = static_cast<int>(reportedRevoked.size());
       ev.sentNs = mono_ns();
       auto reply = http.request("POST", path, body, opts.token);
       ev.receivedNs = mono_ns();

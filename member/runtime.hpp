@@ -33,6 +33,7 @@ struct HeartbeatEvent {
   std::string status;  // the HeartbeatStatus, or "" when no answer came
   int32_t epoch = 0;
   std::vector<int32_t> owned;  // what the member may read after this answer
+  int revokedReported = 0;     // shards this request reported REVOKED (drained and handed back)
 };
 
 struct RuntimeOptions {
