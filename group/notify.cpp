@@ -22,10 +22,11 @@ std::vector<int> holders(const GroupState& g) {
   return n;
 }
 
-MemberTodo todo_with(const std::vector<int>& held, const Member& m) {
+MemberTodo todo_with(const GroupState& g, const std::vector<int>& held, const Member& m) {
   MemberTodo t;
   if (!m.live() || m.leaving()) return t;
   t.giveUp = set_minus(m.assigned, m.target);
+  if (m.epoch != g.assignmentEpoch) t.newEpoch = g.assignmentEpoch;
   const auto mine = m.held();
   for (int32_t s : m.pending()) {
     const int total = s >= 0 && static_cast<std::size_t>(s) < held.size() ? held[static_cast<std::size_t>(s)] : 0;
@@ -41,7 +42,7 @@ bool same_shape(const GroupState& a, const GroupState& b) {
   if (a.members.size() != b.members.size()) return false;
   for (auto i = a.members.begin(), j = b.members.begin(); i != a.members.end(); ++i, ++j) {
     const Member &x = i->second, &y = j->second;
-    if (i->first != j->first || x.state != y.state || x.assigned != y.assigned || x.revoking != y.revoking ||
+    if (i->first != j->first || x.epoch != y.epoch || x.state != y.state || x.assigned != y.assigned || x.revoking != y.revoking ||
         x.target != y.target)
       return false;
   }
@@ -54,21 +55,21 @@ std::string notification_message(int32_t groupEpoch, const std::vector<std::stri
   return protocol::dump(nlohmann::json{{"groupEpoch", groupEpoch}, {"members", members}});
 }
 
-MemberTodo member_todo(const GroupState& g, const Member& m) { return todo_with(holders(g), m); }
+MemberTodo member_todo(const GroupState& g, const Member& m) { return todo_with(g, holders(g), m); }
 
 std::vector<std::string> members_to_wake(const GroupState* before, const GroupState& after,
                                          const std::set<std::string>& answered) {
   std::vector<std::string> out;
-  if (before != nullptr && same_shape(*before, after)) return out;
+  if (before != nullptr && before->assignmentEpoch == after.assignmentEpoch && same_shape(*before, after)) return out;
   const auto heldAfter = holders(after);
   const auto heldBefore = before != nullptr ? holders(*before) : std::vector<int>{};
   for (const auto& [id, m] : after.members) {
     if (answered.count(id)) continue;
-    const auto now = todo_with(heldAfter, m);
+    const auto now = todo_with(after, heldAfter, m);
     if (now.empty()) continue;
     if (before != nullptr) {
       auto it = before->members.find(id);
-      if (it != before->members.end() && todo_with(heldBefore, it->second) == now) continue;  // told already
+      if (it != before->members.end() && todo_with(*before, heldBefore, it->second) == now) continue;  // told already
     }
     out.push_back(id);
   }

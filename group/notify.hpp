@@ -1,6 +1,6 @@
 // Who should hear of a change at once. After a stored step, a member that now has something to do
-// (shards to give up, or shards it waits for that have become free) and did not make the step
-// itself is told through a notification, so it heartbeats now instead of at its next interval.
+// (shards to give up, shards it waits for that have become free, or a new assignment epoch to take
+// up) and did not make the step itself is told through a notification, so it heartbeats now instead of at its next interval.
 // Notifications only make a heartbeat come sooner: the heartbeat alone grants shards, so a lost
 // notification costs time, never safety.
 #pragma once
@@ -14,12 +14,16 @@
 namespace rsc::group {
 
 // What a member would be told on its next heartbeat that it does not know yet: the shards it
-// holds but must give up, and the shards it waits for that nobody else holds any more.
+// holds but must give up, the shards it waits for that nobody else holds any more, and a new
+// assignment epoch (the group is not stable until every member has taken it up).
 struct MemberTodo {
   ShardSet giveUp;
   ShardSet take;
-  bool empty() const { return giveUp.empty() && take.empty(); }
-  friend bool operator==(const MemberTodo& a, const MemberTodo& b) { return a.giveUp == b.giveUp && a.take == b.take; }
+  int32_t newEpoch = 0;  // the group's assignment epoch when the member's epoch is another, else 0
+  bool empty() const { return giveUp.empty() && take.empty() && newEpoch == 0; }
+  friend bool operator==(const MemberTodo& a, const MemberTodo& b) {
+    return a.giveUp == b.giveUp && a.take == b.take && a.newEpoch == b.newEpoch;
+  }
 };
 MemberTodo member_todo(const GroupState& g, const Member& m);
 

@@ -773,6 +773,9 @@ TEST(Notify, AJoinWakesTheOwnerThatMustGiveUpAndItsAckWakesTheNewcomer) {
   EXPECT_EQ(rsc::group::members_to_wake(&stable, h.state(), {"b"}), (std::vector<std::string>{"a"}))
       << "a holds shards b's join moved";
   EXPECT_TRUE(rsc::group::members_to_wake(&stable, h.state(), {"a", "b"}).empty());
+  const auto aTodo = rsc::group::member_todo(h.state(), h.state().members.at("a"));
+  EXPECT_EQ(aTodo.giveUp, (Shards{3, 4, 5}));
+  EXPECT_EQ(aTodo.newEpoch, h.state().assignmentEpoch) << "a also has the new assignment epoch to take up";
   const auto joined = h.state();
   EXPECT_TRUE(rsc::group::members_to_wake(&joined, h.state(), {}).empty()) << "nothing new: nobody is woken";
   auto r = h.hb("a", a.memberEpoch, {assigned(a)});
