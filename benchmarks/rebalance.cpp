@@ -7,8 +7,9 @@
 // nothing pending or revoking, M+1 members) is taken, with the time from the last revoke ack (the
 // old owners' heartbeats that handed shards back) to the newcomer holding all its shards; then one
 // member leaves gracefully and the time until the M others own everything is taken. With
-// --background-groups B, B other groups (two members each, joining and leaving in turn) rebalance
-// at the same moment. Records are not produced: drain time is ~0, so convergence is the protocol's
+// --background-groups B, B other groups (one member, then a second one joining at the same moment
+// as the measured join and leaving with the measured leave; on a stream of 4 shards) rebalance at
+// the same time. Records are not produced: drain time is ~0, so convergence is the protocol's
 // own delay. Prints median and max per mode and their ratio.
 #include <algorithm>
 #include <atomic>
@@ -136,10 +137,31 @@ bool converged(member::HttpClient& http, const std::string& stream, const std::s
   return !d.value("shards", json::array()).empty();
 }
 
+bool verbose = false;
+
+// One line about where a group stands: its state, and per member its state, epoch and shards.
+void show(member::HttpClient& http, const std::string& stream, const std::string& group) {
+  auto r = http.request("GET", "/coord/v1/streams/" + stream + "/groups/" + group, "");
+  const auto d = json::parse(r.body, nullptr, false);
+  if (!d.is_object()) return;
+  std::string line = group + " " + d.value("state", "?") + " assignmentEpoch " + std::to_string(d.value("assignmentEpoch", 0));
+  for (const auto& m : d.value("members", json::array()))
+    line += " | " + m.value("memberId", "?") + " " + m.value("state", "?") + " e" + std::to_string(m.value("memberEpoch", 0)) +
+            " a" + m.value("assignedShards", json::array()).dump() + " p" + m.value("pendingShards", json::array()).dump() +
+            " r" + m.value("revokingShards", json::array()).dump() + " hb " +
+            std::to_string(m.value("lastHeartbeatAgoMs", 0)) + "ms ago";
+  std::fprintf(stderr, "    slow: %s\n", line.c_str());
+}
+
 double wait_converged(member::HttpClient& http, const std::string& stream, const std::string& group, std::size_t live,
                       std::chrono::steady_clock::time_point t0, double limitMs = 30000) {
+  bool shown = false;
   while (ms_since(t0) < limitMs) {
     if (converged(http, stream, group, live)) return ms_since(t0);
+    if (verbose && !shown && ms_since(t0) > 1500) {
+      shown = true;
+      show(http, stream, group);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return -1;
@@ -179,6 +201,7 @@ int main(int argc, char** argv) {
     else if (k == "--shards") a.shards = std::atoi(v().c_str());
     else if (k == "--trials") a.trials = std::atoi(v().c_str());
     else if (k == "--background-groups") a.background = std::atoi(v().c_str());
+    else if (k == "--verbose") verbose = true;
     else if (k == "--modes") {
       const auto m = v() + ",";
       a.modes.clear();
@@ -200,6 +223,17 @@ int main(int argc, char** argv) {
     std::cerr << "rsc-rebalance: PUT stream answered " << put.status << " " << put.body << "\n";
     return 1;
   }
+  // The other groups read a stream of 4 shards: every member polls each of its shards (reads,
+  // XINFO, XPENDING), and 200 members on 16 shards each would make this process, not the
+  // coordinator, the bottleneck of a 2-core machine.
+  const std::string bgStream = "rebalance-bg";
+  if (a.background > 0) {
+    auto bgPut = http.request("PUT", "/coord/v1/streams/" + bgStream, json{{"shardCount", 4}}.dump());
+    if (bgPut.status != 200) {
+      std::cerr << "rsc-rebalance: PUT stream answered " << bgPut.status << " " << bgPut.body << "\n";
+      return 1;
+    }
+  }
   std::cout << "rsc-rebalance: " << a.members << " members + 1 joining, " << a.shards << " shards, " << a.trials
             << " trials per mode, " << a.background << " other groups rebalancing at the same time\n";
   std::vector<Figures> figures(a.modes.size());
@@ -211,7 +245,7 @@ int main(int argc, char** argv) {
       // Background groups: one member each, settled before the trial.
       std::vector<std::unique_ptr<Group>> bg;
       for (int b = 0; b < a.background; ++b) {
-        bg.push_back(std::make_unique<Group>(a, stream, "bg-" + tag + "-" + std::to_string(b), notify));
+        bg.push_back(std::make_unique<Group>(a, bgStream, "bg-" + tag + "-" + std::to_string(b), notify));
         bg.back()->add("b0");
       }
       auto watch = std::make_shared<Watch>();
@@ -223,7 +257,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       for (auto& b : bg)
-        if (wait_converged(http, stream, b->name(), 1, std::chrono::steady_clock::now(), 60000) < 0) {
+        if (wait_converged(http, bgStream, b->name(), 1, std::chrono::steady_clock::now(), 60000) < 0) {
           std::cerr << "rsc-rebalance: group " << b->name() << " did not settle\n";
           return 1;
         }
