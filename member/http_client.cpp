@@ -47,11 +47,29 @@ struct HttpClient::Impl {
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
 
+  // beast::tcp_stream's deadline (expires_after) applies to asynchronous operations only: each
+  // step is started asynchronously and the io_context run until it completes, so a server that
+  // accepts but never answers (stopped, overloaded) costs at most the timeout.
+  template <typename Start>
+  void await(Start start) {
+    beast::error_code ec;
+    bool done = false;
+    start([&](beast::error_code e, auto&&...) {
+      ec = e;
+      done = true;
+    });
+    ioc.restart();
+    ioc.run();
+    if (!done) ec = net::error::operation_aborted;
+    if (ec) throw beast::system_error(ec);
+  }
+
   void connect() {
     stream.emplace(ioc);
-    stream->expires_after(std::chrono::milliseconds(timeoutMs));
     net::ip::tcp::resolver resolver(ioc);
-    stream->connect(resolver.resolve(url.host, std::to_string(url.port)));
+    const auto endpoints = resolver.resolve(url.host, std::to_string(url.port));
+    stream->expires_after(std::chrono::milliseconds(timeoutMs));
+    await([&](auto handler) { stream->async_connect(endpoints, handler); });
   }
 };
 
@@ -77,11 +95,11 @@ HttpReply HttpClient::request(const std::string& method, const std::string& path
       if (!bearerToken.empty()) req.set(bhttp::field::authorization, "Bearer " + bearerToken);
       req.body() = body;
       req.prepare_payload();
-      impl_->stream->expires_after(std::chrono::milliseconds(impl_->timeoutMs));
-      bhttp::write(*impl_->stream, req);
+      impl_->stream->expires_after(std::chrono::milliseconds(impl_->timeoutMs));  // write and read together
+      impl_->await([&](auto handler) { bhttp::async_write(*impl_->stream, req, handler); });
       bhttp::response<bhttp::string_body> res;
       impl_->buffer.clear();
-      bhttp::read(*impl_->stream, impl_->buffer, res);
+      impl_->await([&](auto handler) { bhttp::async_read(*impl_->stream, impl_->buffer, res, handler); });
       out.status = res.result_int();
       out.body = std::move(res.body());
       if (!res.keep_alive()) impl_->stream.reset();

@@ -106,6 +106,13 @@ struct Runtime::Impl {
   bool left = false;
   bool wake = false;
   bool selfFenced = false;
+  // Shard events for the user's callbacks, delivered by the heartbeat thread outside the lock.
+  struct Callback {
+    enum Kind { Assigned, Revoking, Lost } kind;
+    std::vector<int32_t> shards;
+  };
+  std::vector<Callback> callbacks;
+  bool callbacksDue = false;
   int busyWorkers = 0;
   std::atomic<bool> stopping{false};
   Stats stats;
@@ -184,8 +191,52 @@ struct Runtime::Impl {
             {"shardProgress", progress}};
   }
 
+  // Under the lock: queues a callback (nothing when no shards or no such callback).
+  void queue(Callback::Kind kind, std::vector<int32_t> list) {
+    if (list.empty()) return;
+    const auto& f = kind == Callback::Assigned ? opts.onAssigned : kind == Callback::Revoking ? opts.onRevoking : opts.onLost;
+    if (!f) return;
+    callbacks.push_back({kind, std::move(list)});
+    callbacksDue = true;
+  }
+  // Under the lock: the shards being read (neither given up nor dropped).
+  std::vector<int32_t> reading() const {
+    std::vector<int32_t> out;
+    for (const auto& [s, st] : shards)
+      if (!st.revoking && !st.dropped) out.push_back(s);
+    return out;
+  }
+  // Heartbeat thread, lock not held: calls what was queued, in order.
+  void deliver_callbacks() {
+    std::vector<Callback> due;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      due.swap(callbacks);
+      callbacksDue = false;
+    }
+    for (const auto& c : due) {
+      const auto& f = c.kind == Callback::Assigned ? opts.onAssigned : c.kind == Callback::Revoking ? opts.onRevoking : opts.onLost;
+      try {
+        f(c.shards);
+      } catch (const std::exception& e) {
+        log(std::string("a shard callback threw: ") + e.what());
+      } catch (...) {
+        log("a shard callback threw");
+      }
+    }
+  }
+  // Under the lock, where the runtime fences itself: everything it reads is lost for now.
+  void self_fence() {
+    selfFenced = true;
+    ++stats.selfFences;
+    for (auto& [s, st] : shards) st.needsClaim = true;
+    queue(Callback::Lost, reading());
+    log("self-fenced: no answered heartbeat for lease minus margin; reading stops");
+  }
+
   // Stop every read and forget every shard (fenced, unknown, or an epoch the coordinator rejects).
   void drop_all(const std::string& why) {
+    if (!selfFenced) queue(Callback::Lost, reading());  // a self-fence told of them already
     log("drops all shards and rejoins: " + why);
     ++stats.rejoins;
     for (auto it = shards.begin(); it != shards.end();) {
@@ -208,6 +259,7 @@ struct Runtime::Impl {
         lastOkSentNs = std::max(lastOkSentNs, sentNs);
         if (selfFenced) {
           selfFenced = false;
+          queue(Callback::Assigned, reading());
           log("heartbeat answered again: reading resumes");
         }
         if (r.memberLeaseTtlMs > 0) leaseMs = r.memberLeaseTtlMs;
@@ -227,10 +279,12 @@ struct Runtime::Impl {
         if (!r.assignment) return;
         const std::set<int32_t> target(r.assignment->assignedShards.begin(), r.assignment->assignedShards.end());
         bool changed = false;
+        std::vector<int32_t> givingUp, taking;
         for (auto& [s, st] : shards) {
           if (!st.revoking && !target.count(s)) {
             st.revoking = true;  // stop reading it now; REVOKED once drained
             changed = true;
+            givingUp.push_back(s);
             log("revoking shard " + std::to_string(s));
           }
         }
@@ -239,9 +293,12 @@ struct Runtime::Impl {
             if (shards.count(s)) continue;
             shards[s] = ShardState{};
             changed = true;
+            taking.push_back(s);
             log("takes shard " + std::to_string(s));
           }
         }
+        queue(Callback::Revoking, std::move(givingUp));
+        queue(Callback::Assigned, std::move(taking));
         if (changed) wake = true;
         return;
       }
@@ -280,6 +337,7 @@ struct Runtime::Impl {
     int64_t backoffMs = 50;
     bool patternKnown = !keyPattern.empty();  // this thread's own copy of "keyPattern is set"
     while (!stopping) {
+      deliver_callbacks();  // before the request: a revoked shard goes back only after onRevoking
       std::set<int32_t> reportedRevoked;
       std::string body;
       {
@@ -327,10 +385,18 @@ struct Runtime::Impl {
       cv.notify_all();
       if (resp && resp->status != HeartbeatStatus::RETRY && !patternKnown) patternKnown = learn_key_pattern(http);
       if (opts.onHeartbeat) opts.onHeartbeat(ev);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, std::chrono::milliseconds(waitMs), [&] { return stopping.load() || wake || left; });
+      while (!cv.wait_until(lock, until, [&] { return stopping.load() || wake || left || callbacksDue; }) ||
+             !(stopping.load() || wake || left)) {
+        if (std::chrono::steady_clock::now() >= until) break;
+        lock.unlock();  // only callbacks are due (a self-fence): tell the user, keep waiting
+        deliver_callbacks();
+        lock.lock();
+      }
       wake = false;
     }
+    deliver_callbacks();
     cv.notify_all();
   }
 
@@ -395,9 +461,8 @@ struct Runtime::Impl {
         if (start >= deadline_ns()) {
           st.needsClaim = true;  // our own pending entries must be claimed after we recover
           if (!selfFenced) {
-            selfFenced = true;
-            ++stats.selfFences;
-            log("self-fenced: no answered heartbeat for lease minus margin; reading stops");
+            self_fence();
+            cv.notify_all();  // the heartbeat thread tells the user (onLost)
           }
           return false;
         }
@@ -540,10 +605,8 @@ struct Runtime::Impl {
           }
           if (!mine.empty()) ++busyWorkers;
         } else if (lastOkSentNs != 0 && !selfFenced) {
-          selfFenced = true;
-          ++stats.selfFences;
-          for (auto& [s, st] : shards) st.needsClaim = true;
-          log("self-fenced: no answered heartbeat for lease minus margin; reading stops");
+          self_fence();
+          cv.notify_all();  // the heartbeat thread tells the user (onLost)
         }
         if (mine.empty()) {
           cv.wait_for(lock, std::chrono::milliseconds(20));
@@ -642,6 +705,7 @@ bool Runtime::shutdown(int64_t timeoutMs) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->leaving = true;
+    impl_->queue(Impl::Callback::Revoking, impl_->reading());
     for (auto& [s, st] : impl_->shards) st.revoking = true;
     impl_->wake = true;
   }

@@ -56,6 +56,20 @@ struct RuntimeOptions {
   bool listenForChanges = true;
   std::function<void(const std::string&)> log;
   std::function<void(const HeartbeatEvent&)> onHeartbeat;
+
+  // What happens to the member's shards, as Kafka's ConsumerRebalanceListener tells it. Each is
+  // called from the runtime's heartbeat thread, one call at a time and never while the runtime
+  // holds its lock; a call delays the next heartbeat, so keep it well under the lease.
+  //  - onAssigned: the member starts (or, after a self-fence, resumes) reading these shards.
+  //  - onRevoking: the member was asked to give these up; reading them has stopped, records
+  //    already in the handler finish, and the shards are not handed back before this returns
+  //    (flush or commit what you hold for them here).
+  //  - onLost: these are no longer the member's and may already be read by another: it was
+  //    fenced or unknown (they are dropped), or it fenced itself for want of answered heartbeats
+  //    (reading stopped; onAssigned follows if heartbeats are answered again). Do not commit.
+  std::function<void(const std::vector<int32_t>&)> onAssigned;
+  std::function<void(const std::vector<int32_t>&)> onRevoking;
+  std::function<void(const std::vector<int32_t>&)> onLost;
 };
 
 // The handler runs once per record; the record is acked when it returns. `startNs` is taken

@@ -2,6 +2,10 @@
 // wait for records in flight, a fenced member rejoins, a member that cannot reach the
 // coordinator fences itself and resumes with its own pending records.
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "e2e_harness.hpp"
+#include "member/http_client.hpp"
 #include "member/runtime.hpp"
 
 using namespace rsc;
@@ -242,6 +247,149 @@ TEST(RuntimeNotifications, AnOwnerHearsOfAJoinAtOnceInsteadOfAtItsNextHeartbeat)
   EXPECT_LT(ms, 2000) << "b read its shard " << ms << " ms after joining; a's next scheduled heartbeat was up to 3 s away";
   EXPECT_TRUE(b.shutdown(5000));
   EXPECT_TRUE(a.shutdown(5000));
+}
+
+// Shard callbacks (onAssigned, onRevoking, onLost): what each call named, and on which thread.
+struct Calls {
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::vector<int32_t>>> calls;
+  std::set<std::thread::id> threads;
+  void hook(member::RuntimeOptions& o, std::function<void(const std::string&)> also = {}) {
+    auto add = [this, also](const char* what) {
+      return [this, what, also](const std::vector<int32_t>& shards) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          calls.emplace_back(what, shards);
+          threads.insert(std::this_thread::get_id());
+        }
+        if (also) also(what);
+      };
+    };
+    o.onAssigned = add("assigned");
+    o.onRevoking = add("revoking");
+    o.onLost = add("lost");
+  }
+  // The shards named by every call of `kind`, in order.
+  std::vector<int32_t> named(const std::string& kind) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<int32_t> out;
+    for (const auto& [k, v] : calls)
+      if (k == kind) out.insert(out.end(), v.begin(), v.end());
+    return out;
+  }
+  std::string trace() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string t;
+    for (const auto& [k, v] : calls) {
+      t += k + "[";
+      for (auto x : v) t += std::to_string(x) + " ";
+      t += "] ";
+    }
+    return t;
+  }
+};
+
+TEST_F(RuntimeTest, OnAssignedNamesTheShardsAMemberStartsReadingFromOneThreadThatIsNotTheCallers) {
+  Calls c;
+  auto o = options("a");
+  c.hook(o);
+  member::Runtime a(o, [](const member::Record&, int64_t) {});
+  a.start();
+  ASSERT_TRUE(eventually([&] { return c.named("assigned").size() == 2; })) << c.trace();
+  EXPECT_EQ(c.named("assigned"), (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(c.named("revoking").empty());
+  EXPECT_TRUE(c.named("lost").empty());
+  EXPECT_TRUE(a.shutdown(5000));
+  EXPECT_EQ(c.named("revoking"), (std::vector<int32_t>{0, 1})) << "leaving gives every shard up: " << c.trace();
+  std::lock_guard<std::mutex> lock(c.mu);
+  EXPECT_EQ(c.threads.size(), 1u) << "every call comes from the heartbeat thread";
+  EXPECT_EQ(c.threads.count(std::this_thread::get_id()), 0u);
+}
+
+TEST_F(RuntimeTest, OnRevokingReturnsBeforeTheShardIsHandedToItsNextOwner) {
+  Calls ca, cb;
+  std::atomic<int64_t> revokingReturnedNs{0}, bAssignedNs{0};
+  auto oa = options("a");
+  ca.hook(oa, [&](const std::string& what) {
+    if (what != "revoking") return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a flush that takes a while
+    revokingReturnedNs = member::mono_ns();
+  });
+  auto ob = options("b");
+  cb.hook(ob, [&](const std::string& what) {
+    if (what == "assigned" && bAssignedNs == 0) bAssignedNs = member::mono_ns();
+  });
+  member::Runtime a(oa, [](const member::Record&, int64_t) {});
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }));
+  member::Runtime b(ob, [](const member::Record&, int64_t) {});
+  b.start();
+  ASSERT_TRUE(eventually([&] { return cb.named("assigned").size() == 1; })) << ca.trace() << " / " << cb.trace();
+  ASSERT_EQ(ca.named("revoking").size(), 1u) << ca.trace();
+  EXPECT_EQ(ca.named("revoking"), cb.named("assigned")) << "a gave up the shard b got";
+  EXPECT_GT(bAssignedNs.load(), revokingReturnedNs.load()) << "b got it only after a's onRevoking returned";
+  EXPECT_TRUE(ca.named("lost").empty());
+  EXPECT_TRUE(b.shutdown(5000));
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
+TEST_F(RuntimeTest, OnLostNamesEveryShardOfAFencedMemberAndOnAssignedFollowsItsRejoin) {
+  Calls c;
+  auto o = options("a");
+  c.hook(o);
+  member::Runtime a(o, [](const member::Record&, int64_t) {});
+  a.start();
+  ASSERT_TRUE(eventually([&] { return c.named("assigned").size() == 2; }));
+  ASSERT_EQ(http_call(coord->port(), "DELETE", "/coord/v1/streams/orders/groups/billing/members/a").status, 200);
+  ASSERT_TRUE(eventually([&] { return c.named("lost").size() == 2 && c.named("assigned").size() == 4; })) << c.trace();
+  EXPECT_EQ(c.named("lost"), (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(c.named("revoking").empty()) << "a fenced member gives nothing back: its shards are gone";
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
+TEST_F(RuntimeTest, OnLostNamesEveryShardWhenTheMemberFencesItselfAndOnAssignedWhenItResumes) {
+  Calls c;
+  auto o = options("a");
+  o.httpTimeoutMs = 300;
+  c.hook(o);
+  member::Runtime a(o, [](const member::Record&, int64_t) {});
+  a.start();
+  ASSERT_TRUE(eventually([&] { return c.named("assigned").size() == 2; }));
+  ::kill(coord->pid(), SIGSTOP);
+  const bool lost = eventually([&] { return c.named("lost").size() == 2; }, 3000);
+  const auto selfFences = a.stats().selfFences;
+  ::kill(coord->pid(), SIGCONT);
+  ASSERT_TRUE(lost) << "onLost comes with the self-fence: " << c.trace();
+  EXPECT_EQ(selfFences, 1);
+  EXPECT_EQ(c.named("lost"), (std::vector<int32_t>{0, 1}));
+  // Answered again (as the same member, or rejoined if the coordinator expired it): reading resumes.
+  EXPECT_TRUE(eventually([&] { return c.named("assigned").size() >= 4; }, 8000)) << c.trace();
+  EXPECT_EQ(c.named("lost").size(), 2u) << "told once, not again when the rejoin drops what was lost: " << c.trace();
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
+// The client's timeout holds against a server that accepts connections and never answers (a
+// stopped coordinator): the call fails after about the timeout instead of hanging.
+TEST(HttpClient, AServerThatNeverAnswersCostsTheTimeoutNotMore) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);  // the kernel completes handshakes; nobody reads or answers
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  member::HttpClient http({"127.0.0.1", ntohs(addr.sin_port), ""}, 300);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = http.request("POST", "/coord/v1/streams/s/groups/g/members/m/heartbeat", "{}");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  ::close(fd);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.error, "");
+  EXPECT_GE(ms, 250);
+  EXPECT_LT(ms, 2000) << "the call must not hang past its 300 ms timeout";
 }
 
 TEST(MemberId, ComesFromPodIpAndASuffix) {
