@@ -33,6 +33,18 @@ bool eventually(F f, int ms = 5000) {
   return f();
 }
 
+// A member of orders/billing reading from `redis` through `coord`, with short reads.
+member::RuntimeOptions runtime_options(Coordinator& coord, RedisServer& redis, const std::string& id) {
+  member::RuntimeOptions o;
+  o.coordinatorUrl = "http://127.0.0.1:" + std::to_string(coord.port());
+  o.redis = redis.client_options();
+  o.streamPrefix = "orders";
+  o.group = "billing";
+  o.memberId = id;
+  o.maxBlockMs = 100;
+  return o;
+}
+
 class RuntimeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -46,16 +58,7 @@ class RuntimeTest : public ::testing::Test {
     if (HasFailure()) std::fprintf(stderr, "--- coordinator log ---\n%s\n", coord->log().c_str());
   }
 
-  member::RuntimeOptions options(const std::string& id) {
-    member::RuntimeOptions o;
-    o.coordinatorUrl = "http://127.0.0.1:" + std::to_string(coord->port());
-    o.redis = redis.client_options();
-    o.streamPrefix = "orders";
-    o.group = "billing";
-    o.memberId = id;
-    o.maxBlockMs = 100;
-    return o;
-  }
+  member::RuntimeOptions options(const std::string& id) { return runtime_options(*coord, redis, id); }
 
   void add(int shard, const std::string& key) {
     auto a = redis.admin();
@@ -224,16 +227,7 @@ TEST(RuntimeNotifications, AnOwnerHearsOfAJoinAtOnceInsteadOfAtItsNextHeartbeat)
   Coordinator coord(redis.port(), {"--tick-interval-ms", "100", "--heartbeat-interval-ms", "3000",
                                    "--member-lease-ttl-ms", "15000", "--rebalance-timeout-ms", "10000"});
   ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
-  auto options = [&](const std::string& id) {
-    member::RuntimeOptions o;
-    o.coordinatorUrl = "http://127.0.0.1:" + std::to_string(coord.port());
-    o.redis = redis.client_options();
-    o.streamPrefix = "orders";
-    o.group = "billing";
-    o.memberId = id;
-    o.maxBlockMs = 100;
-    return o;
-  };
+  auto options = [&](const std::string& id) { return runtime_options(coord, redis, id); };
   member::Runtime a(options("a"), [](const member::Record&, int64_t) {});
   a.start();
   ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }, 8000));
