@@ -517,8 +517,13 @@ void admin_thread(Shared& sh, std::vector<std::unique_ptr<Member>>& members, con
         tmp.id = id;
         auto j = http.request("POST", "/coord/v1/streams/" + s + "/groups/" + g + "/members/" + id + "/heartbeat",
                               heartbeat_body(tmp, 0).dump());
-        if (j.status != 200) {
-          if (!unavailable(j.status) && j.status != 200) {
+        // Every heartbeat decision is HTTP 200: whether the join happened is the body's status. A
+        // RETRY (the store away) stored nothing, so there is no group to delete.
+        const auto jb = json::parse(j.body, nullptr, false);
+        const std::string decision =
+            jb.is_object() && jb.contains("status") && jb["status"].is_string() ? jb["status"].get<std::string>() : "";
+        if (j.status != 200 || decision != "OK") {
+          if (!unavailable(j.status) && decision != "RETRY") {
             ++sh.c.adminBad;
             sh.c.note("scratch join: HTTP " + std::to_string(j.status) + " " + j.body.substr(0, 200));
           }
