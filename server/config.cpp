@@ -233,8 +233,9 @@ std::string usage() {
          "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"
          "\"coordinator\": {\"tick-interval\": ms, ..., \"consumer-group-start\": \"0\"|\"$\"},\n"
          "\"groups\": {\"<stream>/<group>\": {\"consumerGroupStart\": \"0\"|\"$\"}}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
-         "\"streams\": [patterns], \"groups\": [patterns]}], \"metricsPublic\": true}}. No tokens: the server\n"
+         "\"streams\": [patterns], \"groups\": [patterns], \"name\"}], \"metricsPublic\": true}}. No tokens: the server\n"
          "runs open. metricsPublic false: GET /metrics needs a token too (its labels name every group).\n"
+         "A token's optional name is the caller in the audit line every admin call logs.\n"
          "--check-config validates the file, environment and flags, prints the settings and exits\n"
          "(0 valid, 2 not) without connecting to anything.\n";
 }
