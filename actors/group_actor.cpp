@@ -338,12 +338,17 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
   call.lockToken = lockToken;  // checked, never taken here (lockTtlMs 0)
   call.deadline = give_up_at(self);
   // Members with something new to do hear of it at once once this is stored (the heartbeats
-  // in this batch are answered anyway).
-  std::set<std::string> answered;
-  for (const auto& w : ws)
-    if (w->kind == Work::Kind::Heartbeat) answered.insert(w->hb.req.memberId);
-  auto wake = std::make_shared<std::vector<std::string>>(
-      group::members_to_wake(st.g ? &*st.g : nullptr, *call.next, answered));
+  // in this batch are answered anyway). A steady heartbeat changes nothing anyone waits for, and
+  // costs nothing here.
+  std::shared_ptr<std::vector<std::string>> wake;
+  const group::GroupState* before = st.g ? &*st.g : nullptr;
+  if (group::may_need_telling(before, *call.next)) {
+    std::set<std::string> answered;
+    for (const auto& w : ws)
+      if (w->kind == Work::Kind::Heartbeat) answered.insert(w->hb.req.memberId);
+    auto names = group::members_to_wake(before, *call.next, answered);
+    if (!names.empty()) wake = std::make_shared<std::vector<std::string>>(std::move(names));
+  }
   st.g.reset();  // the cache is the write in flight until the store says so
   auto next = call.next;
   auto ev = std::make_shared<std::vector<group::Event>>(std::move(events));
@@ -366,7 +371,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                 s.storedDeadline = after;
                 s.rollbackSeenEpoch.reset();
                 log_and_measure(self, *ev, *s.g, computeSeconds);
-                if (!wake->empty()) notify_members(self, *wake);
+                if (wake) notify_members(self, *wake);
                 after_stored(self, ws);
                 break;
               case store::CasStatus::Conflict:

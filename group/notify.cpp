@@ -55,12 +55,16 @@ std::string notification_message(int32_t groupEpoch, const std::vector<std::stri
   return protocol::dump(nlohmann::json{{"groupEpoch", groupEpoch}, {"members", members}});
 }
 
+bool may_need_telling(const GroupState* before, const GroupState& after) {
+  return before == nullptr || before->assignmentEpoch != after.assignmentEpoch || !same_shape(*before, after);
+}
+
 MemberTodo member_todo(const GroupState& g, const Member& m) { return todo_with(g, holders(g), m); }
 
 std::vector<std::string> members_to_wake(const GroupState* before, const GroupState& after,
                                          const std::set<std::string>& answered) {
   std::vector<std::string> out;
-  if (before != nullptr && before->assignmentEpoch == after.assignmentEpoch && same_shape(*before, after)) return out;
+  if (!may_need_telling(before, after)) return out;
   const auto heldAfter = holders(after);
   const auto heldBefore = before != nullptr ? holders(*before) : std::vector<int>{};
   for (const auto& [id, m] : after.members) {

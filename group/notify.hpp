@@ -27,6 +27,11 @@ struct MemberTodo {
 };
 MemberTodo member_todo(const GroupState& g, const Member& m);
 
+// False when nothing a member's to-do depends on changed (the same members, each in the same
+// state and epoch with the same shards held and wanted, and the same assignment epoch): the case
+// of a steady heartbeat, decided in O(members) without building anything.
+bool may_need_telling(const GroupState* before, const GroupState& after);
+
 // The members to wake after a step from `before` (null: not known, as for a first load) to
 // `after`: live members that are not leaving, whose to-do is not empty and differs from what it
 // was, leaving out `answered` (the members whose heartbeats the step answers). Sorted.

@@ -45,41 +45,39 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 AuthDecision authorize(const AuthConfig& auth, const std::string& header, Need need, const std::string& stream,
                        const std::string& group) {
-  if (auth.open()) return {};
+  if (need == Need::Public || auth.open()) return {};
   const std::string prefix = "Bearer ";
-  const bool bearer = header.size() > prefix.size() && header.compare(0, prefix.size(), prefix) == 0;
-  if (!bearer) {
-    if (need == Need::Public) return {true, 200, {}, "unauthenticated"};
-    return {false, 401, "missing bearer token (Authorization: Bearer <token>)", "unauthenticated"};
-  }
+  if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
+    return {false, 401, "missing bearer token (Authorization: Bearer <token>)"};
   const std::string presented = header.substr(prefix.size());
   // Compared with every configured token, each in constant time, before looking at the match.
   const Token* match = nullptr;
-  std::size_t place = 0;
-  for (std::size_t i = 0; i < auth.tokens.size(); ++i) {
-    const bool equal = constant_time_equal(presented, auth.tokens[i].token);
-    if (equal && match == nullptr) {
-      match = &auth.tokens[i];
-      place = i;
-    }
+  for (const auto& t : auth.tokens) {
+    const bool equal = constant_time_equal(presented, t.token);
+    if (equal && match == nullptr) match = &t;
   }
   if (match != nullptr) {
     const Token& t = *match;
-    const std::string caller = t.name.empty() ? "token#" + std::to_string(place) : t.name;
-    auto refuse = [&](std::string why) { return AuthDecision{false, 403, std::move(why), caller, &t}; };
-    if (need == Need::Public) return {true, 200, {}, caller, &t};
+    auto refuse = [&](std::string why) { return AuthDecision{false, 403, std::move(why), &t}; };
     if (need == Need::Admin && t.role != "admin") return refuse("this token's role may not do admin calls");
-    auto any = [](const std::vector<std::string>& pats, const std::string& v) {
-      for (const auto& p : pats)
-        if (glob_match(p, v)) return true;
-      return false;
-    };
-    if (!stream.empty() && !any(t.streams, stream)) return refuse("token not allowed for stream " + stream);
-    if (!group.empty() && !any(t.groups, group)) return refuse("token not allowed for group " + group);
-    return {true, 200, {}, caller, &t};
+    if (!stream.empty() && !matches_any(t.streams, stream)) return refuse("token not allowed for stream " + stream);
+    if (!group.empty() && !matches_any(t.groups, group)) return refuse("token not allowed for group " + group);
+    return {true, 200, {}, &t};
   }
-  if (need == Need::Public) return {true, 200, {}, "unauthenticated"};
-  return {false, 401, "unknown bearer token", "unauthenticated"};
+  return {false, 401, "unknown bearer token"};
+}
+
+bool matches_any(const std::vector<std::string>& patterns, const std::string& value) {
+  for (const auto& p : patterns)
+    if (glob_match(p, value)) return true;
+  return false;
+}
+
+std::string caller_of(const AuthConfig& auth, const AuthDecision& decision) {
+  if (auth.open()) return "anonymous";
+  if (decision.token == nullptr) return "unauthenticated";
+  if (!decision.token->name.empty()) return decision.token->name;
+  return "token#" + std::to_string(decision.token - auth.tokens.data());
 }
 
 namespace {
@@ -333,7 +331,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                        : rt.kind == K::DeleteGroup  ? "delete-group"
                        : rt.kind == K::RemoveMember ? "remove-member"
                                                     : nullptr;
-  auto caller = std::make_shared<std::string>(auth.open() ? "anonymous" : "unauthenticated");
+  // Who called is known after authorization; only an admin call keeps a place for it.
+  auto caller = action == nullptr ? nullptr : std::make_shared<std::string>(caller_of(auth, {}));
   const Respond respond = action == nullptr ? respondAll : Respond([&backend, respondAll, caller, action, rt](HttpResponse r) {
     std::string target = rt.stream;
     if (!rt.group.empty()) target += "/" + rt.group;
@@ -370,7 +369,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     default: need = Need::Public;
   }
   const auto decision = authorize(auth, req.authorization, need, rt.stream, rt.group);
-  *caller = decision.caller;
+  if (caller) *caller = caller_of(auth, decision);
   if (!decision.allowed) {
     if (rt.kind == K::Heartbeat) {
       auto h = refused_heartbeat(backend, "", rt.member, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, decision.message,
@@ -446,11 +445,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       backend.list_streams([respond, t](store::Result<std::vector<std::string>> r) {
         if (!r.ok()) return respond(store_error(r.error));
         json names = json::array();
-        for (const auto& s : *r.value) {
-          bool visible = t == nullptr;
-          for (std::size_t i = 0; !visible && i < t->streams.size(); ++i) visible = glob_match(t->streams[i], s);
-          if (visible) names.push_back(s);
-        }
+        for (const auto& s : *r.value)
+          if (t == nullptr || matches_any(t->streams, s)) names.push_back(s);
         respond(json_ok(protocol::dump(json{{"streams", std::move(names)}})));
       });
       return;

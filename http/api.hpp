@@ -98,13 +98,16 @@ struct AuthDecision {
   bool allowed = true;
   int status = 200;  // 401 no/unknown token, 403 token not allowed here
   std::string message;
-  // Who called: the token's name (or "token#N", its place in the list, when it has none),
-  // "anonymous" when the server runs open, "unauthenticated" when no known token was presented.
-  std::string caller = "anonymous";
-  const Token* token = nullptr;  // the matched token (points into the AuthConfig)
+  const Token* token = nullptr;  // the matched token (points into the AuthConfig), if any
 };
 AuthDecision authorize(const AuthConfig& auth, const std::string& authorizationHeader, Need need,
                        const std::string& stream, const std::string& group);
+// Who called, for the audit trail: the token's name (or "token#N", its place in the list, when it
+// has none), "anonymous" when the server runs open, "unauthenticated" when no known token was
+// presented. Only admin calls ask, so an ordinary request builds no name.
+std::string caller_of(const AuthConfig& auth, const AuthDecision& decision);
+// Whether any of the glob patterns matches `value`.
+bool matches_any(const std::vector<std::string>& patterns, const std::string& value);
 
 // The route of a request, or the HTTP error it gets.
 struct Route {

@@ -769,7 +769,11 @@ TEST(Notify, AJoinWakesTheOwnerThatMustGiveUpAndItsAckWakesTheNewcomer) {
   auto a = h.hb("a", 0);
   a = h.hb("a", a.memberEpoch, {assigned(a)});
   const auto stable = h.state();
+  h.hb("a", a.memberEpoch, {assigned(a)});  // a steady heartbeat: only a's lease moved
+  EXPECT_FALSE(rsc::group::may_need_telling(&stable, h.state())) << "a steady heartbeat is decided without work";
+  EXPECT_TRUE(rsc::group::may_need_telling(nullptr, h.state()));
   auto b = h.hb("b", 0);
+  EXPECT_TRUE(rsc::group::may_need_telling(&stable, h.state()));
   EXPECT_EQ(rsc::group::members_to_wake(&stable, h.state(), {"b"}), (std::vector<std::string>{"a"}))
       << "a holds shards b's join moved";
   EXPECT_TRUE(rsc::group::members_to_wake(&stable, h.state(), {"a", "b"}).empty());
