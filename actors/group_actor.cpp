@@ -505,7 +505,7 @@ void run_step(Self self, const WorkPtr& w) {
         if (auto refusal = group::refuse_new_group(static_cast<std::size_t>(*st.groupsInStream),
                                                    st.cfg.maxGroupsPerStream, st.key.streamPrefix)) {
           auto r = protocol::error_response(w->hb.req.requestId, w->hb.req.memberId, HeartbeatStatus::INVALID_REQUEST,
-                                            *refusal);
+                                            *refusal, "consumerGroup");
           r.heartbeatIntervalMs = st.cfg.core.heartbeatIntervalMs;
           w->response = std::move(r);
           st.g.reset();  // counted again at the next join

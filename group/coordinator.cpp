@@ -257,10 +257,11 @@ HeartbeatResponse base_response(const GroupState& g, const HeartbeatRequest& req
 }
 
 HeartbeatResponse error(const GroupState& g, const HeartbeatRequest& req, const Config& cfg, HeartbeatStatus s,
-                        std::string message) {
+                        std::string message, std::string field = {}) {
   auto r = base_response(g, req, cfg);
   r.status = s;
   r.message = std::move(message);
+  if (!field.empty()) r.errorField = std::move(field);
   return r;
 }
 
@@ -288,10 +289,13 @@ std::vector<protocol::ShardProgress> held_progress(const Member& m, const Heartb
   return out;
 }
 
-std::optional<std::string> out_of_range(const HeartbeatRequest& req, int32_t shardCount) {
+struct BadField {
+  std::string field, message;
+};
+std::optional<BadField> out_of_range(const HeartbeatRequest& req, int32_t shardCount) {
   auto bad = [&](const char* list, std::size_t i, int32_t s) {
-    return std::string(list) + "[" + std::to_string(i) + "].shardIndex: shard " + std::to_string(s) +
-           " is outside [0, " + std::to_string(shardCount) + ")";
+    const std::string field = std::string(list) + "[" + std::to_string(i) + "].shardIndex";
+    return BadField{field, field + ": shard " + std::to_string(s) + " is outside [0, " + std::to_string(shardCount) + ")"};
   };
   for (std::size_t i = 0; i < req.ownedShards.size(); ++i)
     if (req.ownedShards[i].shardIndex >= shardCount) return bad("ownedShards", i, req.ownedShards[i].shardIndex);
@@ -398,7 +402,8 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   if (req.memberEpoch > m->epoch && g.rollbackGuardUntilMs <= st.now())
     return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST,
                               "memberEpoch: " + std::to_string(req.memberEpoch) +
-                                  " was never issued to this member (current " + std::to_string(m->epoch) + ")"));
+                                  " was never issued to this member (current " + std::to_string(m->epoch) + ")",
+                              "memberEpoch"));
   if (!m->live())
     return st.take_with(error(g, req, cfg, HeartbeatStatus::FENCED_MEMBER_EPOCH,
                               "member was " + std::string(protocol::to_string(m->state)) + " at " +
@@ -419,7 +424,8 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
     }
     return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST,
                               "memberEpoch: " + std::to_string(req.memberEpoch) +
-                                  " was never issued to this member (current " + std::to_string(m->epoch) + ")"));
+                                  " was never issued to this member (current " + std::to_string(m->epoch) + ")",
+                              "memberEpoch"));
   }
   const auto owned = owned_indexes(req);
   if (req.memberEpoch < m->epoch) {
@@ -466,7 +472,7 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
     return st.take_with(std::move(resp));
   }
   if (auto bad = out_of_range(req, g.shardCount))
-    return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, *bad));
+    return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, bad->message, bad->field));
 
   // Accepted.
   st.touch(*m);
@@ -517,12 +523,13 @@ HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& req, const Conf
   // member_heartbeat, where a member ahead on metadata is told to sync instead).
   if (req.memberEpoch <= 0) {
     if (auto bad = out_of_range(req, st.g().shardCount))
-      return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, *bad));
+      return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, bad->message, bad->field));
   }
   if (req.memberEpoch == 0) return join(st, req);
   if (req.memberEpoch == -1) return leave(st, req);
   if (req.memberEpoch < -1)
-    return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, "memberEpoch: must be at least -1"));
+    return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, "memberEpoch: must be at least -1",
+                                  "memberEpoch"));
   return member_heartbeat(st, req);
 }
 

@@ -196,8 +196,9 @@ HttpResponse heartbeat_answer(const protocol::HeartbeatResponse& r, bool authent
 
 // A heartbeat refused before any group saw it: the response's shape, with the timings filled in.
 HttpResponse refused_heartbeat(const Backend& backend, std::string_view requestId, const std::string& member,
-                               HeartbeatStatus status, std::string message, int httpStatus = 0) {
-  auto r = protocol::error_response(requestId, member, status, std::move(message));
+                               HeartbeatStatus status, std::string message, int httpStatus = 0,
+                               std::string field = {}) {
+  auto r = protocol::error_response(requestId, member, status, std::move(message), std::move(field));
   const auto t = backend.timings();
   r.heartbeatIntervalMs = t.heartbeatIntervalMs;
   r.rebalanceTimeoutMs = t.rebalanceTimeoutMs;
@@ -348,7 +349,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     if (value->empty()) continue;  // not part of this route
     if (auto e = protocol::validate_name(field, *value)) {
       if (rt.kind == K::Heartbeat)
-        return respond(refused_heartbeat(backend, "", rt.member, HeartbeatStatus::INVALID_REQUEST, e->message));
+        return respond(refused_heartbeat(backend, "", rt.member, HeartbeatStatus::INVALID_REQUEST, e->message, 0,
+                                         e->field));
       return respond(plain_error(400, "INVALID_REQUEST", e->message));
     }
   }
@@ -393,7 +395,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         // heartbeat with a wrong field is a decision (INVALID_REQUEST), answered 200 like the rest.
         const bool notAnObject = decoded.error.field.empty();
         return respond(refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status,
-                                         decoded.error.message, notAnObject ? 400 : 0));
+                                         decoded.error.message, notAnObject ? 400 : 0, decoded.error.field));
       }
       backend.heartbeat({rt.stream, rt.group}, std::move(*decoded.value),
                         [respond](protocol::HeartbeatResponse r) { respond(heartbeat_answer(r)); });

@@ -263,6 +263,7 @@ HeartbeatResponse parse_response(const json& j) {
     r.assignment = std::move(as);
   }
   if (const json* m = find(j, "message"); m != nullptr && m->is_string()) r.message = m->get<std::string>();
+  if (const json* f = find(j, "errorField"); f != nullptr && f->is_string()) r.errorField = f->get<std::string>();
   return r;
 }
 
@@ -447,6 +448,7 @@ json to_json(const HeartbeatResponse& r) {
                        {"metadataVersion", r.metadataVersion}};
   }
   if (r.message) j["message"] = *r.message;
+  if (r.errorField) j["errorField"] = *r.errorField;
   return j;
 }
 
@@ -516,6 +518,10 @@ void append_response(std::string& out, const HeartbeatResponse& r) {
   }
   out += ",\"assignmentEpoch\":";
   append_int(out, r.assignmentEpoch);
+  if (r.errorField) {
+    out += ",\"errorField\":";
+    append_json_string(out, *r.errorField);
+  }
   out += ",\"groupEpoch\":";
   append_int(out, r.groupEpoch);
   out += ",\"heartbeatIntervalMs\":";
@@ -550,12 +556,13 @@ std::string encode(const HeartbeatResponse& r) {
 std::string encode(const StreamMetadata& m) { return dump(to_json(m)); }
 
 HeartbeatResponse error_response(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,
-                                  std::string message) {
+                                  std::string message, std::string field) {
   HeartbeatResponse r;
   r.responseTo = std::string(requestId);
   r.memberId = std::string(memberId);
   r.status = status;
   r.message = std::move(message);
+  if (!field.empty()) r.errorField = std::move(field);
   return r;
 }
 

@@ -62,8 +62,9 @@ void append_json_string(std::string& out, std::string_view v);
 void append_response(std::string& out, const HeartbeatResponse& r);
 std::string encode(const StreamMetadata& m);
 
-// The error body shape of SPEC §2: the response shape with status and message set.
+// The error body shape of SPEC §2: the response shape with status and message set, and the field
+// at fault when one is (errorField).
 HeartbeatResponse error_response(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,
-                                  std::string message);
+                                  std::string message, std::string field = {});
 
 }  // namespace rsc::protocol

@@ -122,8 +122,11 @@ struct HeartbeatResponse {
   int32_t metadataVersion = 0;
   std::optional<Assignment> assignment;
   std::optional<std::string> message;  // human-readable, set on every error
+  // On an INVALID_REQUEST: the request field at fault ("memberEpoch", "ownedShards[2].shardIndex"),
+  // so a client decides what to do from it, never from the message's wording. An rsc addition.
+  std::optional<std::string> errorField;
   friend bool operator==(const HeartbeatResponse& a, const HeartbeatResponse& b) {
-    return std::tie(a.responseTo, a.status, a.memberId, a.memberEpoch, a.heartbeatIntervalMs, a.rebalanceTimeoutMs, a.memberLeaseTtlMs, a.groupEpoch, a.assignmentEpoch, a.metadataVersion, a.assignment, a.message) == std::tie(b.responseTo, b.status, b.memberId, b.memberEpoch, b.heartbeatIntervalMs, b.rebalanceTimeoutMs, b.memberLeaseTtlMs, b.groupEpoch, b.assignmentEpoch, b.metadataVersion, b.assignment, b.message);
+    return std::tie(a.responseTo, a.status, a.memberId, a.memberEpoch, a.heartbeatIntervalMs, a.rebalanceTimeoutMs, a.memberLeaseTtlMs, a.groupEpoch, a.assignmentEpoch, a.metadataVersion, a.assignment, a.message, a.errorField) == std::tie(b.responseTo, b.status, b.memberId, b.memberEpoch, b.heartbeatIntervalMs, b.rebalanceTimeoutMs, b.memberLeaseTtlMs, b.groupEpoch, b.assignmentEpoch, b.metadataVersion, b.assignment, b.message, b.errorField);
   }
   friend bool operator!=(const HeartbeatResponse& a, const HeartbeatResponse& b) { return !(a == b); }
 };

@@ -154,6 +154,23 @@ TEST(Codec, ErrorBodyHasTheResponseShapeWithAMessage) {
   EXPECT_EQ(j.at("message"), "memberId: bad");
   EXPECT_EQ(j.at("responseTo"), "rq");
   EXPECT_TRUE(j.contains("memberEpoch"));
+  EXPECT_FALSE(j.contains("errorField")) << "no field named, none sent";
+}
+
+TEST(Codec, TheFieldAtFaultTravelsInErrorFieldAndSurvivesARoundTrip) {
+  auto r = error_response("rq", "m", HeartbeatStatus::INVALID_REQUEST, "memberEpoch: 9 was never issued", "memberEpoch");
+  r.assignment = Assignment{};  // on the wire an answer always has one
+  const auto bytes = encode(r);
+  EXPECT_EQ(json::parse(bytes).at("errorField"), "memberEpoch");
+  EXPECT_EQ(bytes, dump(to_json(r))) << "the fast encoder writes what the DOM writes";
+  auto d = decode_heartbeat_response(bytes);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d.value, r);
+  auto old = json::parse(bytes);
+  old.erase("errorField");  // a coordinator that does not name fields
+  auto o = decode_heartbeat_response(old.dump());
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o.value->errorField.has_value());
 }
 
 TEST(Validation, ABodyThatIsNotJsonIsRejected) {

@@ -207,6 +207,7 @@ TEST(Heartbeat, AnInvalidHeartbeatIs200WithTheResponseShapeAndNothingReachesTheB
   EXPECT_EQ(j.at("status"), "INVALID_REQUEST");
   EXPECT_EQ(j.at("responseTo"), "r-1");
   EXPECT_NE(j.at("message").get<std::string>().find("memberId"), std::string::npos);
+  EXPECT_EQ(j.at("errorField"), "memberId");
   EXPECT_EQ(j.at("heartbeatIntervalMs"), 3000);
   EXPECT_EQ(j.at("memberLeaseTtlMs"), 15000);
   ASSERT_TRUE(j.at("assignment").is_object());
@@ -232,6 +233,7 @@ TEST(Heartbeat, BadNamesInThePathAreInvalid) {
   EXPECT_EQ(c.res.status, 200);  // a heartbeat decision: INVALID_REQUEST in the body
   EXPECT_EQ(json::parse(c.res.body).at("status"), "INVALID_REQUEST");
   EXPECT_NE(json::parse(c.res.body).at("message").get<std::string>().find("streamPrefix"), std::string::npos);
+  EXPECT_EQ(json::parse(c.res.body).at("errorField"), "streamPrefix");
   auto g = call(b, {}, "GET", "/coord/v1/streams/orders/groups/" + std::string(129, 'g'));
   EXPECT_EQ(g.res.status, 400);
   EXPECT_EQ(b.heartbeats, 0);

@@ -177,6 +177,7 @@ TEST_F(TwoMembers, AnEpochNeverIssuedIsInvalidAndNothingIsStored) {
   auto r = h.hb("a", a.memberEpoch + 5, {assigned(a)});
   EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
   EXPECT_NE(r.message->find("memberEpoch"), std::string::npos);
+  EXPECT_EQ(r.errorField, "memberEpoch") << "a client decides from the field, not the message";
   EXPECT_EQ(h.state().storeRevision, rev);
   EXPECT_FALSE(h.last().changed());
 }
@@ -219,6 +220,7 @@ TEST_F(TwoMembers, AShardOutsideTheStreamIsInvalidAndNothingIsStored) {
   auto r = h.hb("a", a.memberEpoch, {{0, 1, 2, 3, 4, 5, 6}});
   EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
   EXPECT_NE(r.message->find("ownedShards[6].shardIndex"), std::string::npos);
+  EXPECT_EQ(r.errorField, "ownedShards[6].shardIndex");
   EXPECT_EQ(h.state().storeRevision, rev);
 }
 
@@ -672,6 +674,7 @@ TEST(Validation, AJoinOrLeaveNamingAShardOutsideTheStreamIsInvalidAndStoresNothi
   auto r = h.hb("a", 0, {{0, 9}});
   EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
   EXPECT_NE(r.message->find("ownedShards[1].shardIndex"), std::string::npos);
+  EXPECT_EQ(r.errorField, "ownedShards[1].shardIndex");
   EXPECT_FALSE(h.has("a"));
   EXPECT_EQ(h.state().storeRevision, rev);
   auto l = h.hb("a", -1, {{}, {7}});
@@ -693,8 +696,12 @@ TEST_F(TwoMembers, AnEpochNeverIssuedIsInvalidForAnExpiredMemberToo) {
   h.advance(1001);
   h.tick();
   ASSERT_EQ(h.member("b").state, LS::EXPIRED);
-  EXPECT_EQ(h.hb("b", b.memberEpoch + 7).status, HeartbeatStatus::INVALID_REQUEST);
-  EXPECT_EQ(h.hb("b", b.memberEpoch).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  const auto never = h.hb("b", b.memberEpoch + 7);
+  EXPECT_EQ(never.status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_EQ(never.errorField, "memberEpoch");
+  const auto stale = h.hb("b", b.memberEpoch);
+  EXPECT_EQ(stale.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_FALSE(stale.errorField.has_value()) << "only an INVALID_REQUEST names a field";
 }
 
 TEST_F(TwoMembers, EveryRevocationGetsAFullRebalanceTimeout) {
