@@ -8,32 +8,24 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <map>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <random>
 #include <thread>
 
-#include "member/http_client.hpp"
-#include "protocol/codec.hpp"
+#include "member/heartbeat_client.hpp"
+#include "member/membership.hpp"
+#include "member/shard_reader.hpp"
 
 namespace rsc::member {
 
 using nlohmann::json;
-using protocol::HeartbeatStatus;
 using store::Value;
 
 int64_t mono_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::string Record::field(const std::string& name) const {
-  for (const auto& [k, v] : fields)
-    if (k == name) return v;
-  return {};
 }
 
 std::string member_id_from_environment(const std::string& suffix) {
@@ -59,36 +51,17 @@ std::string member_id_from_environment(const std::string& suffix) {
 }
 
 namespace {
-
-struct ShardState {
-  bool revoking = false;    // stop reading; report REVOKED once no worker holds it and inFlight is 0
-  bool dropped = false;     // fenced: forget it once the worker lets go, report nothing
-  bool busy = false;        // a worker is reading or processing it
-  bool needsClaim = true;   // claim what earlier owners (or this member before a fence) left pending
-  int inFlight = 0;         // records inside the handler
-  std::string lastDeliveredId;
-  std::optional<int64_t> pending, lag;  // from XINFO GROUPS, refreshed about once a second
-  int64_t infoAtNs = 0;
-};
-
-std::vector<Record> entries(const Value& v, int32_t shard) {
-  std::vector<Record> out;
-  if (v.type != Value::Type::Array) return out;
-  for (const auto& e : v.elements) {
-    if (e.type != Value::Type::Array || e.elements.size() != 2) continue;
-    if (e.elements[1].type != Value::Type::Array) continue;  // deleted entry
-    Record r;
-    r.shard = shard;
-    r.id = e.elements[0].str;
-    const auto& f = e.elements[1].elements;
-    for (std::size_t i = 0; i + 1 < f.size(); i += 2) r.fields.emplace_back(f[i].str, f[i + 1].str);
-    out.push_back(std::move(r));
-  }
-  return out;
+std::string incarnation() {
+  std::random_device rd;
+  char buf[17];
+  snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
 }
-
 }  // namespace
 
+// The I/O shell around the membership machine: one heartbeat thread, one notification listener,
+// `concurrency` worker threads, all calling the machine under one lock. Every decision about the
+// membership (statuses, epochs, the self-fence clock, what may be read) is the machine's.
 struct Runtime::Impl {
   RuntimeOptions opts;
   Handler handler;
@@ -96,59 +69,56 @@ struct Runtime::Impl {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  std::map<int32_t, ShardState> shards;
-  int32_t epoch = 0;
-  int32_t metadataVersion = 0;
-  int64_t lastOkSentNs = 0;  // self-fence clock: when the last answered heartbeat was sent
-  int64_t leaseMs = 15000;
-  int64_t intervalMs = 3000;
-  bool leaving = false;
-  bool left = false;
-  bool wake = false;
-  bool selfFenced = false;
-  // Shard events for the user's callbacks, delivered by the heartbeat thread outside the lock.
-  struct Callback {
-    enum Kind { Assigned, Revoking, Lost } kind;
-    std::vector<int32_t> shards;
-  };
-  std::vector<Callback> callbacks;
-  bool callbacksDue = false;
-  int busyWorkers = 0;
+  std::unique_ptr<Membership> m;  // guarded by mu
   std::atomic<bool> stopping{false};
-  Stats stats;
   std::vector<std::thread> threads;
-
-  void log(const std::string& m) const {
-    if (opts.log) opts.log("member " + memberId + ": " + m);
-  }
-
-  int64_t margin_ms() const {
-    return opts.selfFenceMarginMs > 0 ? opts.selfFenceMarginMs : std::max<int64_t>(200, leaseMs / 4);
-  }
-  // Past this, nothing may be read or started until a heartbeat is answered again.
-  int64_t deadline_ns() const {
-    if (lastOkSentNs == 0) return 0;
-    return lastOkSentNs + (leaseMs - margin_ms()) * 1'000'000;
-  }
-
   // Set once (under mu) before any shard is read, never changed after.
   std::string keyPattern;
+
   std::string stream_key(int32_t shard) const { return protocol::expand_key_pattern(keyPattern, shard); }
 
-  // The stream's key pattern, from the coordinator; false while it cannot be had.
-  bool learn_key_pattern(HttpClient& http) {
-    auto reply = http.request("GET", "/coord/v1/streams/" + opts.streamPrefix, "", opts.token);
-    if (reply.status != 200) {
-      log("cannot learn the stream's key pattern yet (HTTP " + std::to_string(reply.status) + ")");
-      return false;
+  void log(const std::string& line) const {
+    if (opts.log) opts.log("member " + memberId + ": " + line);
+  }
+  // Under the lock: what the machine has to say, and a wake-up for the heartbeat thread when it
+  // has shard events for the user (a worker noticed a self-fence).
+  void after_machine() {
+    for (const auto& line : m->take_log()) log(line);
+    if (m->events_due()) cv.notify_all();
+  }
+
+  // Heartbeat thread, lock not held: the user's callbacks, in order. onRevoking returns before
+  // the revoked shards are reported, because this thread sends the next request only after.
+  void deliver_events() {
+    std::vector<ShardEvent> due;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      due = m->take_events();
     }
-    auto m = protocol::decode_stream_metadata(reply.body);
-    if (!m.ok()) {
-      log("the coordinator's stream metadata does not decode: " + m.error.message);
+    for (const auto& e : due) {
+      const auto& f = e.kind == ShardEvent::Kind::Assigned   ? opts.onAssigned
+                      : e.kind == ShardEvent::Kind::Revoking ? opts.onRevoking
+                                                             : opts.onLost;
+      if (!f) continue;
+      try {
+        f(e.shards);
+      } catch (const std::exception& ex) {
+        log(std::string("a shard callback threw: ") + ex.what());
+      } catch (...) {
+        log("a shard callback threw");
+      }
+    }
+  }
+
+  bool learn_key_pattern(HeartbeatClient& client) {
+    std::string why;
+    auto p = client.key_pattern(&why);
+    if (!p) {
+      log("cannot learn the stream's key pattern yet (" + why + ")");
       return false;
     }
     std::lock_guard<std::mutex> lock(mu);
-    keyPattern = protocol::stream_key_pattern(opts.streamPrefix, m.value->keyStyle);
+    keyPattern = *p;
     log("shard streams are " + keyPattern);
     cv.notify_all();
     return true;
@@ -156,247 +126,49 @@ struct Runtime::Impl {
 
   // ---- heartbeat -------------------------------------------------------------------------
 
-  json build_request(std::set<int32_t>& reportedRevoked) {
-    json owned = json::array(), revoking = json::array(), progress = json::array();
-    for (auto& [s, st] : shards) {
-      if (st.dropped) continue;
-      if (st.revoking) {
-        const bool done = !st.busy && st.inFlight == 0;
-        if (done) reportedRevoked.insert(s);
-        revoking.push_back({{"shardIndex", s},
-                            {"state", done ? "REVOKED" : "DRAINING"},
-                            {"inFlight", st.inFlight},
-                            {"ackedAt", nullptr}});
-      } else if (!leaving) {
-        owned.push_back({{"shardIndex", s}, {"state", "OWNED"}});
-      }
-      if (!(st.revoking && reportedRevoked.count(s)) && (!st.lastDeliveredId.empty() || st.pending)) {
-        json p{{"shardIndex", s}};
-        if (!st.lastDeliveredId.empty()) p["lastDeliveredId"] = st.lastDeliveredId;
-        if (st.pending) p["pending"] = *st.pending;
-        p["lag"] = st.lag ? json(*st.lag) : json(nullptr);
-        progress.push_back(std::move(p));
-      }
-    }
-    static std::atomic<int64_t> seq{0};
-    return {{"protocolVersion", 1},
-            {"requestId", memberId + "-" + std::to_string(++seq) + "-" + std::to_string(mono_ns() % 1000000)},
-            {"memberId", memberId},
-            {"memberEpoch", leaving ? -1 : epoch},
-            {"metadataVersion", metadataVersion},
-            {"runtimeConsumerCapacity",
-             {{"runtimeMaxConcurrency", opts.concurrency}, {"availableConcurrency", opts.concurrency - busyWorkers}}},
-            {"ownedShards", owned},
-            {"revokingShards", revoking},
-            {"shardProgress", progress}};
-  }
-
-  // Under the lock: queues a callback (nothing when no shards or no such callback).
-  void queue(Callback::Kind kind, std::vector<int32_t> list) {
-    if (list.empty()) return;
-    const auto& f = kind == Callback::Assigned ? opts.onAssigned : kind == Callback::Revoking ? opts.onRevoking : opts.onLost;
-    if (!f) return;
-    callbacks.push_back({kind, std::move(list)});
-    callbacksDue = true;
-  }
-  // Under the lock: the shards being read (neither given up nor dropped).
-  std::vector<int32_t> reading() const {
-    std::vector<int32_t> out;
-    for (const auto& [s, st] : shards)
-      if (!st.revoking && !st.dropped) out.push_back(s);
-    return out;
-  }
-  // Heartbeat thread, lock not held: calls what was queued, in order.
-  void deliver_callbacks() {
-    std::vector<Callback> due;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      due.swap(callbacks);
-      callbacksDue = false;
-    }
-    for (const auto& c : due) {
-      const auto& f = c.kind == Callback::Assigned ? opts.onAssigned : c.kind == Callback::Revoking ? opts.onRevoking : opts.onLost;
-      try {
-        f(c.shards);
-      } catch (const std::exception& e) {
-        log(std::string("a shard callback threw: ") + e.what());
-      } catch (...) {
-        log("a shard callback threw");
-      }
-    }
-  }
-  // Under the lock, where the runtime fences itself: everything it reads is lost for now.
-  void self_fence() {
-    selfFenced = true;
-    ++stats.selfFences;
-    for (auto& [s, st] : shards) st.needsClaim = true;
-    queue(Callback::Lost, reading());
-    log("self-fenced: no answered heartbeat for lease minus margin; reading stops");
-  }
-
-  // Stop every read and forget every shard (fenced, unknown, or an epoch the coordinator rejects).
-  void drop_all(const std::string& why) {
-    if (!selfFenced) queue(Callback::Lost, reading());  // a self-fence told of them already
-    log("drops all shards and rejoins: " + why);
-    ++stats.rejoins;
-    for (auto it = shards.begin(); it != shards.end();) {
-      if (it->second.busy) {
-        it->second.dropped = true;
-        it->second.revoking = true;
-        ++it;
-      } else {
-        it = shards.erase(it);
-      }
-    }
-    epoch = 0;
-  }
-
-  void apply(const protocol::HeartbeatResponse& r, int64_t sentNs, const std::set<int32_t>& reportedRevoked) {
-    switch (r.status) {
-      case HeartbeatStatus::OK:
-      case HeartbeatStatus::REVOKE_PENDING:
-      case HeartbeatStatus::SYNC_METADATA: {
-        lastOkSentNs = std::max(lastOkSentNs, sentNs);
-        if (selfFenced) {
-          selfFenced = false;
-          queue(Callback::Assigned, reading());
-          log("heartbeat answered again: reading resumes");
-        }
-        if (r.memberLeaseTtlMs > 0) leaseMs = r.memberLeaseTtlMs;
-        if (r.heartbeatIntervalMs > 0) intervalMs = r.heartbeatIntervalMs;
-        metadataVersion = std::max(metadataVersion, r.metadataVersion);
-        for (int32_t s : reportedRevoked) {
-          auto it = shards.find(s);
-          if (it != shards.end() && it->second.revoking && !it->second.busy) shards.erase(it);
-        }
-        if (leaving) {
-          bool holding = false;
-          for (auto& [s, st] : shards) holding = holding || !st.dropped;
-          if (r.status == HeartbeatStatus::OK && !holding) left = true;
-          return;
-        }
-        if (r.memberEpoch > 0) epoch = r.memberEpoch;
-        if (!r.assignment) return;
-        const std::set<int32_t> target(r.assignment->assignedShards.begin(), r.assignment->assignedShards.end());
-        bool changed = false;
-        std::vector<int32_t> givingUp, taking;
-        for (auto& [s, st] : shards) {
-          if (!st.revoking && !target.count(s)) {
-            st.revoking = true;  // stop reading it now; REVOKED once drained
-            changed = true;
-            givingUp.push_back(s);
-            log("revoking shard " + std::to_string(s));
-          }
-        }
-        if (r.status != HeartbeatStatus::SYNC_METADATA) {  // SYNC_METADATA: start nothing new
-          for (int32_t s : target) {
-            if (shards.count(s)) continue;
-            shards[s] = ShardState{};
-            changed = true;
-            taking.push_back(s);
-            log("takes shard " + std::to_string(s));
-          }
-        }
-        queue(Callback::Revoking, std::move(givingUp));
-        queue(Callback::Assigned, std::move(taking));
-        if (changed) wake = true;
-        return;
-      }
-      case HeartbeatStatus::FENCED_MEMBER_EPOCH:
-      case HeartbeatStatus::UNKNOWN_MEMBER_ID:
-        if (leaving) {
-          left = true;
-          return;
-        }
-        drop_all(std::string(protocol::to_string(r.status)) + (r.message ? ": " + *r.message : ""));
-        wake = true;
-        return;
-      case HeartbeatStatus::INVALID_REQUEST:
-        if (r.message && r.message->find("memberEpoch") != std::string::npos) {
-          if (leaving) {
-            left = true;
-            return;
-          }
-          drop_all("INVALID_REQUEST: " + *r.message);
-          wake = true;
-        } else {
-          log("coordinator rejected a heartbeat: " + r.message.value_or(""));
-        }
-        return;
-      default:
-        log("heartbeat answered " + std::string(protocol::to_string(r.status)) + ": " + r.message.value_or(""));
-        return;
-    }
-  }
-
   void heartbeat_loop() {
-    std::string err;
-    HttpClient http(parse_url(opts.coordinatorUrl, &err), opts.httpTimeoutMs);
-    const std::string path = "/coord/v1/streams/" + opts.streamPrefix + "/groups/" + opts.group + "/members/" +
-                             memberId + "/heartbeat";
-    int64_t backoffMs = 50;
+    HeartbeatClient client(opts.coordinatorUrl, opts.httpTimeoutMs, opts.token, opts.streamPrefix, opts.group,
+                           memberId);
     bool patternKnown = !keyPattern.empty();  // this thread's own copy of "keyPattern is set"
     while (!stopping) {
-      deliver_callbacks();  // before the request: a revoked shard goes back only after onRevoking
-      std::set<int32_t> reportedRevoked;
-      std::string body;
+      deliver_events();  // before the request: a revoked shard goes back only after onRevoking
+      protocol::HeartbeatRequest req;
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (left) break;
-        body = build_request(reportedRevoked).dump();
+        if (m->left()) break;
+        req = m->next_request(mono_ns());
+        after_machine();
       }
       HeartbeatEvent ev;
-      ev.revokedReported = static_cast<int>(reportedRevoked.size());
+      for (const auto& r : req.revokingShards) ev.revokedReported += r.state == protocol::ShardAssignmentState::REVOKED;
       ev.sentNs = mono_ns();
-      auto reply = http.request("POST", path, body, opts.token);
+      auto answer = client.heartbeat(req);
       ev.receivedNs = mono_ns();
-      ev.httpStatus = reply.status;
-      std::optional<protocol::HeartbeatResponse> resp;
-      if (reply.status != 0) {
-        auto d = protocol::decode_heartbeat_response(reply.body);
-        if (d.ok()) resp = std::move(*d.value);
-      }
-      int64_t waitMs = 0;
+      ev.httpStatus = answer.httpStatus;
+      Membership::Reaction reaction;
       {
         std::lock_guard<std::mutex> lock(mu);
-        ++stats.heartbeats;
-        const bool answered = resp && resp->status != HeartbeatStatus::RETRY;
-        if (!answered) {
-          // RETRY or no coordinator: keep the current shards (the self-fence bounds this) and retry.
-          ++stats.heartbeatFailures;
-          waitMs = std::min(backoffMs, intervalMs);
-          backoffMs = std::min<int64_t>(backoffMs * 2, 1000);
-          if (stats.heartbeatFailures % 20 == 1)
-            log("heartbeat failed (" + (resp ? std::string("RETRY: ") + resp->message.value_or("") : reply.error) +
-                "); retrying");
-        } else {
-          backoffMs = 50;
-          apply(*resp, ev.sentNs, reportedRevoked);
-          waitMs = wake ? 0 : intervalMs;
-          wake = false;
-        }
-        ev.status = resp ? std::string(protocol::to_string(resp->status)) : "";
-        ev.epoch = epoch;
-        for (auto& [s, st] : shards)
-          if (!st.revoking) ev.owned.push_back(s);
-        stats.epoch = epoch;
-        stats.owned = ev.owned;
+        reaction = answer.response ? m->on_response(*answer.response, ev.sentNs) : m->on_no_answer(answer.error);
+        after_machine();
+        ev.status = answer.response ? std::string(protocol::to_string(answer.response->status)) : "";
+        ev.epoch = m->epoch();
+        ev.owned = m->owned();
       }
       cv.notify_all();
-      if (resp && resp->status != HeartbeatStatus::RETRY && !patternKnown) patternKnown = learn_key_pattern(http);
+      if (reaction.answered && !patternKnown) patternKnown = learn_key_pattern(client);
       if (opts.onHeartbeat) opts.onHeartbeat(ev);
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(reaction.waitMs);
       std::unique_lock<std::mutex> lock(mu);
-      while (!cv.wait_until(lock, until, [&] { return stopping.load() || wake || left || callbacksDue; }) ||
-             !(stopping.load() || wake || left)) {
+      auto called = [&] { return stopping.load() || m->wake_pending() || m->left(); };
+      while (!cv.wait_until(lock, until, [&] { return called() || m->events_due(); }) || !called()) {
         if (std::chrono::steady_clock::now() >= until) break;
-        lock.unlock();  // only callbacks are due (a self-fence): tell the user, keep waiting
-        deliver_callbacks();
+        lock.unlock();  // only shard events are due (a self-fence): tell the user, keep waiting
+        deliver_events();
         lock.lock();
       }
-      wake = false;
+      m->take_wake();
     }
-    deliver_callbacks();
+    deliver_events();
     cv.notify_all();
   }
 
@@ -423,13 +195,13 @@ struct Runtime::Impl {
         }
         failures = 0;
       }
-      auto m = conn->next_push(200);
-      if (!m.ok()) {
+      auto msg = conn->next_push(200);
+      if (!msg.ok()) {
         conn.reset();
         continue;
       }
-      if (!m.value->has_value()) continue;
-      const Value& v = **m.value;
+      if (!msg.value->has_value()) continue;
+      const Value& v = **msg.value;
       if (v.type != Value::Type::Array || v.elements.size() != 3 || v.elements[0].str != "smessage") continue;
       const auto j = json::parse(v.elements[2].str, nullptr, false);
       bool named = false;
@@ -438,8 +210,7 @@ struct Runtime::Impl {
       if (!named) continue;
       {
         std::lock_guard<std::mutex> lock(mu);
-        wake = true;
-        ++stats.notifications;
+        m->on_notification();
       }
       cv.notify_all();
     }
@@ -447,29 +218,21 @@ struct Runtime::Impl {
 
   // ---- data plane ------------------------------------------------------------------------
 
-  // Processes records in order while this member may: the shard is still its own, and the
-  // self-fence deadline has not passed (checked with the start time taken first). What is not
-  // started stays pending in Redis for whoever reads the shard next.
-  bool process(store::RedisConnection& conn, int32_t shard, std::vector<Record>& records) {
-    for (auto& rec : records) {
-      int64_t start = 0;
+  // Processes records in order while the machine allows each one (the shard is still this
+  // member's and the self-fence deadline has not passed, checked at the start time the handler
+  // gets). What is not started stays pending in Redis for whoever reads the shard next.
+  bool process(ShardReader& reader, int32_t shard, const std::vector<Record>& records) {
+    for (const auto& rec : records) {
+      std::optional<int64_t> start;
       {
         std::lock_guard<std::mutex> lock(mu);
-        auto& st = shards[shard];
-        if (st.revoking || st.dropped || stopping) return false;
-        start = mono_ns();
-        if (start >= deadline_ns()) {
-          st.needsClaim = true;  // our own pending entries must be claimed after we recover
-          if (!selfFenced) {
-            self_fence();
-            cv.notify_all();  // the heartbeat thread tells the user (onLost)
-          }
-          return false;
-        }
-        ++st.inFlight;
+        if (stopping) return false;
+        start = m->begin_record(shard, mono_ns());
+        after_machine();
+        if (!start) return false;
       }
       try {
-        handler(rec, start);
+        handler(rec, *start);
       } catch (...) {
         // Not acked: the record stays pending and is claimed again (by this member or the next).
         std::string why = "an exception";
@@ -481,196 +244,108 @@ struct Runtime::Impl {
         }
         log("handler threw on shard " + std::to_string(shard) + " record " + rec.id + ": " + why);
         std::lock_guard<std::mutex> lock(mu);
-        auto& st = shards[shard];
-        --st.inFlight;
-        st.needsClaim = true;
+        m->record_failed(shard);
         return false;
       }
-      auto ack = conn.command({"XACK", stream_key(shard), opts.group, rec.id});
-      const bool acked = ack.ok() && !ack.value->is_error();
-      if (!acked)
-        log("XACK failed on shard " + std::to_string(shard) + " record " + rec.id +
-            (ack.ok() ? ": " + ack.value->str : ": " + ack.error.message) +
+      const std::string ackError = reader.ack(shard, rec.id);
+      if (!ackError.empty())
+        log("XACK failed on shard " + std::to_string(shard) + " record " + rec.id + ": " + ackError +
             "; it is processed again before anything after it on this shard");
       std::lock_guard<std::mutex> lock(mu);
-      auto& st = shards[shard];
-      --st.inFlight;
-      st.lastDeliveredId = rec.id;
-      ++stats.processed;
-      if (!acked) {
-        // The rest of the batch waits: the claim re-reads this member's pending entries in id
-        // order, so this record comes again before any later record of its keys.
-        st.needsClaim = true;
-        return false;
-      }
+      if (!m->record_done(shard, rec.id, ackError.empty())) return false;
     }
     return true;
   }
 
-  // Records another consumer of this group still has pending on a shard this member owns are
-  // leftovers of an earlier owner (for example one that was fenced while a read was outstanding,
-  // after this member's first claim): claim and process them. Only entries idle for longer than
-  // any read this runtime blocks in, so nothing a live reader could still be handed is taken.
-  void sweep_leftovers(store::RedisConnection& conn, int32_t shard) {
-    const std::string minIdle = std::to_string(opts.maxBlockMs + 2000);
-    auto p = conn.command({"XPENDING", stream_key(shard), opts.group, "IDLE", minIdle, "-", "+", "100"});
-    if (!p.ok() || p.value->type != Value::Type::Array || p.value->elements.empty()) return;
-    store::Command claimCmd{"XCLAIM", stream_key(shard), opts.group, memberId, minIdle};
-    for (const auto& e : p.value->elements)
-      if (e.type == Value::Type::Array && e.elements.size() >= 2 && e.elements[1].str != memberId)
-        claimCmd.push_back(e.elements[0].str);
-    if (claimCmd.size() == 5) return;
-    auto c = conn.command(claimCmd);
-    if (!c.ok() || c.value->type != Value::Type::Array) return;
-    auto recs = entries(*c.value, shard);
-    if (!recs.empty()) log("claimed " + std::to_string(recs.size()) + " leftover record(s) on shard " + std::to_string(shard));
-    process(conn, shard, recs);
-  }
-
-  // pending and lag of this group on each shard, for the coordinator's metrics (XINFO GROUPS).
-  void refresh_progress(store::RedisConnection& conn, const std::vector<int32_t>& mine) {
-    const int64_t now = mono_ns();
-    for (int32_t s : mine) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (now - shards[s].infoAtNs < 1'000'000'000) continue;
-        shards[s].infoAtNs = now;
-      }
-      sweep_leftovers(conn, s);
-      auto r = conn.command({"XINFO", "GROUPS", stream_key(s)});
-      if (!r.ok() || r.value->type != Value::Type::Array) continue;
-      for (const auto& g : r.value->elements) {
-        std::optional<int64_t> pending, lag;
-        bool ours = false;
-        for (std::size_t i = 0; i + 1 < g.elements.size(); i += 2) {
-          const auto& k = g.elements[i].str;
-          const auto& v = g.elements[i + 1];
-          if (k == "name") ours = v.str == opts.group;
-          if (k == "pending" && v.type == Value::Type::Integer) pending = v.integer;
-          if (k == "lag" && v.type == Value::Type::Integer) lag = v.integer;
-        }
-        if (!ours) continue;
-        std::lock_guard<std::mutex> lock(mu);
-        shards[s].pending = pending;
-        shards[s].lag = lag;
-      }
-    }
-  }
-
-  void ensure_group(store::RedisConnection& conn, int32_t shard) {
-    // From id 0: records added before any member existed are delivered too.
-    auto r = conn.command({"XGROUP", "CREATE", stream_key(shard), opts.group, "0", "MKSTREAM"});
-    if (r.ok() && r.value->is_error() && r.value->str.rfind("BUSYGROUP", 0) != 0)
-      log("XGROUP CREATE on shard " + std::to_string(shard) + ": " + r.value->str);
-  }
-
   // Takes over what earlier owners (or this member, before a fence) left pending.
-  bool claim(store::RedisConnection& conn, int32_t shard) {
-    ensure_group(conn, shard);
+  bool claim(ShardReader& reader, int32_t shard) {
+    // From id 0: records added before any member existed are delivered too.
+    if (auto e = reader.ensure_group(shard); !e.empty())
+      log("XGROUP CREATE on shard " + std::to_string(shard) + ": " + e);
     std::string cursor = "0-0";
     do {
-      auto r = conn.command({"XAUTOCLAIM", stream_key(shard), opts.group, memberId, "0", cursor, "COUNT",
-                             std::to_string(opts.readCount)});
-      if (!r.ok() || r.value->is_error() || r.value->type != Value::Type::Array || r.value->elements.size() < 2)
-        return false;
-      cursor = r.value->elements[0].str;
-      auto recs = entries(r.value->elements[1], shard);
-      if (!process(conn, shard, recs)) return false;
+      auto page = reader.autoclaim(shard, cursor, opts.readCount);
+      if (!page.ok) return false;
+      cursor = page.cursor;
+      if (!process(reader, shard, page.records)) return false;
     } while (cursor != "0-0" && !stopping);
     return true;
   }
 
-  // A worker reads all the free shards that fall to it (shard % concurrency) in one blocking
-  // XREADGROUP, so an idle shard never holds up a busy one; a shard is read by one worker at a time
-  // and its records are processed in order.
+  // About once a second per shard: records another consumer of this group still has pending on a
+  // shard this member owns are leftovers of an earlier owner (for example one fenced while a read
+  // was outstanding, after this member's first claim): claim and process them, only once idle
+  // for longer than any read this runtime blocks in. Then pending and lag for the coordinator.
+  void refresh_progress(ShardReader& reader, const std::vector<int32_t>& held) {
+    std::vector<int32_t> due;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      due = m->progress_due(held, mono_ns());
+    }
+    for (int32_t s : due) {
+      auto leftovers = reader.claim_leftovers(s, opts.maxBlockMs + 2000);
+      if (!leftovers.empty())
+        log("claimed " + std::to_string(leftovers.size()) + " leftover record(s) on shard " + std::to_string(s));
+      process(reader, s, leftovers);
+      if (auto p = reader.progress(s)) {
+        std::lock_guard<std::mutex> lock(mu);
+        m->set_progress(s, p->pending, p->lag);
+      }
+    }
+  }
+
+  // A worker reads all the free shards that fall to it in one blocking XREADGROUP, so an idle
+  // shard never holds up a busy one; a shard is read by one worker at a time, its records in order.
   void worker_loop(int index) {
     auto ropts = opts.redis;
     ropts.commandTimeoutMs = opts.maxBlockMs + 2000;
-    store::RedisConnection conn(ropts);
-    const int n = std::max(1, opts.concurrency);
+    ShardReader reader(ropts, opts.group, memberId, [this](int32_t s) { return stream_key(s); });
     while (!stopping) {
-      std::vector<int32_t> mine, toClaim;
-      int64_t deadline = 0;
+      Membership::Lease lease;
       {
         std::unique_lock<std::mutex> lock(mu);
-        deadline = deadline_ns();
-        if (keyPattern.empty()) {
-          // Nothing is read before the stream's key names are known.
-        } else if (mono_ns() < deadline) {
-          for (auto& [s, st] : shards) {
-            if (st.revoking || st.dropped || st.busy || s % n != index) continue;
-            st.busy = true;
-            mine.push_back(s);
-            if (st.needsClaim) toClaim.push_back(s);
-          }
-          if (!mine.empty()) ++busyWorkers;
-        } else if (lastOkSentNs != 0 && !selfFenced) {
-          self_fence();
-          cv.notify_all();  // the heartbeat thread tells the user (onLost)
+        if (!keyPattern.empty()) {  // nothing is read before the stream's key names are known
+          lease = m->take_shards(index, mono_ns());
+          after_machine();
         }
-        if (mine.empty()) {
+        if (lease.shards.empty()) {
           cv.wait_for(lock, std::chrono::milliseconds(20));
           continue;
         }
       }
-      std::set<int32_t> readable(mine.begin(), mine.end());
-      for (int32_t s : toClaim) {
-        if (claim(conn, s)) {
+      std::vector<int32_t> readable;
+      for (int32_t s : lease.shards) {
+        const bool mustClaim = std::find(lease.toClaim.begin(), lease.toClaim.end(), s) != lease.toClaim.end();
+        if (!mustClaim) {
+          readable.push_back(s);
+        } else if (claim(reader, s)) {
           std::lock_guard<std::mutex> lock(mu);
-          shards[s].needsClaim = false;
-        } else {
-          readable.erase(s);  // try again on the next round
-        }
+          m->claimed(s);
+          readable.push_back(s);
+        }  // else: claimed again on the next round
       }
-      // BLOCK never outlasts the self-fence deadline, and is capped so a revoke is not held up.
-      const int64_t leftMs = (deadline - mono_ns()) / 1'000'000 - 20;
-      const int64_t block = std::min(opts.maxBlockMs, leftMs);
+      const int64_t block = Membership::block_ms(lease, mono_ns(), opts.maxBlockMs);
       if (!readable.empty() && block >= 1) {
-        store::Command cmd{"XREADGROUP", "GROUP", opts.group, memberId, "COUNT", std::to_string(opts.readCount),
-                           "BLOCK", std::to_string(block), "STREAMS"};
-        for (int32_t s : readable) cmd.push_back(stream_key(s));
-        for (std::size_t i = 0; i < readable.size(); ++i) cmd.push_back(">");
-        auto r = conn.command(cmd);
-        if (r.ok() && r.value->type == Value::Type::Array) {
-          for (const auto& streamReply : r.value->elements) {
-            if (streamReply.type != Value::Type::Array || streamReply.elements.size() != 2) continue;
-            const std::string& key = streamReply.elements[0].str;
-            for (int32_t s : readable) {
-              if (stream_key(s) != key) continue;
-              auto recs = entries(streamReply.elements[1], s);
-              process(conn, s, recs);
-            }
-          }
-        } else if (r.ok() && r.value->is_error()) {
-          log("XREADGROUP: " + r.value->str);
-          std::lock_guard<std::mutex> lock(mu);
-          for (int32_t s : readable) shards[s].needsClaim = true;  // e.g. NOGROUP: create it again
-        } else if (!r.ok()) {
-          // Redis may have delivered records before the reply was lost: claim our own pending.
-          log("redis: " + r.error.message);
+        auto r = reader.read(readable, opts.readCount, block);
+        if (r.outcome == ShardReader::Read::Outcome::Records) {
+          for (std::size_t i = 0; i < readable.size(); ++i) process(reader, readable[i], r.batches[i]);
+        } else {
+          // Refused (e.g. NOGROUP: create it again), or lost after Redis may have delivered
+          // records: claim this member's own pending entries before reading on.
+          log((r.outcome == ShardReader::Read::Outcome::Lost ? "redis: " : "XREADGROUP: ") + r.error);
           {
             std::lock_guard<std::mutex> lock(mu);
-            for (int32_t s : readable) shards[s].needsClaim = true;
+            for (int32_t s : readable) m->needs_claim(s);
           }
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          if (r.outcome == ShardReader::Read::Outcome::Lost) std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
       } else if (readable.empty()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      refresh_progress(conn, mine);
+      refresh_progress(reader, lease.shards);
       {
         std::lock_guard<std::mutex> lock(mu);
-        for (int32_t s : mine) {
-          auto it = shards.find(s);
-          if (it == shards.end()) continue;
-          it->second.busy = false;
-          if (it->second.dropped && it->second.inFlight == 0) {
-            shards.erase(it);
-          } else if (it->second.revoking && it->second.inFlight == 0) {
-            wake = true;  // drained: report REVOKED at once
-          }
-        }
-        --busyWorkers;
+        m->release(lease.shards);
       }
       cv.notify_all();
     }
@@ -683,6 +358,12 @@ Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<
   impl_->keyPattern = impl_->opts.streamKeyPattern;
   impl_->memberId =
       impl_->opts.memberId.empty() ? member_id_from_environment(std::to_string(impl_->opts.concurrency)) : impl_->opts.memberId;
+  Membership::Options mo;
+  mo.memberId = impl_->memberId;
+  mo.incarnation = incarnation();
+  mo.concurrency = std::max(1, impl_->opts.concurrency);
+  mo.selfFenceMarginMs = impl_->opts.selfFenceMarginMs;
+  impl_->m = std::make_unique<Membership>(mo);
 }
 
 Runtime::~Runtime() {
@@ -704,17 +385,14 @@ void Runtime::start() {
 bool Runtime::shutdown(int64_t timeoutMs) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->leaving = true;
-    impl_->queue(Impl::Callback::Revoking, impl_->reading());
-    for (auto& [s, st] : impl_->shards) st.revoking = true;
-    impl_->wake = true;
+    impl_->m->leave();
+    impl_->after_machine();
   }
-  impl_->log("leaving: draining and handing every shard back");
   impl_->cv.notify_all();
   bool ok = false;
   {
     std::unique_lock<std::mutex> lock(impl_->mu);
-    ok = impl_->cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return impl_->left; });
+    ok = impl_->cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return impl_->m->left(); });
   }
   impl_->stopping = true;
   impl_->cv.notify_all();
@@ -727,7 +405,17 @@ bool Runtime::shutdown(int64_t timeoutMs) {
 
 Runtime::Stats Runtime::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  const auto& c = impl_->m->counters();
+  Stats s;
+  s.processed = c.processed;
+  s.heartbeats = c.heartbeats;
+  s.heartbeatFailures = c.heartbeatFailures;
+  s.rejoins = c.rejoins;
+  s.selfFences = c.selfFences;
+  s.notifications = c.notifications;
+  s.epoch = impl_->m->epoch();
+  s.owned = impl_->m->owned();
+  return s;
 }
 
 const std::string& Runtime::member_id() const { return impl_->memberId; }

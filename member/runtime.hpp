@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "member/record.hpp"
 #include "redis/connection.hpp"
 #include "redis/keys.hpp"
 
@@ -17,13 +18,6 @@ namespace rsc::member {
 
 // CLOCK_MONOTONIC in nanoseconds: comparable across processes on one machine.
 int64_t mono_ns();
-
-struct Record {
-  int32_t shard = 0;
-  std::string id;  // the stream entry id
-  std::vector<std::pair<std::string, std::string>> fields;
-  std::string field(const std::string& name) const;
-};
 
 // A heartbeat's outcome, for logs and tests.
 struct HeartbeatEvent {

@@ -1,0 +1,53 @@
+#include "member/heartbeat_client.hpp"
+
+#include <utility>
+
+#include "protocol/codec.hpp"
+
+namespace rsc::member {
+
+namespace {
+Url url_of(const std::string& s) {
+  std::string err;
+  return parse_url(s, &err);
+}
+}  // namespace
+
+HeartbeatClient::HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, std::string token,
+                                 std::string streamPrefix, std::string group, std::string memberId)
+    : http_(url_of(coordinatorUrl), timeoutMs),
+      token_(std::move(token)),
+      prefix_(std::move(streamPrefix)),
+      path_("/coord/v1/streams/" + prefix_ + "/groups/" + group + "/members/" + memberId + "/heartbeat") {}
+
+HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequest& request) {
+  Answer a;
+  auto reply = http_.request("POST", path_, protocol::encode(request), token_);
+  a.httpStatus = reply.status;
+  if (reply.status == 0) {
+    a.error = reply.error;
+    return a;
+  }
+  auto d = protocol::decode_heartbeat_response(reply.body);
+  if (d.ok())
+    a.response = std::move(*d.value);
+  else
+    a.error = "HTTP " + std::to_string(reply.status) + ", answer does not decode: " + d.error.message;
+  return a;
+}
+
+std::optional<std::string> HeartbeatClient::key_pattern(std::string* error) {
+  auto reply = http_.request("GET", "/coord/v1/streams/" + prefix_, "", token_);
+  if (reply.status != 200) {
+    *error = "HTTP " + std::to_string(reply.status) + (reply.error.empty() ? "" : " (" + reply.error + ")");
+    return std::nullopt;
+  }
+  auto m = protocol::decode_stream_metadata(reply.body);
+  if (!m.ok()) {
+    *error = "the coordinator's stream metadata does not decode: " + m.error.message;
+    return std::nullopt;
+  }
+  return protocol::stream_key_pattern(prefix_, m.value->keyStyle);
+}
+
+}  // namespace rsc::member

@@ -1,0 +1,324 @@
+#include "member/membership.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace rsc::member {
+
+using protocol::HeartbeatStatus;
+using protocol::ShardAssignmentState;
+
+Membership::Membership(Options o) : o_(std::move(o)) {
+  if (o_.concurrency < 1) o_.concurrency = 1;
+}
+
+int64_t Membership::margin_ms() const {
+  return o_.selfFenceMarginMs > 0 ? o_.selfFenceMarginMs : std::max<int64_t>(200, leaseMs_ / 4);
+}
+
+int64_t Membership::deadline_ns() const {
+  if (lastOkSentNs_ == 0) return 0;
+  return lastOkSentNs_ + (leaseMs_ - margin_ms()) * 1'000'000;
+}
+
+bool Membership::may_process(int64_t nowNs) const { return !selfFenced_ && !left_ && nowNs < deadline_ns(); }
+
+bool Membership::may_read(int32_t shard, int64_t nowNs) const {
+  auto it = shards_.find(shard);
+  return it != shards_.end() && !it->second.revoking && !it->second.dropped && may_process(nowNs);
+}
+
+std::vector<int32_t> Membership::owned() const {
+  std::vector<int32_t> out;
+  for (const auto& [s, st] : shards_)
+    if (!st.revoking && !st.dropped) out.push_back(s);
+  return out;
+}
+
+void Membership::event(ShardEvent::Kind k, std::vector<int32_t> shards) {
+  if (!shards.empty()) events_.push_back({k, std::move(shards)});
+}
+
+std::vector<ShardEvent> Membership::take_events() {
+  std::vector<ShardEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+std::vector<std::string> Membership::take_log() {
+  std::vector<std::string> out;
+  out.swap(log_);
+  return out;
+}
+
+bool Membership::take_wake() {
+  const bool w = wake_;
+  wake_ = false;
+  return w;
+}
+
+// ---- heartbeat ---------------------------------------------------------------------------
+
+protocol::HeartbeatRequest Membership::next_request(int64_t nowNs) {
+  // The deadline may pass while no worker looks (all idle or blocked): the user still hears of it.
+  if (lastOkSentNs_ != 0 && nowNs >= deadline_ns() && !selfFenced_) self_fence();
+  protocol::HeartbeatRequest r;
+  r.requestId = o_.memberId + "-" + o_.incarnation + "-" + std::to_string(++seq_);
+  r.memberId = o_.memberId;
+  r.memberEpoch = leaving_ ? -1 : epoch_;
+  r.metadataVersion = metadataVersion_;
+  r.runtimeConsumerCapacity = {o_.concurrency, o_.concurrency - busyWorkers_};
+  reportedRevoked_.clear();
+  for (const auto& [s, st] : shards_) {
+    if (st.dropped) continue;
+    bool reported = false;
+    if (st.revoking) {
+      // A shard a worker still holds may have a read outstanding: its records would land in this
+      // member's pending list after the ack. It is REVOKED only once the worker let go.
+      reported = !st.busy && st.inFlight == 0;
+      if (reported) reportedRevoked_.insert(s);
+      r.revokingShards.push_back(
+          {s, reported ? ShardAssignmentState::REVOKED : ShardAssignmentState::DRAINING, st.inFlight, std::nullopt});
+    } else if (!leaving_) {
+      r.ownedShards.push_back({s, ShardAssignmentState::OWNED});
+    }
+    if (!reported && (!st.lastDeliveredId.empty() || st.pending)) {
+      protocol::ShardProgress p;
+      p.shardIndex = s;
+      if (!st.lastDeliveredId.empty()) p.lastDeliveredId = st.lastDeliveredId;
+      p.pending = st.pending;
+      p.lag = st.lag;
+      r.shardProgress.push_back(std::move(p));
+    }
+  }
+  return r;
+}
+
+void Membership::self_fence() {
+  selfFenced_ = true;
+  ++counters_.selfFences;
+  for (auto& [s, st] : shards_) st.needsClaim = true;  // our own pending entries, after we recover
+  event(ShardEvent::Kind::Lost, owned());
+  note("self-fenced: no answered heartbeat for lease minus margin; reading stops");
+}
+
+void Membership::drop_all(const std::string& why) {
+  if (!selfFenced_) event(ShardEvent::Kind::Lost, owned());  // a self-fence told of them already
+  note("drops all shards and rejoins: " + why);
+  ++counters_.rejoins;
+  for (auto it = shards_.begin(); it != shards_.end();) {
+    if (it->second.busy) {  // forgotten once its worker lets go
+      it->second.dropped = true;
+      it->second.revoking = true;
+      ++it;
+    } else {
+      it = shards_.erase(it);
+    }
+  }
+  epoch_ = 0;
+  wake_ = true;
+}
+
+Membership::Reaction Membership::not_answered(const std::string& why) {
+  // Keep the current shards (the self-fence deadline bounds this) and try again soon.
+  ++counters_.heartbeatFailures;
+  Reaction out;
+  out.waitMs = std::min(backoffMs_, intervalMs_);
+  backoffMs_ = std::min<int64_t>(backoffMs_ * 2, 1000);
+  if (counters_.heartbeatFailures % 20 == 1) note("heartbeat failed (" + why + "); retrying");
+  reportedRevoked_.clear();
+  return out;
+}
+
+Membership::Reaction Membership::on_no_answer(const std::string& why) {
+  ++counters_.heartbeats;
+  return not_answered(why);
+}
+
+Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& r, int64_t sentNs) {
+  ++counters_.heartbeats;
+  if (r.status == HeartbeatStatus::RETRY) return not_answered("RETRY: " + r.message.value_or(""));
+  backoffMs_ = 50;
+  const auto revoked = std::move(reportedRevoked_);
+  reportedRevoked_.clear();
+  Reaction out;
+  out.answered = true;
+  const bool epochRefused =
+      r.status == HeartbeatStatus::INVALID_REQUEST && r.errorField && *r.errorField == "memberEpoch";
+  switch (r.status) {
+    case HeartbeatStatus::OK:
+    case HeartbeatStatus::REVOKE_PENDING:
+    case HeartbeatStatus::SYNC_METADATA: {
+      lastOkSentNs_ = std::max(lastOkSentNs_, sentNs);
+      if (r.memberLeaseTtlMs > 0) leaseMs_ = r.memberLeaseTtlMs;
+      if (r.heartbeatIntervalMs > 0) intervalMs_ = r.heartbeatIntervalMs;
+      metadataVersion_ = std::max(metadataVersion_, r.metadataVersion);
+      if (selfFenced_) {
+        selfFenced_ = false;
+        event(ShardEvent::Kind::Assigned, owned());
+        note("heartbeat answered again: reading resumes");
+      }
+      for (int32_t s : revoked) {
+        auto it = shards_.find(s);
+        if (it != shards_.end() && it->second.revoking && !it->second.busy) shards_.erase(it);
+      }
+      if (leaving_) {
+        bool holding = false;
+        for (const auto& [s, st] : shards_) holding = holding || !st.dropped;
+        if (r.status == HeartbeatStatus::OK && !holding) left_ = true;
+        break;
+      }
+      if (r.memberEpoch > 0) epoch_ = r.memberEpoch;
+      if (!r.assignment) break;
+      const std::set<int32_t> target(r.assignment->assignedShards.begin(), r.assignment->assignedShards.end());
+      std::vector<int32_t> givingUp, taking;
+      for (auto& [s, st] : shards_) {
+        if (st.revoking || target.count(s)) continue;
+        st.revoking = true;  // stop reading it now; REVOKED once drained
+        givingUp.push_back(s);
+        note("revoking shard " + std::to_string(s));
+      }
+      if (r.status != HeartbeatStatus::SYNC_METADATA) {  // SYNC_METADATA: start nothing new
+        for (int32_t s : target) {
+          if (shards_.count(s)) continue;
+          shards_[s] = Shard{};
+          taking.push_back(s);
+          note("takes shard " + std::to_string(s));
+        }
+      }
+      if (!givingUp.empty() || !taking.empty()) wake_ = true;
+      event(ShardEvent::Kind::Revoking, std::move(givingUp));
+      event(ShardEvent::Kind::Assigned, std::move(taking));
+      break;
+    }
+    case HeartbeatStatus::FENCED_MEMBER_EPOCH:
+    case HeartbeatStatus::UNKNOWN_MEMBER_ID:
+    case HeartbeatStatus::INVALID_REQUEST:
+      if (r.status == HeartbeatStatus::INVALID_REQUEST && !epochRefused) {
+        note("coordinator rejected a heartbeat" + (r.errorField ? " (field " + *r.errorField + ")" : std::string()) +
+             ": " + r.message.value_or(""));
+        break;
+      }
+      if (leaving_) {  // nothing left to hand back: the coordinator no longer knows us
+        left_ = true;
+        break;
+      }
+      drop_all(std::string(protocol::to_string(r.status)) + (r.message ? ": " + *r.message : ""));
+      break;
+    default:
+      note("heartbeat answered " + std::string(protocol::to_string(r.status)) + ": " + r.message.value_or(""));
+      break;
+  }
+  out.waitMs = take_wake() ? 0 : intervalMs_;
+  return out;
+}
+
+void Membership::on_notification() {
+  ++counters_.notifications;
+  wake_ = true;
+}
+
+void Membership::leave() {
+  if (leaving_) return;
+  leaving_ = true;
+  event(ShardEvent::Kind::Revoking, owned());
+  for (auto& [s, st] : shards_) st.revoking = true;
+  wake_ = true;
+  note("leaving: draining and handing every shard back");
+}
+
+// ---- data plane --------------------------------------------------------------------------
+
+Membership::Lease Membership::take_shards(int worker, int64_t nowNs) {
+  Lease l;
+  l.deadlineNs = deadline_ns();
+  if (nowNs < l.deadlineNs) {
+    for (auto& [s, st] : shards_) {
+      if (st.revoking || st.dropped || st.busy || s % o_.concurrency != worker) continue;
+      st.busy = true;
+      l.shards.push_back(s);
+      if (st.needsClaim) l.toClaim.push_back(s);
+    }
+    if (!l.shards.empty()) ++busyWorkers_;
+  } else if (lastOkSentNs_ != 0 && !selfFenced_) {
+    self_fence();
+  }
+  return l;
+}
+
+int64_t Membership::block_ms(const Lease& l, int64_t nowNs, int64_t capMs) {
+  const int64_t leftMs = (l.deadlineNs - nowNs) / 1'000'000 - 20;
+  return std::min(capMs, leftMs);
+}
+
+std::optional<int64_t> Membership::begin_record(int32_t shard, int64_t nowNs) {
+  auto it = shards_.find(shard);
+  if (it == shards_.end() || it->second.revoking || it->second.dropped) return std::nullopt;
+  if (nowNs >= deadline_ns()) {
+    it->second.needsClaim = true;
+    if (!selfFenced_) self_fence();
+    return std::nullopt;
+  }
+  ++it->second.inFlight;
+  return nowNs;  // the start time is the time the check used
+}
+
+bool Membership::record_done(int32_t shard, const std::string& id, bool acked) {
+  ++counters_.processed;
+  auto it = shards_.find(shard);
+  if (it == shards_.end()) return false;
+  --it->second.inFlight;
+  it->second.lastDeliveredId = id;
+  if (!acked) it->second.needsClaim = true;  // the claim re-reads our pending entries in id order
+  return acked;
+}
+
+void Membership::record_failed(int32_t shard) {
+  auto it = shards_.find(shard);
+  if (it == shards_.end()) return;
+  --it->second.inFlight;
+  it->second.needsClaim = true;
+}
+
+void Membership::claimed(int32_t shard) {
+  if (auto it = shards_.find(shard); it != shards_.end()) it->second.needsClaim = false;
+}
+
+void Membership::needs_claim(int32_t shard) {
+  if (auto it = shards_.find(shard); it != shards_.end()) it->second.needsClaim = true;
+}
+
+void Membership::release(const std::vector<int32_t>& held) {
+  if (held.empty()) return;
+  for (int32_t s : held) {
+    auto it = shards_.find(s);
+    if (it == shards_.end()) continue;
+    it->second.busy = false;
+    if (it->second.dropped && it->second.inFlight == 0) {
+      shards_.erase(it);
+    } else if (it->second.revoking && it->second.inFlight == 0) {
+      wake_ = true;  // drained: report REVOKED at once
+    }
+  }
+  --busyWorkers_;
+}
+
+std::vector<int32_t> Membership::progress_due(const std::vector<int32_t>& held, int64_t nowNs) {
+  std::vector<int32_t> out;
+  for (int32_t s : held) {
+    auto it = shards_.find(s);
+    if (it == shards_.end() || nowNs - it->second.infoAtNs < 1'000'000'000) continue;
+    it->second.infoAtNs = nowNs;
+    out.push_back(s);
+  }
+  return out;
+}
+
+void Membership::set_progress(int32_t shard, std::optional<int64_t> pending, std::optional<int64_t> lag) {
+  if (auto it = shards_.find(shard); it != shards_.end()) {
+    it->second.pending = pending;
+    it->second.lag = lag;
+  }
+}
+
+}  // namespace rsc::member

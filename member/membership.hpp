@@ -1,0 +1,152 @@
+// The member's membership machine (SPEC §6), pure: no threads, no sockets, no clock of its own.
+// Every decision the member runtime makes about its membership lives here, driven by the times the
+// shell passes in (CLOCK_MONOTONIC nanoseconds): what the next heartbeat says, what an answer
+// changes (statuses, epochs, revocations, rejoins, leaving), when it must fence itself, which
+// shards a worker may read and for how long, and whether a record may be started. The runtime
+// (member/runtime.cpp) only moves bytes between this, the coordinator and Redis, under one lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "protocol/types.hpp"
+
+namespace rsc::member {
+
+// What happens to the member's shards, for the user's callbacks (onAssigned / onRevoking / onLost).
+struct ShardEvent {
+  enum class Kind { Assigned, Revoking, Lost };
+  Kind kind = Kind::Assigned;
+  std::vector<int32_t> shards;
+  friend bool operator==(const ShardEvent& a, const ShardEvent& b) { return a.kind == b.kind && a.shards == b.shards; }
+};
+
+struct MembershipCounters {
+  int64_t processed = 0;
+  int64_t heartbeats = 0;
+  int64_t heartbeatFailures = 0;
+  int64_t rejoins = 0;
+  int64_t selfFences = 0;
+  int64_t notifications = 0;
+};
+
+class Membership {
+ public:
+  struct Options {
+    std::string memberId;
+    std::string incarnation;  // makes requestIds unique across restarts of one memberId
+    int concurrency = 1;      // workers; worker i reads the shards s with s % concurrency == i
+    int64_t selfFenceMarginMs = 0;  // 0: a quarter of the lease, at least 200 ms
+  };
+  explicit Membership(Options o);
+
+  // ---- heartbeat ------------------------------------------------------------------------
+  // The next request. Remembers which shards it reports REVOKED, so the answer to it can let
+  // them go; one request is outstanding at a time.
+  protocol::HeartbeatRequest next_request(int64_t nowNs);
+  struct Reaction {
+    bool answered = false;   // the coordinator decided (anything but RETRY)
+    int64_t waitMs = 0;      // until the next heartbeat (0: at once)
+  };
+  // The answer to the last request, which was sent at `sentNs` (the self-fence clock counts from
+  // the send, never from the arrival).
+  Reaction on_response(const protocol::HeartbeatResponse& r, int64_t sentNs);
+  // No answer at all (no coordinator, a timeout, a body that does not decode), and why.
+  Reaction on_no_answer(const std::string& why);
+  // A change notification named this member: heartbeat at once.
+  void on_notification();
+  // Graceful leave: stop reading everything, drain, report it all, send epoch -1.
+  void leave();
+  bool left() const { return left_; }
+  bool leaving() const { return leaving_; }
+  // Something wants a heartbeat before the interval is up (a drained revocation, a notification,
+  // a new assignment, a leave). take_wake() reads and clears it.
+  bool wake_pending() const { return wake_; }
+  bool take_wake();
+
+  // ---- data plane -----------------------------------------------------------------------
+  // Past this, nothing may be read or started until a heartbeat is answered again (0: no
+  // heartbeat was ever answered, so nothing may be read yet).
+  int64_t deadline_ns() const;
+  bool may_process(int64_t nowNs) const;
+  bool may_read(int32_t shard, int64_t nowNs) const;  // given, not given up, and may_process
+  struct Lease {
+    std::vector<int32_t> shards;   // this worker reads these now (held until release)
+    std::vector<int32_t> toClaim;  // of those, the ones whose pending entries must be claimed first
+    int64_t deadlineNs = 0;        // the self-fence deadline when they were taken
+  };
+  // Takes the free shards that fall to `worker`. Past the deadline it takes nothing and fences
+  // the member (once).
+  Lease take_shards(int worker, int64_t nowNs);
+  // How long an XREADGROUP taken at `nowNs` may block: never past the lease's deadline (minus
+  // 20 ms), never more than capMs. Below 1: do not read.
+  static int64_t block_ms(const Lease& l, int64_t nowNs, int64_t capMs);
+  // A record may start on `shard` at `nowNs` (the returned start time, taken before the check);
+  // nullopt: stop this shard's batch (given up, dropped, or past the deadline, which fences).
+  std::optional<int64_t> begin_record(int32_t shard, int64_t nowNs);
+  // The handler returned and the ack was (or was not) stored. false: stop the batch, the record
+  // is claimed again before anything after it on this shard.
+  bool record_done(int32_t shard, const std::string& id, bool acked);
+  // The handler threw: not acked, claimed again; the batch stops.
+  void record_failed(int32_t shard);
+  void claimed(int32_t shard);           // its pending entries were claimed and processed
+  void needs_claim(int32_t shard);       // a read failed: Redis may hold records for us
+  void release(const std::vector<int32_t>& shards);  // the worker let go of its lease
+  // Shards of `held` whose progress (XINFO, leftovers) is due, at most once a second each.
+  std::vector<int32_t> progress_due(const std::vector<int32_t>& held, int64_t nowNs);
+  void set_progress(int32_t shard, std::optional<int64_t> pending, std::optional<int64_t> lag);
+
+  // ---- for the shell --------------------------------------------------------------------
+  std::vector<ShardEvent> take_events();  // in order; the shell calls the user's callbacks
+  bool events_due() const { return !events_.empty(); }
+  std::vector<std::string> take_log();
+  int32_t epoch() const { return epoch_; }
+  bool self_fenced() const { return selfFenced_; }
+  std::vector<int32_t> owned() const;  // neither given up nor dropped
+  const MembershipCounters& counters() const { return counters_; }
+  int64_t lease_ms() const { return leaseMs_; }
+  int64_t interval_ms() const { return intervalMs_; }
+
+ private:
+  struct Shard {
+    bool revoking = false;    // stop reading; REVOKED once no worker holds it and inFlight is 0
+    bool dropped = false;     // fenced: forget it once the worker lets go, report nothing
+    bool busy = false;        // a worker holds it
+    bool needsClaim = true;   // claim what earlier owners (or this member before a fence) left pending
+    int inFlight = 0;         // records inside the handler
+    std::string lastDeliveredId;
+    std::optional<int64_t> pending, lag;
+    int64_t infoAtNs = 0;
+  };
+  void event(ShardEvent::Kind k, std::vector<int32_t> shards);
+  void note(std::string line) { log_.push_back(std::move(line)); }
+  void self_fence();
+  void drop_all(const std::string& why);
+  Reaction not_answered(const std::string& why);
+  int64_t margin_ms() const;
+
+  Options o_;
+  std::map<int32_t, Shard> shards_;
+  int32_t epoch_ = 0;
+  int32_t metadataVersion_ = 0;
+  int64_t lastOkSentNs_ = 0;
+  int64_t leaseMs_ = 15000;
+  int64_t intervalMs_ = 3000;
+  int64_t backoffMs_ = 50;
+  int64_t seq_ = 0;
+  int busyWorkers_ = 0;
+  bool leaving_ = false;
+  bool left_ = false;
+  bool wake_ = false;
+  bool selfFenced_ = false;
+  std::set<int32_t> reportedRevoked_;
+  std::vector<ShardEvent> events_;
+  std::vector<std::string> log_;
+  MembershipCounters counters_;
+};
+
+}  // namespace rsc::member

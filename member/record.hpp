@@ -1,0 +1,18 @@
+// A stream entry as the member's handler sees it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rsc::member {
+
+struct Record {
+  int32_t shard = 0;
+  std::string id;  // the stream entry id
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string field(const std::string& name) const;
+};
+
+}  // namespace rsc::member

@@ -1,0 +1,131 @@
+#include "member/shard_reader.hpp"
+
+#include <utility>
+
+namespace rsc::member {
+
+using store::Value;
+
+std::string Record::field(const std::string& name) const {
+  for (const auto& [k, v] : fields)
+    if (k == name) return v;
+  return {};
+}
+
+namespace {
+
+// [[id, [field, value, ...]], ...]; a deleted entry (nil fields) is skipped.
+void append_entries(const Value& v, int32_t shard, std::vector<Record>& out) {
+  if (v.type != Value::Type::Array) return;
+  for (const auto& e : v.elements) {
+    if (e.type != Value::Type::Array || e.elements.size() != 2) continue;
+    if (e.elements[1].type != Value::Type::Array) continue;
+    Record r;
+    r.shard = shard;
+    r.id = e.elements[0].str;
+    const auto& f = e.elements[1].elements;
+    for (std::size_t i = 0; i + 1 < f.size(); i += 2) r.fields.emplace_back(f[i].str, f[i + 1].str);
+    out.push_back(std::move(r));
+  }
+}
+
+std::string why(const store::Result<Value>& r) {
+  if (!r.ok()) return r.error.message;
+  return r.value->is_error() ? r.value->str : std::string();
+}
+
+}  // namespace
+
+ShardReader::ShardReader(store::RedisOptions redis, std::string group, std::string consumer,
+                         std::function<std::string(int32_t)> keyOf)
+    : conn_(std::move(redis)), group_(std::move(group)), consumer_(std::move(consumer)), keyOf_(std::move(keyOf)) {}
+
+std::string ShardReader::ensure_group(int32_t shard) {
+  auto r = conn_.command({"XGROUP", "CREATE", keyOf_(shard), group_, "0", "MKSTREAM"});
+  const std::string e = why(r);
+  if (e.rfind("BUSYGROUP", 0) == 0) return {};  // it exists: fine
+  return e;
+}
+
+ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& cursor, int count) {
+  Page p;
+  auto r = conn_.command({"XAUTOCLAIM", keyOf_(shard), group_, consumer_, "0", cursor, "COUNT", std::to_string(count)});
+  if (!r.ok() || r.value->is_error() || r.value->type != Value::Type::Array || r.value->elements.size() < 2) {
+    p.error = r.ok() ? (r.value->is_error() ? r.value->str : "unexpected XAUTOCLAIM reply") : r.error.message;
+    return p;
+  }
+  p.ok = true;
+  p.cursor = r.value->elements[0].str;
+  append_entries(r.value->elements[1], shard, p.records);
+  return p;
+}
+
+ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int count, int64_t blockMs) {
+  Read out;
+  store::Command cmd{"XREADGROUP", "GROUP", group_, consumer_, "COUNT", std::to_string(count),
+                     "BLOCK", std::to_string(blockMs), "STREAMS"};
+  std::vector<std::string> keys;
+  keys.reserve(shards.size());
+  for (int32_t s : shards) keys.push_back(keyOf_(s));
+  for (const auto& k : keys) cmd.push_back(k);
+  for (std::size_t i = 0; i < shards.size(); ++i) cmd.push_back(">");
+  auto r = conn_.command(cmd);
+  if (!r.ok()) {
+    out.outcome = Read::Outcome::Lost;
+    out.error = r.error.message;
+    return out;
+  }
+  if (r.value->is_error()) {
+    out.outcome = Read::Outcome::Refused;
+    out.error = r.value->str;
+    return out;
+  }
+  out.batches.resize(shards.size());
+  if (r.value->type != Value::Type::Array) return out;  // nil: nothing new within BLOCK
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    for (const auto& streamReply : r.value->elements)
+      if (streamReply.type == Value::Type::Array && streamReply.elements.size() == 2 &&
+          streamReply.elements[0].str == keys[i])
+        append_entries(streamReply.elements[1], shards[i], out.batches[i]);
+  return out;
+}
+
+std::string ShardReader::ack(int32_t shard, const std::string& id) {
+  auto r = conn_.command({"XACK", keyOf_(shard), group_, id});
+  return why(r);
+}
+
+std::vector<Record> ShardReader::claim_leftovers(int32_t shard, int64_t minIdleMs) {
+  std::vector<Record> out;
+  const std::string minIdle = std::to_string(minIdleMs);
+  auto p = conn_.command({"XPENDING", keyOf_(shard), group_, "IDLE", minIdle, "-", "+", "100"});
+  if (!p.ok() || p.value->type != Value::Type::Array || p.value->elements.empty()) return out;
+  store::Command claimCmd{"XCLAIM", keyOf_(shard), group_, consumer_, minIdle};
+  for (const auto& e : p.value->elements)
+    if (e.type == Value::Type::Array && e.elements.size() >= 2 && e.elements[1].str != consumer_)
+      claimCmd.push_back(e.elements[0].str);
+  if (claimCmd.size() == 5) return out;
+  auto c = conn_.command(claimCmd);
+  if (c.ok() && c.value->type == Value::Type::Array) append_entries(*c.value, shard, out);
+  return out;
+}
+
+std::optional<ShardReader::Progress> ShardReader::progress(int32_t shard) {
+  auto r = conn_.command({"XINFO", "GROUPS", keyOf_(shard)});
+  if (!r.ok() || r.value->type != Value::Type::Array) return std::nullopt;
+  for (const auto& g : r.value->elements) {
+    Progress p;
+    bool ours = false;
+    for (std::size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+      const auto& k = g.elements[i].str;
+      const auto& v = g.elements[i + 1];
+      if (k == "name") ours = v.str == group_;
+      if (k == "pending" && v.type == Value::Type::Integer) p.pending = v.integer;
+      if (k == "lag" && v.type == Value::Type::Integer) p.lag = v.integer;
+    }
+    if (ours) return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace rsc::member

@@ -1,0 +1,57 @@
+// The member's Redis side of its shards: the consumer group's reads, claims, acks and progress
+// (XGROUP CREATE, XREADGROUP, XAUTOCLAIM, XPENDING + XCLAIM, XACK, XINFO GROUPS) on one
+// connection. It moves records; it decides nothing about what may be read (the membership machine
+// does) and never retries by itself.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "member/record.hpp"
+#include "redis/connection.hpp"
+
+namespace rsc::member {
+
+class ShardReader {
+ public:
+  ShardReader(store::RedisOptions redis, std::string group, std::string consumer,
+              std::function<std::string(int32_t)> keyOf);
+
+  // Creates the group on the shard's stream (from id 0, the stream too if missing); "" or why not.
+  std::string ensure_group(int32_t shard);
+  struct Page {
+    bool ok = false;
+    std::string error;
+    std::string cursor;  // "0-0": nothing more
+    std::vector<Record> records;
+  };
+  // One XAUTOCLAIM page: entries pending for anyone in the group, from `cursor`, now this consumer's.
+  Page autoclaim(int32_t shard, const std::string& cursor, int count);
+  struct Read {
+    enum class Outcome { Records, Refused, Lost } outcome = Outcome::Records;
+    std::string error;             // Refused: Redis's error (e.g. NOGROUP); Lost: the connection's
+    std::vector<std::vector<Record>> batches;  // one per shard asked, in that order; stream order within
+  };
+  // XREADGROUP of new entries on these shards, blocking up to blockMs.
+  Read read(const std::vector<int32_t>& shards, int count, int64_t blockMs);
+  // "" when the ack was stored, else why not.
+  std::string ack(int32_t shard, const std::string& id);
+  // Entries other consumers of the group left pending on the shard, idle for at least minIdleMs,
+  // claimed for this consumer (at most 100 at a time).
+  std::vector<Record> claim_leftovers(int32_t shard, int64_t minIdleMs);
+  struct Progress {
+    std::optional<int64_t> pending, lag;
+  };
+  // This group's pending and lag on the shard (XINFO GROUPS); nullopt when Redis does not say.
+  std::optional<Progress> progress(int32_t shard);
+
+ private:
+  store::RedisConnection conn_;
+  std::string group_, consumer_;
+  std::function<std::string(int32_t)> keyOf_;
+};
+
+}  // namespace rsc::member

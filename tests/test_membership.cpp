@@ -1,0 +1,448 @@
+// The member's membership machine (member/membership.hpp) on a fake clock: every status it can be
+// answered, and each SPEC §6 trap, with no threads, sockets, Redis or sleeps.
+#include <gtest/gtest.h>
+
+#include "member/membership.hpp"
+
+namespace rsc::member {
+namespace {
+
+using protocol::HeartbeatResponse;
+using protocol::HeartbeatStatus;
+using protocol::ShardAssignmentState;
+using Kind = ShardEvent::Kind;
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kLeaseMs = 2000;  // margin: max(200, 2000/4) = 500 ms, so the deadline is send + 1.5 s
+constexpr int64_t kIntervalMs = 300;
+
+HeartbeatResponse answer(HeartbeatStatus status, int32_t epoch, std::vector<int32_t> assigned = {}) {
+  HeartbeatResponse r;
+  r.status = status;
+  r.memberId = "m";
+  r.memberEpoch = epoch;
+  r.heartbeatIntervalMs = kIntervalMs;
+  r.memberLeaseTtlMs = kLeaseMs;
+  protocol::Assignment a;
+  a.assignedShards = std::move(assigned);
+  r.assignment = std::move(a);
+  return r;
+}
+
+HeartbeatResponse refusal(HeartbeatStatus status, std::string message, std::optional<std::string> field = {}) {
+  HeartbeatResponse r = answer(status, 0);
+  r.message = std::move(message);
+  r.errorField = std::move(field);
+  return r;
+}
+
+std::vector<int32_t> owned_in(const protocol::HeartbeatRequest& r) {
+  std::vector<int32_t> out;
+  for (const auto& s : r.ownedShards) out.push_back(s.shardIndex);
+  return out;
+}
+
+// shard -> state of each entry in revokingShards
+std::vector<std::pair<int32_t, ShardAssignmentState>> revoking_in(const protocol::HeartbeatRequest& r) {
+  std::vector<std::pair<int32_t, ShardAssignmentState>> out;
+  for (const auto& s : r.revokingShards) out.emplace_back(s.shardIndex, s.state);
+  return out;
+}
+
+class MembershipMachine : public ::testing::Test {
+ protected:
+  Membership m{{"m", "inc", 2, 0}};
+  int64_t now = 1000 * kMs;  // the fake monotonic clock
+
+  // Sends a request at `now`, then the answer arrives `latencyMs` later.
+  Membership::Reaction exchange(const HeartbeatResponse& r, int64_t latencyMs = 5) {
+    m.next_request(now);
+    const int64_t sent = now;
+    now += latencyMs * kMs;
+    return m.on_response(r, sent);
+  }
+  // A member that joined and owns `shards` at epoch `epoch`, events and wake-ups consumed.
+  void joined(std::vector<int32_t> shards, int32_t epoch = 1) {
+    exchange(answer(HeartbeatStatus::OK, epoch, std::move(shards)));
+    m.take_events();
+    m.take_wake();
+    m.take_log();
+  }
+};
+
+// ---- status transitions ------------------------------------------------------------------
+
+TEST_F(MembershipMachine, AJoinSendsEpochZeroAndTheAnswersShardsAreReadAtOnce) {
+  auto first = m.next_request(now);
+  EXPECT_EQ(first.memberEpoch, 0);
+  EXPECT_TRUE(first.ownedShards.empty());
+  const auto r = m.on_response(answer(HeartbeatStatus::OK, 4, {0, 1, 3}), now);
+  EXPECT_TRUE(r.answered);
+  EXPECT_EQ(r.waitMs, 0) << "a new assignment is reported back at once";
+  EXPECT_EQ(m.epoch(), 4);
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0, 1, 3}));
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Assigned, {0, 1, 3}}}));
+  auto next = m.next_request(now);
+  EXPECT_EQ(next.memberEpoch, 4);
+  EXPECT_EQ(owned_in(next), (std::vector<int32_t>{0, 1, 3}));
+  EXPECT_EQ(next.runtimeConsumerCapacity.runtimeMaxConcurrency, 2);
+}
+
+TEST_F(MembershipMachine, AnAnswerThatChangesNothingWaitsTheInterval) {
+  joined({0, 1});
+  const auto r = exchange(answer(HeartbeatStatus::OK, 1, {0, 1}));
+  EXPECT_EQ(r.waitMs, kIntervalMs);
+  EXPECT_FALSE(m.events_due());
+}
+
+TEST_F(MembershipMachine, RevokePendingStopsReadingAShardAtOnceAndReportsItRevokedOnlyOnceDrained) {
+  joined({0, 1});
+  auto lease = m.take_shards(1, now);  // worker 1 reads shard 1
+  ASSERT_EQ(lease.shards, (std::vector<int32_t>{1}));
+  const auto r = exchange(answer(HeartbeatStatus::REVOKE_PENDING, 2, {0}));
+  EXPECT_EQ(r.waitMs, 0);
+  EXPECT_FALSE(m.may_read(1, now)) << "reading a revoked shard stops with the answer";
+  EXPECT_TRUE(m.may_read(0, now));
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Revoking, {1}}}));
+  EXPECT_FALSE(m.begin_record(1, now).has_value()) << "nothing more is started on it";
+
+  auto draining = m.next_request(now);
+  EXPECT_EQ(owned_in(draining), (std::vector<int32_t>{0}));
+  EXPECT_EQ(revoking_in(draining), (decltype(revoking_in(draining)){{1, ShardAssignmentState::DRAINING}}));
+  m.on_response(answer(HeartbeatStatus::REVOKE_PENDING, 2, {0}), now);
+
+  m.release(lease.shards);
+  EXPECT_TRUE(m.take_wake()) << "drained: tell the coordinator at once";
+  auto done = m.next_request(now);
+  EXPECT_EQ(revoking_in(done), (decltype(revoking_in(done)){{1, ShardAssignmentState::REVOKED}}));
+  m.on_response(answer(HeartbeatStatus::OK, 2, {0}), now);
+  EXPECT_TRUE(m.next_request(now).revokingShards.empty()) << "reported and answered: forgotten";
+}
+
+TEST_F(MembershipMachine, SyncMetadataKeepsTheAssignedShardsButStartsNothingNew) {
+  joined({0});
+  exchange(answer(HeartbeatStatus::SYNC_METADATA, 1, {0, 2}));
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0}));
+  EXPECT_FALSE(m.events_due());
+  exchange(answer(HeartbeatStatus::OK, 1, {0, 2}));
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0, 2}));
+}
+
+TEST_F(MembershipMachine, AFencedMemberDropsEverythingAndRejoinsWithEpochZeroAtOnce) {
+  joined({0, 1}, 3);
+  const auto r = exchange(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "stale"));
+  EXPECT_TRUE(r.answered);
+  EXPECT_EQ(r.waitMs, 0);
+  EXPECT_TRUE(m.owned().empty());
+  EXPECT_FALSE(m.may_read(0, now));
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Lost, {0, 1}}}));
+  EXPECT_EQ(m.counters().rejoins, 1);
+  auto rejoin = m.next_request(now);
+  EXPECT_EQ(rejoin.memberEpoch, 0);
+  EXPECT_TRUE(rejoin.ownedShards.empty());
+  EXPECT_TRUE(rejoin.revokingShards.empty()) << "a fenced member reports nothing of what it dropped";
+}
+
+TEST_F(MembershipMachine, AnUnknownMemberDropsEverythingAndRejoins) {
+  joined({2}, 5);
+  exchange(refusal(HeartbeatStatus::UNKNOWN_MEMBER_ID, "not in the group"));
+  EXPECT_TRUE(m.owned().empty());
+  EXPECT_EQ(m.next_request(now).memberEpoch, 0);
+}
+
+TEST_F(MembershipMachine, AnEpochRefusedAsNeverIssuedRejoinsBecauseTheErrorFieldSaysSo) {
+  joined({0, 1}, 7);
+  exchange(refusal(HeartbeatStatus::INVALID_REQUEST, "that epoch was never issued", "memberEpoch"));
+  EXPECT_TRUE(m.owned().empty());
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Lost, {0, 1}}}));
+  EXPECT_EQ(m.next_request(now).memberEpoch, 0);
+}
+
+TEST_F(MembershipMachine, AnInvalidRequestAboutAnotherFieldKeepsTheShardsWhateverItsMessageSays) {
+  joined({0, 1}, 7);
+  const auto r = exchange(
+      refusal(HeartbeatStatus::INVALID_REQUEST, "memberEpoch is fine; ownedShards[0] is not", "ownedShards[0].shardIndex"));
+  EXPECT_EQ(r.waitMs, kIntervalMs);
+  exchange(refusal(HeartbeatStatus::INVALID_REQUEST, "memberEpoch: never issued (a server that names no field)"));
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0, 1})) << "the message's wording decides nothing";
+  EXPECT_EQ(m.epoch(), 7);
+  EXPECT_EQ(m.counters().rejoins, 0);
+  auto log = m.take_log();
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log.front().find("field ownedShards[0].shardIndex"), std::string::npos) << log.front();
+}
+
+TEST_F(MembershipMachine, RetryKeepsTheShardsBacksOffAndDoesNotRenewTheLease) {
+  joined({0});
+  const int64_t deadline = m.deadline_ns();
+  std::vector<int64_t> waits;
+  for (int i = 0; i < 4; ++i) {
+    const auto r = exchange(refusal(HeartbeatStatus::RETRY, "store slow"));
+    EXPECT_FALSE(r.answered);
+    waits.push_back(r.waitMs);
+  }
+  EXPECT_EQ(waits, (std::vector<int64_t>{50, 100, 200, kIntervalMs})) << "doubling, never past the interval";
+  EXPECT_EQ(m.deadline_ns(), deadline);
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0}));
+  EXPECT_EQ(m.counters().heartbeatFailures, 4);
+  exchange(answer(HeartbeatStatus::OK, 1, {0}));
+  EXPECT_EQ(exchange(refusal(HeartbeatStatus::RETRY, "again")).waitMs, 50) << "an answer resets the backoff";
+}
+
+TEST_F(MembershipMachine, NoAnswerAtAllKeepsTheShardsAndBacksOff) {
+  joined({0});
+  m.next_request(now);
+  EXPECT_EQ(m.on_no_answer("connection refused").waitMs, 50);
+  m.next_request(now);
+  EXPECT_EQ(m.on_no_answer("connection refused").waitMs, 100);
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0}));
+  EXPECT_NE(m.take_log().front().find("connection refused"), std::string::npos);
+}
+
+TEST_F(MembershipMachine, AnUnansweredRevokedReportIsRepeated) {
+  joined({0, 1});
+  exchange(answer(HeartbeatStatus::REVOKE_PENDING, 2, {0}));
+  auto first = m.next_request(now);
+  ASSERT_EQ(revoking_in(first), (decltype(revoking_in(first)){{1, ShardAssignmentState::REVOKED}}));
+  m.on_no_answer("timeout");
+  auto again = m.next_request(now);
+  EXPECT_EQ(revoking_in(again), (decltype(revoking_in(again)){{1, ShardAssignmentState::REVOKED}}))
+      << "the coordinator may never have seen the first report";
+}
+
+TEST_F(MembershipMachine, UnsupportedProtocolAndAuthorizationFailuresChangeNothing) {
+  joined({0}, 2);
+  exchange(refusal(HeartbeatStatus::UNSUPPORTED_PROTOCOL, "v1 only"));
+  exchange(refusal(HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, "token"));
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0}));
+  EXPECT_EQ(m.epoch(), 2);
+  EXPECT_EQ(m.take_log().size(), 2u);
+}
+
+TEST_F(MembershipMachine, ANotificationMakesTheNextHeartbeatImmediate) {
+  joined({0});
+  EXPECT_FALSE(m.wake_pending());
+  m.on_notification();
+  EXPECT_TRUE(m.wake_pending());
+  EXPECT_EQ(m.counters().notifications, 1);
+  EXPECT_TRUE(m.take_wake());
+  EXPECT_FALSE(m.wake_pending());
+}
+
+TEST_F(MembershipMachine, ALeavingMemberSendsEpochMinusOneDrainsAndHasLeftWhenNothingIsHeld) {
+  joined({0, 1});
+  auto lease = m.take_shards(0, now);  // shard 0 is being read
+  m.leave();
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Revoking, {0, 1}}}));
+  EXPECT_TRUE(m.take_wake());
+  auto req = m.next_request(now);
+  EXPECT_EQ(req.memberEpoch, -1);
+  EXPECT_TRUE(req.ownedShards.empty());
+  EXPECT_EQ(revoking_in(req), (decltype(revoking_in(req)){{0, ShardAssignmentState::DRAINING},
+                                                           {1, ShardAssignmentState::REVOKED}}));
+  m.on_response(answer(HeartbeatStatus::OK, -1), now);
+  EXPECT_FALSE(m.left()) << "shard 0 is still being read";
+  m.release(lease.shards);
+  auto last = m.next_request(now);
+  EXPECT_EQ(revoking_in(last), (decltype(revoking_in(last)){{0, ShardAssignmentState::REVOKED}}));
+  m.on_response(answer(HeartbeatStatus::OK, -1), now);
+  EXPECT_TRUE(m.left());
+  EXPECT_FALSE(m.may_process(now));
+}
+
+TEST_F(MembershipMachine, ALeavingMemberTheCoordinatorNoLongerKnowsHasLeft) {
+  joined({0});
+  m.leave();
+  exchange(refusal(HeartbeatStatus::UNKNOWN_MEMBER_ID, "gone"));
+  EXPECT_TRUE(m.left());
+  EXPECT_EQ(m.counters().rejoins, 0) << "a leaving member does not come back";
+}
+
+TEST_F(MembershipMachine, WorkersSplitTheShardsAndNeverShareOne) {
+  joined({0, 1, 2, 3});
+  auto w0 = m.take_shards(0, now);
+  auto w1 = m.take_shards(1, now);
+  EXPECT_EQ(w0.shards, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(w1.shards, (std::vector<int32_t>{1, 3}));
+  EXPECT_TRUE(m.take_shards(0, now).shards.empty()) << "held shards are not taken twice";
+  EXPECT_EQ(m.next_request(now).runtimeConsumerCapacity.availableConcurrency, 0);
+  m.release(w0.shards);
+  EXPECT_EQ(m.take_shards(0, now).shards, (std::vector<int32_t>{0, 2}));
+}
+
+TEST_F(MembershipMachine, RequestIdsAreUniqueAndCarryTheIncarnation) {
+  const auto a = m.next_request(now).requestId;
+  const auto b = m.next_request(now).requestId;
+  EXPECT_NE(a, b);
+  EXPECT_NE(a.find("inc"), std::string::npos);
+  Membership restarted{{"m", "other", 2, 0}};
+  EXPECT_NE(restarted.next_request(now).requestId, a) << "a restart does not repeat an old requestId";
+}
+
+// ---- SPEC §6 traps -----------------------------------------------------------------------
+
+TEST_F(MembershipMachine, Trap_AShardWithAReadStillOutstandingIsNotReportedRevoked) {
+  joined({0});
+  auto lease = m.take_shards(0, now);  // an XREADGROUP on shard 0 may be blocking
+  exchange(answer(HeartbeatStatus::REVOKE_PENDING, 2, {}));
+  for (int i = 0; i < 3; ++i) {
+    auto req = m.next_request(now);
+    ASSERT_EQ(revoking_in(req), (decltype(revoking_in(req)){{0, ShardAssignmentState::DRAINING}}))
+        << "no record is in flight, but the read has not returned";
+    m.on_response(answer(HeartbeatStatus::REVOKE_PENDING, 2, {}), now);
+  }
+  m.release(lease.shards);
+  auto req = m.next_request(now);
+  EXPECT_EQ(revoking_in(req), (decltype(revoking_in(req)){{0, ShardAssignmentState::REVOKED}}));
+}
+
+TEST_F(MembershipMachine, Trap_AShardWithRecordsInTheHandlerIsNotReportedRevoked) {
+  joined({0});
+  auto lease = m.take_shards(0, now);
+  ASSERT_TRUE(m.begin_record(0, now).has_value());
+  exchange(answer(HeartbeatStatus::REVOKE_PENDING, 2, {}));
+  m.release(lease.shards);  // the read returned; the handler still runs
+  auto req = m.next_request(now);
+  ASSERT_EQ(req.revokingShards.size(), 1u);
+  EXPECT_EQ(req.revokingShards[0].state, ShardAssignmentState::DRAINING);
+  EXPECT_EQ(req.revokingShards[0].inFlight, 1);
+  m.on_response(answer(HeartbeatStatus::REVOKE_PENDING, 2, {}), now);
+  m.record_done(0, "1-0", true);
+  EXPECT_EQ(m.next_request(now).revokingShards.at(0).state, ShardAssignmentState::REVOKED);
+}
+
+TEST_F(MembershipMachine, Trap_AReadNeverBlocksPastTheSelfFenceDeadline) {
+  joined({0});  // answered for a request sent at t0: deadline t0 + 1.5 s
+  const int64_t t0 = now - 5 * kMs;
+  auto lease = m.take_shards(0, now);
+  ASSERT_EQ(lease.deadlineNs, t0 + 1500 * kMs);
+  EXPECT_EQ(Membership::block_ms(lease, now, 500), 500) << "far from the deadline: the cap";
+  EXPECT_EQ(Membership::block_ms(lease, t0 + 1200 * kMs, 500), 280) << "300 ms left, 20 ms to spare";
+  EXPECT_LT(Membership::block_ms(lease, t0 + 1490 * kMs, 500), 1) << "too close: do not read";
+}
+
+TEST_F(MembershipMachine, Trap_TheSelfFenceDeadlineCountsFromWhenTheRequestWasSentNotAnswered) {
+  m.next_request(now);
+  const int64_t sent = now;
+  now += 1200 * kMs;  // a slow answer
+  m.on_response(answer(HeartbeatStatus::OK, 1, {0}), sent);
+  EXPECT_EQ(m.deadline_ns(), sent + 1500 * kMs) << "not the arrival + 1.5 s";
+  EXPECT_TRUE(m.may_process(sent + 1499 * kMs));
+  EXPECT_FALSE(m.may_process(sent + 1500 * kMs));
+  // An answer to an older request arriving late never moves the deadline back.
+  m.on_response(answer(HeartbeatStatus::OK, 1, {0}), sent - 900 * kMs);
+  EXPECT_EQ(m.deadline_ns(), sent + 1500 * kMs);
+}
+
+TEST_F(MembershipMachine, Trap_ARecordsStartTimeIsTheTimeTheDeadlineWasCheckedAt) {
+  joined({0});
+  const int64_t deadline = m.deadline_ns();
+  auto lease = m.take_shards(0, now);
+  auto start = m.begin_record(0, deadline - 1);
+  ASSERT_TRUE(start.has_value());
+  EXPECT_EQ(*start, deadline - 1) << "the handler gets the time that passed the check";
+  m.record_done(0, "1-0", true);
+  EXPECT_FALSE(m.begin_record(0, deadline).has_value()) << "at the deadline nothing starts";
+  EXPECT_TRUE(m.self_fenced());
+  EXPECT_EQ(m.counters().selfFences, 1);
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Lost, {0}}}));
+  m.release(lease.shards);
+}
+
+TEST_F(MembershipMachine, Trap_AfterASelfFenceTheMemberClaimsItsOwnPendingEntriesBeforeReadingAgain) {
+  joined({0});
+  auto lease = m.take_shards(0, now);
+  ASSERT_EQ(lease.toClaim, (std::vector<int32_t>{0})) << "a new shard is claimed first";
+  m.claimed(0);
+  m.release(lease.shards);
+  EXPECT_TRUE(m.take_shards(0, now).toClaim.empty()) << "claimed once is enough";
+  m.release({0});
+
+  now = m.deadline_ns();  // no heartbeat answered in time
+  EXPECT_TRUE(m.take_shards(0, now).shards.empty());
+  EXPECT_TRUE(m.self_fenced());
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Lost, {0}}}));
+  EXPECT_FALSE(m.may_read(0, now));
+
+  exchange(answer(HeartbeatStatus::OK, 1, {0}));
+  EXPECT_FALSE(m.self_fenced());
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Assigned, {0}}})) << "reading resumes";
+  auto after = m.take_shards(0, now);
+  EXPECT_EQ(after.toClaim, (std::vector<int32_t>{0})) << "records read before the fence are pending for us";
+}
+
+TEST_F(MembershipMachine, Trap_AfterARejoinTheMemberClaimsItsOwnPendingEntriesBeforeReadingAgain) {
+  joined({0});
+  auto lease = m.take_shards(0, now);
+  m.claimed(0);
+  m.release(lease.shards);
+  exchange(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "stale"));
+  exchange(answer(HeartbeatStatus::OK, 2, {0}));
+  EXPECT_EQ(m.take_shards(0, now).toClaim, (std::vector<int32_t>{0}));
+}
+
+TEST_F(MembershipMachine, ABusyShardOfAFencedMemberIsForgottenOnlyWhenItsWorkerLetsGo) {
+  joined({0});
+  auto lease = m.take_shards(0, now);
+  exchange(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "stale"));
+  EXPECT_FALSE(m.begin_record(0, now).has_value());
+  exchange(answer(HeartbeatStatus::OK, 2, {0}));
+  EXPECT_TRUE(m.owned().empty()) << "not taken again while the old read is outstanding";
+  m.release(lease.shards);
+  exchange(answer(HeartbeatStatus::OK, 2, {0}));
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0}));
+  EXPECT_EQ(m.take_shards(0, now).toClaim, (std::vector<int32_t>{0}));
+}
+
+TEST_F(MembershipMachine, NothingIsReadBeforeTheFirstAnsweredHeartbeat) {
+  EXPECT_TRUE(m.take_shards(0, now).shards.empty());
+  EXPECT_FALSE(m.self_fenced()) << "never a member, so nothing to fence";
+  EXPECT_FALSE(m.may_process(now));
+}
+
+TEST_F(MembershipMachine, TheHeartbeatSideNoticesAPassedDeadlineWhenNoWorkerLooks) {
+  joined({0, 1});
+  now = m.deadline_ns() + kMs;
+  m.next_request(now);
+  EXPECT_TRUE(m.self_fenced());
+  EXPECT_EQ(m.take_events(), (std::vector<ShardEvent>{{Kind::Lost, {0, 1}}}));
+}
+
+TEST_F(MembershipMachine, AFailedAckOrAThrowingHandlerStopsTheBatchAndTheRecordIsClaimedAgain) {
+  joined({0});
+  auto lease = m.take_shards(0, now);
+  m.claimed(0);
+  ASSERT_TRUE(m.begin_record(0, now));
+  EXPECT_FALSE(m.record_done(0, "5-0", /*acked=*/false)) << "the rest of the batch waits";
+  m.release(lease.shards);
+  auto next = m.take_shards(0, now);
+  EXPECT_EQ(next.toClaim, (std::vector<int32_t>{0})) << "claimed again before anything later is read";
+  m.claimed(0);
+  ASSERT_TRUE(m.begin_record(0, now));
+  m.record_failed(0);
+  m.release(next.shards);
+  EXPECT_EQ(m.take_shards(0, now).toClaim, (std::vector<int32_t>{0}));
+  EXPECT_EQ(m.next_request(now).runtimeConsumerCapacity.availableConcurrency, 1);
+}
+
+TEST_F(MembershipMachine, ProgressIsReportedAndRefreshedAtMostOnceASecond) {
+  joined({0});
+  EXPECT_EQ(m.progress_due({0}, now), (std::vector<int32_t>{0}));
+  EXPECT_TRUE(m.progress_due({0}, now + 999 * kMs).empty());
+  EXPECT_EQ(m.progress_due({0}, now + 1000 * kMs), (std::vector<int32_t>{0}));
+  m.set_progress(0, 3, 7);
+  auto lease = m.take_shards(0, now);
+  m.claimed(0);
+  m.begin_record(0, now);
+  m.record_done(0, "9-1", true);
+  m.release(lease.shards);
+  auto req = m.next_request(now);
+  ASSERT_EQ(req.shardProgress.size(), 1u);
+  EXPECT_EQ(req.shardProgress[0].lastDeliveredId, "9-1");
+  EXPECT_EQ(req.shardProgress[0].pending, 3);
+  EXPECT_EQ(req.shardProgress[0].lag, 7);
+  EXPECT_EQ(m.counters().processed, 1);
+}
+
+}  // namespace
+}  // namespace rsc::member
