@@ -405,14 +405,8 @@ bool Runtime::shutdown(int64_t timeoutMs) {
 
 Runtime::Stats Runtime::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  const auto& c = impl_->m->counters();
   Stats s;
-  s.processed = c.processed;
-  s.heartbeats = c.heartbeats;
-  s.heartbeatFailures = c.heartbeatFailures;
-  s.rejoins = c.rejoins;
-  s.selfFences = c.selfFences;
-  s.notifications = c.notifications;
+  static_cast<MembershipCounters&>(s) = impl_->m->counters();
   s.epoch = impl_->m->epoch();
   s.owned = impl_->m->owned();
   return s;

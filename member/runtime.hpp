@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "member/membership.hpp"
 #include "member/record.hpp"
 #include "redis/connection.hpp"
 #include "redis/keys.hpp"
@@ -83,13 +84,9 @@ class Runtime {
   // when the coordinator has let go (true) or after timeoutMs (false).
   bool shutdown(int64_t timeoutMs = 10000);
 
-  struct Stats {
-    int64_t processed = 0;
-    int64_t heartbeats = 0;
-    int64_t heartbeatFailures = 0;
-    int64_t rejoins = 0;
-    int64_t selfFences = 0;
-    int64_t notifications = 0;  // change notifications naming this member (each made it heartbeat at once)
+  // processed, heartbeats, heartbeatFailures, rejoins, selfFences, notifications (change
+  // notifications naming this member, each made it heartbeat at once), and:
+  struct Stats : MembershipCounters {
     int32_t epoch = 0;
     std::vector<int32_t> owned;
   };
