@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <random>
 #include <thread>
 
