@@ -1,5 +1,6 @@
 // Listener and session after Beast's advanced server example: do_x/on_x pairs, one fail(),
-// a strand per connection, expires_after timeouts, a body limit.
+// expires_after timeouts, a body limit; one io_context per thread instead of a strand per
+// connection.
 #include "http/server.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -236,8 +237,10 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 void Server::Impl::do_accept() {
+  // Each io_context is run by exactly one thread, so a connection's handlers never run
+  // concurrently and need no strand (a strand costs a lock and a queue hop per handler).
   auto& target = *iocs[nextIoc++ % iocs.size()];
-  acceptor->async_accept(net::make_strand(target), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+  acceptor->async_accept(target, [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
     if (self->stopping) return;
     if (ec) {
       if (ec == net::error::operation_aborted) return;
