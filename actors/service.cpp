@@ -35,7 +35,7 @@ struct Service::Impl {
 Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics)
     : impl_(std::make_unique<Impl>()) {
   impl_->metrics = metrics;
-  impl_->cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(1, cfg.schedulerThreads)));
+  impl_->cfg.set("scheduler.max-threads", static_cast<size_t>(scheduler_threads(cfg.schedulerThreads)));
   impl_->cfg.set("logger.file-verbosity", caf::atom("quiet"));
   impl_->cfg.set("logger.console-verbosity", caf::atom("quiet"));
   // An idle scheduler thread wakes every relaxed-sleep-duration to look for work to steal

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "actors/metrics.hpp"
 #include "http/api.hpp"
@@ -13,6 +14,12 @@
 #include "redis/store.hpp"
 
 namespace rsc::actors {
+
+// The scheduler threads a pod runs: `configured`, or when 0 half the cores (at least one).
+inline int scheduler_threads(int configured) {
+  if (configured > 0) return configured;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency() / 2));
+}
 
 struct ServiceConfig {
   group::Config core;
@@ -23,7 +30,9 @@ struct ServiceConfig {
   int32_t defaultShardCount = 16;
   int maxCasAttempts = 5;
   int storeConnections = 1;  // store actors, each with its own connection; groups hash over them
-  int schedulerThreads = 2;
+  // CAF worker threads that run the group actors; 0: half the cores, at least one (the HTTP
+  // threads, the store actors' threads and, on a small machine, Redis need the rest).
+  int schedulerThreads = 0;
   bool logEvents = true;
   group::Millis podLeaseMs = 5000;       // a pod that has not renewed for this long is gone
   group::Millis storeDeadlineMs = 1000;  // a heartbeat's store call not answered by then: RETRY

@@ -75,6 +75,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
     c.service.defaultShardCount = static_cast<int32_t>(v);
   } else if (key == "store-connections") c.service.storeConnections = static_cast<int>(v);
   else if (key == "http-threads") c.http.threads = static_cast<int>(v);
+  else if (key == "scheduler-threads") c.service.schedulerThreads = static_cast<int>(v);
   else if (key == "shutdown-grace") c.shutdownGraceMs = v;
   else if (key == "http-header-timeout") c.http.headerTimeoutMs = v;
   else if (key == "http-idle-timeout") c.http.idleTimeoutMs = v;
@@ -89,13 +90,14 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
 
 const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "member-lease-ttl", "rebalance-timeout",
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
-                                        "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
+                                        "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
                                         "store-deadline", "store-stall", "group-retire-after", "max-groups-per-stream",
                                         "max-connections"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
 bool is_count(const std::string& key) {
   return key == "default-shard-count" || key == "store-connections" || key == "http-threads" ||
+         key == "scheduler-threads" ||
          key == "max-groups-per-stream" || key == "max-connections";
 }
 
@@ -218,7 +220,7 @@ std::string usage() {
   return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT]\n"
          "         [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
-         "         [--store-connections N] [--http-threads N] [--shutdown-grace-ms N]\n"
+         "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
@@ -226,7 +228,8 @@ std::string usage() {
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "pod lease 5000ms, store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
          "idle groups leave memory after 3 leases, no limit of groups per stream, connections at most\n"
-         "3/4 of the file descriptor limit (raised to its hard limit at start), a group's Redis consumer\n"
+         "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
+         "cores (at least one) as actor scheduler threads, a group's Redis consumer\n"
          "groups created at 0 (records produced before the group existed are read; $: only new ones).\n"
          "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
@@ -312,6 +315,7 @@ std::string summary(const Config& c) {
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
      << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms mutex-ttl=" << c.service.mutexTtlMs
      << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections
+     << " http-threads=" << c.http.threads << " scheduler-threads=" << actors::scheduler_threads(c.service.schedulerThreads)
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
      << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
      << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
