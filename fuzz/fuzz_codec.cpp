@@ -1,5 +1,6 @@
 // libFuzzer: the heartbeat request and response decoders and the small bodies. Whatever the bytes,
-// an answer (a value or a validation error), never a crash; a decoded request encodes again.
+// an answer (a value or a validation error), never a crash; a decoded request encodes again; the
+// request decoder's fast path agrees with the full decoder whenever it decides.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
+  // The fast path accepts only what the full decoder accepts, and decodes it the same.
+  if (auto fast = rsc::protocol::decode_heartbeat_request_fast(body, "member-a")) {
+    const auto doc = nlohmann::json::parse(body, nullptr, false);
+    const auto full = rsc::protocol::decode_heartbeat_request_json(doc, "member-a");
+    if (doc.is_discarded() || !full.ok() || *full.value != *fast) __builtin_trap();
+  }
   auto req = rsc::protocol::decode_heartbeat_request(body, "member-a");
   if (req.ok()) {
     const auto again = rsc::protocol::decode_heartbeat_request(rsc::protocol::encode(*req.value), "member-a");

@@ -306,6 +306,229 @@ json parse_body(std::string_view body) {
   return j;
 }
 
+// ---- the fast path --------------------------------------------------------------------------
+// The heartbeat body as members write it (known keys, integers, plain ASCII strings, each key
+// once), parsed straight into the request with no document in between. It accepts only bodies
+// the full decoder accepts, giving the same request (the codec fuzzer checks both); anything else
+// (an escape, a float, an unknown key or nested form, a duplicate, any invalid value) makes it
+// give up, and the full decoder decides, with its error messages.
+class FastRequest {
+ public:
+  FastRequest(std::string_view body, std::string_view path) : p_(body.data()), end_(body.data() + body.size()), path_(path) {}
+
+  std::optional<HeartbeatRequest> parse() {
+    HeartbeatRequest r;
+    enum Seen : unsigned { kVersion = 1, kRequestId = 2, kMember = 4, kEpoch = 8, kMeta = 16, kCap = 32, kOwned = 64,
+                           kRevoking = 128, kProgress = 256 };
+    unsigned seen = 0;
+    std::set<int32_t> held;
+    bool ok = object([&](std::string_view key) {
+      auto once = [&](unsigned bit) {
+        if (seen & bit) return false;
+        seen |= bit;
+        return true;
+      };
+      if (key == "protocolVersion") {
+        int64_t v = 0;
+        if (!once(kVersion) || !integer(v) || v != kProtocolVersion) return false;
+        r.protocolVersion = static_cast<int32_t>(v);
+        return true;
+      }
+      if (key == "requestId") return once(kRequestId) && string(r.requestId, 256);
+      if (key == "memberId")
+        return once(kMember) && string(r.memberId, 1024) && valid_name(r.memberId) && r.memberId == path_;
+      if (key == "memberEpoch") return once(kEpoch) && int_in(r.memberEpoch, -1, kI32Max);
+      if (key == "metadataVersion") return once(kMeta) && int_in(r.metadataVersion, 0, kI32Max);
+      if (key == "runtimeConsumerCapacity") {
+        unsigned fields = 0;
+        return once(kCap) && object([&](std::string_view k) {
+                 auto& c = r.runtimeConsumerCapacity;
+                 if (k == "runtimeMaxConcurrency" && !(fields & 1)) return fields |= 1, int_in(c.runtimeMaxConcurrency, 0, kI32Max);
+                 if (k == "availableConcurrency" && !(fields & 2)) return fields |= 2, int_in(c.availableConcurrency, 0, kI32Max);
+                 return false;
+               }) && fields == 3;
+      }
+      if (key == "ownedShards") {
+        return once(kOwned) && array([&] {
+                 OwnedShard s;
+                 unsigned fields = 0;
+                 return object([&](std::string_view k) {
+                          if (k == "shardIndex" && !(fields & 1)) return fields |= 1, int_in(s.shardIndex, 0, kI32Max);
+                          if (k == "state" && !(fields & 2)) {
+                            fields |= 2;
+                            std::string st;
+                            return string(st, 16) && st == "OWNED";
+                          }
+                          return false;
+                        }) &&
+                        (fields & 1) && held.insert(s.shardIndex).second && (r.ownedShards.push_back(s), true);
+               });
+      }
+      if (key == "revokingShards") {
+        return once(kRevoking) && (null() || array([&] {
+                 RevokingShard s;
+                 unsigned fields = 0;
+                 return object([&](std::string_view k) {
+                          if (k == "shardIndex" && !(fields & 1)) return fields |= 1, int_in(s.shardIndex, 0, kI32Max);
+                          if (k == "state" && !(fields & 2)) {
+                            fields |= 2;
+                            std::string st;
+                            if (!string(st, 16)) return false;
+                            auto parsed = shard_state_from(st);
+                            if (!parsed || *parsed == ShardAssignmentState::OWNED) return false;
+                            s.state = *parsed;
+                            return true;
+                          }
+                          if (k == "inFlight" && !(fields & 4)) return fields |= 4, int_in(s.inFlight, 0, kI32Max);
+                          if (k == "ackedAt" && !(fields & 8)) {
+                            fields |= 8;
+                            if (null()) return true;
+                            int64_t n = 0;
+                            std::string a;
+                            if (peek() == '"') return string(a, 1 << 20) && (s.ackedAt = std::move(a), true);
+                            return integer(n) && (s.ackedAt = std::to_string(n), true);
+                          }
+                          return false;
+                        }) &&
+                        (fields & 7) == 7 && !(s.state == ShardAssignmentState::REVOKED && s.inFlight != 0) &&
+                        held.insert(s.shardIndex).second && (r.revokingShards.push_back(std::move(s)), true);
+               }));
+      }
+      if (key == "shardProgress") {
+        std::set<int32_t> progressSeen;
+        return once(kProgress) && (null() || array([&] {
+                 ShardProgress pr;
+                 unsigned fields = 0;
+                 return object([&](std::string_view k) {
+                          if (k == "shardIndex" && !(fields & 1)) return fields |= 1, int_in(pr.shardIndex, 0, kI32Max);
+                          if (k == "lastDeliveredId" && !(fields & 2)) {
+                            fields |= 2;
+                            if (null()) return true;
+                            std::string id;
+                            return string(id, 64) && valid_stream_id(id) && (pr.lastDeliveredId = std::move(id), true);
+                          }
+                          if (k == "pending" && !(fields & 4)) {
+                            fields |= 4;
+                            int64_t n = 0;
+                            return null() || (int_in(n, 0, kI64Max) && (pr.pending = n, true));
+                          }
+                          if (k == "lag" && !(fields & 8)) {
+                            fields |= 8;
+                            int64_t n = 0;
+                            return null() || (int_in(n, 0, kI64Max) && (pr.lag = n, true));
+                          }
+                          return false;
+                        }) &&
+                        (fields & 1) && progressSeen.insert(pr.shardIndex).second &&
+                        (r.shardProgress.push_back(std::move(pr)), true);
+               }));
+      }
+      return false;  // an unknown key: the full decoder knows what to ignore
+    });
+    ws();
+    const unsigned required = kVersion | kRequestId | kMember | kEpoch | kMeta | kCap | kOwned;
+    if (!ok || p_ != end_ || (seen & required) != required) return std::nullopt;
+    return r;
+  }
+
+ private:
+  void ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
+  }
+  char peek() {
+    ws();
+    return p_ < end_ ? *p_ : '\0';
+  }
+  bool lit(char c) {
+    if (peek() != c) return false;
+    ++p_;
+    return true;
+  }
+  bool null() {
+    if (peek() != 'n' || end_ - p_ < 4 || std::string_view(p_, 4) != "null") return false;
+    p_ += 4;
+    return true;
+  }
+  // Printable ASCII without escapes only; 1..maxLen characters.
+  bool string(std::string& out, std::size_t maxLen) {
+    if (!lit('"')) return false;
+    const char* start = p_;
+    while (p_ < end_ && *p_ != '"') {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c < 0x20 || c > 0x7e || c == '\\') return false;
+      ++p_;
+    }
+    if (p_ == end_) return false;
+    const std::size_t n = static_cast<std::size_t>(p_ - start);
+    ++p_;
+    if (n == 0 || n > maxLen) return false;
+    out.assign(start, n);
+    return true;
+  }
+  // A JSON integer that fits int64 (no fraction, no exponent, no leading zero, no "-0").
+  bool integer(int64_t& out) {
+    ws();
+    bool neg = false;
+    if (p_ < end_ && *p_ == '-') {
+      neg = true;
+      ++p_;
+    }
+    const char* start = p_;
+    uint64_t v = 0;
+    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') {
+      if (v > (std::numeric_limits<uint64_t>::max() - 9) / 10) return false;
+      v = v * 10 + static_cast<uint64_t>(*p_ - '0');
+      ++p_;
+    }
+    const std::size_t digits = static_cast<std::size_t>(p_ - start);
+    if (digits == 0 || (digits > 1 && *start == '0') || (neg && v == 0)) return false;
+    if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    if (neg ? v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) : v > static_cast<uint64_t>(kI64Max))
+      return false;
+    out = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+    return true;
+  }
+  template <typename T>
+  bool int_in(T& out, int64_t lo, int64_t hi) {
+    int64_t v = 0;
+    if (!integer(v) || v < lo || v > hi) return false;
+    out = static_cast<T>(v);
+    return true;
+  }
+  // {"key": value, ...}; `member(key)` parses the value after the colon.
+  template <typename F>
+  bool object(F&& member) {
+    if (!lit('{')) return false;
+    if (lit('}')) return true;
+    do {
+      std::string key;
+      if (!string(key, 64) || !lit(':') || !member(std::string_view(key))) return false;
+    } while (lit(','));
+    return lit('}');
+  }
+  template <typename F>
+  bool array(F&& element) {
+    if (!lit('[')) return false;
+    if (lit(']')) return true;
+    do {
+      if (!element()) return false;
+    } while (lit(','));
+    return lit(']');
+  }
+
+  const char* p_;
+  const char* end_;
+  std::string_view path_;
+};
+
+}  // namespace
+
+std::optional<HeartbeatRequest> decode_heartbeat_request_fast(std::string_view body, std::string_view pathMemberId) {
+  return FastRequest(body, pathMemberId).parse();
+}
+
+namespace {
+
 json shard_refs(const std::vector<int32_t>& v) {
   json a = json::array();
   for (auto s : v) a.push_back({{"shardIndex", s}});
@@ -336,6 +559,11 @@ Decoded<HeartbeatRequest> decode_heartbeat_request_json(const json& j, std::stri
 }
 
 Decoded<HeartbeatRequest> decode_heartbeat_request(std::string_view body, std::string_view pathMemberId) {
+  if (auto fast = decode_heartbeat_request_fast(body, pathMemberId)) {
+    Decoded<HeartbeatRequest> out;
+    out.value = std::move(fast);
+    return out;
+  }
   json j;
   auto out = guarded<HeartbeatRequest>([&] {
     j = parse_body(body);

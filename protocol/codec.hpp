@@ -39,6 +39,11 @@ std::optional<ValidationError> validate_name(std::string_view field, std::string
 // Rules that need the group (shard range, an epoch never issued) are checked by the group core.
 Decoded<HeartbeatRequest> decode_heartbeat_request(std::string_view body, std::string_view pathMemberId);
 Decoded<HeartbeatRequest> decode_heartbeat_request_json(const nlohmann::json& j, std::string_view pathMemberId);
+// decode_heartbeat_request's fast path alone: the request when the body has the usual shape (known
+// keys once each, integers, printable ASCII strings without escapes) and is valid; nullopt for
+// anything else, which the full decoder then judges. Exposed for tests and the fuzzer, which
+// check that it never accepts what the full decoder refuses nor decodes anything differently.
+std::optional<HeartbeatRequest> decode_heartbeat_request_fast(std::string_view body, std::string_view pathMemberId);
 Decoded<HeartbeatResponse> decode_heartbeat_response(std::string_view body);
 Decoded<HeartbeatResponse> decode_heartbeat_response_json(const nlohmann::json& j);
 // {"shardCount": N} with 1 <= N <= kMaxShardCount.

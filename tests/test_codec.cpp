@@ -23,6 +23,7 @@ json valid_request() {
 // Decodes `j` for path member "member-a" and expects a rejection naming `field`.
 void expect_rejected(const json& j, const std::string& field, HeartbeatStatus status = HeartbeatStatus::INVALID_REQUEST,
                      const std::string& pathMember = "member-a") {
+  EXPECT_FALSE(decode_heartbeat_request_fast(j.dump(), pathMember).has_value()) << "fast path accepted: " << j.dump();
   auto d = decode_heartbeat_request(j.dump(), pathMember);
   ASSERT_FALSE(d.ok()) << "accepted: " << j.dump();
   EXPECT_EQ(d.error.status, status) << d.error.message;
@@ -455,4 +456,80 @@ TEST(Validation, NestedShardReferencesAndPendingCountAreAccepted) {
   auto badCount = j;
   badCount["shardProgress"][0]["pendingCount"] = "3";
   expect_rejected(badCount, "shardProgress[0].pendingCount");
+}
+
+// The fast path (no JSON document) decodes the usual bodies exactly as the full decoder does, and
+// leaves everything unusual to it.
+TEST(FastDecode, UsualBodiesDecodeExactlyAsTheFullDecoderDoes) {
+  std::vector<json> usual{valid_request()};
+  auto j = valid_request();
+  j["revokingShards"] = nullptr;
+  j["shardProgress"] = nullptr;
+  usual.push_back(j);
+  j = valid_request();
+  j.erase("revokingShards");
+  j.erase("shardProgress");
+  j["ownedShards"] = json::array({{{"shardIndex", 4}}, {{"shardIndex", 2}, {"state", "OWNED"}}});
+  usual.push_back(j);
+  j = valid_request();
+  j["revokingShards"] = json::array({{{"shardIndex", 5}, {"state", "REVOKED"}, {"inFlight", 0}, {"ackedAt", 1700000000000}},
+                                     {{"shardIndex", 6}, {"state", "REVOKING"}, {"inFlight", 1}, {"ackedAt", "2026-11-30T10:00:00Z"}}});
+  j["shardProgress"] = json::array({{{"shardIndex", 0}, {"lastDeliveredId", nullptr}, {"pending", nullptr}, {"lag", nullptr}},
+                                    {{"shardIndex", 5}}});
+  j["memberEpoch"] = -1;
+  usual.push_back(j);
+  for (const auto& u : usual) {
+    for (const auto& body : {u.dump(), u.dump(2)}) {  // compact and indented
+      auto fast = decode_heartbeat_request_fast(body, "member-a");
+      ASSERT_TRUE(fast.has_value()) << body;
+      auto full = decode_heartbeat_request_json(json::parse(body), "member-a");
+      ASSERT_TRUE(full.ok()) << full.error.message;
+      EXPECT_EQ(*fast, *full.value) << body;
+    }
+  }
+  // What rsc's own member runtime sends takes the fast path.
+  HeartbeatRequest r;
+  r.requestId = "10.0.0.7:4-9f2c-17";
+  r.memberId = "10.0.0.7:4";
+  r.memberEpoch = 3;
+  r.runtimeConsumerCapacity = {4, 3};
+  r.ownedShards = {{1, ShardAssignmentState::OWNED}};
+  r.revokingShards = {{2, ShardAssignmentState::DRAINING, 1, std::nullopt}};
+  r.shardProgress.push_back({1, std::string("1700000000000-5"), 0, std::nullopt});
+  auto fast = decode_heartbeat_request_fast(encode(r), "10.0.0.7:4");
+  ASSERT_TRUE(fast.has_value()) << encode(r);
+  EXPECT_EQ(*fast, r);
+}
+
+TEST(FastDecode, UnusualButValidBodiesAreLeftToTheFullDecoder) {
+  const std::vector<std::string> unusual{
+      // an escape, a non-ASCII character, a float, an unknown key, the nested and pendingCount forms
+      R"({"protocolVersion":1,"requestId":"r\u0031","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
+      "{\"protocolVersion\":1,\"requestId\":\"r\xc3\xa9\",\"memberId\":\"member-a\",\"memberEpoch\":0,\"metadataVersion\":0,\"runtimeConsumerCapacity\":{\"runtimeMaxConcurrency\":1,\"availableConcurrency\":1},\"ownedShards\":[]}",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"extra":{"a":[1,2]}})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":2,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"revokingShards":[{"shard":{"shardIndex":1},"state":"REVOKED","inFlight":0}]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":2,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[{"shardIndex":1}],"shardProgress":[{"shardIndex":1,"pendingCount":4}]})",
+      // a key twice (the full decoder keeps the last)
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
+  };
+  for (const auto& body : unusual) {
+    EXPECT_FALSE(decode_heartbeat_request_fast(body, "member-a").has_value()) << body;
+    EXPECT_TRUE(decode_heartbeat_request(body, "member-a").ok()) << body;
+  }
+  const std::vector<std::string> invalid{
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]} x)",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":01,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":1.0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":99999999999999999999,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1},"ownedShards":[]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[{"shardIndex":1},{"shardIndex":1}]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"revokingShards":[{"shardIndex":1,"state":"REVOKED","inFlight":2}]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"shardProgress":[{"shardIndex":1,"lastDeliveredId":"12"}]})",
+      R"({"protocolVersion":2,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-b","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
+  };
+  for (const auto& body : invalid) {
+    EXPECT_FALSE(decode_heartbeat_request_fast(body, "member-a").has_value()) << body;
+    EXPECT_FALSE(decode_heartbeat_request(body, "member-a").ok()) << body;
+  }
 }
