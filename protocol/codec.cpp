@@ -323,11 +323,7 @@ class FastRequest {
     unsigned seen = 0;
     std::set<int32_t> held;
     bool ok = object([&](std::string_view key) {
-      auto once = [&](unsigned bit) {
-        if (seen & bit) return false;
-        seen |= bit;
-        return true;
-      };
+      auto once = [&](unsigned bit) { return first(seen, bit); };
       if (key == "protocolVersion") {
         int64_t v = 0;
         if (!once(kVersion) || !integer(v) || v != kProtocolVersion) return false;
@@ -343,8 +339,8 @@ class FastRequest {
         unsigned fields = 0;
         return once(kCap) && object([&](std::string_view k) {
                  auto& c = r.runtimeConsumerCapacity;
-                 if (k == "runtimeMaxConcurrency" && !(fields & 1)) return fields |= 1, int_in(c.runtimeMaxConcurrency, 0, kI32Max);
-                 if (k == "availableConcurrency" && !(fields & 2)) return fields |= 2, int_in(c.availableConcurrency, 0, kI32Max);
+                 if (k == "runtimeMaxConcurrency" && first(fields, 1)) return int_in(c.runtimeMaxConcurrency, 0, kI32Max);
+                 if (k == "availableConcurrency" && first(fields, 2)) return int_in(c.availableConcurrency, 0, kI32Max);
                  return false;
                }) && fields == 3;
       }
@@ -353,9 +349,8 @@ class FastRequest {
                  OwnedShard s;
                  unsigned fields = 0;
                  return object([&](std::string_view k) {
-                          if (k == "shardIndex" && !(fields & 1)) return fields |= 1, int_in(s.shardIndex, 0, kI32Max);
-                          if (k == "state" && !(fields & 2)) {
-                            fields |= 2;
+                          if (k == "shardIndex" && first(fields, 1)) return int_in(s.shardIndex, 0, kI32Max);
+                          if (k == "state" && first(fields, 2)) {
                             std::string st;
                             return string(st, 16) && st == "OWNED";
                           }
@@ -369,9 +364,8 @@ class FastRequest {
                  RevokingShard s;
                  unsigned fields = 0;
                  return object([&](std::string_view k) {
-                          if (k == "shardIndex" && !(fields & 1)) return fields |= 1, int_in(s.shardIndex, 0, kI32Max);
-                          if (k == "state" && !(fields & 2)) {
-                            fields |= 2;
+                          if (k == "shardIndex" && first(fields, 1)) return int_in(s.shardIndex, 0, kI32Max);
+                          if (k == "state" && first(fields, 2)) {
                             std::string st;
                             if (!string(st, 16)) return false;
                             auto parsed = shard_state_from(st);
@@ -379,9 +373,8 @@ class FastRequest {
                             s.state = *parsed;
                             return true;
                           }
-                          if (k == "inFlight" && !(fields & 4)) return fields |= 4, int_in(s.inFlight, 0, kI32Max);
-                          if (k == "ackedAt" && !(fields & 8)) {
-                            fields |= 8;
+                          if (k == "inFlight" && first(fields, 4)) return int_in(s.inFlight, 0, kI32Max);
+                          if (k == "ackedAt" && first(fields, 8)) {
                             if (null()) return true;
                             int64_t n = 0;
                             std::string a;
@@ -400,20 +393,17 @@ class FastRequest {
                  ShardProgress pr;
                  unsigned fields = 0;
                  return object([&](std::string_view k) {
-                          if (k == "shardIndex" && !(fields & 1)) return fields |= 1, int_in(pr.shardIndex, 0, kI32Max);
-                          if (k == "lastDeliveredId" && !(fields & 2)) {
-                            fields |= 2;
+                          if (k == "shardIndex" && first(fields, 1)) return int_in(pr.shardIndex, 0, kI32Max);
+                          if (k == "lastDeliveredId" && first(fields, 2)) {
                             if (null()) return true;
                             std::string id;
                             return string(id, 64) && valid_stream_id(id) && (pr.lastDeliveredId = std::move(id), true);
                           }
-                          if (k == "pending" && !(fields & 4)) {
-                            fields |= 4;
+                          if (k == "pending" && first(fields, 4)) {
                             int64_t n = 0;
                             return null() || (int_in(n, 0, kI64Max) && (pr.pending = n, true));
                           }
-                          if (k == "lag" && !(fields & 8)) {
-                            fields |= 8;
+                          if (k == "lag" && first(fields, 8)) {
                             int64_t n = 0;
                             return null() || (int_in(n, 0, kI64Max) && (pr.lag = n, true));
                           }
@@ -432,6 +422,12 @@ class FastRequest {
   }
 
  private:
+  // A key may come once: false when `bit` was seen already.
+  static bool first(unsigned& seen, unsigned bit) {
+    if (seen & bit) return false;
+    seen |= bit;
+    return true;
+  }
   void ws() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
   }
