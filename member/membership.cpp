@@ -36,7 +36,9 @@ std::vector<int32_t> Membership::owned() const {
 }
 
 void Membership::event(ShardEvent::Kind k, std::vector<int32_t> shards) {
-  if (!shards.empty()) events_.push_back({k, std::move(shards)});
+  if (shards.empty()) return;
+  events_.push_back({k, std::move(shards)});
+  ++eventsQueued_;
 }
 
 std::vector<ShardEvent> Membership::take_events() {
@@ -143,8 +145,11 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
   reportedRevoked_.clear();
   Reaction out;
   out.answered = true;
-  const bool epochRefused =
-      r.status == HeartbeatStatus::INVALID_REQUEST && r.errorField && *r.errorField == "memberEpoch";
+  // The epoch was refused as never issued: join again. A coordinator that names no field (one
+  // older than errorField) cannot say so; a member that fenced itself reads nothing, so joining
+  // again costs it nothing and cannot leave it stuck on an epoch no coordinator takes.
+  const bool epochRefused = r.status == HeartbeatStatus::INVALID_REQUEST &&
+                            (r.errorField ? *r.errorField == "memberEpoch" : selfFenced_);
   switch (r.status) {
     case HeartbeatStatus::OK:
     case HeartbeatStatus::REVOKE_PENDING:

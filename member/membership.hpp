@@ -103,6 +103,8 @@ class Membership {
   // ---- for the shell --------------------------------------------------------------------
   std::vector<ShardEvent> take_events();  // in order; the shell calls the user's callbacks
   bool events_due() const { return !events_.empty(); }
+  // How many shard events were ever queued: the shell wakes the heartbeat thread when it grows.
+  uint64_t events_queued() const { return eventsQueued_; }
   std::vector<std::string> take_log();
   int32_t epoch() const { return epoch_; }
   bool self_fenced() const { return selfFenced_; }
@@ -145,6 +147,7 @@ class Membership {
   bool selfFenced_ = false;
   std::set<int32_t> reportedRevoked_;
   std::vector<ShardEvent> events_;
+  uint64_t eventsQueued_ = 0;
   std::vector<std::string> log_;
   MembershipCounters counters_;
 };

@@ -71,6 +71,7 @@ struct Runtime::Impl {
   mutable std::mutex mu;
   std::condition_variable cv;
   std::unique_ptr<Membership> m;  // guarded by mu
+  uint64_t eventsSeen = 0;        // guarded by mu: m->events_queued() when last announced
   std::atomic<bool> stopping{false};
   std::vector<std::thread> threads;
   // Set once (under mu) before any shard is read, never changed after.
@@ -85,7 +86,10 @@ struct Runtime::Impl {
   // has shard events for the user (a worker noticed a self-fence).
   void after_machine() {
     for (const auto& line : m->take_log()) log(line);
-    if (m->events_due()) cv.notify_all();
+    if (m->events_queued() != eventsSeen) {  // only new ones: idle workers must not wake each other
+      eventsSeen = m->events_queued();
+      cv.notify_all();
+    }
   }
 
   // Heartbeat thread, lock not held: the user's callbacks, in order. onRevoking returns before

@@ -172,6 +172,35 @@ TEST_F(MembershipMachine, AnInvalidRequestAboutAnotherFieldKeepsTheShardsWhateve
   EXPECT_NE(log.front().find("field ownedShards[0].shardIndex"), std::string::npos) << log.front();
 }
 
+TEST_F(MembershipMachine, AFencedSelfRejoinsOnAnInvalidRequestThatNamesNoFieldButALiveMemberKeepsItsShards) {
+  joined({0}, 4);
+  // A coordinator older than errorField: the refusal names no field.
+  exchange(refusal(HeartbeatStatus::INVALID_REQUEST, "some problem"));
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0})) << "a member that may still read keeps its shards";
+  EXPECT_EQ(m.epoch(), 4);
+  now = m.deadline_ns();
+  m.next_request(now);  // no answer in time: self-fenced, reading nothing
+  ASSERT_TRUE(m.self_fenced());
+  m.take_events();
+  m.on_response(refusal(HeartbeatStatus::INVALID_REQUEST, "some problem"), now);
+  EXPECT_EQ(m.next_request(now).memberEpoch, 0) << "nothing to lose by joining again";
+  EXPECT_EQ(m.counters().rejoins, 1);
+  EXPECT_TRUE(m.take_events().empty()) << "its shards were reported lost at the self-fence already";
+}
+
+TEST_F(MembershipMachine, EveryQueuedShardEventIsCountedSoTheShellAnnouncesEachOnce) {
+  joined({0, 1});
+  const auto before = m.events_queued();
+  exchange(answer(HeartbeatStatus::REVOKE_PENDING, 2, {0}));
+  EXPECT_EQ(m.events_queued(), before + 1);
+  now = m.deadline_ns();
+  m.take_shards(0, now);  // past the deadline: fenced, once
+  EXPECT_EQ(m.events_queued(), before + 2);
+  m.take_shards(1, now);
+  m.next_request(now);
+  EXPECT_EQ(m.events_queued(), before + 2) << "a fenced member queues nothing more while it waits";
+}
+
 TEST_F(MembershipMachine, RetryKeepsTheShardsBacksOffAndDoesNotRenewTheLease) {
   joined({0});
   const int64_t deadline = m.deadline_ns();
