@@ -2,6 +2,7 @@
 // blocking HTTP client, and heartbeat builders.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -92,6 +93,32 @@ class Process {
   Process& operator=(const Process&) = delete;
   pid_t pid() const { return pid_; }
   void signal(int sig) { ::kill(pid_, sig); }
+  // After SIGSTOP: true once every thread of the process is stopped (state T in
+  // /proc/PID/task/*/stat), false if that is not seen within waitMs. A signal is delivered a
+  // little after kill() returns; until then the process still runs.
+  bool wait_stopped(int waitMs) {
+    const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+    for (int i = 0; i <= waitMs; ++i) {
+      bool all = true, any = false;
+      if (DIR* d = opendir(tasks.c_str())) {
+        while (dirent* e = readdir(d)) {
+          if (e->d_name[0] == '.') continue;
+          std::ifstream in(tasks + "/" + e->d_name + "/stat");
+          std::string line;
+          std::getline(in, line);
+          const auto paren = line.rfind(')');
+          if (paren == std::string::npos || paren + 2 >= line.size()) continue;  // the thread just ended
+          any = true;
+          const char state = line[paren + 2];
+          all = all && (state == 'T' || state == 't');
+        }
+        closedir(d);
+      }
+      if (any && all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
   // Waits up to waitMs; the exit code, or -1 if still running.
   int wait(int waitMs) {
     if (reaped_) return status_;

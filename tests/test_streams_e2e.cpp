@@ -94,8 +94,11 @@ TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
   consumers["c2"]->signal(SIGKILL);
   killed.insert("c2");
   std::this_thread::sleep_for(jitter(500));
-  stopNs = mono_ns();
   consumers["c3"]->signal(SIGSTOP);  // frozen past its lease
+  // The moment it froze: once every thread is seen stopped. A handler started before then (even
+  // after kill() returned: the signal lands a little later) was running when the process froze.
+  ASSERT_TRUE(consumers["c3"]->wait_stopped(2000)) << "c3 did not stop within 2 s of SIGSTOP";
+  stopNs = mono_ns();
   frozen.insert("c3");
   std::this_thread::sleep_for(jitter(500));
   start_consumer("c6");
