@@ -351,8 +351,8 @@ class FastRequest {
                  return object([&](std::string_view k) {
                           if (k == "shardIndex" && first(fields, 1)) return int_in(s.shardIndex, 0, kI32Max);
                           if (k == "state" && first(fields, 2)) {
-                            std::string st;
-                            return string(st, 16) && st == "OWNED";
+                            std::string_view st;
+                            return text(st, 16) && st == "OWNED";
                           }
                           return false;
                         }) &&
@@ -366,8 +366,8 @@ class FastRequest {
                  return object([&](std::string_view k) {
                           if (k == "shardIndex" && first(fields, 1)) return int_in(s.shardIndex, 0, kI32Max);
                           if (k == "state" && first(fields, 2)) {
-                            std::string st;
-                            if (!string(st, 16)) return false;
+                            std::string_view st;
+                            if (!text(st, 16)) return false;
                             auto parsed = shard_state_from(st);
                             if (!parsed || *parsed == ShardAssignmentState::OWNED) return false;
                             s.state = *parsed;
@@ -399,14 +399,8 @@ class FastRequest {
                             std::string id;
                             return string(id, 64) && valid_stream_id(id) && (pr.lastDeliveredId = std::move(id), true);
                           }
-                          if (k == "pending" && first(fields, 4)) {
-                            int64_t n = 0;
-                            return null() || (int_in(n, 0, kI64Max) && (pr.pending = n, true));
-                          }
-                          if (k == "lag" && first(fields, 8)) {
-                            int64_t n = 0;
-                            return null() || (int_in(n, 0, kI64Max) && (pr.lag = n, true));
-                          }
+                          if (k == "pending" && first(fields, 4)) return optional_count(pr.pending);
+                          if (k == "lag" && first(fields, 8)) return optional_count(pr.lag);
                           return false;
                         }) &&
                         (fields & 1) && progressSeen.insert(pr.shardIndex).second &&
@@ -445,8 +439,9 @@ class FastRequest {
     p_ += 4;
     return true;
   }
-  // Printable ASCII without escapes only; 1..maxLen characters.
-  bool string(std::string& out, std::size_t maxLen) {
+  // Printable ASCII without escapes only, 1..maxLen characters: a view into the body (nothing
+  // is unescaped, so nothing is copied until a field keeps it).
+  bool text(std::string_view& out, std::size_t maxLen) {
     if (!lit('"')) return false;
     const char* start = p_;
     while (p_ < end_ && *p_ != '"') {
@@ -458,7 +453,21 @@ class FastRequest {
     const std::size_t n = static_cast<std::size_t>(p_ - start);
     ++p_;
     if (n == 0 || n > maxLen) return false;
-    out.assign(start, n);
+    out = std::string_view(start, n);
+    return true;
+  }
+  bool string(std::string& out, std::size_t maxLen) {
+    std::string_view v;
+    if (!text(v, maxLen)) return false;
+    out.assign(v.data(), v.size());
+    return true;
+  }
+  // null (nothing) or an integer in [0, int64 max].
+  bool optional_count(std::optional<int64_t>& out) {
+    if (null()) return true;
+    int64_t n = 0;
+    if (!int_in(n, 0, kI64Max)) return false;
+    out = n;
     return true;
   }
   // A JSON integer that fits int64 (no fraction, no exponent, no leading zero, no "-0").
@@ -497,8 +506,8 @@ class FastRequest {
     if (!lit('{')) return false;
     if (lit('}')) return true;
     do {
-      std::string key;
-      if (!string(key, 64) || !lit(':') || !member(std::string_view(key))) return false;
+      std::string_view key;
+      if (!text(key, 64) || !lit(':') || !member(key)) return false;
     } while (lit(','));
     return lit('}');
   }
