@@ -289,13 +289,12 @@ std::vector<protocol::ShardProgress> held_progress(const Member& m, const Heartb
   return out;
 }
 
-struct BadField {
-  std::string field, message;
-};
-std::optional<BadField> out_of_range(const HeartbeatRequest& req, int32_t shardCount) {
+std::optional<protocol::ValidationError> out_of_range(const HeartbeatRequest& req, int32_t shardCount) {
   auto bad = [&](const char* list, std::size_t i, int32_t s) {
     const std::string field = std::string(list) + "[" + std::to_string(i) + "].shardIndex";
-    return BadField{field, field + ": shard " + std::to_string(s) + " is outside [0, " + std::to_string(shardCount) + ")"};
+    return protocol::ValidationError{HeartbeatStatus::INVALID_REQUEST, field,
+                                     field + ": shard " + std::to_string(s) + " is outside [0, " +
+                                         std::to_string(shardCount) + ")"};
   };
   for (std::size_t i = 0; i < req.ownedShards.size(); ++i)
     if (req.ownedShards[i].shardIndex >= shardCount) return bad("ownedShards", i, req.ownedShards[i].shardIndex);

@@ -11,12 +11,6 @@
 
 namespace rsc::protocol {
 
-struct ValidationError {
-  HeartbeatStatus status = HeartbeatStatus::INVALID_REQUEST;
-  std::string field;    // e.g. "ownedShards[2].shardIndex"; empty for whole-body problems
-  std::string message;  // human readable, names the field
-};
-
 template <typename T>
 struct Decoded {
   std::optional<T> value;

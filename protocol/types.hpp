@@ -82,6 +82,13 @@ struct ShardProgress {
   friend bool operator!=(const ShardProgress& a, const ShardProgress& b) { return !(a == b); }
 };
 
+// A request refused for one of its fields: what the answer's status, errorField and message say.
+struct ValidationError {
+  HeartbeatStatus status = HeartbeatStatus::INVALID_REQUEST;
+  std::string field;    // e.g. "ownedShards[2].shardIndex"; empty for whole-body problems
+  std::string message;  // human readable, names the field
+};
+
 struct HeartbeatRequest {
   int32_t protocolVersion = kProtocolVersion;
   std::string requestId;
