@@ -737,6 +737,40 @@ TEST(RecentEvents, KeepsTheNewestWorthShowingAndAgesThemOnTheGivenClock) {
   EXPECT_FALSE(nlohmann::json::parse(rsc::group::describe_json(g, 3500)).contains("recentEvents"));
 }
 
+// Every group held carries a ring, so it is packed into a fixed budget: it never grows past it,
+// the newest events stay whole, and what does not fit in one event is cut and says so.
+TEST(RecentEvents, StayWithinTheirByteBudgetAndKeepTheNewestWhole) {
+  using rsc::group::Event;
+  rsc::group::RecentEvents ring(64, 512);
+  for (int i = 0; i < 200; ++i)
+    ring.record({{Event::Kind::JOINED, "member-" + std::to_string(i), {i % 16, 16 + i % 16},
+                  "joined with a detail long enough to need the heap " + std::to_string(i)}},
+                i, 1000 + i);
+  EXPECT_LE(ring.packed_bytes(), 512u);
+  const auto items = ring.items();
+  ASSERT_GE(items.size(), 3u) << "a 512-byte budget holds several such events";
+  EXPECT_LT(items.size(), 64u) << "the byte budget, not the count, is what bounds them here";
+  EXPECT_EQ(items.size(), ring.size());
+  const auto& last = items.back();
+  EXPECT_EQ(last.event.member, "member-199");
+  EXPECT_EQ(last.event.shards, (rsc::group::ShardSet{199 % 16, 16 + 199 % 16}));
+  EXPECT_EQ(last.event.detail, "joined with a detail long enough to need the heap 199");
+  EXPECT_EQ(last.groupEpoch, 199);
+  EXPECT_EQ(last.atMs, 1199);
+  for (std::size_t i = 1; i < items.size(); ++i) EXPECT_EQ(items[i].groupEpoch, items[i - 1].groupEpoch + 1) << "no gap";
+
+  rsc::group::ShardSet many;
+  for (int s = 0; s < 100; ++s) many.push_back(s);
+  rsc::group::RecentEvents big;
+  big.record({{Event::Kind::REVOKE_REQUESTED, "m", many, std::string(500, 'x')}}, 7, 1);
+  const auto one = big.items();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].event.shards.size(), rsc::group::RecentEvents::kMaxShards);
+  EXPECT_EQ(one[0].event.detail.rfind("(68 more shards) ", 0), 0u) << one[0].event.detail;
+  EXPECT_LE(one[0].event.detail.size(), rsc::group::RecentEvents::kMaxText);
+  EXPECT_LE(big.packed_bytes(), rsc::group::RecentEvents::kDefaultBytes);
+}
+
 // Describe names, per shard, its reader, the member giving it up and the one waiting for it, so
 // a person (or the status page, or rsc-admin) sees a handover without working it out.
 TEST_F(TwoMembers, DescribeShowsEachShardsOwnerAndItsHandoverInProgress) {
