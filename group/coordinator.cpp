@@ -311,7 +311,7 @@ std::optional<protocol::ValidationError> out_of_range(const HeartbeatRequest& re
 HeartbeatOutcome finish(Step& st, Member* m, HeartbeatResponse resp) {
   if (m != nullptr) {
     m->lastRequestId = resp.responseTo;
-    m->lastResponse = resp;
+    m->lastResponse = StoredResponse::of(resp);
     st.touch(*m);
   }
   return st.take_with(std::move(resp));
@@ -507,7 +507,7 @@ HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& req, const Conf
     const Member& m = it->second;
     if (m.lastResponse && !m.lastRequestId.empty() && m.lastRequestId == req.requestId) {
       HeartbeatOutcome h;
-      h.response = *m.lastResponse;
+      h.response = m.lastResponse->expand(m.lastRequestId, m.id);
       // Stored by a build that answered null when nothing changed: that meant "what you have".
       const bool accepted = h.response.status == HeartbeatStatus::OK ||
                             h.response.status == HeartbeatStatus::REVOKE_PENDING ||

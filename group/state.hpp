@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +33,37 @@ struct Config {
   Millis pending_heartbeat_interval() const { return std::max<Millis>(1, heartbeatIntervalMs / 4); }
 };
 
+// A member's last answer, kept to be replayed for a repeated requestId (rule 10), in a compact
+// form: every member of every group held carries one. Its requestId is the member's lastRequestId
+// and its memberId the member's id, so neither is kept twice; the parts only errors have (a
+// message, the field at fault, an assignment error) sit behind one shared, immutable pointer.
+struct StoredResponse {
+  struct Rare {
+    std::optional<std::string> message;
+    std::optional<std::string> errorField;
+    std::string assignmentError = "NONE";
+  };
+  protocol::HeartbeatStatus status = protocol::HeartbeatStatus::OK;
+  bool hasAssignment = false;
+  int32_t memberEpoch = 0;
+  int32_t groupEpoch = 0;
+  int32_t assignmentEpoch = 0;
+  int32_t metadataVersion = 0;
+  int32_t assignmentMetadataVersion = 0;
+  int64_t heartbeatIntervalMs = 0;
+  int64_t rebalanceTimeoutMs = 0;
+  int64_t memberLeaseTtlMs = 0;
+  ShardSet assigned;
+  ShardSet pending;
+  std::shared_ptr<const Rare> rare;  // null: no message, no errorField, assignment error NONE
+
+  static StoredResponse of(const protocol::HeartbeatResponse& r);
+  protocol::HeartbeatResponse expand(const std::string& requestId, const std::string& memberId) const;
+  // For protocol::append_response: the same bytes as the expanded response, without copying it.
+  protocol::ResponseView view(const std::string& requestId, const std::string& memberId) const;
+  friend bool operator==(const StoredResponse& a, const StoredResponse& b);
+};
+
 struct Member {
   std::string id;
   int32_t epoch = 0;          // the epoch issued last
@@ -47,7 +79,7 @@ struct Member {
   protocol::RuntimeConsumerCapacity capacity;
   std::vector<protocol::ShardProgress> progress;
   std::string lastRequestId;
-  std::optional<protocol::HeartbeatResponse> lastResponse;  // replayed for a repeated requestId
+  std::optional<StoredResponse> lastResponse;  // replayed for a repeated requestId
 
   bool live() const { return state != MemberLifecycleState::EXPIRED && state != MemberLifecycleState::FENCED; }
   bool leaving() const { return state == MemberLifecycleState::LEAVING; }

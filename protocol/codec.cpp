@@ -732,17 +732,18 @@ void append_shard_refs(std::string& out, const std::vector<int32_t>& shards) {
 }
 }  // namespace
 
-void append_response(std::string& out, const HeartbeatResponse& r) {
+void append_response(std::string& out, const ResponseView& r) {
+  static const std::vector<int32_t> none;
   out += "{\"assignment\":";
-  if (r.assignment) {
+  if (r.hasAssignment) {
     out += "{\"assignedShards\":";
-    append_shard_refs(out, r.assignment->assignedShards);
+    append_shard_refs(out, r.assignedShards ? *r.assignedShards : none);
     out += ",\"error\":";
-    append_json_string(out, r.assignment->error);
+    append_json_string(out, r.assignmentError);
     out += ",\"metadataVersion\":";
-    append_int(out, r.assignment->metadataVersion);
+    append_int(out, r.assignmentMetadataVersion);
     out += ",\"pendingShards\":";
-    append_shard_refs(out, r.assignment->pendingShards);
+    append_shard_refs(out, r.pendingShards ? *r.pendingShards : none);
     out += '}';
   } else {  // always an object: nothing assigned, nothing pending
     out += "{\"assignedShards\":[],\"error\":\"NONE\",\"metadataVersion\":";
@@ -778,6 +779,30 @@ void append_response(std::string& out, const HeartbeatResponse& r) {
   out += ",\"status\":\"";
   out += to_string(r.status);
   out += "\"}";
+}
+
+void append_response(std::string& out, const HeartbeatResponse& r) {
+  ResponseView v;
+  v.responseTo = r.responseTo;
+  v.memberId = r.memberId;
+  v.status = r.status;
+  v.memberEpoch = r.memberEpoch;
+  v.groupEpoch = r.groupEpoch;
+  v.assignmentEpoch = r.assignmentEpoch;
+  v.metadataVersion = r.metadataVersion;
+  v.heartbeatIntervalMs = r.heartbeatIntervalMs;
+  v.rebalanceTimeoutMs = r.rebalanceTimeoutMs;
+  v.memberLeaseTtlMs = r.memberLeaseTtlMs;
+  if (r.assignment) {
+    v.hasAssignment = true;
+    v.assignedShards = &r.assignment->assignedShards;
+    v.pendingShards = &r.assignment->pendingShards;
+    v.assignmentError = r.assignment->error;
+    v.assignmentMetadataVersion = r.assignment->metadataVersion;
+  }
+  if (r.message) v.message = &*r.message;
+  if (r.errorField) v.errorField = &*r.errorField;
+  append_response(out, v);
 }
 
 std::string encode(const HeartbeatResponse& r) {

@@ -59,6 +59,8 @@ std::string encode(const HeartbeatResponse& r);  // the same bytes as dump(to_js
 // Appends a JSON string literal (escaped as dump() escapes it) or a whole response.
 void append_json_string(std::string& out, std::string_view v);
 void append_response(std::string& out, const HeartbeatResponse& r);
+// The same bytes from a response held in parts (ResponseView, in types.hpp).
+void append_response(std::string& out, const ResponseView& r);
 std::string encode(const StreamMetadata& m);
 
 // The error body shape of SPEC §2: the response shape with status and message set, and the field

@@ -150,7 +150,7 @@ std::string encode_member(const group::Member& m) {
   }
   if (m.lastResponse) {
     out += ",\"rs\":";
-    protocol::append_response(out, *m.lastResponse);
+    protocol::append_response(out, m.lastResponse->view(m.lastRequestId, m.id));
   }
   out += ",\"s\":\"";
   out += protocol::to_string(m.state);
@@ -236,7 +236,7 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
       if (mj.contains("rs")) {
         auto d = protocol::decode_heartbeat_response_json(mj.at("rs"));
         if (!d.ok()) throw Bad{"stored response: " + d.error.message};
-        m.lastResponse = *d.value;
+        m.lastResponse = group::StoredResponse::of(*d.value);
       }
       g.members.emplace(m.id, std::move(m));
     }

@@ -4,6 +4,7 @@
 
 #include "group/describe.hpp"
 #include "group/notify.hpp"
+#include "protocol/codec.hpp"
 #include "group_harness.hpp"
 
 using namespace rsc::testing;
@@ -456,7 +457,7 @@ TEST_F(TwoMembers, AReplayedAnswerFromAnOlderBuildCarriesTheAssignment) {
   auto q = h.request("a", a.memberEpoch, {mine});
   auto first = h.send(q);
   ASSERT_EQ(first.status, HeartbeatStatus::OK);
-  h.state().members.at("a").lastResponse->assignment.reset();  // as the older build stored it
+  h.state().members.at("a").lastResponse->hasAssignment = false;  // as the older build stored it
   auto again = h.send(q);
   ASSERT_TRUE(again.assignment.has_value());
   EXPECT_EQ(again.assignment->assignedShards, mine);
@@ -835,4 +836,53 @@ TEST(Notify, AJoinWakesTheOwnerThatMustGiveUpAndItsAckWakesTheNewcomer) {
   EXPECT_TRUE(todo.giveUp.empty());
   EXPECT_EQ(rsc::group::members_to_wake(nullptr, h.state(), {}), (std::vector<std::string>{"b"}))
       << "with no earlier state known, whoever has something to do is woken";
+}
+
+// The answer kept per member for a repeated requestId is compact, and loses nothing: expanded
+// again it is the answer given, and written from it the bytes are the answer's own.
+TEST(StoredResponse, KeepsEveryFieldOfTheAnswerAndWritesTheSameBytes) {
+  using rsc::protocol::HeartbeatResponse;
+  HeartbeatResponse full;
+  full.responseTo = "req-long-enough-to-leave-the-small-string-buffer-17";
+  full.memberId = "member-with-a-long-identifier-0001";
+  full.status = HeartbeatStatus::REVOKE_PENDING;
+  full.memberEpoch = 12;
+  full.groupEpoch = 14;
+  full.assignmentEpoch = 13;
+  full.metadataVersion = 3;
+  full.heartbeatIntervalMs = 750;
+  full.rebalanceTimeoutMs = 60000;
+  full.memberLeaseTtlMs = 15000;
+  rsc::protocol::Assignment a;
+  a.assignedShards = {1, 4, 9};
+  a.pendingShards = {2};
+  a.metadataVersion = 3;
+  a.error = "SOMETHING";
+  full.assignment = a;
+  full.message = "a message";
+  full.errorField = "ownedShards[1].shardIndex";
+
+  HeartbeatResponse plain;
+  plain.responseTo = "r1";
+  plain.memberId = "m";
+  plain.memberEpoch = 2;
+  plain.heartbeatIntervalMs = 3000;
+  plain.assignment = rsc::protocol::Assignment{};
+  plain.assignment->assignedShards = {0};
+
+  HeartbeatResponse bare = plain;  // an answer stored by a build that sent no assignment
+  bare.assignment.reset();
+
+  for (const auto& r : {full, plain, bare}) {
+    const auto s = rsc::group::StoredResponse::of(r);
+    EXPECT_EQ(s.expand(r.responseTo, r.memberId), r);
+    std::string bytes;
+    rsc::protocol::append_response(bytes, s.view(r.responseTo, r.memberId));
+    EXPECT_EQ(bytes, rsc::protocol::encode(r));
+    EXPECT_EQ(rsc::group::StoredResponse::of(s.expand(r.responseTo, r.memberId)), s);
+  }
+  EXPECT_EQ(rsc::group::StoredResponse::of(plain).rare, nullptr) << "an ordinary answer keeps no rare part";
+  EXPECT_NE(rsc::group::StoredResponse::of(full).rare, nullptr);
+  EXPECT_LE(sizeof(rsc::group::StoredResponse) * 2, sizeof(HeartbeatResponse))
+      << "the point of it: every member of every group held carries one";
 }
