@@ -19,6 +19,9 @@ caf::actor spawn_store_actor(caf::actor_system& sys, std::shared_ptr<store::Grou
 // `gateway` is asked before the actor retires (idle for cfg.retireAfterMs); may be null.
 caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupActorConfig cfg, caf::actor store,
                              caf::actor gateway = {});
+// The same, sharing one configuration among many actors (what the gateway does).
+caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, std::shared_ptr<const GroupActorConfig> cfg,
+                             caf::actor store, caf::actor gateway = {});
 
 // Owns the registry of group actors: spawns one per group on first use (a request, or the pod
 // finding the group due in the deadline index) and forgets it when it retires.

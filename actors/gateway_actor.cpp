@@ -9,7 +9,7 @@ namespace {
 
 struct GatewayState {
   std::size_t index = 0, count = 1;  // this gateway serves the groups whose key hashes to index
-  GroupActorConfig cfg;
+  std::shared_ptr<const GroupActorConfig> cfg;  // shared with every group actor spawned
   caf::actor store;
   std::map<std::string, std::pair<store::GroupKey, caf::actor>> groups;
   std::shared_ptr<GroupDirectory> directory;  // may be null
@@ -25,7 +25,7 @@ caf::actor group_for(Self self, const store::GroupKey& key) {
   self->monitor(a);
   st.groups.emplace(key.str(), std::make_pair(key, a));
   if (st.directory) st.directory->put(key.str(), a);
-  if (st.cfg.metrics) st.cfg.metrics->group_actor_started();
+  if (st.cfg->metrics) st.cfg->metrics->group_actor_started();
   return a;
 }
 
@@ -34,7 +34,7 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
   self->state.directory = std::move(directory);
   self->state.index = index;
   self->state.count = count;
-  self->state.cfg = std::move(cfg);
+  self->state.cfg = std::make_shared<const GroupActorConfig>(std::move(cfg));
   self->state.store = std::move(store);
   self->set_down_handler([=](const caf::down_msg& dm) {
     auto& groups = self->state.groups;
@@ -42,9 +42,9 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
       if (it->second.second.address() == dm.source) {
         log::warn("group " + it->first + ": actor stopped (" + self->system().render(dm.reason) + "); respawned on next use");
         if (self->state.directory) self->state.directory->erase(it->first, it->second.second);
-        if (self->state.cfg.metrics) {
-          self->state.cfg.metrics->forget_group(it->second.first.streamPrefix, it->second.first.consumerGroup);
-          self->state.cfg.metrics->group_actor_stopped(false);
+        if (self->state.cfg->metrics) {
+          self->state.cfg->metrics->forget_group(it->second.first.streamPrefix, it->second.first.consumerGroup);
+          self->state.cfg->metrics->group_actor_stopped(false);
         }
         groups.erase(it);
         break;
@@ -82,9 +82,9 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
         self->demonitor(who);
         if (self->state.directory) self->state.directory->erase(key.str(), who);  // before "retired"
         groups.erase(it);
-        if (self->state.cfg.metrics) {
-          self->state.cfg.metrics->forget_group(key.streamPrefix, key.consumerGroup);
-          self->state.cfg.metrics->group_actor_stopped(true);
+        if (self->state.cfg->metrics) {
+          self->state.cfg->metrics->forget_group(key.streamPrefix, key.consumerGroup);
+          self->state.cfg->metrics->group_actor_stopped(true);
         }
         self->send(who, retired_atom::value);
       },

@@ -46,7 +46,9 @@ using WorkPtr = std::shared_ptr<Work>;
 
 struct GroupActorState {
   store::GroupKey key;
-  GroupActorConfig cfg;
+  // Shared by every group actor of the gateway (one copy per group held was 220 bytes and a few
+  // allocations more per group).
+  std::shared_ptr<const GroupActorConfig> cfg;
   caf::actor store;
   caf::actor gateway;  // asked before this actor retires
   std::optional<group::GroupState> g;  // nullopt: load before use
@@ -96,7 +98,7 @@ void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
     caf::error e = caf::make_error(caf::sec::request_timeout);
     onError(e);
   };
-  arm_watchdog(self, st.cfg.storeDeadlineMs);
+  arm_watchdog(self, st.cfg->storeDeadlineMs);
   std::apply([&](auto&&... xs) { return self->request(st.store, caf::infinite, std::forward<decltype(xs)>(xs)...); },
              std::move(args))
       .then(
@@ -117,7 +119,7 @@ void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
 // What an operator reads when a store request failed in the actor system rather than in Redis.
 std::string store_actor_error(Self self, const caf::error& err) {
   if (err == caf::sec::request_timeout)
-    return "the store did not answer within " + std::to_string(self->state.cfg.storeDeadlineMs) + "ms";
+    return "the store did not answer within " + std::to_string(self->state.cfg->storeDeadlineMs) + "ms";
   return "store actor: " + self->system().render(err);
 }
 
@@ -131,21 +133,21 @@ bool needs_fresh_state(const protocol::HeartbeatResponse& r, const group::Delta&
          r.status == HeartbeatStatus::INVALID_REQUEST || r.memberEpoch == -1;
 }
 
-group::Millis now(Self self) { return self->state.cfg.pod->now(); }
-group::TimeView time_view(Self self) { return self->state.cfg.pod->time_view(self->state.cfg.core); }
-SteadyTime give_up_at(Self self) { return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg.storeDeadlineMs); }
+group::Millis now(Self self) { return self->state.cfg->pod->now(); }
+group::TimeView time_view(Self self) { return self->state.cfg->pod->time_view(self->state.cfg->core); }
+SteadyTime give_up_at(Self self) { return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg->storeDeadlineMs); }
 
 protocol::HeartbeatResponse retry_response(Self self, const protocol::HeartbeatRequest& req, const std::string& why) {
   auto r = protocol::error_response(req.requestId, req.memberId, HeartbeatStatus::RETRY, why);
   r.memberEpoch = req.memberEpoch;
-  r.heartbeatIntervalMs = self->state.cfg.core.heartbeatIntervalMs;
-  r.rebalanceTimeoutMs = self->state.cfg.core.rebalanceTimeoutMs;
-  r.memberLeaseTtlMs = self->state.cfg.core.memberLeaseTtlMs;
+  r.heartbeatIntervalMs = self->state.cfg->core.heartbeatIntervalMs;
+  r.rebalanceTimeoutMs = self->state.cfg->core.rebalanceTimeoutMs;
+  r.memberLeaseTtlMs = self->state.cfg->core.memberLeaseTtlMs;
   return r;
 }
 
 void finish(Self self, const WorkPtr& w) {
-  auto& m = self->state.cfg.metrics;
+  auto& m = self->state.cfg->metrics;
   switch (w->kind) {
     case Work::Kind::Heartbeat:
       if (m)
@@ -176,7 +178,7 @@ void fail(Self self, const WorkPtr& w, const store::Error& e) {
 
 void store_failed(Self self, const store::Error& e) {
   auto& st = self->state;
-  if (st.cfg.metrics) st.cfg.metrics->store_error(store::to_string(e.kind));
+  if (st.cfg->metrics) st.cfg->metrics->store_error(store::to_string(e.kind));
   // An unreachable store is the pod's news (actors/pod_context.cpp logs it once); other errors
   // are this group's.
   if (e.kind != store::ErrorKind::Retryable)
@@ -204,31 +206,31 @@ void merge(Self self, group::Outcome&& o) {
 void adopt(Self self, store::Loaded&& l, const std::optional<protocol::StreamMetadata>& stream) {
   auto& st = self->state;
   const auto t = now(self);
-  st.storedDeadline = group::next_deadline(l.state, st.cfg.core);
+  st.storedDeadline = group::next_deadline(l.state, st.cfg->core);
   st.g = std::move(l.state);
   st.exists = l.exists;
   st.pending = {};
   st.pendingEvents.clear();
   if (l.rollback.detected) {
-    if (st.cfg.metrics) st.cfg.metrics->rollback_detected();
+    if (st.cfg->metrics) st.cfg->metrics->rollback_detected();
     log::error("group " + st.key.str() + ": storeRevision went back from " + std::to_string(l.rollback.seenRevision) +
                " to " + std::to_string(st.g->storeRevision) + "; fencing epochs the store does not know");
     st.rollbackSeenEpoch = std::max(st.rollbackSeenEpoch.value_or(0), l.rollback.seenGroupEpoch);
   }
   if (st.rollbackSeenEpoch && st.g->groupEpoch <= *st.rollbackSeenEpoch)
-    merge(self, group::recover_from_rollback(std::move(*st.g), *st.rollbackSeenEpoch, st.cfg.core, t));
+    merge(self, group::recover_from_rollback(std::move(*st.g), *st.rollbackSeenEpoch, st.cfg->core, t));
   if (stream && stream->metadataVersion > st.g->metadataVersion)
-    merge(self, group::apply_metadata(std::move(*st.g), stream->shardCount, stream->metadataVersion, st.cfg.core, t));
+    merge(self, group::apply_metadata(std::move(*st.g), stream->shardCount, stream->metadataVersion, st.cfg->core, t));
 }
 
 void log_and_measure(Self self, const std::vector<group::Event>& events, const group::GroupState& g, double computeSeconds) {
   auto& st = self->state;
-  auto* m = st.cfg.metrics.get();
+  auto* m = st.cfg->metrics.get();
   const auto t = now(self);
   st.recent.record(events, g.groupEpoch, t);
   for (const auto& e : events) {
     using K = group::Event::Kind;
-    if (st.cfg.logEvents) log::info("group " + st.key.str() + ": " + group::to_string(e));
+    if (st.cfg->logEvents) log::info("group " + st.key.str() + ": " + group::to_string(e));
     if (!m) continue;
     switch (e.kind) {
       case K::GROUP_EPOCH_BUMPED: m->rebalance(); break;
@@ -296,14 +298,14 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
   ask_store<ProvisionReply>(
       self,
       std::make_tuple(provision_atom::value,
-                      ProvisionCall{st.key, count, st.cfg.start_id(st.key), give_up_at(self)}),
+                      ProvisionCall{st.key, count, st.cfg->start_id(st.key), give_up_at(self)}),
       [=](ProvisionReply& r) {
         if (!r.result.ok()) return failed(r.result.error);
         auto& s = self->state;
         s.busy = false;
         if (*r.result.value > 0)
           log::info("group " + s.key.str() + ": created the consumer group on " + std::to_string(*r.result.value) +
-                    " of " + std::to_string(count) + " shard streams (start " + s.cfg.start_id(s.key) + ")");
+                    " of " + std::to_string(count) + " shard streams (start " + s.cfg->start_id(s.key) + ")");
         held->first.state.provisionedShards = count;
         held->first.delta.group = true;
         write(self, ws, std::move(held->first), std::move(held->second), computeSeconds, lockToken);
@@ -316,7 +318,7 @@ void notify_members(Self self, const std::vector<std::string>& members) {
   auto& st = self->state;
   const std::string message = group::notification_message(st.g ? st.g->groupEpoch : 0, members);
   self->send(st.store, task_atom::value, StoreTask{[key = st.key, message](store::GroupStore& s) { s.notify(key, message); }});
-  if (st.cfg.metrics) st.cfg.metrics->notified(members.size());
+  if (st.cfg->metrics) st.cfg->metrics->notified(members.size());
 }
 
 void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Event>&& events, double computeSeconds,
@@ -331,7 +333,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
   call.key = st.key;
   call.expectedRevision = o.state.storeRevision;
   // The deadline index must never be later than the stored state's next deadline.
-  const auto after = group::next_deadline(o.state, st.cfg.core);
+  const auto after = group::next_deadline(o.state, st.cfg->core);
   if (after && (!st.exists || !st.storedDeadline || *after < *st.storedDeadline)) call.lowerDeadlineTo = *after;
   call.next = std::make_shared<group::GroupState>(std::move(o.state));
   if (st.exists) call.delta = std::make_shared<group::Delta>(std::move(o.delta));  // else: a full first write
@@ -376,11 +378,11 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                 break;
               case store::CasStatus::Conflict:
               case store::CasStatus::Locked: {
-                if (s.cfg.metrics) {
+                if (s.cfg->metrics) {
                   if (r.status == store::CasStatus::Conflict)
-                    s.cfg.metrics->cas_conflict();
+                    s.cfg->metrics->cas_conflict();
                   else
-                    s.cfg.metrics->mutex_contention();
+                    s.cfg->metrics->mutex_contention();
                 }
                 if (r.current) {  // another pod wrote first: its state comes with the answer
                   store::Loaded l{true, std::move(*r.current), r.rollback};
@@ -391,7 +393,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                 // Redo the step on the fresh state, in the same order; or give up on contention.
                 for (auto it = ws.rbegin(); it != ws.rend(); ++it) {
                   const auto& w = *it;
-                  if (++w->attempts >= s.cfg.maxCasAttempts) {
+                  if (++w->attempts >= s.cfg->maxCasAttempts) {
                     const store::Error e{store::ErrorKind::Retryable,
                                          "group " + s.key.str() + " is contended: " + std::to_string(w->attempts) +
                                              " write attempts lost to other pods"};
@@ -435,15 +437,15 @@ void finish_deadline_work(Self self) {
   auto& st = self->state;
   if (!st.g) return;
   const auto tv = time_view(self);
-  FinishCall call{st.key, st.cfg.podToken,
-                  st.exists ? group::next_deadline(*st.g, st.cfg.core, tv.expiryHeldUntil) : std::nullopt,
+  FinishCall call{st.key, st.cfg->podToken,
+                  st.exists ? group::next_deadline(*st.g, st.cfg->core, tv.expiryHeldUntil) : std::nullopt,
                   st.g->storeRevision};
   st.busy = true;
   ask_store<FinishReply>(self, std::make_tuple(finish_atom::value, std::move(call)),
           [=](FinishReply& r) {
             self->state.busy = false;
             if (!r.result.ok()) return store_failed(self, r.result.error), pump(self);
-            if (self->state.cfg.metrics) self->state.cfg.metrics->deadline_work("done");
+            if (self->state.cfg->metrics) self->state.cfg->metrics->deadline_work("done");
             pump(self);
           },
           store_actor_failed(self));
@@ -468,7 +470,7 @@ void start_delete(Self self, const WorkPtr& w) {
                 s.g.reset();
                 s.exists = false;
                 s.storedDeadline.reset();
-                if (s.cfg.metrics) s.cfg.metrics->forget_group(s.key.streamPrefix, s.key.consumerGroup);
+                if (s.cfg->metrics) s.cfg->metrics->forget_group(s.key.streamPrefix, s.key.consumerGroup);
                 w->del.done(store::Result<store::GroupDeletion>::success(store::GroupDeletion::Deleted));
                 break;
               case store::DeleteStatus::NotFound:
@@ -477,7 +479,7 @@ void start_delete(Self self, const WorkPtr& w) {
                 break;
               case store::DeleteStatus::Conflict:  // written meanwhile: judge again on a fresh read
                 s.g.reset();
-                if (++w->attempts >= s.cfg.maxCasAttempts) {
+                if (++w->attempts >= s.cfg->maxCasAttempts) {
                   fail(self, w, {store::ErrorKind::Retryable, "group " + s.key.str() + " is contended; try again"});
                 } else {
                   w->verified = false;
@@ -503,10 +505,10 @@ void run_step(Self self, const WorkPtr& w) {
       // The join of a group that does not exist yet may be refused by the groups-per-stream limit.
       if (!st.exists && is_join(*w) && st.groupsInStream) {
         if (auto refusal = group::refuse_new_group(static_cast<std::size_t>(*st.groupsInStream),
-                                                   st.cfg.maxGroupsPerStream, st.key.streamPrefix)) {
+                                                   st.cfg->maxGroupsPerStream, st.key.streamPrefix)) {
           auto r = protocol::error_response(w->hb.req.requestId, w->hb.req.memberId, HeartbeatStatus::INVALID_REQUEST,
                                             *refusal, "consumerGroup");
-          r.heartbeatIntervalMs = st.cfg.core.heartbeatIntervalMs;
+          r.heartbeatIntervalMs = st.cfg->core.heartbeatIntervalMs;
           w->response = std::move(r);
           st.g.reset();  // counted again at the next join
           st.pending = {};
@@ -520,12 +522,12 @@ void run_step(Self self, const WorkPtr& w) {
       // per heartbeat).
       const bool fresh = st.justLoaded;
       st.justLoaded = false;
-      auto ticked = group::tick(std::move(*st.g), st.cfg.core, tv);
+      auto ticked = group::tick(std::move(*st.g), st.cfg->core, tv);
       group::Outcome total{std::move(ticked.state), std::move(ticked.delta), std::move(ticked.events)};
       Batch batch;
       WorkPtr next = w;
       while (next) {
-        auto hb = group::heartbeat(std::move(total.state), next->hb.req, st.cfg.core, t);
+        auto hb = group::heartbeat(std::move(total.state), next->hb.req, st.cfg->core, t);
         total.state = std::move(hb.state);
         if (needs_fresh_state(hb.response, hb.delta)) {
           if (!next->verified && !fresh) {
@@ -553,10 +555,10 @@ void run_step(Self self, const WorkPtr& w) {
         next.reset();
         // Under a groups-per-stream limit, a join into a group that does not exist yet goes
         // first in a batch of its own: the limit is checked for it above.
-        const bool limitApplies = !st.exists && st.cfg.maxGroupsPerStream > 0;
+        const bool limitApplies = !st.exists && st.cfg->maxGroupsPerStream > 0;
         if (batch.size() < kMaxBatch && !st.queue.empty() && st.queue.front()->kind == Work::Kind::Heartbeat &&
             !(limitApplies && is_join(*st.queue.front())) &&
-            !group::request_too_old(st.queue.front()->arrivedMs, t, st.cfg.core)) {
+            !group::request_too_old(st.queue.front()->arrivedMs, t, st.cfg->core)) {
           next = st.queue.front();
           st.queue.pop_front();
         }
@@ -576,18 +578,18 @@ void run_step(Self self, const WorkPtr& w) {
       return commit(self, batch, std::move(total), s);
     }
     case Work::Kind::Tick: {
-      auto o = group::tick(std::move(*st.g), st.cfg.core, tv);
+      auto o = group::tick(std::move(*st.g), st.cfg->core, tv);
       const double s = seconds();
-      return commit(self, w, std::move(o), s, w->deadlineWork ? st.cfg.podToken : std::string());
+      return commit(self, w, std::move(o), s, w->deadlineWork ? st.cfg->podToken : std::string());
     }
     case Work::Kind::Remove: {
-      auto o = group::fence_member(std::move(*st.g), w->remove.memberId, "removed by admin", st.cfg.core, t);
+      auto o = group::fence_member(std::move(*st.g), w->remove.memberId, "removed by admin", st.cfg->core, t);
       w->removed = o.changed();
       const double s = seconds();
       return commit(self, w, std::move(o), s);
     }
     case Work::Kind::Metadata: {
-      auto o = group::apply_metadata(std::move(*st.g), w->meta.shardCount, w->meta.metadataVersion, st.cfg.core, t);
+      auto o = group::apply_metadata(std::move(*st.g), w->meta.shardCount, w->meta.metadataVersion, st.cfg->core, t);
       const double s = seconds();
       return commit(self, w, std::move(o), s);
     }
@@ -605,7 +607,7 @@ void run_step(Self self, const WorkPtr& w) {
           for (const auto& [id, m] : o.state.members)
             if (m.live()) live.push_back(id);
           for (const auto& id : live) {
-            auto f = group::fence_member(std::move(o.state), id, "group deleted by admin", st.cfg.core, t);
+            auto f = group::fence_member(std::move(o.state), id, "group deleted by admin", st.cfg->core, t);
             o.state = std::move(f.state);
             o.delta.merge(f.delta);
             for (auto& e : f.events) o.events.push_back(std::move(e));
@@ -625,7 +627,7 @@ void run_step(Self self, const WorkPtr& w) {
 void start_load(Self self) {
   auto& st = self->state;
   st.busy = true;
-  LoadCall call{st.key, st.cfg.defaultShardCount, false, st.cfg.maxGroupsPerStream > 0, give_up_at(self)};
+  LoadCall call{st.key, st.cfg->defaultShardCount, false, st.cfg->maxGroupsPerStream > 0, give_up_at(self)};
   call.createStream = !st.queue.empty() && is_join(*st.queue.front());
   ask_store<LoadReply>(self, std::make_tuple(load_atom::value, std::move(call)),
           [=](LoadReply& r) {
@@ -646,18 +648,18 @@ void start_load(Self self) {
 void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
-  LeaseCall call{st.key, st.cfg.podToken, st.cfg.mutexTtlMs, st.g ? st.g->storeRevision : -1, give_up_at(self)};
+  LeaseCall call{st.key, st.cfg->podToken, st.cfg->mutexTtlMs, st.g ? st.g->storeRevision : -1, give_up_at(self)};
   ask_store<LeaseReply>(self, std::make_tuple(lease_atom::value, std::move(call)),
           [=](LeaseReply& r) {
             auto& s = self->state;
             s.busy = false;
             if (!r.result.ok()) {
-              if (s.cfg.metrics) s.cfg.metrics->deadline_work("failed");
+              if (s.cfg->metrics) s.cfg->metrics->deadline_work("failed");
               return store_failed(self, r.result.error), pump(self);
             }
             auto& lease = *r.result.value;
             if (lease.status == store::LeaseStatus::NotHolder) {
-              if (s.cfg.metrics) s.cfg.metrics->deadline_work("held_elsewhere");
+              if (s.cfg->metrics) s.cfg->metrics->deadline_work("held_elsewhere");
               return pump(self);
             }
             if (lease.status == store::LeaseStatus::Changed) adopt(self, std::move(*lease.loaded), std::nullopt);
@@ -678,7 +680,7 @@ void start_describe(Self self, const WorkPtr& w) {
   st.busy = true;
   ask_store<LoadReply>(self,
                        std::make_tuple(load_atom::value,
-                                       LoadCall{st.key, st.cfg.defaultShardCount, false, false, give_up_at(self)}),
+                                       LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self)}),
           [=](LoadReply& r) {
             self->state.busy = false;
             if (!r.loaded.ok()) {
@@ -702,7 +704,7 @@ void pump(Self self) {
   auto& st = self->state;
   while (!st.busy && !st.queue.empty()) {
     const auto& front = st.queue.front();
-    if (!st.cfg.pod->synced()) {  // no store time yet: nothing can be decided
+    if (!st.cfg->pod->synced()) {  // no store time yet: nothing can be decided
       auto w = front;
       st.queue.pop_front();
       if (w->kind == Work::Kind::Tick) st.tickQueued = false;
@@ -732,7 +734,7 @@ void pump(Self self) {
     }
     // A group cached before its stream existed is read again (creating the stream) for a join.
     if (st.g && st.g->shardCount == 0 && is_join(*front)) st.g.reset();
-    if (front->kind == Work::Kind::Heartbeat && group::request_too_old(front->arrivedMs, now(self), st.cfg.core)) {
+    if (front->kind == Work::Kind::Heartbeat && group::request_too_old(front->arrivedMs, now(self), st.cfg->core)) {
       auto w = front;
       st.queue.pop_front();
       w->response = retry_response(self, w->hb.req, "the request waited longer than a lease; send a fresh one");
@@ -757,7 +759,7 @@ void arm_watchdog(Self self, group::Millis in) {
 // An idle actor asks the gateway to forget it, then quits (group/time_rules: should_retire).
 void arm_retirement(Self self, group::Millis in) {
   auto& st = self->state;
-  if (st.retireTimer || st.cfg.retireAfterMs <= 0) return;
+  if (st.retireTimer || st.cfg->retireAfterMs <= 0) return;
   st.retireTimer = true;
   self->delayed_send(self, std::chrono::milliseconds(std::max<group::Millis>(1, in)), retire_atom::value);
 }
@@ -765,7 +767,7 @@ void arm_retirement(Self self, group::Millis in) {
 void active(Self self, group::Millis t) {
   auto& st = self->state;
   st.lastActivity = t;
-  arm_retirement(self, st.cfg.retireAfterMs);
+  arm_retirement(self, st.cfg->retireAfterMs);
 }
 
 void enqueue(Self self, WorkPtr w) {
@@ -776,7 +778,8 @@ void enqueue(Self self, WorkPtr w) {
   pump(self);
 }
 
-caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, caf::actor store, caf::actor gateway) {
+caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const GroupActorConfig> cfg, caf::actor store,
+                          caf::actor gateway) {
   self->state.key = std::move(key);
   self->state.cfg = std::move(cfg);
   self->state.store = std::move(store);
@@ -828,7 +831,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
         if (st.asking == 0) return;
         const auto waited =
             std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - st.askedAt).count();
-        if (waited < st.cfg.storeDeadlineMs) return arm_watchdog(self, st.cfg.storeDeadlineMs - waited);
+        if (waited < st.cfg->storeDeadlineMs) return arm_watchdog(self, st.cfg->storeDeadlineMs - waited);
         auto giveUp = std::move(st.giveUp);
         st.giveUp = nullptr;
         st.asking = 0;
@@ -838,10 +841,10 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
         auto& st = self->state;
         st.retireTimer = false;
         const auto t = now(self);
-        if (group::should_retire(st.lastActivity, t, st.cfg.retireAfterMs) && !st.busy && st.queue.empty()) {
+        if (group::should_retire(st.lastActivity, t, st.cfg->retireAfterMs) && !st.busy && st.queue.empty()) {
           self->send(st.gateway, retire_atom::value, st.key, caf::actor_cast<caf::actor>(self));
         } else {
-          arm_retirement(self, st.lastActivity + st.cfg.retireAfterMs - t);
+          arm_retirement(self, st.lastActivity + st.cfg->retireAfterMs - t);
         }
       },
       // The gateway forgot this actor: nothing new reaches it.
@@ -854,9 +857,15 @@ caf::behavior group_actor(Self self, store::GroupKey key, GroupActorConfig cfg, 
 
 }  // namespace
 
+caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, std::shared_ptr<const GroupActorConfig> cfg,
+                             caf::actor store, caf::actor gateway) {
+  return sys.spawn(group_actor, std::move(key), std::move(cfg), std::move(store), std::move(gateway));
+}
+
 caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupActorConfig cfg, caf::actor store,
                              caf::actor gateway) {
-  return sys.spawn(group_actor, std::move(key), std::move(cfg), std::move(store), std::move(gateway));
+  return spawn_group_actor(sys, std::move(key), std::make_shared<const GroupActorConfig>(std::move(cfg)),
+                           std::move(store), std::move(gateway));
 }
 
 }  // namespace rsc::actors

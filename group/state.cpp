@@ -1,8 +1,14 @@
 #include "group/state.hpp"
 
+#include <limits>
 #include <tuple>
 
 namespace rsc::group {
+namespace {
+bool fits32(int64_t v) {
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+}  // namespace
 
 StoredResponse StoredResponse::of(const protocol::HeartbeatResponse& r) {
   StoredResponse s;
@@ -11,47 +17,40 @@ StoredResponse StoredResponse::of(const protocol::HeartbeatResponse& r) {
   s.groupEpoch = r.groupEpoch;
   s.assignmentEpoch = r.assignmentEpoch;
   s.metadataVersion = r.metadataVersion;
-  s.heartbeatIntervalMs = r.heartbeatIntervalMs;
-  s.rebalanceTimeoutMs = r.rebalanceTimeoutMs;
-  s.memberLeaseTtlMs = r.memberLeaseTtlMs;
-  std::string assignmentError = "NONE";
+  Rare rare;
+  bool needRare = r.message || r.errorField;
+  rare.message = r.message;
+  rare.errorField = r.errorField;
+  if (fits32(r.heartbeatIntervalMs) && fits32(r.rebalanceTimeoutMs) && fits32(r.memberLeaseTtlMs)) {
+    s.heartbeatIntervalMs = static_cast<int32_t>(r.heartbeatIntervalMs);
+    s.rebalanceTimeoutMs = static_cast<int32_t>(r.rebalanceTimeoutMs);
+    s.memberLeaseTtlMs = static_cast<int32_t>(r.memberLeaseTtlMs);
+  } else {
+    rare.timings = std::array<int64_t, 3>{r.heartbeatIntervalMs, r.rebalanceTimeoutMs, r.memberLeaseTtlMs};
+    needRare = true;
+  }
   if (r.assignment) {
+    const auto& a = *r.assignment;
     s.hasAssignment = true;
-    s.assigned = r.assignment->assignedShards;
-    s.pending = r.assignment->pendingShards;
-    s.assignmentMetadataVersion = r.assignment->metadataVersion;
-    assignmentError = r.assignment->error;
+    s.assignmentMetadataVersion = a.metadataVersion;
+    if (a.assignedShards.size() + a.pendingShards.size() <= kInlineShards) {
+      s.assignedCount = static_cast<uint8_t>(a.assignedShards.size());
+      s.pendingCount = static_cast<uint8_t>(a.pendingShards.size());
+      auto at = std::copy(a.assignedShards.begin(), a.assignedShards.end(), s.shards.begin());
+      std::copy(a.pendingShards.begin(), a.pendingShards.end(), at);
+    } else {
+      rare.assigned = a.assignedShards;
+      rare.pending = a.pendingShards;
+      rare.shardsHere = true;
+      needRare = true;
+    }
+    if (a.error != "NONE") {
+      rare.assignmentError = a.error;
+      needRare = true;
+    }
   }
-  if (r.message || r.errorField || assignmentError != "NONE")
-    s.rare = std::make_shared<const Rare>(Rare{r.message, r.errorField, std::move(assignmentError)});
+  if (needRare) s.rare = std::make_shared<const Rare>(std::move(rare));
   return s;
-}
-
-protocol::HeartbeatResponse StoredResponse::expand(const std::string& requestId, const std::string& memberId) const {
-  protocol::HeartbeatResponse r;
-  r.responseTo = requestId;
-  r.memberId = memberId;
-  r.status = status;
-  r.memberEpoch = memberEpoch;
-  r.groupEpoch = groupEpoch;
-  r.assignmentEpoch = assignmentEpoch;
-  r.metadataVersion = metadataVersion;
-  r.heartbeatIntervalMs = heartbeatIntervalMs;
-  r.rebalanceTimeoutMs = rebalanceTimeoutMs;
-  r.memberLeaseTtlMs = memberLeaseTtlMs;
-  if (hasAssignment) {
-    protocol::Assignment a;
-    a.assignedShards = assigned;
-    a.pendingShards = pending;
-    a.metadataVersion = assignmentMetadataVersion;
-    if (rare) a.error = rare->assignmentError;
-    r.assignment = std::move(a);
-  }
-  if (rare) {
-    r.message = rare->message;
-    r.errorField = rare->errorField;
-  }
-  return r;
 }
 
 protocol::ResponseView StoredResponse::view(const std::string& requestId, const std::string& memberId) const {
@@ -63,12 +62,27 @@ protocol::ResponseView StoredResponse::view(const std::string& requestId, const 
   v.groupEpoch = groupEpoch;
   v.assignmentEpoch = assignmentEpoch;
   v.metadataVersion = metadataVersion;
-  v.heartbeatIntervalMs = heartbeatIntervalMs;
-  v.rebalanceTimeoutMs = rebalanceTimeoutMs;
-  v.memberLeaseTtlMs = memberLeaseTtlMs;
+  if (rare && rare->timings) {
+    v.heartbeatIntervalMs = (*rare->timings)[0];
+    v.rebalanceTimeoutMs = (*rare->timings)[1];
+    v.memberLeaseTtlMs = (*rare->timings)[2];
+  } else {
+    v.heartbeatIntervalMs = heartbeatIntervalMs;
+    v.rebalanceTimeoutMs = rebalanceTimeoutMs;
+    v.memberLeaseTtlMs = memberLeaseTtlMs;
+  }
   v.hasAssignment = hasAssignment;
-  v.assignedShards = &assigned;
-  v.pendingShards = &pending;
+  if (rare && rare->shardsHere) {
+    v.assignedShards = rare->assigned.data();
+    v.assignedCount = rare->assigned.size();
+    v.pendingShards = rare->pending.data();
+    v.pendingCount = rare->pending.size();
+  } else {
+    v.assignedShards = shards.data();
+    v.assignedCount = assignedCount;
+    v.pendingShards = shards.data() + assignedCount;
+    v.pendingCount = pendingCount;
+  }
   v.assignmentError = rare ? std::string_view(rare->assignmentError) : std::string_view("NONE");
   v.assignmentMetadataVersion = assignmentMetadataVersion;
   if (rare && rare->message) v.message = &*rare->message;
@@ -76,16 +90,35 @@ protocol::ResponseView StoredResponse::view(const std::string& requestId, const 
   return v;
 }
 
+protocol::HeartbeatResponse StoredResponse::expand(const std::string& requestId, const std::string& memberId) const {
+  const auto v = view(requestId, memberId);
+  protocol::HeartbeatResponse r;
+  r.responseTo = requestId;
+  r.memberId = memberId;
+  r.status = v.status;
+  r.memberEpoch = v.memberEpoch;
+  r.groupEpoch = v.groupEpoch;
+  r.assignmentEpoch = v.assignmentEpoch;
+  r.metadataVersion = v.metadataVersion;
+  r.heartbeatIntervalMs = v.heartbeatIntervalMs;
+  r.rebalanceTimeoutMs = v.rebalanceTimeoutMs;
+  r.memberLeaseTtlMs = v.memberLeaseTtlMs;
+  if (v.hasAssignment) {
+    protocol::Assignment a;
+    a.assignedShards.assign(v.assignedShards, v.assignedShards + v.assignedCount);
+    if (v.pendingCount > 0) a.pendingShards.assign(v.pendingShards, v.pendingShards + v.pendingCount);
+    a.metadataVersion = v.assignmentMetadataVersion;
+    a.error = std::string(v.assignmentError);
+    r.assignment = std::move(a);
+  }
+  if (v.message) r.message = *v.message;
+  if (v.errorField) r.errorField = *v.errorField;
+  return r;
+}
+
+// Equal when they answer the same (whichever way each holds its parts).
 bool operator==(const StoredResponse& a, const StoredResponse& b) {
-  static const StoredResponse::Rare none;
-  const auto& ra = a.rare ? *a.rare : none;
-  const auto& rb = b.rare ? *b.rare : none;
-  return std::tie(a.status, a.hasAssignment, a.memberEpoch, a.groupEpoch, a.assignmentEpoch, a.metadataVersion,
-                  a.assignmentMetadataVersion, a.heartbeatIntervalMs, a.rebalanceTimeoutMs, a.memberLeaseTtlMs,
-                  a.assigned, a.pending, ra.message, ra.errorField, ra.assignmentError) ==
-         std::tie(b.status, b.hasAssignment, b.memberEpoch, b.groupEpoch, b.assignmentEpoch, b.metadataVersion,
-                  b.assignmentMetadataVersion, b.heartbeatIntervalMs, b.rebalanceTimeoutMs, b.memberLeaseTtlMs,
-                  b.assigned, b.pending, rb.message, rb.errorField, rb.assignmentError);
+  return a.expand("", "") == b.expand("", "");
 }
 
 }  // namespace rsc::group

@@ -2,6 +2,7 @@
 // Plain values; every change is made by the functions in coordinator.hpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,27 +36,34 @@ struct Config {
 
 // A member's last answer, kept to be replayed for a repeated requestId (rule 10), in a compact
 // form: every member of every group held carries one. Its requestId is the member's lastRequestId
-// and its memberId the member's id, so neither is kept twice; the parts only errors have (a
-// message, the field at fault, an assignment error) sit behind one shared, immutable pointer.
+// and its memberId the member's id, so neither is kept twice; its assigned and pending shards are
+// kept inline while they fit (kInlineShards between them); the parts an ordinary answer does not
+// have (a message, the field at fault, an assignment error, longer shard lists, timings past 32
+// bits) sit behind one shared, immutable pointer.
 struct StoredResponse {
+  static constexpr std::size_t kInlineShards = 6;
   struct Rare {
     std::optional<std::string> message;
     std::optional<std::string> errorField;
     std::string assignmentError = "NONE";
+    ShardSet assigned, pending;  // when they do not fit inline
+    bool shardsHere = false;
+    std::optional<std::array<int64_t, 3>> timings;  // interval, rebalance timeout, lease: past 32 bits
   };
   protocol::HeartbeatStatus status = protocol::HeartbeatStatus::OK;
   bool hasAssignment = false;
+  uint8_t assignedCount = 0;  // inline: shards[0, assignedCount) then pendingCount pending ones
+  uint8_t pendingCount = 0;
   int32_t memberEpoch = 0;
   int32_t groupEpoch = 0;
   int32_t assignmentEpoch = 0;
   int32_t metadataVersion = 0;
   int32_t assignmentMetadataVersion = 0;
-  int64_t heartbeatIntervalMs = 0;
-  int64_t rebalanceTimeoutMs = 0;
-  int64_t memberLeaseTtlMs = 0;
-  ShardSet assigned;
-  ShardSet pending;
-  std::shared_ptr<const Rare> rare;  // null: no message, no errorField, assignment error NONE
+  int32_t heartbeatIntervalMs = 0;
+  int32_t rebalanceTimeoutMs = 0;
+  int32_t memberLeaseTtlMs = 0;
+  std::array<int32_t, kInlineShards> shards{};
+  std::shared_ptr<const Rare> rare;  // null: an ordinary answer whose shards fit inline
 
   static StoredResponse of(const protocol::HeartbeatResponse& r);
   protocol::HeartbeatResponse expand(const std::string& requestId, const std::string& memberId) const;

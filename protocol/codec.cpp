@@ -720,9 +720,9 @@ void append_int(std::string& out, int64_t v) {
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
-void append_shard_refs(std::string& out, const std::vector<int32_t>& shards) {
+void append_shard_refs(std::string& out, const int32_t* shards, std::size_t n) {
   out += '[';
-  for (std::size_t i = 0; i < shards.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     if (i) out += ',';
     out += "{\"shardIndex\":";
     append_int(out, shards[i]);
@@ -733,17 +733,16 @@ void append_shard_refs(std::string& out, const std::vector<int32_t>& shards) {
 }  // namespace
 
 void append_response(std::string& out, const ResponseView& r) {
-  static const std::vector<int32_t> none;
   out += "{\"assignment\":";
   if (r.hasAssignment) {
     out += "{\"assignedShards\":";
-    append_shard_refs(out, r.assignedShards ? *r.assignedShards : none);
+    append_shard_refs(out, r.assignedShards, r.assignedCount);
     out += ",\"error\":";
     append_json_string(out, r.assignmentError);
     out += ",\"metadataVersion\":";
     append_int(out, r.assignmentMetadataVersion);
     out += ",\"pendingShards\":";
-    append_shard_refs(out, r.pendingShards ? *r.pendingShards : none);
+    append_shard_refs(out, r.pendingShards, r.pendingCount);
     out += '}';
   } else {  // always an object: nothing assigned, nothing pending
     out += "{\"assignedShards\":[],\"error\":\"NONE\",\"metadataVersion\":";
@@ -795,8 +794,10 @@ void append_response(std::string& out, const HeartbeatResponse& r) {
   v.memberLeaseTtlMs = r.memberLeaseTtlMs;
   if (r.assignment) {
     v.hasAssignment = true;
-    v.assignedShards = &r.assignment->assignedShards;
-    v.pendingShards = &r.assignment->pendingShards;
+    v.assignedShards = r.assignment->assignedShards.data();
+    v.assignedCount = r.assignment->assignedShards.size();
+    v.pendingShards = r.assignment->pendingShards.data();
+    v.pendingCount = r.assignment->pendingShards.size();
     v.assignmentError = r.assignment->error;
     v.assignmentMetadataVersion = r.assignment->metadataVersion;
   }

@@ -146,8 +146,10 @@ struct ResponseView {
   int32_t memberEpoch = 0, groupEpoch = 0, assignmentEpoch = 0, metadataVersion = 0;
   int64_t heartbeatIntervalMs = 0, rebalanceTimeoutMs = 0, memberLeaseTtlMs = 0;
   bool hasAssignment = false;
-  const std::vector<int32_t>* assignedShards = nullptr;
-  const std::vector<int32_t>* pendingShards = nullptr;
+  const int32_t* assignedShards = nullptr;  // assignedCount of them
+  std::size_t assignedCount = 0;
+  const int32_t* pendingShards = nullptr;  // pendingCount of them
+  std::size_t pendingCount = 0;
   std::string_view assignmentError;
   int32_t assignmentMetadataVersion = 0;
   const std::string* message = nullptr;     // null: none

@@ -873,7 +873,19 @@ TEST(StoredResponse, KeepsEveryFieldOfTheAnswerAndWritesTheSameBytes) {
   HeartbeatResponse bare = plain;  // an answer stored by a build that sent no assignment
   bare.assignment.reset();
 
-  for (const auto& r : {full, plain, bare}) {
+  HeartbeatResponse waiting = plain;  // shards promised, still held by their previous owner
+  waiting.assignment->pendingShards = {5, 6};
+
+  HeartbeatResponse many = plain;  // more shards than are kept inline, and timings past 32 bits
+  many.assignment->assignedShards = {0, 1, 2, 3, 4};
+  many.assignment->pendingShards = {5, 6};
+  many.rebalanceTimeoutMs = int64_t{1} << 40;
+
+  HeartbeatResponse four = plain;  // exactly as many as are kept inline, with pending ones
+  four.assignment->assignedShards = {3, 5, 7, 9};
+  four.assignment->pendingShards = {10, 11};
+
+  for (const auto& r : {full, plain, bare, waiting, many, four}) {
     const auto s = rsc::group::StoredResponse::of(r);
     EXPECT_EQ(s.expand(r.responseTo, r.memberId), r);
     std::string bytes;
@@ -883,6 +895,10 @@ TEST(StoredResponse, KeepsEveryFieldOfTheAnswerAndWritesTheSameBytes) {
   }
   EXPECT_EQ(rsc::group::StoredResponse::of(plain).rare, nullptr) << "an ordinary answer keeps no rare part";
   EXPECT_NE(rsc::group::StoredResponse::of(full).rare, nullptr);
+  EXPECT_EQ(rsc::group::StoredResponse::of(waiting).rare, nullptr) << "a few pending shards are kept inline";
+  EXPECT_NE(rsc::group::StoredResponse::of(many).rare, nullptr);
+  EXPECT_EQ(rsc::group::StoredResponse::of(four).rare, nullptr);
+  EXPECT_FALSE(rsc::group::StoredResponse::of(plain) == rsc::group::StoredResponse::of(four));
   EXPECT_LE(sizeof(rsc::group::StoredResponse) * 2, sizeof(HeartbeatResponse))
       << "the point of it: every member of every group held carries one";
 }
