@@ -77,6 +77,7 @@ struct GroupActorState {
   std::chrono::steady_clock::time_point askedAt;
   std::function<void()> giveUp;
   bool watchdog = false;
+  std::optional<uint64_t> shapeBefore;  // group::shape_signature of the cache the step started from
 };
 
 using Self = caf::stateful_actor<GroupActorState>*;
@@ -342,13 +343,14 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
   // Members with something new to do hear of it at once once this is stored (the heartbeats
   // in this batch are answered anyway). A steady heartbeat changes nothing anyone waits for, and
   // costs nothing here.
+  // (The step took the cache by move, so the state before it is known only by its signature.)
   std::shared_ptr<std::vector<std::string>> wake;
-  const group::GroupState* before = st.g ? &*st.g : nullptr;
-  if (group::may_need_telling(before, *call.next)) {
+  const auto shapeBefore = std::exchange(st.shapeBefore, std::nullopt);
+  if (!shapeBefore || *shapeBefore != group::shape_signature(*call.next)) {
     std::set<std::string> answered;
     for (const auto& w : ws)
       if (w->kind == Work::Kind::Heartbeat) answered.insert(w->hb.req.memberId);
-    auto names = group::members_to_wake(before, *call.next, answered);
+    auto names = group::members_to_wake(nullptr, *call.next, answered);
     if (!names.empty()) wake = std::make_shared<std::vector<std::string>>(std::move(names));
   }
   st.g.reset();  // the cache is the write in flight until the store says so
@@ -495,6 +497,11 @@ void start_delete(Self self, const WorkPtr& w) {
 void run_step(Self self, const WorkPtr& w) {
   auto& st = self->state;
   if (w->kind != Work::Kind::Heartbeat) st.justLoaded = false;
+  // What the members' to-dos depend on, taken before the step consumes the cache (commit
+  // compares). Not known when adopting a loaded state changed it: then every member with
+  // something to do is told.
+  st.shapeBefore.reset();
+  if (st.g && st.pending.empty()) st.shapeBefore = group::shape_signature(*st.g);
   const auto tv = time_view(self);
   const auto t = tv.now;
   const auto started = SteadyClock::now();

@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -73,6 +74,53 @@ std::string body(Member& m) {
   return m.head + m.id + "-" + std::to_string(++m.seq) + m.tail;
 }
 
+
+// What the load needs of an answer. The coordinator writes its answers in one fixed key order
+// (assignment first, status last), so they are scanned rather than parsed into a document (as wrk
+// with a Lua script would); anything else is parsed in full.
+struct Answer {
+  std::string status;
+  int32_t memberEpoch = 0;
+  std::optional<std::vector<int32_t>> assigned;
+};
+
+Answer read_answer(const rsc::member::HttpReply& r) {
+  Answer a;
+  const std::string& b = r.body;
+  static const std::string head = "{\"assignment\":{\"assignedShards\":[";
+  static const std::string ref = "{\"shardIndex\":";
+  static const std::string epochKey = ",\"memberEpoch\":";
+  static const std::string statusKey = ",\"status\":\"";
+  const auto st = b.rfind(statusKey);
+  const auto ep = b.find(epochKey);
+  if (r.status == 200 && b.compare(0, head.size(), head) == 0 && st != std::string::npos && ep != std::string::npos) {
+    std::vector<int32_t> shards;
+    std::size_t at = head.size();
+    while (b.compare(at, ref.size(), ref) == 0) {
+      char* end = nullptr;
+      shards.push_back(static_cast<int32_t>(std::strtol(b.c_str() + at + ref.size(), &end, 10)));
+      at = static_cast<std::size_t>(end - b.c_str()) + 1;  // past the '}'
+      if (at < b.size() && b[at] == ',') ++at;
+    }
+    a.assigned = std::move(shards);
+    a.memberEpoch = static_cast<int32_t>(std::strtol(b.c_str() + ep + epochKey.size(), nullptr, 10));
+    const auto from = st + statusKey.size();
+    a.status = b.substr(from, b.find('"', from) - from);
+    return a;
+  }
+  auto j = json::parse(b, nullptr, false);
+  if (!j.is_object()) {
+    a.status = r.status == 0 ? "NO_ANSWER" : "HTTP_" + std::to_string(r.status);
+    return a;
+  }
+  a.status = j.value("status", "?");
+  if (j.contains("memberEpoch") && j["memberEpoch"].is_number_integer()) a.memberEpoch = j["memberEpoch"];
+  if (j.contains("assignment") && j["assignment"].is_object()) {
+    a.assigned.emplace();
+    for (const auto& x : j["assignment"]["assignedShards"]) a.assigned->push_back(x["shardIndex"]);
+  }
+  return a;
+}
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-load: " << why << "\n"
@@ -184,18 +232,13 @@ int main(int argc, char** argv) {
                             body(m));
     tally.latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
     ++tally.sent;
-    auto j = json::parse(r.body, nullptr, false);
-    const std::string st =
-        j.is_object() ? j.value("status", "?") : (r.status == 0 ? "NO_ANSWER" : "HTTP_" + std::to_string(r.status));
-    ++tally.statuses[st];
+    const auto a = read_answer(r);
+    ++tally.statuses[a.status];
     const auto before = std::make_pair(m.epoch, m.owned);
-    if (st == "OK" || st == "REVOKE_PENDING") {
-      if (j["memberEpoch"].get<int32_t>() > 0) m.epoch = j["memberEpoch"];
-      if (j["assignment"].is_object()) {
-        m.owned.clear();
-        for (const auto& x : j["assignment"]["assignedShards"]) m.owned.push_back(x["shardIndex"]);
-      }
-    } else if (st == "FENCED_MEMBER_EPOCH" || st == "UNKNOWN_MEMBER_ID") {
+    if (a.status == "OK" || a.status == "REVOKE_PENDING") {
+      if (a.memberEpoch > 0) m.epoch = a.memberEpoch;
+      if (a.assigned) m.owned = *a.assigned;
+    } else if (a.status == "FENCED_MEMBER_EPOCH" || a.status == "UNKNOWN_MEMBER_ID") {
       m.epoch = 0;
       m.owned.clear();
     }

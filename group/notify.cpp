@@ -59,6 +59,32 @@ bool may_need_telling(const GroupState* before, const GroupState& after) {
   return before == nullptr || before->assignmentEpoch != after.assignmentEpoch || !same_shape(*before, after);
 }
 
+uint64_t shape_signature(const GroupState& g) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields same_shape compares
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  auto mix_set = [&](const ShardSet& s) {
+    mix(s.size());
+    for (int32_t x : s) mix(static_cast<uint32_t>(x));
+  };
+  mix(static_cast<uint32_t>(g.assignmentEpoch));
+  mix(g.members.size());
+  for (const auto& [id, m] : g.members) {
+    mix(id.size());
+    for (unsigned char c : id) mix(c);
+    mix(static_cast<uint32_t>(m.epoch));
+    mix(static_cast<uint64_t>(m.state));
+    mix_set(m.assigned);
+    mix_set(m.revoking);
+    mix_set(m.target);
+  }
+  return h;
+}
+
 MemberTodo member_todo(const GroupState& g, const Member& m) { return todo_with(g, holders(g), m); }
 
 std::vector<std::string> members_to_wake(const GroupState* before, const GroupState& after,

@@ -32,6 +32,12 @@ MemberTodo member_todo(const GroupState& g, const Member& m);
 // of a steady heartbeat, decided in O(members) without building anything.
 bool may_need_telling(const GroupState* before, const GroupState& after);
 
+// What may_need_telling compares, folded into 64 bits, for a caller that hands its state to the
+// step by move and so has no `before` left to compare: equal signatures before and after a step
+// mean nobody needs telling (a collision only delays a notification to the member's next
+// heartbeat: notifications speed things up, they never decide anything).
+uint64_t shape_signature(const GroupState& g);
+
 // The members to wake after a step from `before` (null: not known, as for a first load) to
 // `after`: live members that are not leaving, whose to-do is not empty and differs from what it
 // was, leaving out `answered` (the members whose heartbeats the step answers). Sorted.

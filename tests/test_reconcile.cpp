@@ -803,6 +803,34 @@ TEST_F(TwoMembers, DescribeShowsEachShardsOwnerAndItsHandoverInProgress) {
   }
 }
 
+// The signature stands for what may_need_telling compares: a steady heartbeat keeps it, anything
+// that changes a member's to-do (a join, a revocation, an ack) changes it.
+TEST(Notify, TheShapeSignatureChangesExactlyWhenSomebodyMayNeedTelling) {
+  using rsc::group::shape_signature;
+  Harness h;
+  auto a = h.hb("a", 0);
+  a = h.hb("a", a.memberEpoch, {assigned(a)});
+  const auto stable = shape_signature(h.state());
+  h.advance(500);
+  h.hb("a", a.memberEpoch, {assigned(a)});  // only a's lease, requestId and answer moved
+  EXPECT_EQ(shape_signature(h.state()), stable);
+  h.hb("b", 0);
+  const auto joined = shape_signature(h.state());
+  EXPECT_NE(joined, stable) << "b joined";
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  ASSERT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  const auto revoking = shape_signature(h.state());
+  EXPECT_NE(revoking, joined) << "a was asked to give shards up";
+  h.hb("a", r.memberEpoch, {assigned(r), Shards{3, 4, 5}});
+  EXPECT_NE(shape_signature(h.state()), revoking) << "a acked";
+  rsc::group::GroupState renamed = h.state();
+  auto node = renamed.members.extract("b");
+  node.key() = "c";
+  node.mapped().id = "c";
+  renamed.members.insert(std::move(node));
+  EXPECT_NE(shape_signature(renamed), shape_signature(h.state())) << "another member, same shards";
+}
+
 // Notifications (group/notify.hpp): after a join, the member that must give shards up is woken;
 // after its ack, the member waiting for them is; the members whose heartbeats made the step are
 // not (their answer tells them), and nobody is woken twice for the same to-do.
