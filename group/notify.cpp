@@ -1,6 +1,7 @@
 #include "group/notify.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "protocol/codec.hpp"
@@ -60,12 +61,11 @@ bool may_need_telling(const GroupState* before, const GroupState& after) {
 }
 
 uint64_t shape_signature(const GroupState& g) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields same_shape compares
+  uint64_t h = 0x243f6a8885a308d3ull;  // one multiply-xorshift round per word of what same_shape compares
   auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
   };
   auto mix_set = [&](const ShardSet& s) {
     mix(s.size());
@@ -74,10 +74,8 @@ uint64_t shape_signature(const GroupState& g) {
   mix(static_cast<uint32_t>(g.assignmentEpoch));
   mix(g.members.size());
   for (const auto& [id, m] : g.members) {
-    mix(id.size());
-    for (unsigned char c : id) mix(c);
-    mix(static_cast<uint32_t>(m.epoch));
-    mix(static_cast<uint64_t>(m.state));
+    mix(std::hash<std::string>{}(id));
+    mix((static_cast<uint64_t>(static_cast<uint32_t>(m.epoch)) << 8) | static_cast<uint64_t>(m.state));
     mix_set(m.assigned);
     mix_set(m.revoking);
     mix_set(m.target);
