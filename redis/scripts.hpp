@@ -36,7 +36,10 @@ for k = 1, nset do
   i = i + 2
   if #batch >= 400 then redis.call('HSET', KEYS[1], unpack(batch)); batch = {} end
 end
-if #batch > 0 then redis.call('HSET', KEYS[1], unpack(batch)) end
+-- The new revision goes out with the last fields (one HSET for a steady heartbeat's write).
+batch[#batch + 1] = 'rev'
+batch[#batch + 1] = rev + 1
+redis.call('HSET', KEYS[1], unpack(batch))
 local ndel = tonumber(ARGV[i])
 i = i + 1
 batch = {}
@@ -46,7 +49,6 @@ for k = 1, ndel do
   if #batch >= 400 then redis.call('HDEL', KEYS[1], unpack(batch)); batch = {} end
 end
 if #batch > 0 then redis.call('HDEL', KEYS[1], unpack(batch)) end
-redis.call('HSET', KEYS[1], 'rev', rev + 1)
 if token ~= '' and tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[2], token, 'PX', tonumber(ARGV[2])) end
 return {'OK', rev + 1}
 )lua";
