@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Two builds of the coordinator side by side under the same heartbeat load, alternating A, B, A,
+# B... so that both see the same noise of a shared machine; prints each run's figures and, per
+# build, the median of each figure. Every run is scripts/load.sh (its own redis-server and pods,
+# stopped by pid).
+#   bash scripts/compare-load.sh BIN_A BIN_B [PAIRS] [LOAD.SH ARGUMENTS...]
+# e.g. bash scripts/compare-load.sh /tmp/rsc-before ./build/rsc-coordinator 3 1 200 5 32 8
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: bash scripts/compare-load.sh BIN_A BIN_B [PAIRS] [LOAD.SH ARGUMENTS...]" >&2; exit 2; }
+a=$1 b=$2
+shift 2
+pairs=${1:-3}
+[ $# -gt 0 ] && shift
+for bin in "$a" "$b"; do [ -x "$bin" ] || { echo "compare-load: $bin is not an executable" >&2; exit 2; }; done
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# One figure per line: name value.
+figures() {
+  sed -n \
+    -e 's/.*s: \([0-9]*\) heartbeats\/s.*p99 \([0-9.]*\) .*/heartbeats_per_s \1\np99_ms \2/p' \
+    -e 's/.*heartbeat\/healthz \([0-9.]*\).*/ratio_to_healthz \1/p' \
+    -e 's/.*coordinator CPU \([0-9.]*\) us per heartbeat.*/coordinator_us_per_heartbeat \1/p' \
+    -e 's/.*redis \([0-9.]*\) commands.* and \([0-9.]*\) us of CPU.*/redis_commands \1\nredis_us_per_heartbeat \2/p' \
+    -e 's/.*errors \([0-9]*\).*/errors \1/p' \
+    -e 's/.*(\([0-9.]*\) bytes per member.*/rss_bytes_per_member \1/p'
+}
+
+for i in $(seq 1 "$pairs"); do
+  for side in A B; do
+    bin=$a
+    [ "$side" = B ] && bin=$b
+    RSC_COORDINATOR_BIN=$bin bash scripts/load.sh "$@" > "$out/run.txt" 2>&1 || true
+    figures < "$out/run.txt" > "$out/$side.$i"
+    echo "run $i $side: $(tr '\n' ' ' < "$out/$side.$i")"
+  done
+done
+
+echo "medians over $pairs run(s) each (A = $a, B = $b):"
+for name in heartbeats_per_s ratio_to_healthz coordinator_us_per_heartbeat redis_commands redis_us_per_heartbeat p99_ms errors rss_bytes_per_member; do
+  line="  $name"
+  for side in A B; do
+    m=$(cat "$out"/$side.* | awk -v n="$name" '$1 == n {print $2}' | sort -g |
+        awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+    line="$line $side=$m"
+  done
+  echo "$line"
+done
