@@ -1,7 +1,10 @@
 #include "group/state.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <tuple>
+
+#include "protocol/codec.hpp"
 
 namespace rsc::group {
 namespace {
@@ -10,46 +13,43 @@ bool fits32(int64_t v) {
 }
 }  // namespace
 
-StoredResponse StoredResponse::of(const protocol::HeartbeatResponse& r) {
+StoredResponse StoredResponse::of(const protocol::HeartbeatResponse& response) {
+  const auto r = protocol::view_of(response);
   StoredResponse s;
   s.status = r.status;
   s.memberEpoch = r.memberEpoch;
   s.groupEpoch = r.groupEpoch;
   s.assignmentEpoch = r.assignmentEpoch;
   s.metadataVersion = r.metadataVersion;
-  Rare rare;
-  bool needRare = r.message || r.errorField;
-  rare.message = r.message;
-  rare.errorField = r.errorField;
-  if (fits32(r.heartbeatIntervalMs) && fits32(r.rebalanceTimeoutMs) && fits32(r.memberLeaseTtlMs)) {
+  s.hasAssignment = r.hasAssignment;
+  s.assignmentMetadataVersion = r.assignmentMetadataVersion;
+  const bool timingsFit = fits32(r.heartbeatIntervalMs) && fits32(r.rebalanceTimeoutMs) && fits32(r.memberLeaseTtlMs);
+  if (timingsFit) {
     s.heartbeatIntervalMs = static_cast<int32_t>(r.heartbeatIntervalMs);
     s.rebalanceTimeoutMs = static_cast<int32_t>(r.rebalanceTimeoutMs);
     s.memberLeaseTtlMs = static_cast<int32_t>(r.memberLeaseTtlMs);
-  } else {
-    rare.timings = std::array<int64_t, 3>{r.heartbeatIntervalMs, r.rebalanceTimeoutMs, r.memberLeaseTtlMs};
-    needRare = true;
   }
-  if (r.assignment) {
-    const auto& a = *r.assignment;
-    s.hasAssignment = true;
-    s.assignmentMetadataVersion = a.metadataVersion;
-    if (a.assignedShards.size() + a.pendingShards.size() <= kInlineShards) {
-      s.assignedCount = static_cast<uint8_t>(a.assignedShards.size());
-      s.pendingCount = static_cast<uint8_t>(a.pendingShards.size());
-      auto at = std::copy(a.assignedShards.begin(), a.assignedShards.end(), s.shards.begin());
-      std::copy(a.pendingShards.begin(), a.pendingShards.end(), at);
-    } else {
-      rare.assigned = a.assignedShards;
-      rare.pending = a.pendingShards;
+  const bool shardsFit = r.assignedCount + r.pendingCount <= kInlineShards;
+  if (shardsFit) {
+    s.assignedCount = static_cast<uint8_t>(r.assignedCount);
+    s.pendingCount = static_cast<uint8_t>(r.pendingCount);
+    std::copy_n(r.assignedShards, r.assignedCount, s.shards.begin());
+    std::copy_n(r.pendingShards, r.pendingCount, s.shards.begin() + static_cast<std::ptrdiff_t>(r.assignedCount));
+  }
+  const bool errorNone = !r.hasAssignment || r.assignmentError == "NONE";
+  if (r.message || r.errorField || !timingsFit || !shardsFit || !errorNone) {  // the rare part, built only then
+    Rare rare;
+    if (r.message) rare.message = *r.message;
+    if (r.errorField) rare.errorField = *r.errorField;
+    if (!errorNone) rare.assignmentError = std::string(r.assignmentError);
+    if (!shardsFit) {
+      rare.assigned.assign(r.assignedShards, r.assignedShards + r.assignedCount);
+      rare.pending.assign(r.pendingShards, r.pendingShards + r.pendingCount);
       rare.shardsHere = true;
-      needRare = true;
     }
-    if (a.error != "NONE") {
-      rare.assignmentError = a.error;
-      needRare = true;
-    }
+    if (!timingsFit) rare.timings = std::array<int64_t, 3>{r.heartbeatIntervalMs, r.rebalanceTimeoutMs, r.memberLeaseTtlMs};
+    s.rare = std::make_shared<const Rare>(std::move(rare));
   }
-  if (needRare) s.rare = std::make_shared<const Rare>(std::move(rare));
   return s;
 }
 
@@ -91,29 +91,7 @@ protocol::ResponseView StoredResponse::view(const std::string& requestId, const 
 }
 
 protocol::HeartbeatResponse StoredResponse::expand(const std::string& requestId, const std::string& memberId) const {
-  const auto v = view(requestId, memberId);
-  protocol::HeartbeatResponse r;
-  r.responseTo = requestId;
-  r.memberId = memberId;
-  r.status = v.status;
-  r.memberEpoch = v.memberEpoch;
-  r.groupEpoch = v.groupEpoch;
-  r.assignmentEpoch = v.assignmentEpoch;
-  r.metadataVersion = v.metadataVersion;
-  r.heartbeatIntervalMs = v.heartbeatIntervalMs;
-  r.rebalanceTimeoutMs = v.rebalanceTimeoutMs;
-  r.memberLeaseTtlMs = v.memberLeaseTtlMs;
-  if (v.hasAssignment) {
-    protocol::Assignment a;
-    a.assignedShards.assign(v.assignedShards, v.assignedShards + v.assignedCount);
-    if (v.pendingCount > 0) a.pendingShards.assign(v.pendingShards, v.pendingShards + v.pendingCount);
-    a.metadataVersion = v.assignmentMetadataVersion;
-    a.error = std::string(v.assignmentError);
-    r.assignment = std::move(a);
-  }
-  if (v.message) r.message = *v.message;
-  if (v.errorField) r.errorField = *v.errorField;
-  return r;
+  return protocol::to_response(view(requestId, memberId));
 }
 
 // Equal when they answer the same (whichever way each holds its parts).

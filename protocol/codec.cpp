@@ -780,7 +780,7 @@ void append_response(std::string& out, const ResponseView& r) {
   out += "\"}";
 }
 
-void append_response(std::string& out, const HeartbeatResponse& r) {
+ResponseView view_of(const HeartbeatResponse& r) {
   ResponseView v;
   v.responseTo = r.responseTo;
   v.memberId = r.memberId;
@@ -803,8 +803,35 @@ void append_response(std::string& out, const HeartbeatResponse& r) {
   }
   if (r.message) v.message = &*r.message;
   if (r.errorField) v.errorField = &*r.errorField;
-  append_response(out, v);
+  return v;
 }
+
+HeartbeatResponse to_response(const ResponseView& v) {
+  HeartbeatResponse r;
+  r.responseTo = std::string(v.responseTo);
+  r.memberId = std::string(v.memberId);
+  r.status = v.status;
+  r.memberEpoch = v.memberEpoch;
+  r.groupEpoch = v.groupEpoch;
+  r.assignmentEpoch = v.assignmentEpoch;
+  r.metadataVersion = v.metadataVersion;
+  r.heartbeatIntervalMs = v.heartbeatIntervalMs;
+  r.rebalanceTimeoutMs = v.rebalanceTimeoutMs;
+  r.memberLeaseTtlMs = v.memberLeaseTtlMs;
+  if (v.hasAssignment) {
+    Assignment a;
+    a.assignedShards.assign(v.assignedShards, v.assignedShards + v.assignedCount);
+    if (v.pendingCount > 0) a.pendingShards.assign(v.pendingShards, v.pendingShards + v.pendingCount);
+    a.metadataVersion = v.assignmentMetadataVersion;
+    a.error = std::string(v.assignmentError);
+    r.assignment = std::move(a);
+  }
+  if (v.message) r.message = *v.message;
+  if (v.errorField) r.errorField = *v.errorField;
+  return r;
+}
+
+void append_response(std::string& out, const HeartbeatResponse& r) { append_response(out, view_of(r)); }
 
 std::string encode(const HeartbeatResponse& r) {
   std::string out;

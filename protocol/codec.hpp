@@ -61,6 +61,9 @@ void append_json_string(std::string& out, std::string_view v);
 void append_response(std::string& out, const HeartbeatResponse& r);
 // The same bytes from a response held in parts (ResponseView, in types.hpp).
 void append_response(std::string& out, const ResponseView& r);
+// A response's parts (pointing into it: valid while it lives), and a response made from parts.
+ResponseView view_of(const HeartbeatResponse& r);
+HeartbeatResponse to_response(const ResponseView& v);
 std::string encode(const StreamMetadata& m);
 
 // The error body shape of SPEC §2: the response shape with status and message set, and the field
