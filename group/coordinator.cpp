@@ -44,6 +44,7 @@ std::string to_string(Event::Kind k) {
     case Event::Kind::TARGET_COMPUTED: return "target";
     case Event::Kind::METADATA_CHANGED: return "metadata";
     case Event::Kind::ROLLBACK_GUARD: return "rollback";
+    case Event::Kind::QUARANTINE_ENDED: return "quarantine-ended";
   }
   return "?";
 }
@@ -64,6 +65,14 @@ std::string to_string(const Event& e) {
 MemberLifecycleState lifecycle(const Member& m) {
   if ((m.state == LS::ACTIVE || m.state == LS::STARTING) && !m.revoking.empty()) return LS::DRAINING;
   return m.state;
+}
+
+Millis lease_end(const Member& m, const Config& cfg) {
+  return std::max(m.lastHeartbeatMs + cfg.memberLeaseTtlMs, m.leaseUntilMs);
+}
+
+bool quarantines(const Member& m, int32_t shard, Millis now) {
+  return now < m.quarantineUntilMs && contains(m.quarantined, shard);
 }
 
 protocol::GroupStateName group_state(const GroupState& g) {
@@ -118,6 +127,33 @@ class Step {
     return m;
   }
   void touch_group() { out_.delta.group = true; }
+  // The member was heard from and its record is written: the stored lease reaches a slack past
+  // one lease from now (see Config::leaseRenewalSlackMs).
+  void renew(Member& m) {
+    m.leaseUntilMs = std::max(m.leaseUntilMs, now_ + cfg_.memberLeaseTtlMs + cfg_.leaseRenewalSlackMs);
+    touch(m);
+  }
+  // A heartbeat of `m` (whose record was `before`) that only renewed its lease, in a step that
+  // changed nothing else, need not be written while the stored lease reaches past one more lease
+  // from now: every pod judges expiry by the stored lease.
+  bool renewal_can_wait(const Member& before, const Member& m) const {
+    if (before.leaseUntilMs <= now_ + cfg_.memberLeaseTtlMs) return false;  // strictly: slack 0 writes every one
+    const Delta& d = out_.delta;
+    if (d.group || !d.removed.empty() || !out_.events.empty()) return false;
+    if (!d.upserted.empty() && !(d.upserted.size() == 1 && *d.upserted.begin() == m.id)) return false;
+    return same_record(before, m);
+  }
+  void untouch(const Member& m) { out_.delta.upserted.erase(m.id); }
+
+  // Equal but for what a heartbeat that changes nothing changes: the time it was heard, its
+  // requestId and answer.
+  static bool same_record(const Member& a, const Member& b) {
+    return a.epoch == b.epoch && a.previousEpoch == b.previousEpoch && a.state == b.state &&
+           a.revokeDeadlineMs == b.revokeDeadlineMs && a.tombstoneUntilMs == b.tombstoneUntilMs &&
+           a.leaseUntilMs == b.leaseUntilMs && a.assigned == b.assigned && a.revoking == b.revoking &&
+           a.target == b.target && a.quarantined == b.quarantined && a.quarantineUntilMs == b.quarantineUntilMs &&
+           a.capacity == b.capacity && a.progress == b.progress;
+  }
   void event(Event::Kind k, const std::string& member, ShardSet shards = {}, std::string detail = {}) {
     out_.events.push_back(Event{k, member, std::move(shards), std::move(detail)});
   }
@@ -137,6 +173,13 @@ class Step {
   // The member stops counting: its shards are free at once, its epoch is dead.
   void kill(Member& m, LS state, const std::string& why) {
     const ShardSet released = m.held();
+    // A pod whose cache predates this may still answer the member OK while its stored lease covers
+    // one more lease (it writes nothing then, so it cannot see the fence): the member may read on
+    // until that stored lease ends, so nobody else gets these shards before it.
+    if (m.leaseUntilMs - cfg_.memberLeaseTtlMs > now_ && !released.empty()) {
+      m.quarantined = set_union(m.quarantined, released);
+      m.quarantineUntilMs = std::max(m.quarantineUntilMs, m.leaseUntilMs);
+    }
     m.state = state;
     m.assigned.clear();
     m.revoking.clear();
@@ -145,7 +188,7 @@ class Step {
     m.progress.clear();
     m.lastRequestId.clear();
     m.lastResponse.reset();
-    m.tombstoneUntilMs = now_ + cfg_.tombstone_retention();
+    m.tombstoneUntilMs = std::max(now_ + cfg_.tombstone_retention(), m.quarantineUntilMs);
     touch(m);
     event(state == LS::EXPIRED ? Event::Kind::EXPIRED : Event::Kind::FENCED, m.id, released,
           epoch_text(m.epoch) + " " + why);
@@ -154,7 +197,9 @@ class Step {
 
   bool held_by_other(const std::string& self, int32_t shard) const {
     for (const auto& [id, m] : out_.state.members) {
-      if (id == self || !m.live()) continue;
+      if (id == self) continue;
+      if (quarantines(m, shard, now_)) return true;
+      if (!m.live()) continue;
       if (contains(m.assigned, shard) || contains(m.revoking, shard)) return true;
     }
     return false;
@@ -204,12 +249,18 @@ class Step {
   void expire_and_fence(bool expiryAllowed) {
     std::vector<std::string> drop;
     for (auto& [id, m] : g().members) {
+      if (m.quarantineUntilMs != 0 && now_ >= m.quarantineUntilMs) {
+        event(Event::Kind::QUARANTINE_ENDED, id, m.quarantined, "its stored lease has run out");
+        m.quarantined.clear();
+        m.quarantineUntilMs = 0;
+        touch(m);
+      }
       if (!m.live()) {
         if (now_ >= m.tombstoneUntilMs) drop.push_back(id);
         continue;
       }
       if (!expiryAllowed) continue;
-      if (now_ - m.lastHeartbeatMs > cfg_.memberLeaseTtlMs) {
+      if (now_ > lease_end(m, cfg_)) {
         if (m.leaving()) {
           event(Event::Kind::REMOVED, id, m.held(), "leaving member went silent");
           drop.push_back(id);
@@ -325,9 +376,14 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
     st.event(Event::Kind::REJOINED, m->id, m->held(),
              "old " + epoch_text(m->epoch) + " state=" + std::string(protocol::to_string(lifecycle(*m))));
     ShardSet keepTarget = m->target;  // stickiness: the same id tends to get its shards back
+    // A quarantine outlives the incarnation: it keeps shards from the others, not from this id.
+    ShardSet quarantined = std::move(m->quarantined);
+    const Millis quarantineUntil = m->quarantineUntilMs;
     *m = Member{};
     m->id = req.memberId;
     m->target = std::move(keepTarget);
+    m->quarantined = std::move(quarantined);
+    m->quarantineUntilMs = quarantineUntil;
   } else {
     Member fresh;
     fresh.id = req.memberId;
@@ -337,7 +393,7 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
   m->state = LS::STARTING;
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
-  st.touch(*m);
+  st.renew(*m);
   st.bump_group_epoch("join " + m->id);
   st.maybe_recompute_target();
   auto rr = st.reconcile(*m);
@@ -376,7 +432,7 @@ HeartbeatOutcome leave(Step& st, const HeartbeatRequest& req) {
   // A leaving member reports its full state, so what it no longer mentions is released.
   const auto acked = process_revoke_acks(*m, req, /*implicitAcks=*/true);
   if (!acked.empty()) st.event(Event::Kind::REVOKE_ACKED, m->id, acked);
-  st.touch(*m);
+  st.renew(*m);
   if (m->revoking.empty()) {
     st.event(Event::Kind::REMOVED, m->id, {}, "left the group");
     st.erase(req.memberId);
@@ -461,7 +517,7 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   // Rule 9: a member that knows a newer stream layout than this coordinator waits for it to sync.
   if (req.metadataVersion > g.metadataVersion) {
     m->lastHeartbeatMs = st.now();
-    st.touch(*m);
+    st.renew(*m);
     auto resp = base_response(g, req, cfg);
     resp.status = HeartbeatStatus::SYNC_METADATA;
     resp.memberEpoch = m->epoch;
@@ -474,7 +530,7 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
     return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, bad->message, bad->field));
 
   // Accepted.
-  st.touch(*m);
+  const Member before = *m;
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
   m->progress = held_progress(*m, req);
@@ -494,7 +550,13 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   // assignment with each answer's, as the reference clients do, stay right).
   resp.assignment = assignment_of(*m, g);
   if (!pending.empty()) resp.heartbeatIntervalMs = cfg.pending_heartbeat_interval();
-  return finish(st, m, std::move(resp));
+  m->lastRequestId = resp.responseTo;
+  m->lastResponse = StoredResponse::of(resp);
+  // Nothing to write when only the lease was renewed and the stored one still covers it: the
+  // cache keeps the answer (a repeat of this requestId here gets it again; elsewhere the same
+  // unchanged state answers it alike).
+  if (!st.renewal_can_wait(before, *m)) st.renew(*m);
+  return st.take_with(std::move(resp));
 }
 
 }  // namespace
@@ -588,9 +650,12 @@ Outcome recover_from_rollback(GroupState g, int32_t seenGroupEpoch, const Config
   auto& s = st.g();
   // Epochs issued from here on must be new: skip past everything this pod saw.
   s.groupEpoch = std::max(s.groupEpoch, seenGroupEpoch);
-  s.rollbackGuardUntilMs = now + cfg.memberLeaseTtlMs;
+  // A member may read for a lease after its last answer, and a pod that has not seen the rollback
+  // may answer without writing for the renewal slack more.
+  const Millis guard = cfg.memberLeaseTtlMs + cfg.leaseRenewalSlackMs;
+  s.rollbackGuardUntilMs = now + guard;
   st.event(Event::Kind::ROLLBACK_GUARD, "", {},
-           "store went back in time; no fresh grants for " + std::to_string(cfg.memberLeaseTtlMs) + "ms");
+           "store went back in time; no fresh grants for " + std::to_string(guard) + "ms");
   st.bump_group_epoch("rollback");
   st.maybe_recompute_target();
   return st.take();

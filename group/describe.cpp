@@ -33,6 +33,11 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
               {"availableConcurrency", m.capacity.availableConcurrency}}},
             {"shardProgress", std::move(progress)}};
     if (m.revokeDeadlineMs != 0) mj["revokeDeadlineInMs"] = m.revokeDeadlineMs - now;
+    if (m.live() && m.leaseUntilMs != 0) mj["storedLeaseEndsInMs"] = m.leaseUntilMs - now;
+    if (!m.quarantined.empty()) {
+      mj["quarantinedShards"] = m.quarantined;
+      mj["quarantineEndsInMs"] = m.quarantineUntilMs - now;
+    }
     members.push_back(std::move(mj));
   }
   json owners = json::array();

@@ -26,6 +26,13 @@ struct Config {
   // How long an EXPIRED or FENCED member is remembered, so that its next heartbeat is told
   // FENCED_MEMBER_EPOCH rather than UNKNOWN_MEMBER_ID. 0 = max(lease, rebalance timeout).
   Millis tombstoneRetentionMs = 0;
+  // Coarse lease renewal. A heartbeat that changes nothing is written only when the member's stored
+  // lease (Member::leaseUntilMs) would not cover one more lease from now; a write stores a lease
+  // that reaches this much further. Other pods judge expiry by the stored lease, so no member they
+  // cannot see renewing is expired early; a dead member is found up to this much later; a member
+  // fenced while a stale pod could still answer it keeps its shards from everybody else until its
+  // stored lease ends (Member::quarantined). 0: every heartbeat writes.
+  Millis leaseRenewalSlackMs = 0;
 
   Millis tombstone_retention() const {
     return tombstoneRetentionMs > 0 ? tombstoneRetentionMs : std::max(memberLeaseTtlMs, rebalanceTimeoutMs);
@@ -81,6 +88,14 @@ struct Member {
   Millis lastHeartbeatMs = 0;
   Millis revokeDeadlineMs = 0;  // 0 = nothing being revoked
   Millis tombstoneUntilMs = 0;  // EXPIRED / FENCED only
+  // The lease as stored: nobody expires this member before it (nor before lastHeartbeat + lease).
+  // A pod may answer a heartbeat without writing while this covers one more lease.
+  Millis leaseUntilMs = 0;
+  // Shards a fenced incarnation of this member may still read, on the strength of answers a pod
+  // gave from a cache that had not seen the fence (possible while its stored lease covered one more
+  // lease): nobody else is given them before quarantineUntilMs.
+  ShardSet quarantined;
+  Millis quarantineUntilMs = 0;
   ShardSet assigned;            // the member may read these now
   ShardSet revoking;            // asked to give up, not yet acked: still held, nobody else gets them
   ShardSet target;              // what the assignor wants this member to have
@@ -143,6 +158,7 @@ struct Event {
     TARGET_COMPUTED,
     METADATA_CHANGED,
     ROLLBACK_GUARD,
+    QUARANTINE_ENDED,
   };
   Kind kind;
   std::string member;
@@ -153,6 +169,11 @@ std::string to_string(Event::Kind k);
 std::string to_string(const Event& e);
 
 MemberLifecycleState lifecycle(const Member& m);
+// When the member's lease runs out as the store knows it: the later of its last heartbeat plus a
+// lease and its stored lease.
+Millis lease_end(const Member& m, const Config& cfg);
+// Whether `m` keeps `shard` from other members at `now` by quarantine.
+bool quarantines(const Member& m, int32_t shard, Millis now);
 protocol::GroupStateName group_state(const GroupState& g);
 // shard -> member id of the live member holding it (assigned or revoking); empty if free.
 std::vector<std::string> shard_owners(const GroupState& g);

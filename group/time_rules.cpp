@@ -36,12 +36,13 @@ std::optional<Millis> next_deadline(const GroupState& g, const Config& cfg, Mill
   // Judgements of time (lease, revoke deadline) wait for the pod to be allowed to judge.
   auto judged_at = [&](Millis t) { at(std::max(t, expiryHeldUntil)); };
   for (const auto& [id, m] : g.members) {
+    if (m.quarantineUntilMs != 0) at(m.quarantineUntilMs);
     if (!m.live()) {
       at(m.tombstoneUntilMs);
       continue;
     }
-    // tick expires when now - lastHeartbeat > lease, and fences when now > revokeDeadline.
-    judged_at(m.lastHeartbeatMs + cfg.memberLeaseTtlMs + 1);
+    // tick expires when now > the lease's end, and fences when now > revokeDeadline.
+    judged_at(lease_end(m, cfg) + 1);
     if (!m.revoking.empty() && m.revokeDeadlineMs != 0) judged_at(m.revokeDeadlineMs + 1);
   }
   if (g.rollbackGuardUntilMs != 0) at(g.rollbackGuardUntilMs);

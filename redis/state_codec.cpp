@@ -114,6 +114,10 @@ std::string encode_member(const group::Member& m) {
   num(m.epoch);
   out += ",\"hb\":";
   num(m.lastHeartbeatMs);
+  if (m.leaseUntilMs != 0) {
+    out += ",\"lu\":";
+    num(m.leaseUntilMs);
+  }
   out += ",\"pe\":";
   num(m.previousEpoch);
   if (!m.progress.empty()) {
@@ -135,6 +139,12 @@ std::string encode_member(const group::Member& m) {
       out += ']';
     }
     out += ']';
+  }
+  if (!m.quarantined.empty()) {
+    out += ",\"q\":";
+    list(m.quarantined);
+    out += ",\"qu\":";
+    num(m.quarantineUntilMs);
   }
   if (!m.revoking.empty()) {
     out += ",\"r\":";
@@ -218,6 +228,11 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
       if (mj.contains("r")) m.revoking = shards_from(mj.at("r"), "r");
       m.revokeDeadlineMs = mj.contains("rd") ? get<int64_t>(mj, "rd") : 0;
       m.tombstoneUntilMs = mj.contains("tu") ? get<int64_t>(mj, "tu") : 0;
+      m.leaseUntilMs = mj.contains("lu") ? get<int64_t>(mj, "lu") : 0;
+      if (mj.contains("q")) {
+        m.quarantined = shards_from(mj.at("q"), "q");
+        m.quarantineUntilMs = get<int64_t>(mj, "qu");
+      }
       const auto capIt = mj.find("cap");
       if (capIt == mj.end() || !capIt->is_array() || capIt->size() != 2) throw Bad{"\"cap\" must hold two numbers"};
       m.capacity = {whole<int32_t>((*capIt)[0], "\"cap\""), whole<int32_t>((*capIt)[1], "\"cap\"")};

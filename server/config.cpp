@@ -33,12 +33,16 @@ std::pair<std::string, int> host_port(const std::string& v, const std::string& n
   return {host, port};
 }
 
-int64_t positive(const std::string& v, const std::string& name) {
+// Settings where 0 means "off".
+bool allows_zero(const std::string& key) { return key == "lease-renewal-slack"; }
+
+int64_t positive(const std::string& v, const std::string& name, bool zeroAllowed = false) {
   try {
     std::size_t used = 0;
     const long long x = std::stoll(v, &used);
     if (used != v.size()) throw std::invalid_argument("trailing");
-    if (x <= 0) throw Bad{name + ": must be positive, got " + v};
+    if (x < 0 || (x == 0 && !zeroAllowed))
+      throw Bad{name + ": must be " + (zeroAllowed ? "0 or more" : "positive") + ", got " + v};
     return x;
   } catch (const Bad&) {
     throw;
@@ -69,6 +73,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "heartbeat-interval") c.service.core.heartbeatIntervalMs = v;
   else if (key == "member-lease-ttl") c.service.core.memberLeaseTtlMs = v;
   else if (key == "rebalance-timeout") c.service.core.rebalanceTimeoutMs = v;
+  else if (key == "lease-renewal-slack") c.leaseRenewalSlackMs = v;
   else if (key == "mutex-ttl") c.service.mutexTtlMs = v;
   else if (key == "default-shard-count") {
     if (v > 65536) throw Bad{name + ": at most 65536 shards"};
@@ -89,6 +94,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
 }
 
 const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "member-lease-ttl", "rebalance-timeout",
+                                        "lease-renewal-slack",
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
                                         "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
                                         "store-deadline", "store-stall", "group-retire-after", "max-groups-per-stream",
@@ -144,7 +150,8 @@ void load_file(Config& c, const std::string& path) {
         continue;
       }
       if (!it->is_number_integer()) throw Bad{where + " must be an integer"};
-      if (it->get<int64_t>() <= 0) throw Bad{where + " must be positive"};
+      if (it->get<int64_t>() < 0 || (it->get<int64_t>() == 0 && !allows_zero(it.key())))
+        throw Bad{where + (allows_zero(it.key()) ? " must be 0 or more" : " must be positive")};
       set_number(c, it.key(), it->get<int64_t>(), where);
     }
   }
@@ -204,6 +211,13 @@ void load_file(Config& c, const std::string& path) {
 
 void validate(const Config& c) {
   const auto& s = c.service;
+  if (s.core.leaseRenewalSlackMs > s.core.memberLeaseTtlMs)
+    throw Bad{"lease-renewal-slack (" + std::to_string(s.core.leaseRenewalSlackMs) + "ms) must not exceed member-lease-ttl (" +
+              std::to_string(s.core.memberLeaseTtlMs) + "ms)"};
+  if (2 * s.core.leaseRenewalSlackMs > s.core.rebalanceTimeoutMs)
+    throw Bad{"lease-renewal-slack (" + std::to_string(s.core.leaseRenewalSlackMs) +
+              "ms) must be at most half the rebalance-timeout (" + std::to_string(s.core.rebalanceTimeoutMs) +
+              "ms): a pod that has not seen a revocation may answer for that long"};
   if (s.core.memberLeaseTtlMs <= s.core.heartbeatIntervalMs)
     throw Bad{"member-lease-ttl (" + std::to_string(s.core.memberLeaseTtlMs) + "ms) must exceed heartbeat-interval (" +
               std::to_string(s.core.heartbeatIntervalMs) + "ms)"};
@@ -219,13 +233,15 @@ void validate(const Config& c) {
 std::string usage() {
   return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT]\n"
          "         [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
-         "         [--rebalance-timeout-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
+         "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
+         "lease renewal slack a fifth of the lease or a quarter of the rebalance timeout, the smaller\n"
+         "(0: every heartbeat is written),\n"
          "pod lease 5000ms, store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
          "idle groups leave memory after 3 leases, no limit of groups per stream, connections at most\n"
          "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
@@ -269,7 +285,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (const char* v = env("RSC_CONSUMER_GROUP_START")) set_group_start(c, v, "RSC_CONSUMER_GROUP_START");
     for (const auto& key : kNumeric) {
       const auto name = env_name(key);
-      if (const char* v = env(name.c_str())) set_number(c, key, positive(v, name), name);
+      if (const char* v = env(name.c_str())) set_number(c, key, positive(v, name, allows_zero(key)), name);
     }
     for (std::size_t i = 0; i < args.size(); ++i) {
       const auto& a = args[i];
@@ -291,7 +307,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         bool known = false;
         for (const auto& key : kNumeric) {
           if (a == flag_name(key)) {
-            set_number(c, key, positive(value(), a), a);
+            set_number(c, key, positive(value(), a, allows_zero(key)), a);
             known = true;
             break;
           }
@@ -299,6 +315,9 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         if (!known) throw Bad{"unknown argument '" + a + "' (see --help)"};
       }
     }
+    c.service.core.leaseRenewalSlackMs =
+        c.leaseRenewalSlackMs ? *c.leaseRenewalSlackMs
+                              : std::min(c.service.core.memberLeaseTtlMs / 5, c.service.core.rebalanceTimeoutMs / 4);
     validate(c);
   } catch (const Bad& b) {
     out.error = b.what;
@@ -313,7 +332,7 @@ std::string summary(const Config& c) {
   os << "listen=" << c.http.host << ":" << c.http.port << " redis=" << c.redis.host << ":" << c.redis.port
      << (c.redis.password.empty() ? "" : " (auth)") << " tick=" << c.service.tickIntervalMs
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
-     << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms mutex-ttl=" << c.service.mutexTtlMs
+     << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms lease-renewal-slack=" << c.service.core.leaseRenewalSlackMs << "ms mutex-ttl=" << c.service.mutexTtlMs
      << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections
      << " http-threads=" << c.http.threads << " scheduler-threads=" << actors::scheduler_threads(c.service.schedulerThreads)
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs

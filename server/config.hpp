@@ -19,6 +19,8 @@ struct Config {
   actors::ServiceConfig service;
   http::AuthConfig auth;
   int64_t shutdownGraceMs = 10000;
+  // --lease-renewal-slack-ms as given; unset: a fifth of the lease (resolved into service.core).
+  std::optional<int64_t> leaseRenewalSlackMs;
 };
 
 struct Parsed {

@@ -156,10 +156,24 @@ TEST_F(E2E, ASilentMemberExpiresAndASlowRevokerIsFencedAtTheRebalanceTimeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(st, "FENCED_MEMBER_EPOCH");
-  b.beat(port());
+  // Until a's stored lease ends, a pod that had not seen the fence could still have answered it OK
+  // (the lease renewal slack): a's shards are quarantined, then b gets them (lease 1000 + slack
+  // 200 after a's last written heartbeat at most).
+  const auto fencedAt = std::chrono::steady_clock::now();
+  auto desc = http_call(port(), "GET", "/coord/v1/streams/orders/groups/billing").json();
+  for (const auto& m : desc["members"])
+    if (m["memberId"] == "a" && m.contains("quarantinedShards")) {
+      EXPECT_FALSE(m["quarantinedShards"].empty());
+      EXPECT_LE(m["quarantineEndsInMs"].get<int64_t>(), 1200);
+    }
+  while (b.owned.size() < 4 && std::chrono::steady_clock::now() < fencedAt + std::chrono::seconds(3)) {
+    b.beat(port());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_EQ(b.owned.size(), 4u);
-  // Now b goes silent: expired after the 1 s lease, and told so.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1400));
+  EXPECT_LT(std::chrono::steady_clock::now() - fencedAt, std::chrono::milliseconds(1600));
+  // Now b goes silent: expired after the 1 s lease (plus at most the 200 ms slack), and told so.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
   auto d = http_call(port(), "GET", "/coord/v1/streams/orders/groups/billing").json();
   std::string bState;
   for (const auto& m : d["members"])
