@@ -40,6 +40,7 @@ struct Work {
   bool verified = false;  // an error answer is given only from a state just read from the store
   // Filled by the step, delivered once the write is stored.
   protocol::HeartbeatResponse response;
+  bool unwritten = false;  // the core deferred this member's lease renewal (counted when answered)
   bool removed = false;
 };
 using WorkPtr = std::shared_ptr<Work>;
@@ -151,9 +152,11 @@ void finish(Self self, const WorkPtr& w) {
   auto& m = self->state.cfg->metrics;
   switch (w->kind) {
     case Work::Kind::Heartbeat:
-      if (m)
+      if (m) {
         m->heartbeat(w->response.status,
                      std::chrono::duration<double>(SteadyClock::now() - w->arrived).count());
+        if (w->unwritten) m->heartbeats_unwritten(1);
+      }
       w->hb.done(std::move(w->response));
       break;
     case Work::Kind::Remove: w->remove.done(store::Result<bool>::success(w->removed)); break;
@@ -457,7 +460,8 @@ void finish_deadline_work(Self self) {
 void start_delete(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
-  ask_store<DeleteStoreReply>(self, std::make_tuple(delete_atom::value, DeleteStoreCall{st.key, st.g->storeRevision}),
+  const int64_t held = group::grants_held_after_delete(*st.g, now(self));
+  ask_store<DeleteStoreReply>(self, std::make_tuple(delete_atom::value, DeleteStoreCall{st.key, st.g->storeRevision, held}),
           [=](DeleteStoreReply& r) {
             auto& s = self->state;
             s.busy = false;
@@ -536,6 +540,7 @@ void run_step(Self self, const WorkPtr& w) {
       while (next) {
         auto hb = group::heartbeat(std::move(total.state), next->hb.req, st.cfg->core, t);
         total.state = std::move(hb.state);
+        next->unwritten = hb.leaseRenewalDeferred;
         if (needs_fresh_state(hb.response, hb.delta)) {
           if (!next->verified && !fresh) {
             // Decide this one again on a state read from the store: alone, after the batch.

@@ -128,6 +128,7 @@ struct FinishReply {
 struct DeleteStoreCall {
   store::GroupKey key;
   int64_t expectedRevision = 0;
+  int64_t grantsHeldUntilMs = 0;  // group::grants_held_after_delete
 };
 struct DeleteStoreReply {
   store::Result<store::DeleteStatus> result;

@@ -32,6 +32,13 @@ struct Metrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   prometheus::Family<prometheus::Counter>& heartbeats =
       BuildCounter().Name("rsc_heartbeats_total").Help("Heartbeats answered, by status").Register(*registry);
+  prometheus::Counter& unwritten =
+      BuildCounter()
+          .Name("rsc_heartbeats_unwritten_total")
+          .Help("Heartbeats accepted without a store write: the member's stored lease still reached past one more "
+                "lease (--lease-renewal-slack-ms)")
+          .Register(*registry)
+          .Add({});
   prometheus::Family<prometheus::Histogram>& heartbeatLatency =
       BuildHistogram()
           .Name("rsc_heartbeat_duration_seconds")
@@ -148,6 +155,7 @@ void Metrics::heartbeat(protocol::HeartbeatStatus status, double seconds) {
   }
   impl_->heartbeatHist.Observe(seconds);
 }
+void Metrics::heartbeats_unwritten(std::size_t n) { impl_->unwritten.Increment(static_cast<double>(n)); }
 void Metrics::rebalance() { impl_->rebalances.Increment(); }
 void Metrics::assignment_computed(double seconds) { impl_->assignment.Observe(seconds); }
 void Metrics::cas_conflict() { impl_->conflicts.Increment(); }

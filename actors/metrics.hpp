@@ -25,6 +25,7 @@ class Metrics {
   ~Metrics();
 
   void heartbeat(protocol::HeartbeatStatus status, double seconds);
+  void heartbeats_unwritten(std::size_t n);  // accepted while the stored lease still covered them
   void rebalance();  // a group epoch bump
   void assignment_computed(double seconds);
   void cas_conflict();

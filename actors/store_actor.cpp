@@ -105,7 +105,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         return ProvisionReply{self->state.store->provision(c.key, c.shardCount, c.startId)};
       },
       [=](delete_atom, const DeleteStoreCall& c) -> DeleteStoreReply {
-        return DeleteStoreReply{self->state.store->delete_group(c.key, c.expectedRevision)};
+        return DeleteStoreReply{self->state.store->delete_group(c.key, c.expectedRevision, c.grantsHeldUntilMs)};
       },
       [=](task_atom, const StoreTask& t) { t.run(*self->state.store); },
   };

@@ -555,8 +555,11 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   // Nothing to write when only the lease was renewed and the stored one still covers it: the
   // cache keeps the answer (a repeat of this requestId here gets it again; elsewhere the same
   // unchanged state answers it alike).
-  if (!st.renewal_can_wait(before, *m)) st.renew(*m);
-  return st.take_with(std::move(resp));
+  const bool deferred = st.renewal_can_wait(before, *m);
+  if (!deferred) st.renew(*m);
+  auto out = st.take_with(std::move(resp));
+  out.leaseRenewalDeferred = deferred;
+  return out;
 }
 
 }  // namespace

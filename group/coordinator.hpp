@@ -20,6 +20,9 @@ struct Outcome {
 
 struct HeartbeatOutcome : Outcome {
   protocol::HeartbeatResponse response;
+  // Accepted without writing the member: the stored lease still reaches past one more lease
+  // (Config::leaseRenewalSlackMs). Counted by the pod, decides nothing there.
+  bool leaseRenewalDeferred = false;
 };
 
 // Every step takes the state by value: pass an lvalue to keep it (one copy, O(members)), or

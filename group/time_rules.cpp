@@ -191,6 +191,13 @@ std::optional<int32_t> provisioning_due(const GroupState& after, const std::vect
   return std::nullopt;
 }
 
+Millis grants_held_after_delete(const GroupState& g, Millis now) {
+  Millis until = 0;
+  for (const auto& [id, m] : g.members)
+    if (!m.quarantined.empty() && m.quarantineUntilMs > now) until = std::max(until, m.quarantineUntilMs);
+  return until;
+}
+
 DeleteVerdict judge_delete(bool exists, const GroupState& g, bool fenceMembers) {
   if (!exists) return DeleteVerdict::NotFound;
   for (const auto& [id, m] : g.members)

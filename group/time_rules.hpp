@@ -150,4 +150,9 @@ std::optional<int32_t> provisioning_due(const GroupState& after, const std::vect
 enum class DeleteVerdict { Delete, FenceThenDelete, HasLiveMembers, NotFound };
 DeleteVerdict judge_delete(bool exists, const GroupState& g, bool fenceMembers);
 
+// What a deleted group leaves behind for the group that may be created under its name: until
+// then no shard is handed out fresh (members fenced by the delete may still read on answers a
+// pod gave from a cache that had not seen it, see Member::quarantined). 0: nothing to wait for.
+Millis grants_held_after_delete(const GroupState& g, Millis now);
+
 }  // namespace rsc::group

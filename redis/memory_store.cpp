@@ -57,9 +57,10 @@ Result<Loaded> MemoryStore::load(const GroupKey& key) {
   if (injected_failure(e)) return Result<Loaded>::failure(e);
   Loaded out;
   auto it = groups_.find(key.str());
-  if (it == groups_.end() || (it->second.size() == 1 && it->second.count(kRevisionField))) {
+  if (it == groups_.end() || is_remnant(it->second)) {
     out.state.streamPrefix = key.streamPrefix;
     out.state.consumerGroup = key.consumerGroup;
+    if (it != groups_.end()) out.state.rollbackGuardUntilMs = remnant_grants_held_until(it->second);
     if (it != groups_.end() && it->second.count(kRevisionField))
       out.state.storeRevision = std::atoll(it->second.at(kRevisionField).c_str());  // deleted: the revision stays
     out.rollback = tracker_.observe(key, out.state.storeRevision, 0);
@@ -271,7 +272,7 @@ Result<int64_t> MemoryStore::index_missing_deadlines(Millis now) {
   return Result<int64_t>::success(added);
 }
 
-Result<DeleteStatus> MemoryStore::delete_group(const GroupKey& key, int64_t expectedRevision) {
+Result<DeleteStatus> MemoryStore::delete_group(const GroupKey& key, int64_t expectedRevision, int64_t grantsHeldUntilMs) {
   std::lock_guard<std::mutex> lock(mu_);
   Error e;
   if (injected_failure(e)) return Result<DeleteStatus>::failure(e);
@@ -281,6 +282,7 @@ Result<DeleteStatus> MemoryStore::delete_group(const GroupKey& key, int64_t expe
   if (rev != expectedRevision) return Result<DeleteStatus>::success(DeleteStatus::Conflict);
   it->second.clear();
   it->second[kRevisionField] = std::to_string(rev + 1);
+  if (grantsHeldUntilMs > 0) it->second[kDeletedGrantsHeldField] = std::to_string(grantsHeldUntilMs);
   locks_.erase(key.str());
   keys_.erase(key.str());
   set_deadline_locked(key.str(), std::nullopt, rev + 1, false);

@@ -109,10 +109,11 @@ std::vector<Result<Value>> RedisStore::run(const std::vector<Command>& cmds) {
 Result<Loaded> RedisStore::loaded_from(const GroupKey& key, const FieldMap& fields) {
   using R = Result<Loaded>;
   Loaded out;
-  if (fields.empty() || (fields.size() == 1 && fields.count(kRevisionField))) {
-    // Never written, or deleted: a deleted group keeps only its revision.
+  if (is_remnant(fields)) {
+    // Never written, or deleted: a deleted group keeps only its revision (and its grant hold).
     out.state.streamPrefix = key.streamPrefix;
     out.state.consumerGroup = key.consumerGroup;
+    out.state.rollbackGuardUntilMs = remnant_grants_held_until(fields);
     if (auto rev = fields.find(kRevisionField); rev != fields.end()) {
       char* end = nullptr;
       out.state.storeRevision = std::strtoll(rev->second.c_str(), &end, 10);
@@ -204,7 +205,7 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
           out.push_back(R::failure(ErrorKind::Fatal, "cas " + req.key.str() + ": malformed conflict reply"));
           continue;
         }
-        if (!fields->empty() && !(fields->size() == 1 && fields->count(kRevisionField))) {
+        if (!is_remnant(*fields)) {
           auto g = decode_group(req.key, *fields);
           if (!g.ok()) {
             out.push_back(R::failure(g.error));
@@ -340,10 +341,11 @@ Result<int64_t> RedisStore::index_missing_deadlines(Millis now) {
   return R::success(added);
 }
 
-Result<DeleteStatus> RedisStore::delete_group(const GroupKey& key, int64_t expectedRevision) {
+Result<DeleteStatus> RedisStore::delete_group(const GroupKey& key, int64_t expectedRevision, int64_t grantsHeldUntilMs) {
   using R = Result<DeleteStatus>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  auto r = run({evalsha(deleteGroup_, {keys_.group_state(key), keys_.group_lock(key)}, {std::to_string(expectedRevision)})})
+  auto r = run({evalsha(deleteGroup_, {keys_.group_state(key), keys_.group_lock(key)},
+                        {std::to_string(expectedRevision), std::to_string(grantsHeldUntilMs)})})
                .front();
   if (!r.ok()) return R::failure(r.error);
   const Value& v = *r.value;

@@ -26,7 +26,7 @@ class RedisStore : public GroupStore {
   Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) override;
   Result<bool> pod_leave(const std::string& podId) override;
   Result<int64_t> index_missing_deadlines(Millis now) override;
-  Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision) override;
+  Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision, int64_t grantsHeldUntilMs = 0) override;
   Result<int64_t> count_stream_groups(const std::string& streamPrefix) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;

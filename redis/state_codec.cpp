@@ -176,6 +176,20 @@ std::string encode_member(const group::Member& m) {
   return out;
 }
 
+bool is_remnant(const FieldMap& fields) {
+  for (const auto& [k, v] : fields)
+    if (k != kRevisionField && k != kDeletedGrantsHeldField) return false;
+  return true;
+}
+
+int64_t remnant_grants_held_until(const FieldMap& fields) {
+  auto it = fields.find(kDeletedGrantsHeldField);
+  if (it == fields.end()) return 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(it->second.c_str(), &end, 10);
+  return it->second.empty() || *end != '\0' || v < 0 ? 0 : v;
+}
+
 Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fields) {
   using R = Result<group::GroupState>;
   const std::string where = "group " + key.str() + ": ";

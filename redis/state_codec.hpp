@@ -17,6 +17,9 @@ namespace rsc::store {
 inline constexpr int kFormatVersion = 1;
 inline constexpr const char* kRevisionField = "rev";
 inline constexpr const char* kGroupField = "g";
+// Beside the revision in what a deleted group leaves: no fresh grants before this (store clock ms).
+inline constexpr const char* kDeletedGrantsHeldField = "dg";
+
 inline constexpr const char* kMemberFieldPrefix = "m:";
 
 std::string encode_group_fields(const group::GroupState& g);
@@ -24,6 +27,10 @@ std::string encode_member(const group::Member& m);
 
 // Field name -> value, as HGETALL returns them.
 using FieldMap = std::map<std::string, std::string>;
+// A group that was never written, or was deleted (only its revision and grant hold remain).
+bool is_remnant(const FieldMap& fields);
+// The grant hold a deleted group left (0: none or unreadable).
+int64_t remnant_grants_held_until(const FieldMap& fields);
 // Corrupt errors name the field and say what is wrong with it.
 Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fields);
 

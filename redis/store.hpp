@@ -158,7 +158,10 @@ class GroupStore {
 
   // Deletes the group's state at `expectedRevision` (its revision is kept, so that it never goes
   // back), its mutex, and its entries in the group, stream and deadline indexes.
-  virtual Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision) = 0;
+  // `grantsHeldUntilMs` > 0: kept with the revision; a group created under the name again starts
+  // with no fresh grants until then (group::grants_held_after_delete).
+  virtual Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision,
+                                            int64_t grantsHeldUntilMs = 0) = 0;
   virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
 
   // Every group ever written (and not deleted), so a restarted pod finds them.

@@ -2,7 +2,10 @@
 // Everything runs on a fake clock through the pure core; no sleeps.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "group/describe.hpp"
+#include "group/time_rules.hpp"
 #include "group/notify.hpp"
 #include "protocol/codec.hpp"
 #include "group_harness.hpp"
@@ -929,4 +932,155 @@ TEST(StoredResponse, KeepsEveryFieldOfTheAnswerAndWritesTheSameBytes) {
   EXPECT_FALSE(rsc::group::StoredResponse::of(plain) == rsc::group::StoredResponse::of(four));
   EXPECT_LE(sizeof(rsc::group::StoredResponse) * 2, sizeof(HeartbeatResponse))
       << "the point of it: every member of every group held carries one";
+}
+
+// --- Coarse lease renewal (Config::leaseRenewalSlackMs) -------------------------------------
+
+namespace {
+rsc::group::Config slack_config(rsc::group::Millis slack) {
+  auto c = Harness::default_config();  // lease 1000, rebalance timeout 500
+  c.leaseRenewalSlackMs = slack;
+  return c;
+}
+// Joins `id` and takes what it is given, returning its epoch and shards.
+std::pair<int32_t, Shards> settle(Harness& h, const std::string& id) {
+  auto r = h.hb(id, 0);
+  r = h.hb(id, r.memberEpoch, {assigned(r)});
+  return {r.memberEpoch, assigned(r)};
+}
+}  // namespace
+
+TEST(LeaseRenewal, ASteadyHeartbeatIsWrittenOnlyWhenTheStoredLeaseNoLongerReachesPastOneMoreLease) {
+  Harness h(6, slack_config(300));
+  auto [epoch, owned] = settle(h, "a");
+  const auto t0 = h.now();
+  ASSERT_TRUE(h.last().delta.upserted.count("a"));
+  EXPECT_EQ(h.member("a").leaseUntilMs, t0 + 1000 + 300) << "a write stores the lease plus the slack";
+  for (int step = 1; step <= 2; ++step) {
+    h.advance(100);
+    auto r = h.hb("a", epoch, {owned});
+    EXPECT_EQ(r.status, HeartbeatStatus::OK);
+    EXPECT_TRUE(h.last().delta.empty()) << "at +" << step * 100 << " ms the stored lease still covers it";
+    EXPECT_EQ(h.member("a").lastHeartbeatMs, h.now()) << "the pod's copy knows it was heard";
+    EXPECT_EQ(r.responseTo, h.member("a").lastRequestId) << "and keeps the answer for a repeat";
+  }
+  h.advance(100);  // +300: stored lease 1300 no longer reaches past now + 1000
+  h.hb("a", epoch, {owned});
+  EXPECT_TRUE(h.last().delta.upserted.count("a"));
+  EXPECT_EQ(h.member("a").leaseUntilMs, h.now() + 1300);
+}
+
+TEST(LeaseRenewal, WithoutSlackEveryHeartbeatIsWrittenAsBefore) {
+  Harness h(6, slack_config(0));
+  auto [epoch, owned] = settle(h, "a");
+  for (int i = 0; i < 3; ++i) {
+    h.hb("a", epoch, {owned});  // even at the same millisecond
+    EXPECT_TRUE(h.last().delta.upserted.count("a")) << i;
+    h.advance(1);
+  }
+}
+
+TEST(LeaseRenewal, AnythingBeyondLivenessIsWrittenAtOnce) {
+  Harness h(6, slack_config(300));
+  auto [epoch, owned] = settle(h, "a");
+  h.advance(10);
+  auto q = h.request("a", epoch, {owned});
+  q.runtimeConsumerCapacity = {4, 1};
+  h.send(q);
+  EXPECT_TRUE(h.last().delta.upserted.count("a")) << "a new capacity";
+  h.advance(10);
+  q = h.request("a", epoch, {owned, {}, {}, {owned.front()}});
+  q.runtimeConsumerCapacity = {4, 1};
+  h.send(q);
+  EXPECT_TRUE(h.last().delta.upserted.count("a")) << "new progress";
+  h.advance(10);
+  h.hb("b", 0);  // a join: a must revoke half
+  h.advance(10);
+  h.hb("a", epoch, {owned});
+  EXPECT_TRUE(h.last().delta.upserted.count("a")) << "a revocation";
+  EXPECT_EQ(h.last().response.status, HeartbeatStatus::REVOKE_PENDING);
+}
+
+TEST(LeaseRenewal, ExpiryIsJudgedByTheStoredLeaseSoAPodThatDidNotSeeTheRenewalsExpiresNobodyEarly) {
+  Harness h(6, slack_config(300));
+  auto [epoch, owned] = settle(h, "a");
+  const auto written = h.now();
+  const GroupState stored = h.state();  // what another pod loads: lastHeartbeat = written
+  h.advance(250);
+  h.hb("a", epoch, {owned});  // answered from this pod's copy only
+  ASSERT_TRUE(h.last().delta.empty());
+  // The other pod judges the stored state: lastHeartbeat + lease has passed, the stored lease has not.
+  auto other = rsc::group::tick(stored, h.cfg(), written + 1001);
+  EXPECT_TRUE(other.state.members.at("a").live()) << "heard at +250 by the first pod: not expired at +1001";
+  EXPECT_EQ(*rsc::group::next_deadline(stored, h.cfg()), written + 1300 + 1);
+  auto later = rsc::group::tick(stored, h.cfg(), written + 1301);
+  EXPECT_EQ(later.state.members.at("a").state, LS::EXPIRED) << "silent past the stored lease: expired";
+}
+
+TEST(Quarantine, AMemberFencedWhileAStalePodCouldStillAnswerItKeepsItsShardsFromOthersUntilItsStoredLeaseEnds) {
+  Harness h(4, slack_config(300));
+  auto [ea, ownedA] = settle(h, "a");
+  ASSERT_EQ(ownedA.size(), 4u);
+  auto b = h.hb("b", 0);
+  ASSERT_FALSE(pending(b).empty());
+  h.advance(50);
+  auto ra = h.hb("a", ea, {ownedA});  // told to revoke (written: leaseUntil = now + 1300)
+  ASSERT_EQ(ra.status, HeartbeatStatus::REVOKE_PENDING);
+  const auto leaseUntil = h.member("a").leaseUntilMs;
+  h.advance(10);
+  // An admin removes a through this pod. Another pod's copy, from before, could answer a OK
+  // without writing until leaseUntil - lease; a may read until leaseUntil.
+  h.apply(rsc::group::fence_member(h.state(), "a", "removed by admin", h.cfg(), h.now()));
+  const auto& fenced = h.member("a");
+  EXPECT_EQ(fenced.state, LS::FENCED);
+  EXPECT_EQ(fenced.quarantined, ownedA);
+  EXPECT_EQ(fenced.quarantineUntilMs, leaseUntil);
+  EXPECT_GE(fenced.tombstoneUntilMs, leaseUntil) << "the tombstone carries the quarantine to its end";
+  EXPECT_EQ(*rsc::group::next_deadline(h.state(), h.cfg()), std::min(leaseUntil, h.member("b").leaseUntilMs + 1));
+  h.advance(leaseUntil - h.now() - 1);
+  auto rb = h.hb("b", b.memberEpoch);
+  EXPECT_TRUE(assigned(rb).empty()) << "1 ms before the quarantine ends: still waiting";
+  h.advance(1);
+  h.tick();
+  EXPECT_TRUE(!h.has("a") || h.member("a").quarantined.empty()) << "(its tombstone may end with it)";
+  EXPECT_NE(std::find_if(h.events().begin(), h.events().end(),
+                         [](const std::string& e) { return e.find("quarantine-ended") != std::string::npos; }),
+            h.events().end());
+  rb = h.hb("b", rb.memberEpoch);
+  EXPECT_EQ(assigned(rb).size(), 4u) << "then b gets every shard";
+}
+
+TEST(Quarantine, NoneWhenNoPodCouldAnswerWithoutWriting) {
+  Harness h(4, slack_config(0));
+  auto [ea, ownedA] = settle(h, "a");
+  auto b = h.hb("b", 0);
+  h.advance(10);
+  h.apply(rsc::group::fence_member(h.state(), "a", "removed by admin", h.cfg(), h.now()));
+  EXPECT_TRUE(h.member("a").quarantined.empty()) << "slack 0: every answer was written, as before";
+  auto rb = h.hb("b", b.memberEpoch);
+  EXPECT_EQ(assigned(rb).size(), 4u) << "a's shards go at once";
+  // And with slack, a member whose stored lease no longer reaches past one more lease is not
+  // quarantined either: no pod can answer it without writing any more.
+  Harness k(4, slack_config(300));
+  auto [ek, ownedK] = settle(k, "a");
+  k.advance(301);
+  k.apply(rsc::group::fence_member(k.state(), "a", "removed by admin", k.cfg(), k.now()));
+  EXPECT_TRUE(k.member("a").quarantined.empty());
+}
+
+TEST(Quarantine, ARejoinKeepsItAndTheRollbackGuardCoversTheSlack) {
+  Harness h(4, slack_config(300));
+  auto [ea, ownedA] = settle(h, "a");
+  h.advance(10);
+  h.apply(rsc::group::fence_member(h.state(), "a", "removed by admin", h.cfg(), h.now()));
+  const auto until = h.member("a").quarantineUntilMs;
+  h.hb("a", 0);  // the same id joins again
+  EXPECT_EQ(h.member("a").quarantined, ownedA);
+  EXPECT_EQ(h.member("a").quarantineUntilMs, until);
+  auto rb = h.hb("b", 0);
+  for (int32_t s : assigned(rb)) EXPECT_FALSE(std::count(ownedA.begin(), ownedA.end(), s)) << "b gets none of them";
+  auto rolled = rsc::group::recover_from_rollback(h.state(), h.state().groupEpoch, h.cfg(), h.now());
+  EXPECT_EQ(rolled.state.rollbackGuardUntilMs, h.now() + 1000 + 300) << "a lease and the slack";
+  EXPECT_EQ(rsc::group::grants_held_after_delete(h.state(), h.now()), until) << "what a delete leaves behind";
+  EXPECT_EQ(rsc::group::grants_held_after_delete(h.state(), until), 0);
 }
