@@ -2,6 +2,7 @@
 
 #include "protocol/codec.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -240,8 +241,8 @@ std::string usage() {
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
-         "lease renewal slack a fifth of the lease or a quarter of the rebalance timeout, the smaller\n"
-         "(0: every heartbeat is written),\n"
+         "lease renewal slack twice the heartbeat interval (at most half the lease and a quarter of the\n"
+         "rebalance timeout; 0: every heartbeat is written),\n"
          "pod lease 5000ms, store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
          "idle groups leave memory after 3 leases, no limit of groups per stream, connections at most\n"
          "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
@@ -315,9 +316,12 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         if (!known) throw Bad{"unknown argument '" + a + "' (see --help)"};
       }
     }
+    // A heartbeat is left unwritten only when it comes less than the slack after the member's last
+    // written one: twice the interval leaves one in two of a steady member's heartbeats unwritten.
     c.service.core.leaseRenewalSlackMs =
         c.leaseRenewalSlackMs ? *c.leaseRenewalSlackMs
-                              : std::min(c.service.core.memberLeaseTtlMs / 5, c.service.core.rebalanceTimeoutMs / 4);
+                              : std::min({2 * c.service.core.heartbeatIntervalMs, c.service.core.memberLeaseTtlMs / 2,
+                                          c.service.core.rebalanceTimeoutMs / 4});
     validate(c);
   } catch (const Bad& b) {
     out.error = b.what;

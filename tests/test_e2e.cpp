@@ -568,6 +568,42 @@ TEST(E2EConfig, SchedulerThreadsDefaultToHalfTheCoresAndCanBeSet) {
   EXPECT_NE(out.find("RSC_SCHEDULER_THREADS: must be positive"), std::string::npos) << out;
 }
 
+// The lease renewal slack: twice the heartbeat interval by default (capped by half the lease and a
+// quarter of the rebalance timeout), 0 allowed (every heartbeat written), and refused when a pod
+// that has not seen a revocation could answer from its cache for more than half its deadline.
+TEST(E2EConfig, LeaseRenewalSlackHasASafeDefaultAndRefusesUnsafeValues) {
+  auto run = [](const std::string& args, int* rc) {
+    FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --check-config " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    *rc = WEXITSTATUS(pclose(p));
+    return out;
+  };
+  int rc = 0;
+  auto out = run("", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("lease-renewal-slack=6000ms"), std::string::npos) << out;
+  out = run("--heartbeat-interval-ms 1000", &rc);
+  EXPECT_NE(out.find("lease-renewal-slack=2000ms"), std::string::npos) << out;
+  out = run("--heartbeat-interval-ms 200 --member-lease-ttl-ms 1000 --rebalance-timeout-ms 600", &rc);
+  EXPECT_NE(out.find("lease-renewal-slack=150ms"), std::string::npos) << "a quarter of the rebalance timeout: " << out;
+  out = run("--lease-renewal-slack-ms 0", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("lease-renewal-slack=0ms"), std::string::npos) << out;
+  out = run("--lease-renewal-slack-ms 31000 --member-lease-ttl-ms 40000", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("at most half the rebalance-timeout"), std::string::npos) << out;
+  out = run("--lease-renewal-slack-ms 16000 --rebalance-timeout-ms 120000", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("must not exceed member-lease-ttl"), std::string::npos) << out;
+  out = run("--lease-renewal-slack-ms -5", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--lease-renewal-slack-ms: must be 0 or more"), std::string::npos) << out;
+  out = run("--tick-interval-ms 0", &rc);
+  EXPECT_EQ(rc, 2) << "0 stays refused elsewhere: " << out;
+}
+
 // Several pods on one Redis; members in threads send each heartbeat to a random pod. The
 // members' own view is checked: no shard is ever taken while another member still reads it (I1),
 // epochs never go back (I3), and the group converges (I2).
