@@ -279,7 +279,11 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
 
 void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
   auto& st = self->state;
-  o.delta.merge(st.pending);
+  // What adopting the loaded state changed came first: the step's changes win (a member the step
+  // removes stays removed).
+  group::Delta total = std::move(st.pending);
+  total.merge(o.delta);
+  o.delta = std::move(total);
   std::vector<group::Event> events = std::move(st.pendingEvents);
   for (auto& e : o.events) events.push_back(std::move(e));
   st.pending = {};

@@ -555,7 +555,13 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   // Nothing to write when only the lease was renewed and the stored one still covers it: the
   // cache keeps the answer (a repeat of this requestId here gets it again; elsewhere the same
   // unchanged state answers it alike).
-  const bool deferred = st.renewal_can_wait(before, *m);
+  // Only a member that reports exactly what this copy of the group says it reads may be answered
+  // without a write: the answer then gives it nothing it does not read already. A member that let
+  // a shard go (perhaps acked at another pod) and is answered from a copy that predates that
+  // would be handed the shard back; the write's revision check sees the copy is stale instead.
+  const bool inStep = req.memberEpoch == before.epoch && owned == before.assigned && before.revoking.empty() &&
+                      req.revokingShards.empty();
+  const bool deferred = inStep && st.renewal_can_wait(before, *m);
   if (!deferred) st.renew(*m);
   auto out = st.take_with(std::move(resp));
   out.leaseRenewalDeferred = deferred;

@@ -138,7 +138,7 @@ struct Delta {
   std::set<std::string> upserted;
   std::set<std::string> removed;
   bool empty() const { return !group && upserted.empty() && removed.empty(); }
-  void merge(const Delta& o);
+  void merge(const Delta& o);  // `o` came after: its upserts and removals win
 };
 
 // A state change worth one log line.

@@ -26,7 +26,9 @@ Outcome absorb_outages(GroupState g, const std::vector<Outage>& outages) {
 Outcome tick(GroupState g, const Config& cfg, const TimeView& tv) {
   auto absorbed = absorb_outages(std::move(g), tv.outages);
   auto ticked = tick(std::move(absorbed.state), cfg, tv.now, expiry_allowed(tv));
-  ticked.delta.merge(absorbed.delta);
+  // The absorption came first: the tick's changes win (a member it removes stays removed).
+  absorbed.delta.merge(ticked.delta);
+  ticked.delta = std::move(absorbed.delta);
   return ticked;
 }
 

@@ -1084,3 +1084,30 @@ TEST(Quarantine, ARejoinKeepsItAndTheRollbackGuardCoversTheSlack) {
   EXPECT_EQ(rsc::group::grants_held_after_delete(h.state(), h.now()), until) << "what a delete leaves behind";
   EXPECT_EQ(rsc::group::grants_held_after_delete(h.state(), until), 0);
 }
+
+// A pod whose copy of the group predates a revocation another pod made (and the member acked
+// there) must not answer the member without a write: its answer would hand the shard back.
+TEST(LeaseRenewal, OnlyAMemberReportingExactlyWhatTheCopySaysItReadsIsAnsweredWithoutAWrite) {
+  Harness h(4, slack_config(300));
+  auto [epoch, owned] = settle(h, "a");
+  ASSERT_EQ(owned.size(), 4u);
+  const GroupState podA = h.state();  // pod A's copy: a reads all four
+  h.advance(10);
+  auto b = h.hb("b", 0);  // at pod B: a must give up two
+  auto r = h.hb("a", epoch, {owned});
+  ASSERT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  const Shards kept = assigned(r);
+  ASSERT_EQ(kept.size(), 2u);
+  h.hb("a", epoch, {kept});  // a lets the two go: acked at pod B
+  h.advance(10);
+  // a's next heartbeat lands on pod A, whose copy still says a reads all four.
+  auto atA = rsc::group::heartbeat(podA, h.request("a", epoch, {kept}), h.cfg(), h.now());
+  EXPECT_FALSE(atA.delta.empty()) << "a write, whose revision check finds pod A's copy stale";
+  EXPECT_FALSE(atA.leaseRenewalDeferred);
+  // The same report as pod A's copy: nothing new in the answer, so no write is needed.
+  auto same = rsc::group::heartbeat(podA, h.request("a", epoch, {owned}), h.cfg(), h.now());
+  EXPECT_TRUE(same.delta.empty());
+  EXPECT_TRUE(same.leaseRenewalDeferred);
+  EXPECT_EQ(assigned(same.response), owned);
+  (void)b;
+}

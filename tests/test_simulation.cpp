@@ -277,6 +277,8 @@ class Simulation {
     }
     const Millis sentAt = now_;
     m.lastAttemptAt = now_;
+    // Behind a load balancer, one heartbeat in four goes to some pod other than the usual one.
+    if (pods_.size() > 1 && rng_() % 4 == 0) m.pod = static_cast<int>(rng_() % pods_.size());
     auto answer = pod_heartbeat(m.pod, q, m.id);
     if (verbose_)
       std::cout << "t=" << now_ << " hb " << m.id << "@pod" << m.pod << " epoch=" << q.memberEpoch << " -> "

@@ -128,6 +128,24 @@ TEST(Outages, AbsorbingTheSameOutageTwiceMovesRevokeDeadlinesOnce) {
   EXPECT_EQ(longer.state.members.at("a").revokeDeadlineMs, deadline + 600);
 }
 
+// The tick absorbs outages first and then judges: a member it removes in that judgement must be
+// removed in what is written, even though the absorption touched it (the simulation, writing
+// only what the Delta names, found the removal lost).
+TEST(Outages, AMemberTheTickRemovesStaysRemovedWhenTheSameTickAbsorbedAnOutage) {
+  Harness h;  // lease 1000, rebalance timeout 500
+  auto a = h.hb("a", 0);
+  a = h.hb("a", a.memberEpoch, {assigned(a)});
+  auto leave = h.hb("a", -1, {{}, {}, assigned(a)});  // leaving, still draining everything
+  ASSERT_EQ(leave.status, HeartbeatStatus::REVOKE_PENDING);
+  const Millis t = h.now();
+  auto tv = at(t + 700);
+  tv.outages.push_back({t + 100, t + 150});  // moves the revoke deadline to t + 550, the lease to t + 1150
+  auto o = group::tick(h.state(), h.cfg(), tv);
+  EXPECT_FALSE(o.state.members.count("a")) << "missed its (moved) revoke deadline: removed";
+  EXPECT_TRUE(o.delta.removed.count("a"));
+  EXPECT_FALSE(o.delta.upserted.count("a"));
+}
+
 TEST(Outages, NobodyIsJudgedWhileTheStoreIsNotAnswering) {
   Harness h;
   h.hb("a", 0);
