@@ -239,4 +239,15 @@ inline std::vector<int32_t> pending_of(const nlohmann::json& resp) {
   return v;
 }
 
+// The value of one sample of a pod's /metrics (its name with its labels, exactly as exposed), or
+// `absent` when there is none.
+inline double metric(int port, const std::string& sample, double absent = -1) {
+  auto r = http_call(port, "GET", "/metrics");
+  std::istringstream in(r.body);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
+  return absent;
+}
+
 }  // namespace rsc::testing

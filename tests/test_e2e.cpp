@@ -730,16 +730,6 @@ long evalsha_calls(const RedisServer& redis) {
   return at == std::string::npos ? 0 : std::atol(s.c_str() + at + std::strlen("cmdstat_evalsha:calls="));
 }
 
-// One sample of /metrics (the whole name, labels included); 0 when absent.
-double metric_value(int port, const std::string& sample) {
-  auto r = http_call(port, "GET", "/metrics");
-  std::istringstream in(r.body);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
-  return 0;
-}
-
 bool shares(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   for (auto s : a)
     if (std::find(b.begin(), b.end(), s) != b.end()) return true;
@@ -772,7 +762,7 @@ TEST(E2EMultiPod, CoarseLeaseRenewalExpiresNobodyAndAFenceOnOnePodIsSafeOnTheOth
     for (auto& m : ms) m.beat(ports[rng() % 2], {}, "steady", "g");
   const long evalBefore = evalsha_calls(redis);
   double unwrittenBefore = 0;
-  for (int p : ports) unwrittenBefore += metric_value(p, "rsc_heartbeats_unwritten_total");
+  for (int p : ports) unwrittenBefore += metric(p, "rsc_heartbeats_unwritten_total", 0);
   int beats = 0, notOk = 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while (std::chrono::steady_clock::now() < until) {
@@ -783,7 +773,7 @@ TEST(E2EMultiPod, CoarseLeaseRenewalExpiresNobodyAndAFenceOnOnePodIsSafeOnTheOth
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   double unwritten = -unwrittenBefore;
-  for (int p : ports) unwritten += metric_value(p, "rsc_heartbeats_unwritten_total");
+  for (int p : ports) unwritten += metric(p, "rsc_heartbeats_unwritten_total", 0);
   const long scripts = evalsha_calls(redis) - evalBefore;
   std::printf("steady members on two pods: %d heartbeats, %.0f of them answered without a store write; %ld Redis "
               "scripts in all (pods' own beats every tick included)\n", beats, unwritten, scripts);
@@ -811,7 +801,7 @@ TEST(E2EMultiPod, CoarseLeaseRenewalExpiresNobodyAndAFenceOnOnePodIsSafeOnTheOth
     }
     using Clock = std::chrono::steady_clock;
     std::atomic<bool> stop{false};
-    std::atomic<int64_t> aHorizonNs{0};  // a reads until its last OK's send time + lease - margin
+    std::atomic<int64_t> aHorizonNs{0};  // a may read until its last OK's send time + lease - margin
     std::atomic<bool> aFenced{false};
     std::atomic<int> aOksAfterRemoval{0};
     std::atomic<bool> removed{false};
@@ -825,8 +815,9 @@ TEST(E2EMultiPod, CoarseLeaseRenewalExpiresNobodyAndAFenceOnOnePodIsSafeOnTheOth
           aHorizonNs = (sent + std::chrono::milliseconds(1000 - 200)).time_since_epoch().count();
           if (afterRemoval) ++aOksAfterRemoval;
         } else if (st == "FENCED_MEMBER_EPOCH" || st == "UNKNOWN_MEMBER_ID") {
-          aFenced = true;  // stops reading at once (if its own clock has not stopped it already)
-          aHorizonNs = std::min<int64_t>(aHorizonNs, Clock::now().time_since_epoch().count());
+          // It stops reading now; the check below assumes the worse case, a member that never
+          // heard this and read on until its own clock stopped it.
+          aFenced = true;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
       }
@@ -852,7 +843,7 @@ TEST(E2EMultiPod, CoarseLeaseRenewalExpiresNobodyAndAFenceOnOnePodIsSafeOnTheOth
     EXPECT_GE(grantedAt, horizon) << "b was given a's shards " << std::chrono::duration_cast<std::chrono::milliseconds>(horizon - grantedAt).count()
                                   << " ms before a stopped reading them";
     std::printf("trial %d: a answered OK %d times after its removal; b got its shards %lld ms after the removal, "
-                "%lld ms after a stopped reading\n",
+                "%lld ms after a's self-fence deadline\n",
                 trial, aOksAfterRemoval.load(),
                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(grantedAt - removedAt).count()),
                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(grantedAt - horizon).count()));

@@ -28,16 +28,6 @@ long ms_since(Clock::time_point t) {
 }
 void sleep_ms(long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-// The value of one sample of /metrics (name with its labels, exactly as exposed); -1 if absent.
-double metric(int port, const std::string& sample) {
-  auto r = http_call(port, "GET", "/metrics");
-  std::istringstream in(r.body);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
-  return -1;
-}
-
 int64_t info_stat(RedisServer& redis, const std::string& field) {
   auto v = redis.admin().command({"INFO", "stats"});
   std::istringstream in(v.value->str);
