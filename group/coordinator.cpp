@@ -143,7 +143,6 @@ class Step {
     if (!d.upserted.empty() && !(d.upserted.size() == 1 && *d.upserted.begin() == m.id)) return false;
     return same_record(before, m);
   }
-  void untouch(const Member& m) { out_.delta.upserted.erase(m.id); }
 
   // Equal but for what a heartbeat that changes nothing changes: the time it was heard, its
   // requestId and answer.

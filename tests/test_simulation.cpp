@@ -64,7 +64,7 @@ struct SimMember {
   std::map<int32_t, Millis> draining;  // shard -> when its in-flight work is done
   ShardSet revokedToReport;
   Millis lastSuccessSentAt = -1'000'000'000;  // self-fence clock: when the last good request was sent
-  Millis lastOkAt = -1'000'000'000;           // when it was last answered OK (or REVOKE_PENDING, SYNC)
+  uint64_t lastOkSeq = 0;  // when it was last answered OK (or REVOKE_PENDING, SYNC), in order of events
   int pod = 0;                                // the pod its heartbeats go to
   Millis runningSince = 0;                    // when the process last started
   Millis nextHeartbeatAt = 0;
@@ -219,10 +219,18 @@ class Simulation {
           const int via = pods_.size() > 1 ? (m.pod + 1 + static_cast<int>(rng_() % (pods_.size() - 1))) %
                                                  static_cast<int>(pods_.size())
                                            : 0;
+          const int home = m.pod;
           pod_step(via, "admin", [&](group::GroupState g) {
             return group::fence_member(std::move(g), m.id, "removed by admin", cfg_, now_);
           });
           ++stats_.adminRemovals;
+          // The member's next heartbeat is already on its way to its own pod, ahead of anything
+          // that would make that pod write (and so learn of the removal) first.
+          if (pods_.size() > 1 && m.running && !m.leaving && now_ >= m.frozenUntil &&
+              m.epoch > 0) {
+            m.pod = home;
+            heartbeat(m, /*sameRoute=*/true);
+          }
         }
         break;
       case 4:
@@ -267,7 +275,7 @@ class Simulation {
     return q;
   }
 
-  void heartbeat(SimMember& m) {
+  void heartbeat(SimMember& m, bool sameRoute = false) {
     protocol::HeartbeatRequest q;
     if (m.unanswered && rng_() % 2 == 0) {
       q = *m.unanswered;  // the client retries the very request whose answer it never got
@@ -278,7 +286,7 @@ class Simulation {
     const Millis sentAt = now_;
     m.lastAttemptAt = now_;
     // Behind a load balancer, one heartbeat in four goes to some pod other than the usual one.
-    if (pods_.size() > 1 && rng_() % 4 == 0) m.pod = static_cast<int>(rng_() % pods_.size());
+    if (!sameRoute && pods_.size() > 1 && rng_() % 4 == 0) m.pod = static_cast<int>(rng_() % pods_.size());
     auto answer = pod_heartbeat(m.pod, q, m.id);
     if (verbose_)
       std::cout << "t=" << now_ << " hb " << m.id << "@pod" << m.pod << " epoch=" << q.memberEpoch << " -> "
@@ -439,8 +447,8 @@ class Simulation {
       case HeartbeatStatus::REVOKE_PENDING:
       case HeartbeatStatus::SYNC_METADATA: {
         m.lastSuccessSentAt = std::max(m.lastSuccessSentAt, sentAt);
-        if (r.memberEpoch > 0) m.lastOkAt = now_;  // a leave's answer (epoch -1) lets it read nothing
-        if (auto f = fencedAt_.find(m.id); r.memberEpoch > 0 && f != fencedAt_.end() && f->second < now_) {
+        if (r.memberEpoch > 0) m.lastOkSeq = ++seq_;  // a leave's answer (epoch -1) lets it read nothing
+        if (auto f = fencedAt_.find(m.id); r.memberEpoch > 0 && f != fencedAt_.end()) {
           auto it = g_.members.find(m.id);
           if (it == g_.members.end() || !it->second.live()) ++stats_.answeredAfterFence;
         }
@@ -508,7 +516,7 @@ class Simulation {
     g_.storeRevision = before.storeRevision + 1;
     for (const auto& [id, m] : before.members) {
       auto it = g_.members.find(id);
-      if (m.live() && (it == g_.members.end() || !it->second.live())) fencedAt_[id] = now_;
+      if (m.live() && (it == g_.members.end() || !it->second.live())) fencedAt_[id] = ++seq_;
     }
     for (const auto& e : events) {
       if (e.kind == group::Event::Kind::QUARANTINE_ENDED) ++stats_.quarantines;
@@ -606,7 +614,7 @@ class Simulation {
         // Fenced: its reading time has ended, unless a pod answered it OK after the fence (from a
         // cache that had not seen it). Then it must still read alone.
         auto f = fencedAt_.find(m.id);
-        if (f == fencedAt_.end() || m.lastOkAt <= f->second) continue;
+        if (f == fencedAt_.end() || m.lastOkSeq < f->second) continue;
       }
       ShardSet reading = m.owned;
       for (const auto& [s, until] : m.draining) group::insert(reading, s);
@@ -682,7 +690,10 @@ class Simulation {
   group::Config cfg_;
   group::GroupState g_;  // the store's
   std::vector<Pod> pods_;
-  std::map<std::string, Millis> fencedAt_;  // when each member's record last stopped being live
+  // When each member's record last stopped being live, in the order of events (seq_) that also
+  // orders the answers members get: within one millisecond, before and after still differ.
+  std::map<std::string, uint64_t> fencedAt_;
+  uint64_t seq_ = 0;
   Millis now_ = 0;
   Millis podStartedAt_ = -1'000'000;  // long before: no first-lease hold at the start
   Millis outageFrom_ = 0, outageUntil_ = 0;
