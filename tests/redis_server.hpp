@@ -37,6 +37,7 @@ inline int free_loopback_port() {
 struct RedisServerOptions {
   bool persistence = false;  // AOF with fsync always: survives a restart
   std::string password;      // requirepass for the default user, and an ACL user "rsc" with it
+  bool cluster = false;      // cluster-enabled, its nodes file in the server's directory
 };
 
 class RedisServer {
@@ -64,6 +65,7 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
+  int bus_port() const { return busPort_; }  // cluster mode only
   // Freeze and thaw the server (a stalled Redis).
   void pause() { ::kill(pid_, SIGSTOP); }
   void resume() { ::kill(pid_, SIGCONT); }
@@ -85,6 +87,12 @@ class RedisServer {
                                   dir_ + "/redis.log", "--busy-reply-threshold", "100"};
     if (!opts_.password.empty()) {
       args.insert(args.end(), {"--requirepass", opts_.password});
+    }
+    if (opts_.cluster) {
+      // The cluster bus port defaults to port + 10000, which may be taken or past 65535.
+      if (busPort_ == 0) busPort_ = free_loopback_port();
+      args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
+                               "--cluster-port", std::to_string(busPort_)});
     }
     if (opts_.persistence) {
       args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
@@ -152,6 +160,7 @@ class RedisServer {
   Options opts_;
   std::string dir_;
   int port_ = 0;
+  int busPort_ = 0;
   pid_t pid_ = -1;
 };
 
