@@ -529,7 +529,15 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
     return st.take_with(error(g, req, cfg, HeartbeatStatus::INVALID_REQUEST, bad->message, bad->field));
 
   // Accepted.
-  const Member before = *m;
+  // Only a member that reports exactly what this copy of the group says it reads, and whose
+  // stored lease reaches past one more lease, may be answered without a write: the answer then
+  // gives it nothing it does not read already. (A member that let a shard go, perhaps acked at
+  // another pod, answered from a copy that predates that would be handed the shard back; the
+  // write's revision check sees the copy is stale instead.) Only then is the record kept to compare.
+  std::optional<Member> before;
+  if (req.memberEpoch == m->epoch && owned == m->assigned && m->revoking.empty() && req.revokingShards.empty() &&
+      m->leaseUntilMs > st.now() + cfg.memberLeaseTtlMs)
+    before = *m;
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
   m->progress = held_progress(*m, req);
@@ -554,13 +562,7 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
   // Nothing to write when only the lease was renewed and the stored one still covers it: the
   // cache keeps the answer (a repeat of this requestId here gets it again; elsewhere the same
   // unchanged state answers it alike).
-  // Only a member that reports exactly what this copy of the group says it reads may be answered
-  // without a write: the answer then gives it nothing it does not read already. A member that let
-  // a shard go (perhaps acked at another pod) and is answered from a copy that predates that
-  // would be handed the shard back; the write's revision check sees the copy is stale instead.
-  const bool inStep = req.memberEpoch == before.epoch && owned == before.assigned && before.revoking.empty() &&
-                      req.revokingShards.empty();
-  const bool deferred = inStep && st.renewal_can_wait(before, *m);
+  const bool deferred = before && st.renewal_can_wait(*before, *m);
   if (!deferred) st.renew(*m);
   auto out = st.take_with(std::move(resp));
   out.leaseRenewalDeferred = deferred;
