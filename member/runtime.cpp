@@ -185,12 +185,19 @@ struct Runtime::Impl {
     keys.ns = opts.redis.ns;
     const std::string channel = keys.notify_channel({opts.streamPrefix, opts.group});
     std::unique_ptr<store::RedisConnection> conn;
+    store::RedisClient router(opts.redis);  // which node serves the channel (a cluster's slot owner)
     int failures = 0;
     while (!stopping) {
       if (!conn) {
-        conn = std::make_unique<store::RedisConnection>(opts.redis);
-        auto r = conn->command({"SSUBSCRIBE", channel});
+        auto where = router.options_for_key(channel);
+        store::Result<Value> r = where.ok() ? store::Result<Value>::failure(store::ErrorKind::Retryable, "")
+                                            : store::Result<Value>::failure(where.error);
+        if (where.ok()) {
+          conn = std::make_unique<store::RedisConnection>(*where.value);
+          r = conn->command({"SSUBSCRIBE", channel});
+        }
         if (!r.ok() || r.value->is_error()) {
+          router.forget_map();  // e.g. MOVED: the channel's slot has another master now
           if (failures++ % 20 == 0)
             log("cannot listen for changes on " + channel + " (" + (r.ok() ? r.value->str : r.error.message) +
                 "); heartbeats keep their interval");
@@ -203,10 +210,16 @@ struct Runtime::Impl {
       auto msg = conn->next_push(200);
       if (!msg.ok()) {
         conn.reset();
+        router.forget_map();
         continue;
       }
       if (!msg.value->has_value()) continue;
       const Value& v = **msg.value;
+      if (v.type == Value::Type::Array && !v.elements.empty() && v.elements[0].str == "sunsubscribe") {
+        conn.reset();  // the channel's slot moved (a cluster failover or resharding): subscribe there
+        router.forget_map();
+        continue;
+      }
       if (v.type != Value::Type::Array || v.elements.size() != 3 || v.elements[0].str != "smessage") continue;
       const auto j = json::parse(v.elements[2].str, nullptr, false);
       bool named = false;

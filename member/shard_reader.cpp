@@ -1,6 +1,9 @@
 #include "member/shard_reader.hpp"
 
+#include <algorithm>
 #include <utility>
+
+#include "redis/keys.hpp"
 
 namespace rsc::member {
 
@@ -60,33 +63,85 @@ ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& curso
   return p;
 }
 
+namespace {
+store::Command xreadgroup(const std::string& group, const std::string& consumer, int count, std::optional<int64_t> blockMs,
+                          const std::vector<std::string>& keys) {
+  store::Command cmd{"XREADGROUP", "GROUP", group, consumer, "COUNT", std::to_string(count)};
+  if (blockMs) {
+    cmd.push_back("BLOCK");
+    cmd.push_back(std::to_string(*blockMs));
+  }
+  cmd.push_back("STREAMS");
+  for (const auto& k : keys) cmd.push_back(k);
+  for (std::size_t i = 0; i < keys.size(); ++i) cmd.push_back(">");
+  return cmd;
+}
+}  // namespace
+
 ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int count, int64_t blockMs) {
   Read out;
-  store::Command cmd{"XREADGROUP", "GROUP", group_, consumer_, "COUNT", std::to_string(count),
-                     "BLOCK", std::to_string(blockMs), "STREAMS"};
+  out.batches.resize(shards.size());
   std::vector<std::string> keys;
   keys.reserve(shards.size());
   for (int32_t s : shards) keys.push_back(keyOf_(s));
-  for (const auto& k : keys) cmd.push_back(k);
-  for (std::size_t i = 0; i < shards.size(); ++i) cmd.push_back(">");
-  auto r = conn_.command(cmd);
-  if (!r.ok()) {
-    out.outcome = Read::Outcome::Lost;
-    out.error = r.error.message;
+  // Shards by hash slot (one group for a single Redis: any command may name any keys there).
+  std::vector<std::vector<std::size_t>> bySlot;
+  {
+    std::vector<int> slots;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const int slot = conn_.cluster() ? store::key_slot(keys[i]) : 0;
+      auto it = std::find(slots.begin(), slots.end(), slot);
+      if (it == slots.end()) {
+        slots.push_back(slot);
+        bySlot.emplace_back();
+        it = slots.end() - 1;
+      }
+      bySlot[static_cast<std::size_t>(it - slots.begin())].push_back(i);
+    }
+  }
+  auto keys_of = [&](const std::vector<std::size_t>& idx) {
+    std::vector<std::string> ks;
+    for (auto i : idx) ks.push_back(keys[i]);
+    return ks;
+  };
+  // Puts each stream's entries with its shard; false (and `out` says why) on a failure.
+  auto take = [&](const store::Result<Value>& r) {
+    if (!r.ok()) {
+      out.outcome = Read::Outcome::Lost;
+      out.error = r.error.message;
+      return false;
+    }
+    if (r.value->is_error()) {
+      out.outcome = Read::Outcome::Refused;
+      out.error = r.value->str;
+      return false;
+    }
+    if (r.value->type != Value::Type::Array) return true;  // nil: nothing new
+    for (std::size_t i = 0; i < shards.size(); ++i)
+      for (const auto& streamReply : r.value->elements)
+        if (streamReply.type == Value::Type::Array && streamReply.elements.size() == 2 &&
+            streamReply.elements[0].str == keys[i])
+          append_entries(streamReply.elements[1], shards[i], out.batches[i]);
+    return true;
+  };
+  if (bySlot.size() == 1) {
+    if (!take(conn_.command(xreadgroup(group_, consumer_, count, blockMs, keys)))) out.batches.clear();
     return out;
   }
-  if (r.value->is_error()) {
-    out.outcome = Read::Outcome::Refused;
-    out.error = r.value->str;
-    return out;
+  std::vector<store::Command> now;
+  for (const auto& idx : bySlot) now.push_back(xreadgroup(group_, consumer_, count, std::nullopt, keys_of(idx)));
+  bool any = false;
+  for (const auto& r : conn_.pipeline(now)) {
+    if (!take(r)) {
+      out.batches.clear();
+      return out;
+    }
   }
-  out.batches.resize(shards.size());
-  if (r.value->type != Value::Type::Array) return out;  // nil: nothing new within BLOCK
-  for (std::size_t i = 0; i < shards.size(); ++i)
-    for (const auto& streamReply : r.value->elements)
-      if (streamReply.type == Value::Type::Array && streamReply.elements.size() == 2 &&
-          streamReply.elements[0].str == keys[i])
-        append_entries(streamReply.elements[1], shards[i], out.batches[i]);
+  for (const auto& b : out.batches) any = any || !b.empty();
+  if (any) return out;
+  const auto& waitOn = bySlot[nextBlockingSlot_++ % bySlot.size()];
+  if (!take(conn_.command(xreadgroup(group_, consumer_, count, std::min(blockMs, kSpreadBlockMs), keys_of(waitOn)))))
+    out.batches.clear();
   return out;
 }
 

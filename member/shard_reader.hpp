@@ -1,7 +1,8 @@
 // The member's Redis side of its shards: the consumer group's reads, claims, acks and progress
-// (XGROUP CREATE, XREADGROUP, XAUTOCLAIM, XPENDING + XCLAIM, XACK, XINFO GROUPS) on one
-// connection. It moves records; it decides nothing about what may be read (the membership machine
-// does) and never retries by itself.
+// (XGROUP CREATE, XREADGROUP, XAUTOCLAIM, XPENDING + XCLAIM, XACK, XINFO GROUPS) through one
+// client (a single Redis, or a cluster's masters, each command on the node of its shard's key). It
+// moves records; it decides nothing about what may be read (the membership machine does) and never
+// retries by itself (the client follows a cluster's MOVED/ASK, which say nothing ran).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 #include <vector>
 
 #include "member/record.hpp"
-#include "redis/connection.hpp"
+#include "redis/client.hpp"
 
 namespace rsc::member {
 
@@ -35,8 +36,13 @@ class ShardReader {
     std::string error;             // Refused: Redis's error (e.g. NOGROUP); Lost: the connection's
     std::vector<std::vector<Record>> batches;  // one per shard asked, in that order; stream order within
   };
-  // XREADGROUP of new entries on these shards, blocking up to blockMs.
+  // XREADGROUP of new entries on these shards, blocking up to blockMs. Shards whose keys share a
+  // hash slot (all of them on a single Redis) are read by one command. In a cluster, where one
+  // command may not span slots, each slot's shards get a non-blocking read, pipelined per node; only
+  // when none has anything does one blocking read wait, on the slots in turn, for at most
+  // kSpreadBlockMs, so a record on another slot waits that long at most.
   Read read(const std::vector<int32_t>& shards, int count, int64_t blockMs);
+  static constexpr int64_t kSpreadBlockMs = 50;
   // "" when the ack was stored, else why not.
   std::string ack(int32_t shard, const std::string& id);
   // Entries other consumers of the group left pending on the shard, idle for at least minIdleMs,
@@ -49,8 +55,9 @@ class ShardReader {
   std::optional<Progress> progress(int32_t shard);
 
  private:
-  store::RedisConnection conn_;
+  store::RedisClient conn_;
   std::string group_, consumer_;
+  std::size_t nextBlockingSlot_ = 0;
   std::function<std::string(int32_t)> keyOf_;
 };
 

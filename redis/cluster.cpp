@@ -1,6 +1,7 @@
 #include "redis/cluster.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "redis/keys.hpp"
@@ -111,6 +112,43 @@ std::vector<NodeBatch> group_by_node(const SlotMap& map, const std::vector<std::
     it->positions.push_back(i);
   }
   return out;
+}
+
+namespace {
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::toupper(static_cast<unsigned char>(a[i])) != std::toupper(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+}  // namespace
+
+std::optional<std::string> routing_key(const Command& cmd) {
+  if (cmd.size() < 2) return std::nullopt;
+  const std::string& name = cmd[0];
+  for (const char* keyless : {"PING", "INFO", "SCRIPT", "CLUSTER", "AUTH", "ASKING", "HELLO", "CLIENT", "CONFIG",
+                              "ACL", "COMMAND", "FLUSHALL", "FLUSHDB", "DBSIZE", "SELECT", "WAIT", "READONLY",
+                              "READWRITE", "ECHO", "TIME", "FUNCTION", "DEBUG", "MEMORY", "SLOWLOG", "LATENCY"})
+    if (iequals(name, keyless)) return std::nullopt;
+  if (iequals(name, "EVAL") || iequals(name, "EVALSHA") || iequals(name, "EVAL_RO") || iequals(name, "EVALSHA_RO") ||
+      iequals(name, "FCALL") || iequals(name, "FCALL_RO")) {
+    if (cmd.size() < 4 || cmd[2] == "0") return std::nullopt;
+    return cmd[3];
+  }
+  if (iequals(name, "XREAD") || iequals(name, "XREADGROUP")) {
+    for (std::size_t i = 1; i + 1 < cmd.size(); ++i)
+      if (iequals(cmd[i], "STREAMS")) return cmd[i + 1];
+    return std::nullopt;
+  }
+  if (iequals(name, "XGROUP") || iequals(name, "XINFO") || iequals(name, "OBJECT")) {
+    if (cmd.size() < 3) return std::nullopt;
+    return cmd[2];
+  }
+  return cmd[1];
+}
+
+bool is_transient_cluster_error(std::string_view error) {
+  return error.rfind("TRYAGAIN", 0) == 0 || error.rfind("CLUSTERDOWN", 0) == 0;
 }
 
 }  // namespace rsc::store::cluster

@@ -71,4 +71,14 @@ struct NodeBatch {
 };
 std::vector<NodeBatch> group_by_node(const SlotMap& map, const std::vector<std::string>& keys);
 
+// The key a command is routed by (its first key), or nullopt for a command with none (PING, INFO,
+// SCRIPT LOAD, EVAL with no keys...), which any node may serve. Knows where the commands rsc sends
+// keep their key: EVAL/EVALSHA after numkeys, XREAD/XREADGROUP after STREAMS, XGROUP/XINFO after
+// the subcommand, SPUBLISH/SSUBSCRIBE the channel; otherwise the first argument.
+std::optional<std::string> routing_key(const Command& cmd);
+
+// The error reply words that say a command was not executed and will pass later: TRYAGAIN (a
+// multi-key command during resharding), CLUSTERDOWN (a slot without a master, e.g. mid-failover).
+bool is_transient_cluster_error(std::string_view error);
+
 }  // namespace rsc::store::cluster

@@ -160,14 +160,11 @@ Result<std::optional<Value>> RedisConnection::next_push(Millis waitMs) {
   return R::success(convert(static_cast<redisReply*>(raw)));
 }
 
-namespace {
-// Replies that mean the store cannot take writes now, though it answered.
 bool store_unavailable(const Value& v) {
   if (!v.is_error()) return false;
   const auto word = v.str.substr(0, v.str.find(' '));
   return word == "LOADING" || word == "BUSY" || word == "MASTERDOWN" || word == "CLUSTERDOWN" || word == "TRYAGAIN";
 }
-}  // namespace
 
 std::vector<Result<Value>> RedisConnection::pipeline(const std::vector<Command>& cmds) {
   const auto& obs = opts_.observer;

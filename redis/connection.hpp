@@ -32,6 +32,12 @@ struct RedisOptions {
   Millis connectTimeoutMs = 1000;
   Millis commandTimeoutMs = 2000;
   std::string ns = "rsc";  // key namespace
+  // Redis Cluster: every command goes to the master serving its key's slot (RedisClient). `seeds`
+  // are more nodes to ask for the slot map ("host:port"), beside host:port.
+  bool cluster = false;
+  std::vector<std::string> seeds;
+  int maxRedirects = 5;                  // MOVED/ASK followed per command before giving up
+  Millis clusterRetryBudgetMs = 2000;    // TRYAGAIN/CLUSTERDOWN retried with backoff for this long
   LogFn log;
   std::shared_ptr<CallObserver> observer;  // may be null
 };
@@ -54,6 +60,9 @@ using Command = std::vector<std::string>;
 // CLUSTERDOWN, READONLY and OOM are conditions that pass; anything else (WRONGTYPE, ERR, NOPERM,
 // WRONGPASS...) will not pass by retrying.
 Error classify_reply_error(const std::string& message);
+// An error reply that means the store answered but cannot serve now (LOADING, BUSY, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN): counted as unavailable by a CallObserver.
+bool store_unavailable(const Value& v);
 
 class RedisConnection {
  public:

@@ -88,19 +88,10 @@ std::vector<Result<Value>> RedisStore::run(const std::vector<Command>& cmds) {
   // Scripts are gone (Redis restarted under a live connection, or SCRIPT FLUSH): load, rerun.
   ++scriptReloads_;
   if (opts_.log) opts_.log("store: scripts missing in Redis (NOSCRIPT); reloading");
-  std::vector<const Script*> all{&cas_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_};
-  std::map<std::string, const Script*> bySha;
-  for (auto* s : all) bySha[s->sha] = s;
-  if (auto e = load_scripts(conn_)) {
-    for (auto i : redo) out[i] = Result<Value>::failure(*e);
-    return out;
-  }
+  // Connect again: every connection loads the scripts as it connects (on each node of a cluster).
+  conn_.reconnect();
   std::vector<Command> again;
-  for (auto i : redo) {
-    Command c = cmds[i];
-    if (c.size() > 1 && bySha.count(c[1])) c[1] = bySha[c[1]]->sha;
-    again.push_back(std::move(c));
-  }
+  for (auto i : redo) again.push_back(cmds[i]);
   auto second = conn_.pipeline(again);
   for (std::size_t k = 0; k < redo.size(); ++k) out[redo[k]] = std::move(second[k]);
   return out;

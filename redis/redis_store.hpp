@@ -2,7 +2,7 @@
 // Not thread-safe: one RedisStore per thread or actor.
 #pragma once
 
-#include "redis/connection.hpp"
+#include "redis/client.hpp"
 #include "redis/keys.hpp"
 #include "redis/state_codec.hpp"
 #include "redis/store.hpp"
@@ -41,7 +41,7 @@ class RedisStore : public GroupStore {
   Result<bool> ping() override;
   Result<bool> notify(const GroupKey& key, const std::string& message) override;
   const KeySpace& keys() const { return keys_; }
-  RedisConnection& connection() { return conn_; }
+  RedisClient& connection() { return conn_; }
   int64_t script_reloads() const { return scriptReloads_; }
 
  private:
@@ -57,7 +57,7 @@ class RedisStore : public GroupStore {
 
   RedisOptions opts_;
   KeySpace keys_;
-  RedisConnection conn_;
+  RedisClient conn_;
   // A group's hash as read: absent, deleted (only its revision left) or a state.
   Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
   Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;

@@ -62,10 +62,29 @@ void set_group_start(Config& c, const std::string& v, const std::string& name) {
     throw Bad{name + ": '" + v + "' must be 0 (read a new group's streams from the start) or $ (only new records)"};
   c.service.consumerGroupStartId = v;
 }
+// "HOST:PORT", or seed nodes of a Redis Cluster "HOST:PORT,HOST:PORT,..." (several mean a cluster).
 void set_redis(Config& c, const std::string& v, const std::string& name) {
-  auto [h, p] = host_port(v, name);
+  std::vector<std::string> nodes;
+  for (std::size_t from = 0;;) {
+    const auto comma = v.find(',', from);
+    nodes.push_back(v.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  c.redis.seeds.clear();
+  for (const auto& n : nodes) {
+    auto [h, p] = host_port(n, name);
+    c.redis.seeds.push_back(h + ":" + std::to_string(p));
+  }
+  auto [h, p] = host_port(nodes.front(), name);
   c.redis.host = h;
   c.redis.port = p;
+  if (nodes.size() > 1) c.redis.cluster = true;
+}
+void set_redis_cluster(Config& c, const std::string& v, const std::string& name) {
+  if (v == "true" || v == "1" || v == "yes") c.redis.cluster = true;
+  else if (v == "false" || v == "0" || v == "no") c.redis.cluster = false;
+  else throw Bad{name + ": '" + v + "' must be true or false"};
 }
 
 // Setting names shared by the file ("coordinator.tick-interval"), env and flags.
@@ -136,6 +155,10 @@ void load_file(Config& c, const std::string& path) {
     const auto& r = j["redis"];
     if (!r.is_object()) throw Bad{path + ": redis must be an object"};
     if (auto v = str(r, "address", "redis.address")) set_redis(c, *v, path + ": redis.address");
+    if (r.contains("cluster")) {
+      if (!r["cluster"].is_boolean()) throw Bad{path + ": redis.cluster must be true or false"};
+      c.redis.cluster = r["cluster"].get<bool>();
+    }
     if (auto v = str(r, "user", "redis.user")) c.redis.user = *v;
     if (auto v = str(r, "password", "redis.password")) c.redis.password = *v;
     if (auto v = str(r, "namespace", "redis.namespace")) c.redis.ns = *v;
@@ -232,14 +255,15 @@ void validate(const Config& c) {
 }  // namespace
 
 std::string usage() {
-  return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT]\n"
-         "         [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
+  return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT[,HOST:PORT...]]\n"
+         "         [--redis-cluster] [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
+         "--redis with several nodes (seeds of a Redis Cluster) or --redis-cluster: Redis Cluster mode,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "lease renewal slack twice the heartbeat interval (at most half the lease and a quarter of the\n"
          "rebalance timeout; 0: every heartbeat is written),\n"
@@ -248,9 +272,9 @@ std::string usage() {
          "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
          "cores (at least one) as actor scheduler threads, a group's Redis consumer\n"
          "groups created at 0 (records produced before the group existed are read; $: only new ones).\n"
-         "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
+         "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_CLUSTER, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
-         "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"user\", \"password\"},\n"
+         "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"cluster\", \"user\", \"password\"},\n"
          "\"coordinator\": {\"tick-interval\": ms, ..., \"consumer-group-start\": \"0\"|\"$\"},\n"
          "\"groups\": {\"<stream>/<group>\": {\"consumerGroupStart\": \"0\"|\"$\"}}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
          "\"streams\": [patterns], \"groups\": [patterns], \"name\"}], \"metricsPublic\": true}}. No tokens: the server\n"
@@ -281,6 +305,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (file) load_file(c, *file);
     if (const char* v = env("RSC_LISTEN")) set_listen(c, v, "RSC_LISTEN");
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
+    if (const char* v = env("RSC_REDIS_CLUSTER")) set_redis_cluster(c, v, "RSC_REDIS_CLUSTER");
     if (const char* v = env("RSC_REDIS_USER")) c.redis.user = v;
     if (const char* v = env("RSC_REDIS_PASSWORD")) c.redis.password = v;
     if (const char* v = env("RSC_CONSUMER_GROUP_START")) set_group_start(c, v, "RSC_CONSUMER_GROUP_START");
@@ -302,6 +327,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         set_listen(c, value(), a);
       } else if (a == "--redis") {
         set_redis(c, value(), a);
+      } else if (a == "--redis-cluster") {
+        c.redis.cluster = true;
       } else if (a == "--consumer-group-start") {
         set_group_start(c, value(), a);
       } else {
@@ -334,6 +361,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
 std::string summary(const Config& c) {
   std::ostringstream os;
   os << "listen=" << c.http.host << ":" << c.http.port << " redis=" << c.redis.host << ":" << c.redis.port
+     << (c.redis.cluster ? " (cluster, " + std::to_string(std::max<std::size_t>(1, c.redis.seeds.size())) + " seeds)" : "")
      << (c.redis.password.empty() ? "" : " (auth)") << " tick=" << c.service.tickIntervalMs
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
      << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms lease-renewal-slack=" << c.service.core.leaseRenewalSlackMs << "ms mutex-ttl=" << c.service.mutexTtlMs

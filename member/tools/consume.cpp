@@ -1,5 +1,6 @@
 // rsc-consume: consumes a sharded stream through the coordinator with the member runtime.
-//   rsc-consume --coordinator URL --redis HOST:PORT --stream PREFIX --group G [--member-id ID]
+//   rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX
+//               --group G [--member-id ID]
 //               [--concurrency N] [--process-ms MS] [--log FILE] [--token T]
 // With --log, one JSON line per processed record:
 //   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..}
@@ -18,14 +19,15 @@
 
 #include "actors/log.hpp"
 #include "member/runtime.hpp"
+#include "redis/client.hpp"
 
 using namespace rsc;
 
 namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-consume: " << why << "\n"
-            << "usage: rsc-consume --coordinator URL --redis HOST:PORT --stream PREFIX --group G [--member-id ID]\n"
-               "                   [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n";
+            << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
+               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n";
   std::exit(2);
 }
 }  // namespace
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   member::RuntimeOptions o;
   std::string redis, logPath;
   long processMs = 0;
+  bool redisCluster = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--coordinator") o.coordinatorUrl = val();
     else if (a == "--redis") redis = val();
+    else if (a == "--redis-cluster") redisCluster = true;
     else if (a == "--stream") o.streamPrefix = val();
     else if (a == "--group") o.group = val();
     else if (a == "--member-id") o.memberId = val();
@@ -53,10 +57,8 @@ int main(int argc, char** argv) {
     else usage("unknown argument " + a);
   }
   if (redis.empty() || o.streamPrefix.empty() || o.group.empty()) usage("--redis, --stream and --group are required");
-  const auto colon = redis.rfind(':');
-  if (colon == std::string::npos) usage("--redis: expected HOST:PORT");
-  o.redis.host = redis.substr(0, colon);
-  o.redis.port = std::atoi(redis.substr(colon + 1).c_str());
+  if (auto e = store::set_redis_nodes(o.redis, redis); !e.empty()) usage("--redis: " + e);
+  if (redisCluster) o.redis.cluster = true;
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -1,5 +1,5 @@
 // rsc-produce: XADDs records {key, seq} to the shard of each key of a sharded stream.
-//   rsc-produce --redis HOST:PORT --stream PREFIX --count N
+//   rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX --count N
 //               [--coordinator URL [--group G] | --shards N [--key-pattern P]]
 //               [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]
 // With --coordinator the layout comes from it: GET .../groups/G/producer-routing when --group is
@@ -7,8 +7,8 @@
 // GET /coord/v1/streams/PREFIX. The shard of a key is murmur3 (the reference clients' rule,
 // protocol/partition.hpp) unless --partitioner fnv1a. seq runs 0..count-1, so the records of one
 // key go to one shard in increasing seq. A failed XADD is retried with backoff for up to
-// --retry-ms (default 30000) before giving up, resending from the first failed record on, in
-// order; whenever it stops it prints how many records it wrote (a record whose answer was lost
+// --retry-ms (default 30000) before giving up, resending the failed records in order (in a Redis
+// Cluster each XADD goes to its shard's node, pipelined per node); whenever it stops it prints how many records it wrote (a record whose answer was lost
 // with the connection is sent again, so it may be written twice). With --shards, --key-pattern
 // must say how the shard streams are named.
 #include <csignal>
@@ -25,7 +25,7 @@
 #include "member/http_client.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/partition.hpp"
-#include "redis/connection.hpp"
+#include "redis/client.hpp"
 
 using namespace rsc;
 
@@ -36,7 +36,7 @@ void on_signal(int sig) { stopSignal = sig; }
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-produce: " << why << "\n"
-            << "usage: rsc-produce --redis HOST:PORT --stream PREFIX --count N\n"
+            << "usage: rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX --count N\n"
                "                   [--coordinator URL [--group G] | --shards N [--key-pattern P]]\n"
                "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n";
   std::exit(2);
@@ -76,6 +76,7 @@ Layout from_coordinator(const std::string& url, const std::string& stream, const
 
 int main(int argc, char** argv) {
   std::string redis, stream, coordinator, group, pattern, partitioner = "murmur3";
+  bool redisCluster = false;
   long shards = 0, count = -1, rate = 0, keySpace = 100, seed = 1, retryMs = 30000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
       return x;
     };
     if (a == "--redis") redis = val();
+    else if (a == "--redis-cluster") redisCluster = true;
     else if (a == "--stream") stream = val();
     else if (a == "--coordinator") coordinator = val();
     else if (a == "--group") group = val();
@@ -108,8 +110,9 @@ int main(int argc, char** argv) {
   if (redis.empty() || stream.empty() || count < 0) usage("--redis, --stream and --count are required");
   if (keySpace <= 0) usage("--key-space must be positive");
   if (partitioner != "murmur3" && partitioner != "fnv1a") usage("--partitioner: murmur3 or fnv1a, not '" + partitioner + "'");
-  const auto colon = redis.rfind(':');
-  if (colon == std::string::npos) usage("--redis: expected HOST:PORT");
+  store::RedisOptions o;
+  if (auto e = store::set_redis_nodes(o, redis); !e.empty()) usage("--redis: " + e);
+  if (redisCluster) o.cluster = true;
   if (shards == 0) {
     if (coordinator.empty()) usage("give --shards N or --coordinator URL");
     const auto l = from_coordinator(coordinator, stream, group);
@@ -127,10 +130,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
-  store::RedisOptions o;
-  o.host = redis.substr(0, colon);
-  o.port = std::atoi(redis.substr(colon + 1).c_str());
-  store::RedisConnection conn(o);
+  store::RedisClient conn(o);  // a single Redis, or a cluster: each XADD on its shard's node
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
   const auto t0 = std::chrono::steady_clock::now();
   const long batch = rate > 0 ? std::max<long>(1, rate / 50) : 200;
@@ -156,15 +156,20 @@ int main(int argc, char** argv) {
     const auto firstFailure = std::chrono::steady_clock::now();
     int64_t backoffMs = 50;
     for (;;) {
-      // Everything from the first failure on is sent again, in order, so the records of one key
-      // stay in seq order on their shard.
+      // What failed is sent again in the order given. A failure on one node fails everything after
+      // it on that node (one pipeline per node), so the records of one shard keep their order.
       auto replies = conn.pipeline(todo);
-      std::size_t ok = 0;
-      while (ok < replies.size() && replies[ok].ok() && !replies[ok].value->is_error()) ++ok;
-      sent += static_cast<long>(ok);
+      std::vector<store::Command> failed;
       std::string why;
-      if (ok < replies.size()) why = replies[ok].ok() ? replies[ok].value->str : replies[ok].error.message;
-      todo.erase(todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(ok));
+      for (std::size_t i = 0; i < replies.size(); ++i) {
+        if (replies[i].ok() && !replies[i].value->is_error()) {
+          ++sent;
+          continue;
+        }
+        if (why.empty()) why = replies[i].ok() ? replies[i].value->str : replies[i].error.message;
+        failed.push_back(std::move(todo[i]));
+      }
+      todo = std::move(failed);
       if (todo.empty()) break;
       if (stopSignal) return stop(stopSignal == SIGINT ? "SIGINT" : "SIGTERM");
       if (std::chrono::steady_clock::now() - firstFailure > std::chrono::milliseconds(retryMs))
