@@ -92,7 +92,9 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
   pid_t pid() const { return pid_; }
-  void signal(int sig) { ::kill(pid_, sig); }
+  void signal(int sig) {
+    if (pid_ > 0 && !reaped_) ::kill(pid_, sig);  // never a reaped pid (it may be someone else's now)
+  }
   // After SIGSTOP: true once every thread of the process is stopped (state T in
   // /proc/PID/task/*/stat), false if that is not seen within waitMs. A signal is delivered a
   // little after kill() returns; until then the process still runs.
@@ -152,13 +154,16 @@ class Process {
 class Coordinator {
  public:
   // `wrapper` runs the binary through another program (e.g. {"/usr/bin/faketime", "-f", "+10s"}).
-  Coordinator(int redisPort, std::vector<std::string> extraArgs = {}, std::vector<std::string> wrapper = {}) {
+  Coordinator(int redisPort, std::vector<std::string> extraArgs = {}, std::vector<std::string> wrapper = {})
+      : Coordinator("127.0.0.1:" + std::to_string(redisPort), std::move(extraArgs), std::move(wrapper)) {}
+  // `redis`: what --redis takes (one HOST:PORT, or a cluster's seed list).
+  Coordinator(const std::string& redis, std::vector<std::string> extraArgs, std::vector<std::string> wrapper = {}) {
     char tmpl[] = "/tmp/rsc-coord-XXXXXX";
     dir_ = mkdtemp(tmpl);
     port_ = free_loopback_port();
     args_ = wrapper;
     for (const auto& a : std::vector<std::string>{RSC_COORDINATOR_BIN, "--listen", "127.0.0.1:" + std::to_string(port_),
-                                                  "--redis", "127.0.0.1:" + std::to_string(redisPort)})
+                                                  "--redis", redis})
       args_.push_back(a);
     args_.insert(args_.end(), extraArgs.begin(), extraArgs.end());
     start();

@@ -38,6 +38,7 @@ struct RedisServerOptions {
   bool persistence = false;  // AOF with fsync always: survives a restart
   std::string password;      // requirepass for the default user, and an ACL user "rsc" with it
   bool cluster = false;      // cluster-enabled, its nodes file in the server's directory
+  int clusterNodeTimeoutMs = 1000;  // how soon an unreachable master is failed over
 };
 
 class RedisServer {
@@ -92,7 +93,8 @@ class RedisServer {
       // The cluster bus port defaults to port + 10000, which may be taken or past 65535.
       if (busPort_ == 0) busPort_ = free_loopback_port();
       args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
-                               "--cluster-port", std::to_string(busPort_)});
+                               "--cluster-port", std::to_string(busPort_), "--cluster-node-timeout",
+                               std::to_string(opts_.clusterNodeTimeoutMs)});
     }
     if (opts_.persistence) {
       args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
@@ -128,6 +130,14 @@ class RedisServer {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  // SIGKILL: a crash (nothing saved, clients see the connection drop).
+  void crash() {
+    if (pid_ <= 0) return;
     ::kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;

@@ -5,12 +5,15 @@
 #include <chrono>
 #include <thread>
 
+#include "redis/client.hpp"
 #include "redis/cluster.hpp"
 #include "redis/keys.hpp"
+#include "redis_cluster.hpp"
 #include "redis_server.hpp"
 
 using namespace rsc::store;
 using namespace rsc::store::cluster;
+using rsc::testing::LocalCluster;
 using rsc::testing::RedisServer;
 
 namespace {
@@ -186,4 +189,202 @@ TEST(ClusterRouting, OnARealTwoNodeClusterTheMapAndTheRedirectsAgreeWithRedis) {
   ASSERT_EQ(asked.size(), 2u);
   ASSERT_TRUE(asked[1].ok());
   EXPECT_TRUE(asked[1].value->is_nil()) << asked[1].value->str;
+}
+
+TEST(ClusterRouting, EachCommandIsRoutedByTheKeyItNamesFirst) {
+  EXPECT_EQ(routing_key({"GET", "a"}), "a");
+  EXPECT_EQ(routing_key({"XADD", "{orders:3}", "*", "k", "v"}), "{orders:3}");
+  EXPECT_EQ(routing_key({"EVALSHA", "sha", "2", "rsc:{o/g}:state", "rsc:{o/g}:lock", "arg"}), "rsc:{o/g}:state");
+  EXPECT_FALSE(routing_key({"EVAL", "return 1", "0"})) << "no keys: any node";
+  EXPECT_EQ(routing_key({"XREADGROUP", "GROUP", "g", "c", "COUNT", "10", "BLOCK", "5", "STREAMS", "s:1", "s:2", ">", ">"}),
+            "s:1");
+  EXPECT_EQ(routing_key({"xreadgroup", "group", "g", "c", "streams", "s:1", ">"}), "s:1") << "any case";
+  EXPECT_EQ(routing_key({"XGROUP", "CREATE", "s:1", "g", "0", "MKSTREAM"}), "s:1");
+  EXPECT_EQ(routing_key({"XINFO", "GROUPS", "s:1"}), "s:1");
+  EXPECT_EQ(routing_key({"SPUBLISH", "rsc:{o/g}:changes", "m"}), "rsc:{o/g}:changes");
+  for (const Command& keyless : std::vector<Command>{{"PING"}, {"SCRIPT", "LOAD", "return 1"}, {"INFO", "errorstats"},
+                                                     {"CLUSTER", "SLOTS"}, {"FLUSHALL"}})
+    EXPECT_FALSE(routing_key(keyless)) << keyless[0];
+}
+
+TEST(ClusterRouting, SeedListsAreReadAndSeveralMeanACluster) {
+  RedisOptions o;
+  EXPECT_EQ(set_redis_nodes(o, "10.0.0.1:7000"), "");
+  EXPECT_FALSE(o.cluster);
+  EXPECT_EQ(o.host, "10.0.0.1");
+  EXPECT_EQ(o.port, 7000);
+  EXPECT_EQ(set_redis_nodes(o, "10.0.0.1:7000,10.0.0.2:7001"), "");
+  EXPECT_TRUE(o.cluster);
+  EXPECT_EQ(o.seeds, (std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001"}));
+  RedisOptions before = o;
+  EXPECT_NE(set_redis_nodes(o, "10.0.0.1:7000,nonsense"), "");
+  EXPECT_EQ(o.host, before.host) << "a bad list changes nothing";
+  EXPECT_NE(set_redis_nodes(o, ""), "");
+}
+
+// Cluster mode against a Redis that is no cluster node: a clear, fatal error, not a retry loop.
+TEST(ClusterClient, ClusterModeAgainstASingleRedisIsAClearFatalError) {
+  RedisServer single;
+  auto o = single.client_options();
+  o.cluster = true;
+  RedisClient c(o);
+  auto r = c.command({"GET", "x"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.kind, ErrorKind::Fatal);
+  EXPECT_NE(r.error.message.find("not a Redis Cluster node"), std::string::npos) << r.error.message;
+}
+
+namespace {
+LocalCluster& shared_cluster() {
+  static LocalCluster c(3, 1);
+  return c;
+}
+std::vector<std::string> keys_over_all_slots(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back("key:" + std::to_string(i));
+  return out;
+}
+}  // namespace
+
+// One pipeline over keys of every master: each command on its slot's master (a node asked for a
+// key it does not serve would refuse), the replies in the order asked, one round trip per master.
+TEST(ClientOnCluster, APipelineIsSplitPerMasterAndItsRepliesKeepTheirOrder) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  RedisClient c(cl.client_options());
+  const auto keys = keys_over_all_slots(300);
+  std::vector<Command> sets, gets;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    sets.push_back({"SET", keys[i], "v" + std::to_string(i)});
+    gets.push_back({"GET", keys[i]});
+  }
+  for (const auto& r : c.pipeline(sets)) ASSERT_TRUE(r.ok() && !r.value->is_error()) << (r.ok() ? r.value->str : r.error.message);
+  const auto tripsBefore = c.round_trips();
+  auto got = c.pipeline(gets);
+  ASSERT_EQ(got.size(), keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].error.message;
+    EXPECT_EQ(got[i].value->str, "v" + std::to_string(i)) << keys[i];
+  }
+  EXPECT_EQ(c.round_trips() - tripsBefore, 3) << "one pipeline per master";
+  EXPECT_EQ(c.redirects(), 0);
+  EXPECT_EQ(c.nodes().size(), 3u);
+  // The keys really are spread: each master holds some, and they add up.
+  long long total = 0;
+  int holding = 0;
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    auto role = cl.node(i).command({"ROLE"});
+    if (role.value->elements[0].str != "master") continue;
+    const long long n = cl.node(i).command({"DBSIZE"}).value->integer;
+    total += n;
+    holding += n > 0;
+  }
+  EXPECT_EQ(total, 300);
+  EXPECT_EQ(holding, 3);
+}
+
+// CLUSTER FAILOVER swaps a master and its replica: the client's map is stale, the old master
+// answers MOVED, and the client follows it (and re-reads the map) without the caller seeing it.
+TEST(ClientOnCluster, AFailoverIsFollowedThroughMovedAndNoAnswerIsLost) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  RedisClient c(cl.client_options());
+  const auto keys = keys_over_all_slots(100);
+  for (const auto& k : keys) ASSERT_TRUE(c.command({"SET", k, k}).ok());
+  const auto refreshes = c.map_refreshes();
+  const std::size_t oldMaster = cl.master_of(keys[0]);
+  const std::size_t replica = cl.replica_of(oldMaster);
+  cl.failover(replica);
+  EXPECT_EQ(cl.master_of(keys[0]), replica);
+  std::vector<Command> gets;
+  for (const auto& k : keys) gets.push_back({"GET", k});
+  auto got = c.pipeline(gets);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].error.message;
+    ASSERT_FALSE(got[i].value->is_error()) << got[i].value->str;
+    EXPECT_EQ(got[i].value->str, keys[i]);
+  }
+  EXPECT_GT(c.redirects(), 0) << "the old master said MOVED";
+  EXPECT_GT(c.map_refreshes(), refreshes) << "and the map was read again";
+  cl.failover(oldMaster);  // back as it was, for the tests after this one
+}
+
+// A slot half-way through a migration: a key the source no longer holds is asked of the target
+// (ASK), once, preceded by ASKING; the map is not changed by it.
+TEST(ClientOnCluster, AskDuringAMigrationIsFollowedOnceToTheImportingNode) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  RedisClient c(cl.client_options());
+  const std::string key = "migrating-key";
+  const std::size_t from = cl.master_of(key);
+  const std::size_t to = cl.master_of("key:0") != from ? cl.master_of("key:0") : cl.master_of("key:1");
+  ASSERT_NE(from, to);
+  const std::string slot = std::to_string(key_slot(key));
+  const std::string idFrom = cl.node(from).command({"CLUSTER", "MYID"}).value->str;
+  const std::string idTo = cl.node(to).command({"CLUSTER", "MYID"}).value->str;
+  ASSERT_TRUE(cl.node(to).command({"CLUSTER", "SETSLOT", slot, "IMPORTING", idFrom}).ok());
+  ASSERT_TRUE(cl.node(from).command({"CLUSTER", "SETSLOT", slot, "MIGRATING", idTo}).ok());
+  auto w = c.command({"SET", key, "on-the-target"});
+  ASSERT_TRUE(w.ok() && !w.value->is_error()) << (w.ok() ? w.value->str : w.error.message);
+  EXPECT_EQ(c.redirects(), 1) << "one ASK";
+  auto onTarget = cl.node(to).pipeline({{"ASKING"}, {"GET", key}});
+  EXPECT_EQ(onTarget[1].value->str, "on-the-target") << "written where ASK pointed";
+  EXPECT_EQ(cl.node(from).command({"EXISTS", key}).value->integer, 0);
+  // Finish the migration (the slot is the target's now) and the client follows the MOVED.
+  for (std::size_t i = 0; i < cl.size(); ++i) cl.node(i).command({"CLUSTER", "SETSLOT", slot, "NODE", idTo});
+  cl.wait_state_ok();
+  auto r = c.command({"GET", key});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value->str, "on-the-target");
+  // And back, to leave the cluster as the other tests expect it.
+  c.command({"DEL", key});
+  for (std::size_t i = 0; i < cl.size(); ++i) cl.node(i).command({"CLUSTER", "SETSLOT", slot, "NODE", idFrom});
+  cl.wait_state_ok();
+}
+
+// SIGKILL of a master: its slots fail (retryably: never re-sent, the command may have run) until
+// the cluster promotes its replica; then the same client reaches the new master by itself.
+TEST(ClientOnCluster, AKilledMasterFailsRetryablyUntilItsReplicaIsPromoted) {
+  LocalCluster cl(3, 1);  // its own: this one loses a node
+  RedisClient c(cl.client_options());
+  const std::string key = "key:7";
+  ASSERT_TRUE(c.command({"SET", key, "before"}).ok());
+  ASSERT_EQ(cl.node(cl.master_of(key)).command({"WAIT", "1", "2000"}).value->integer, 1) << "the replica has it";
+  const std::size_t master = cl.master_of(key);
+  const std::size_t replica = cl.replica_of(master);
+  cl.kill(master);
+  int failures = 0;
+  std::string lastError;
+  bool back = false;
+  for (int i = 0; i < 300 && !back; ++i) {  // at most 30 s; the node timeout is 1 s
+    auto r = c.command({"GET", key});
+    if (r.ok() && !r.value->is_error()) {
+      EXPECT_EQ(r.value->str, "before");
+      back = true;
+    } else {
+      ++failures;
+      lastError = r.ok() ? r.value->str : r.error.message;
+      if (!r.ok()) {
+        EXPECT_EQ(r.error.kind, ErrorKind::Retryable) << r.error.message;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ASSERT_TRUE(back) << "never served again; last: " << lastError;
+  EXPECT_GT(failures, 0) << "the kill was seen";
+  EXPECT_EQ(cl.master_of(key), replica) << "the replica was promoted";
+}
+
+// The check the store's contract tests make on a cluster (no command spans two slots) can fail:
+// a command that does is refused by the master and counted.
+TEST(ClientOnCluster, ACommandSpanningTwoSlotsIsRefusedAndCounted) {
+  auto& cl = shared_cluster();
+  RedisClient c(cl.client_options());
+  const auto before = cl.crossslot_errors();
+  ASSERT_NE(key_slot("key:1"), key_slot("key:2"));
+  auto r = c.command({"MGET", "key:1", "key:2"});
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.value->is_error());
+  EXPECT_EQ(r.value->str.rfind("CROSSSLOT", 0), 0u) << r.value->str;
+  EXPECT_EQ(cl.crossslot_errors(), before + 1);
 }

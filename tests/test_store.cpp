@@ -14,11 +14,13 @@
 #include "redis/memory_store.hpp"
 #include "redis/redis_store.hpp"
 #include "redis/state_codec.hpp"
+#include "redis_cluster.hpp"
 #include "redis_server.hpp"
 
 using namespace rsc;
 using namespace rsc::store;
 using rsc::testing::Harness;
+using rsc::testing::LocalCluster;
 using rsc::testing::RedisServer;
 
 namespace {
@@ -88,15 +90,40 @@ struct MemoryBackend {
   }
 };
 
-struct RedisBackend {
-  RedisBackend() {
-    auto a = shared_server().admin();
-    a.command({"FLUSHALL"});
+// The same contract on a single redis-server and on a Redis Cluster of three masters with a
+// replica each (every key through the routing client, as the coordinator's store sends them).
+struct SingleRedis {
+  static store::RedisOptions options() { return shared_server().client_options(); }
+  static void flush() { shared_server().admin().command({"FLUSHALL"}); }
+};
+struct ClusterRedis {
+  static LocalCluster& cluster() {
+    static LocalCluster c(3, 1);
+    return c;
   }
-  std::unique_ptr<GroupStore> pod() { return std::make_unique<RedisStore>(shared_server().client_options()); }
+  static store::RedisOptions options() { return cluster().client_options(); }
+  static void flush() { cluster().flush_all(); }
+};
+
+template <typename Where>
+struct RedisBackendOn {
+  RedisBackendOn() {
+    Where::flush();
+    crossSlotBefore = crossslot_errors();
+  }
+  // No store operation may span two slots: a cluster would refuse it (CROSSSLOT), and this counts
+  // the refusals the masters gave, whatever the test checked.
+  ~RedisBackendOn() { EXPECT_EQ(crossslot_errors(), crossSlotBefore) << "a store command spanned two hash slots"; }
+  static long long crossslot_errors() {
+    if constexpr (std::is_same_v<Where, ClusterRedis>) return ClusterRedis::cluster().crossslot_errors();
+    return 0;
+  }
+  std::unique_ptr<GroupStore> pod() { return std::make_unique<RedisStore>(Where::options()); }
   KeySpace keys;
+  RedisClient admin{Where::options()};
+  long long crossSlotBefore = 0;
   bool has_consumer_group(const std::string& streamKey, const std::string& group) {
-    auto r = shared_server().admin().command({"XINFO", "GROUPS", streamKey});
+    auto r = admin.command({"XINFO", "GROUPS", streamKey});
     if (!r.ok() || r.value->type != Value::Type::Array) return false;
     for (const auto& g : r.value->elements)  // each a flat list: name, <name>, consumers, ...
       for (std::size_t i = 0; i + 1 < g.elements.size(); i += 2)
@@ -104,29 +131,28 @@ struct RedisBackend {
     return false;
   }
   void set_raw(const GroupKey& k, const std::string& f, const std::string& v) {
-    auto a = shared_server().admin();
-    ASSERT_TRUE(a.command({"HSET", keys.group_state(k), f, v}).ok());
+    ASSERT_TRUE(admin.command({"HSET", keys.group_state(k), f, v}).ok());
   }
   FieldMap raw(const GroupKey& k) {
-    auto a = shared_server().admin();
-    auto r = a.command({"HGETALL", keys.group_state(k)});
+    auto r = admin.command({"HGETALL", keys.group_state(k)});
     FieldMap m;
     for (std::size_t i = 0; i + 1 < r.value->elements.size(); i += 2)
       m[r.value->elements[i].str] = r.value->elements[i + 1].str;
     return m;
   }
   void replace_raw(const GroupKey& k, const FieldMap& m) {
-    auto a = shared_server().admin();
-    a.command({"DEL", keys.group_state(k)});
+    admin.command({"DEL", keys.group_state(k)});
     store::Command c{"HSET", keys.group_state(k)};
     for (const auto& [f, v] : m) {
       c.push_back(f);
       c.push_back(v);
     }
-    if (!m.empty()) a.command(c);
+    if (!m.empty()) admin.command(c);
   }
   void wait_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 };
+using RedisBackend = RedisBackendOn<SingleRedis>;
+using RedisClusterBackend = RedisBackendOn<ClusterRedis>;
 
 const GroupKey kKey{"orders", "billing"};
 
@@ -178,12 +204,12 @@ class StoreContract : public ::testing::Test {
   B backend;
 };
 
-using Backends = ::testing::Types<MemoryBackend, RedisBackend>;
+using Backends = ::testing::Types<MemoryBackend, RedisBackend, RedisClusterBackend>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return std::is_same_v<T, MemoryBackend> ? "Memory" : "Redis";
+    return std::is_same_v<T, MemoryBackend> ? "Memory" : std::is_same_v<T, RedisBackend> ? "Redis" : "RedisOnCluster";
   }
 };
 TYPED_TEST_SUITE(StoreContract, Backends, BackendNames);
