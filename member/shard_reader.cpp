@@ -40,8 +40,12 @@ std::string why(const store::Result<Value>& r) {
 }  // namespace
 
 ShardReader::ShardReader(store::RedisOptions redis, std::string group, std::string consumer,
-                         std::function<std::string(int32_t)> keyOf)
-    : conn_(std::move(redis)), group_(std::move(group)), consumer_(std::move(consumer)), keyOf_(std::move(keyOf)) {}
+                         std::function<std::string(int32_t)> keyOf, int64_t spreadBlockMs)
+    : conn_(std::move(redis)),
+      group_(std::move(group)),
+      consumer_(std::move(consumer)),
+      keyOf_(std::move(keyOf)),
+      spreadBlockMs_(std::max<int64_t>(1, spreadBlockMs)) {}
 
 std::string ShardReader::ensure_group(int32_t shard) {
   auto r = conn_.command({"XGROUP", "CREATE", keyOf_(shard), group_, "0", "MKSTREAM"});
@@ -140,7 +144,7 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   for (const auto& b : out.batches) any = any || !b.empty();
   if (any) return out;
   const auto& waitOn = bySlot[nextBlockingSlot_++ % bySlot.size()];
-  if (!take(conn_.command(xreadgroup(group_, consumer_, count, std::min(blockMs, kSpreadBlockMs), keys_of(waitOn)))))
+  if (!take(conn_.command(xreadgroup(group_, consumer_, count, std::min(blockMs, spreadBlockMs_), keys_of(waitOn)))))
     out.batches.clear();
   return out;
 }

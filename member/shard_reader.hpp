@@ -19,7 +19,7 @@ namespace rsc::member {
 class ShardReader {
  public:
   ShardReader(store::RedisOptions redis, std::string group, std::string consumer,
-              std::function<std::string(int32_t)> keyOf);
+              std::function<std::string(int32_t)> keyOf, int64_t spreadBlockMs = 50);
 
   // Creates the group on the shard's stream (from id 0, the stream too if missing); "" or why not.
   std::string ensure_group(int32_t shard);
@@ -40,9 +40,8 @@ class ShardReader {
   // hash slot (all of them on a single Redis) are read by one command. In a cluster, where one
   // command may not span slots, each slot's shards get a non-blocking read, pipelined per node; only
   // when none has anything does one blocking read wait, on the slots in turn, for at most
-  // kSpreadBlockMs, so a record on another slot waits that long at most.
+  // spreadBlockMs, so a record on another slot waits that long at most.
   Read read(const std::vector<int32_t>& shards, int count, int64_t blockMs);
-  static constexpr int64_t kSpreadBlockMs = 50;
   // "" when the ack was stored, else why not.
   std::string ack(int32_t shard, const std::string& id);
   // Entries other consumers of the group left pending on the shard, idle for at least minIdleMs,
@@ -59,6 +58,7 @@ class ShardReader {
   std::string group_, consumer_;
   std::size_t nextBlockingSlot_ = 0;
   std::function<std::string(int32_t)> keyOf_;
+  int64_t spreadBlockMs_;
 };
 
 }  // namespace rsc::member

@@ -186,15 +186,23 @@ std::vector<Result<Value>> RedisClient::cluster_pipeline(const std::vector<Comma
     }
     std::vector<Todo> again;
     bool backoff = false;
+    // Every node's pipeline is sent before any reply is read: the nodes work at the same time.
+    std::vector<std::vector<std::size_t>> replyAts;  // per group: batch index -> reply index
     for (auto& [node, batch] : groups) {
       std::vector<Command> send;
-      std::vector<std::size_t> replyAt;  // batch index -> reply index (ASKING's own reply skipped)
+      std::vector<std::size_t> replyAt;  // ASKING's own reply is skipped
       for (const auto& t : batch) {
         if (t.ask) send.push_back({"ASKING"});
         replyAt.push_back(send.size());
         send.push_back(cmds[t.pos]);
       }
-      auto replies = connection_to(node.host, node.port).pipeline(send);
+      connection_to(node.host, node.port).send(send);
+      replyAts.push_back(std::move(replyAt));
+    }
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const auto& [node, batch] = groups[gi];
+      const auto& replyAt = replyAts[gi];
+      auto replies = connection_to(node.host, node.port).receive();
       for (std::size_t b = 0; b < batch.size(); ++b) {
         Todo t = batch[b];
         auto& r = replies[replyAt[b]];

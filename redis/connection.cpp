@@ -107,14 +107,7 @@ std::optional<Error> RedisConnection::ensure_connected() {
   return std::nullopt;
 }
 
-std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds) {
-  std::vector<Result<Value>> out;
-  out.reserve(cmds.size());
-  auto fail_all = [&](const Error& e) {
-    out.clear();
-    for (std::size_t i = 0; i < cmds.size(); ++i) out.push_back(Result<Value>::failure(e));
-    return out;
-  };
+std::optional<Error> RedisConnection::append_and_flush(const std::vector<Command>& cmds) {
   ++roundTrips_;
   commandsSent_ += static_cast<int64_t>(cmds.size());
   for (const auto& cmd : cmds) {
@@ -127,15 +120,51 @@ std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds
       lens.push_back(a.size());
     }
     if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
-      return fail_all(io_failure("append"));
+      return io_failure("append");
   }
-  for (std::size_t i = 0; i < cmds.size(); ++i) {
+  int done = 0;
+  while (!done)
+    if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) return io_failure("write");
+  return std::nullopt;
+}
+
+std::vector<Result<Value>> RedisConnection::read_replies(std::size_t n) {
+  std::vector<Result<Value>> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
     void* raw = nullptr;
-    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) return fail_all(io_failure("read reply"));
+    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) {
+      const Error e = io_failure("read reply");
+      out.clear();
+      for (std::size_t k = 0; k < n; ++k) out.push_back(Result<Value>::failure(e));
+      return out;
+    }
     ReplyPtr reply(raw);
     out.push_back(Result<Value>::success(convert(static_cast<redisReply*>(raw))));
   }
   return out;
+}
+
+std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds) {
+  if (auto e = append_and_flush(cmds)) return std::vector<Result<Value>>(cmds.size(), Result<Value>::failure(*e));
+  return read_replies(cmds.size());
+}
+
+void RedisConnection::send(const std::vector<Command>& cmds) {
+  sent_ = cmds.size();
+  sendFailure_ = ensure_connected();
+  if (!sendFailure_) sendFailure_ = append_and_flush(cmds);
+}
+
+std::vector<Result<Value>> RedisConnection::receive() {
+  const std::size_t n = sent_;
+  sent_ = 0;
+  if (sendFailure_) {
+    auto e = *sendFailure_;
+    sendFailure_.reset();
+    return std::vector<Result<Value>>(n, Result<Value>::failure(e));
+  }
+  return read_replies(n);
 }
 
 Result<std::optional<Value>> RedisConnection::next_push(Millis waitMs) {

@@ -77,6 +77,12 @@ class RedisConnection {
   // Many commands, one round trip. On an I/O failure every result is that failure.
   std::vector<Result<Value>> pipeline(const std::vector<Command>& cmds);
 
+  // A pipeline in two halves, so that a client can have several nodes work at once: send() writes
+  // the commands (connecting first if need be) without waiting; receive() then reads their replies.
+  // After a failed send(), receive() gives that failure for every command.
+  void send(const std::vector<Command>& cmds);
+  std::vector<Result<Value>> receive();
+
   // On a connection that subscribed (SUBSCRIBE, SSUBSCRIBE): the next message Redis pushes, or
   // std::nullopt when none came within `waitMs`. An I/O failure drops the connection (subscribe
   // again on the next one).
@@ -94,6 +100,10 @@ class RedisConnection {
   std::optional<Error> ensure_connected();
   Error io_failure(const std::string& what);
   std::vector<Result<Value>> run(const std::vector<Command>& cmds);
+  std::optional<Error> append_and_flush(const std::vector<Command>& cmds);
+  std::vector<Result<Value>> read_replies(std::size_t n);
+  std::size_t sent_ = 0;                // commands sent by send() whose replies receive() reads
+  std::optional<Error> sendFailure_;    // why send() failed
 
   RedisOptions opts_;
   struct Free {

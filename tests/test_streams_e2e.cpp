@@ -199,7 +199,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
     }
     // Runs: maximal stretches of one member; per-key order within each.
     std::map<std::string, long> lastSeq;
-    std::set<std::string> ids;
+    std::set<std::string> seenIds;
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (i > 0 && list[i]->member != list[i - 1]->member) {
         ++handovers;
@@ -207,7 +207,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
       }
       // Under Redis faults an entry processed before may come again (its XACK was lost with the
       // node): a replay of an older entry, at-least-once, not a new record out of order.
-      if (!ids.insert(list[i]->id).second && redisFaults) {
+      if (!seenIds.insert(list[i]->id).second && redisFaults) {
         ++replays;
         continue;
       }

@@ -1,10 +1,11 @@
 // rsc-consume: consumes a sharded stream through the coordinator with the member runtime.
 //   rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX
 //               --group G [--member-id ID]
-//               [--concurrency N] [--process-ms MS] [--log FILE] [--token T]
+//               [--concurrency N] [--process-ms MS] [--log FILE] [--token T] [--cluster-poll-ms MS]
 // With --log, one JSON line per processed record:
-//   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..}
-// (CLOCK_MONOTONIC, so logs of processes on one machine can be merged) and one line per answered
+//   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..}
+// (startNs/endNs: CLOCK_MONOTONIC, so logs of processes on one machine can be merged; wallMs: the
+// wall clock at the end, to compare with the entry id's milliseconds for latency) and one line per answered
 // heartbeat: {"event":"heartbeat","member":..,"sentNs":..,"status":..,"epoch":..,"leaseMs":..}.
 // SIGTERM or SIGINT: leave the group gracefully (epoch -1), drain, exit 0.
 #include <pthread.h>
@@ -27,7 +28,8 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-consume: " << why << "\n"
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
-               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n";
+               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n"
+               "                   [--cluster-poll-ms MS]\n";
   std::exit(2);
 }
 }  // namespace
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
     else if (a == "--log") logPath = val();
     else if (a == "--token") o.token = val();
+    else if (a == "--cluster-poll-ms") o.clusterPollMs = std::max(1, std::atoi(val().c_str()));
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown argument " + a);
   }
@@ -90,8 +93,10 @@ int main(int argc, char** argv) {
   member::Runtime runtime(o, [&](const member::Record& r, int64_t startNs) {
     if (processMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(processMs));
     const int64_t endNs = member::mono_ns();
+    const int64_t wallMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
     write_line({{"shard", r.shard}, {"id", r.id}, {"key", r.field("key")}, {"seq", std::atoll(r.field("seq").c_str())},
-                {"member", memberId}, {"startNs", startNs}, {"endNs", endNs}});
+                {"member", memberId}, {"startNs", startNs}, {"endNs", endNs}, {"wallMs", wallMs}});
   });
   rt = &runtime;
   memberId = runtime.member_id();
