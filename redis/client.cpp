@@ -104,6 +104,7 @@ std::optional<Error> RedisClient::refresh() {
     tried.push_back(n);
     auto r = connection_to(n.host, n.port).command({"CLUSTER", "SLOTS"});
     if (!r.ok()) {
+      if (r.error.kind == ErrorKind::Fatal) return r.error;  // e.g. AUTH refused: no node will differ
       last = r.error;
       continue;
     }

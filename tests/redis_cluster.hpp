@@ -21,14 +21,17 @@ namespace rsc::testing {
 
 class LocalCluster {
  public:
-  explicit LocalCluster(int masters = 3, int replicasPerMaster = 1) {
+  // `password`: requirepass (and an ACL user "rsc" with it) on every node.
+  explicit LocalCluster(int masters = 3, int replicasPerMaster = 1, const std::string& password = "") {
     RedisServerOptions o;
     o.cluster = true;
+    o.password = password;
     const int n = masters * (1 + replicasPerMaster);
     for (int i = 0; i < n; ++i) servers_.push_back(std::make_unique<RedisServer>(o));
     std::vector<std::string> args{"redis-cli", "--cluster", "create"};
     for (const auto& s : servers_) args.push_back("127.0.0.1:" + std::to_string(s->port()));
     args.insert(args.end(), {"--cluster-replicas", std::to_string(replicasPerMaster), "--cluster-yes"});
+    if (!password.empty()) args.insert(args.end(), {"-a", password, "--no-auth-warning"});
     run(args);
     wait_healthy(masters, masters * replicasPerMaster);
   }

@@ -88,6 +88,7 @@ class RedisServer {
                                   dir_ + "/redis.log", "--busy-reply-threshold", "100"};
     if (!opts_.password.empty()) {
       args.insert(args.end(), {"--requirepass", opts_.password});
+      if (opts_.cluster) args.insert(args.end(), {"--masterauth", opts_.password});  // replicas sync
     }
     if (opts_.cluster) {
       // The cluster bus port defaults to port + 10000, which may be taken or past 65535.

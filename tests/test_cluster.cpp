@@ -388,3 +388,73 @@ TEST(ClientOnCluster, ACommandSpanningTwoSlotsIsRefusedAndCounted) {
   EXPECT_EQ(r.value->str.rfind("CROSSSLOT", 0), 0u) << r.value->str;
   EXPECT_EQ(cl.crossslot_errors(), before + 1);
 }
+
+// AUTH (password, or ACL user and password) goes to every node the client connects to.
+TEST(ClientOnCluster, EveryNodeConnectionAuthenticatesAsTheDefaultOrAnAclUser) {
+  LocalCluster cl(3, 0, "s3cret-pass");
+  auto o = cl.client_options();
+  RedisClient byPassword(o);
+  std::vector<Command> sets;
+  for (const auto& k : keys_over_all_slots(50)) sets.push_back({"SET", k, "x"});
+  for (const auto& r : byPassword.pipeline(sets)) ASSERT_TRUE(r.ok() && !r.value->is_error()) << (r.ok() ? r.value->str : r.error.message);
+  EXPECT_EQ(byPassword.nodes().size(), 3u);
+  o.user = "rsc";
+  RedisClient byUser(o);
+  auto who = byUser.pipeline({{"GET", "key:1"}, {"GET", "key:2"}, {"GET", "key:3"}});
+  for (const auto& r : who) EXPECT_TRUE(r.ok() && r.value->str == "x");
+  o.password = "wrong";
+  RedisClient wrong(o);
+  auto r = wrong.command({"GET", "key:1"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.kind, ErrorKind::Fatal) << r.error.message;
+  EXPECT_NE(r.error.message.find("AUTH"), std::string::npos) << r.error.message;
+}
+
+// TRYAGAIN (a multi-key command while its slot migrates and its keys are split) is re-sent with
+// backoff for the retry budget, then given to the caller; once the migration ends, the re-sent
+// command follows the MOVED and succeeds.
+TEST(ClientOnCluster, TryAgainIsRetriedWithBackoffWithinTheBudgetThenAnswered) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  const std::string a = "{tag}a", b = "{tag}b";
+  const std::size_t from = cl.master_of(a);
+  const std::size_t to = cl.master_of("key:0") != from ? cl.master_of("key:0") : cl.master_of("key:1");
+  const std::string slot = std::to_string(key_slot(a));
+  const std::string idFrom = cl.node(from).command({"CLUSTER", "MYID"}).value->str;
+  const std::string idTo = cl.node(to).command({"CLUSTER", "MYID"}).value->str;
+  auto o = cl.client_options();
+  o.clusterRetryBudgetMs = 300;
+  RedisClient c(o);
+  ASSERT_TRUE(c.command({"SET", b, "B"}).ok());
+  ASSERT_TRUE(cl.node(to).command({"CLUSTER", "SETSLOT", slot, "IMPORTING", idFrom}).ok());
+  ASSERT_TRUE(cl.node(from).command({"CLUSTER", "SETSLOT", slot, "MIGRATING", idTo}).ok());
+  // b is still on the source, a nowhere: the source cannot answer MGET a b whole.
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c.command({"MGET", a, b});
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  ASSERT_TRUE(r.value->is_error());
+  EXPECT_EQ(r.value->str.rfind("TRYAGAIN", 0), 0u) << r.value->str;
+  EXPECT_GE(ms, 300) << "retried for the budget";
+  EXPECT_LT(ms, 1500);
+  EXPECT_EQ(classify_reply_error(r.value->str).kind, ErrorKind::Retryable);
+  // The migration ends while the client retries: b moves, the slot is the target's.
+  o.clusterRetryBudgetMs = 5000;
+  RedisClient patient(o);
+  std::thread finish([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cl.node(from).command({"MIGRATE", "127.0.0.1", std::to_string(cl.server(to).port()), "", "0", "5000", "KEYS", b});
+    for (std::size_t i = 0; i < cl.size(); ++i) cl.node(i).command({"CLUSTER", "SETSLOT", slot, "NODE", idTo});
+  });
+  r = patient.command({"MGET", a, b});
+  finish.join();
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  ASSERT_FALSE(r.value->is_error()) << r.value->str;
+  ASSERT_EQ(r.value->elements.size(), 2u);
+  EXPECT_TRUE(r.value->elements[0].is_nil());
+  EXPECT_EQ(r.value->elements[1].str, "B");
+  // Back as it was.
+  patient.command({"DEL", b});
+  for (std::size_t i = 0; i < cl.size(); ++i) cl.node(i).command({"CLUSTER", "SETSLOT", slot, "NODE", idFrom});
+  cl.wait_state_ok();
+}

@@ -851,3 +851,46 @@ TEST(E2EMultiPod, CoarseLeaseRenewalExpiresNobodyAndAFenceOnOnePodIsSafeOnTheOth
   }
   EXPECT_GT(staleOks, 0) << "pod A answered from its cache after the removal (the case the quarantine is for)";
 }
+
+// --redis takes one node or a Redis Cluster's seed nodes (several: cluster mode); --redis-cluster,
+// RSC_REDIS_CLUSTER and the file's redis.cluster say cluster for a single seed; bad entries are
+// named.
+TEST(E2EConfig, RedisTakesASeedListAndClusterModeIsSaidOnceInTheSummary) {
+  auto run = [](const std::string& args, int* rc) {
+    FILE* p = popen((args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    *rc = WEXITSTATUS(pclose(p));
+    return out;
+  };
+  const std::string bin = RSC_COORDINATOR_BIN;
+  int rc = 0;
+  auto out = run(bin + " --check-config --redis 10.0.0.1:7000", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("redis=10.0.0.1:7000 "), std::string::npos) << out;
+  EXPECT_EQ(out.find("cluster"), std::string::npos) << "one node, no flag: a single Redis: " << out;
+  out = run(bin + " --check-config --redis 10.0.0.1:7000,10.0.0.2:7001,10.0.0.3:7002", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("redis=10.0.0.1:7000 (cluster, 3 seeds)"), std::string::npos) << out;
+  out = run(bin + " --check-config --redis 10.0.0.1:7000 --redis-cluster", &rc);
+  EXPECT_NE(out.find("(cluster, 1 seeds)"), std::string::npos) << out;
+  out = run("RSC_REDIS_CLUSTER=true " + bin + " --check-config", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("(cluster,"), std::string::npos) << out;
+  out = run("RSC_REDIS_CLUSTER=maybe " + bin + " --check-config", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("RSC_REDIS_CLUSTER: 'maybe' must be true or false"), std::string::npos) << out;
+  out = run(bin + " --check-config --redis 10.0.0.1:7000,nowhere", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--redis"), std::string::npos) << out;
+  char path[] = "/tmp/rsc-config-XXXXXX";
+  const int fd = mkstemp(path);
+  const std::string file = R"({"redis": {"address": "10.0.0.9:7000", "cluster": true}})";
+  ASSERT_EQ(write(fd, file.data(), file.size()), static_cast<ssize_t>(file.size()));
+  close(fd);
+  out = run(bin + " --check-config --config " + path, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("redis=10.0.0.9:7000 (cluster, 1 seeds)"), std::string::npos) << out;
+  std::remove(path);
+}
