@@ -529,6 +529,16 @@ TEST(E2EAuth, TokensFromTheConfigFileGate401And403) {
   EXPECT_EQ(c.log().find("runs OPEN"), std::string::npos);
 }
 
+// Runs a shell command; its output (stderr too) and exit code.
+std::string run_command(const std::string& cmd, int* rc) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  *rc = WEXITSTATUS(pclose(p));
+  return out;
+}
+
 TEST(E2EConfig, BadFlagsExitWithAMessageNamingThem) {
   FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --member-lease-ttl-ms 100 --heartbeat-interval-ms 500 2>&1").c_str(), "r");
   std::string out;
@@ -547,14 +557,7 @@ TEST(E2EConfig, BadFlagsExitWithAMessageNamingThem) {
 // The actor scheduler's threads are a setting; by default half the cores (at least one), which on
 // a 2-core machine measured faster than two (issue 9's note has the figures).
 TEST(E2EConfig, SchedulerThreadsDefaultToHalfTheCoresAndCanBeSet) {
-  auto run = [](const std::string& args, int* rc) {
-    FILE* p = popen((args + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[512];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    *rc = WEXITSTATUS(pclose(p));
-    return out;
-  };
+  const auto run = run_command;
   int rc = 0;
   const int half = std::max(1, static_cast<int>(std::thread::hardware_concurrency() / 2));
   auto out = run(std::string(RSC_COORDINATOR_BIN) + " --check-config", &rc);
@@ -856,14 +859,7 @@ TEST(E2EMultiPod, CoarseLeaseRenewalExpiresNobodyAndAFenceOnOnePodIsSafeOnTheOth
 // RSC_REDIS_CLUSTER and the file's redis.cluster say cluster for a single seed; bad entries are
 // named.
 TEST(E2EConfig, RedisTakesASeedListAndClusterModeIsSaidOnceInTheSummary) {
-  auto run = [](const std::string& args, int* rc) {
-    FILE* p = popen((args + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[512];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    *rc = WEXITSTATUS(pclose(p));
-    return out;
-  };
+  const auto run = run_command;
   const std::string bin = RSC_COORDINATOR_BIN;
   int rc = 0;
   auto out = run(bin + " --check-config --redis 10.0.0.1:7000", &rc);
