@@ -317,7 +317,7 @@ struct Runtime::Impl {
   void worker_loop(int index) {
     auto ropts = opts.redis;
     ropts.commandTimeoutMs = opts.maxBlockMs + 2000;
-    ShardReader reader(ropts, opts.group, memberId, [this](int32_t s) { return stream_key(s); }, opts.clusterPollMs);
+    ShardReader reader(ropts, opts.group, memberId, [this](int32_t s) { return stream_key(s); });
     while (!stopping) {
       Membership::Lease lease;
       {

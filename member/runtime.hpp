@@ -44,10 +44,6 @@ struct RuntimeOptions {
   int concurrency = 1;   // worker threads; a shard is read by one worker at a time
   int readCount = 10;
   int64_t maxBlockMs = 500;        // XREADGROUP BLOCK cap (a revoke waits for the read to return)
-  // In a Redis Cluster, when a worker's shards sit in several hash slots (one command may not span
-  // them), it polls each slot without blocking and then blocks on one slot for at most this long:
-  // a record on another slot waits up to this long at rest. Lower: less latency, more idle reads.
-  int64_t clusterPollMs = 50;
   int64_t selfFenceMarginMs = 0;   // 0: a quarter of the lease, at least 200 ms
   int64_t httpTimeoutMs = 2000;
   // Listen on the group's change channel (Redis sharded pub/sub) and heartbeat at once when the

@@ -1,5 +1,7 @@
 #include "member/shard_reader.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -40,12 +42,41 @@ std::string why(const store::Result<Value>& r) {
 }  // namespace
 
 ShardReader::ShardReader(store::RedisOptions redis, std::string group, std::string consumer,
-                         std::function<std::string(int32_t)> keyOf, int64_t spreadBlockMs)
-    : conn_(std::move(redis)),
-      group_(std::move(group)),
-      consumer_(std::move(consumer)),
-      keyOf_(std::move(keyOf)),
-      spreadBlockMs_(std::max<int64_t>(1, spreadBlockMs)) {}
+                         std::function<std::string(int32_t)> keyOf)
+    : conn_(std::move(redis)), group_(std::move(group)), consumer_(std::move(consumer)), keyOf_(std::move(keyOf)) {}
+
+ShardReader::Waiter* ShardReader::waiter_for(int slot, const std::string& key) {
+  auto it = waiters_.find(slot);
+  if (it != waiters_.end()) return it->second.get();
+  auto where = conn_.options_for_key(key);
+  if (!where.ok()) return nullptr;
+  auto w = std::make_unique<Waiter>();
+  w->node = where.value->host + ":" + std::to_string(where.value->port);
+  w->conn = std::make_unique<store::RedisConnection>(*where.value);
+  Waiter* raw = w.get();
+  w->conn->on_connect([raw](store::RedisConnection& c) -> std::optional<store::Error> {
+    auto id = c.command({"CLIENT", "ID"});
+    if (!id.ok()) return id.error;
+    raw->clientId = id.value->type == Value::Type::Integer ? id.value->integer : -1;
+    return std::nullopt;
+  });
+  return waiters_.emplace(slot, std::move(w)).first->second.get();
+}
+
+store::RedisConnection& ShardReader::control_for(const Waiter& w) {
+  auto& c = controls_[w.node];
+  if (!c) {
+    auto o = conn_.options();
+    const auto colon = w.node.rfind(':');
+    o.host = w.node.substr(0, colon);
+    o.port = std::stoi(w.node.substr(colon + 1));
+    o.cluster = false;
+    o.observer = nullptr;
+    o.commandTimeoutMs = 2000;
+    c = std::make_unique<store::RedisConnection>(o);
+  }
+  return *c;
+}
 
 std::string ShardReader::ensure_group(int32_t shard) {
   auto r = conn_.command({"XGROUP", "CREATE", keyOf_(shard), group_, "0", "MKSTREAM"});
@@ -143,9 +174,52 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   }
   for (const auto& b : out.batches) any = any || !b.empty();
   if (any) return out;
-  const auto& waitOn = bySlot[nextBlockingSlot_++ % bySlot.size()];
-  if (!take(conn_.command(xreadgroup(group_, consumer_, count, std::min(blockMs, spreadBlockMs_), keys_of(waitOn)))))
-    out.batches.clear();
+
+  // Nothing yet: block on every slot at once, one connection each.
+  struct Wait {
+    Waiter* w;
+    const std::vector<std::size_t>* idx;
+  };
+  std::vector<Wait> waits;
+  for (const auto& idx : bySlot) {
+    Waiter* w = waiter_for(store::key_slot(keys[idx.front()]), keys[idx.front()]);
+    if (w == nullptr) {
+      out.outcome = Read::Outcome::Lost;
+      out.error = "redis cluster: no slot map";
+      out.batches.clear();
+      return out;
+    }
+    w->conn->send({xreadgroup(group_, consumer_, count, blockMs, keys_of(idx))});
+    waits.push_back({w, &idx});
+  }
+  std::vector<pollfd> fds;
+  for (const auto& x : waits) fds.push_back(pollfd{x.w->conn->fd(), POLLIN, 0});
+  // A failed send left fd -1 (poll ignores it) and answers at once in receive().
+  bool failedSend = false;
+  for (const auto& f : fds) failedSend = failedSend || f.fd < 0;
+  if (!failedSend) ::poll(fds.data(), fds.size(), static_cast<int>(blockMs + 100));
+  for (std::size_t i = 0; i < waits.size(); ++i) {
+    if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (waits[i].w->clientId >= 0)
+      control_for(*waits[i].w).command({"CLIENT", "UNBLOCK", std::to_string(waits[i].w->clientId)});
+  }
+  bool moved = false;
+  for (const auto& x : waits) {
+    auto r = x.w->conn->receive();
+    const auto& reply = r.front();
+    if (reply.ok() && reply.value->is_error() &&
+        (reply.value->str.rfind("MOVED", 0) == 0 || reply.value->str.rfind("ASK", 0) == 0)) {
+      moved = true;  // nothing was read there; the slot has another master now
+      continue;
+    }
+    if (out.outcome == Read::Outcome::Records && !take(reply)) continue;  // the first failure is kept
+  }
+  if (moved || out.outcome != Read::Outcome::Records) {
+    waiters_.clear();  // connect again, to the masters the map names next
+    controls_.clear();
+    conn_.forget_map();
+  }
+  if (out.outcome != Read::Outcome::Records) out.batches.clear();
   return out;
 }
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,7 +21,7 @@ namespace rsc::member {
 class ShardReader {
  public:
   ShardReader(store::RedisOptions redis, std::string group, std::string consumer,
-              std::function<std::string(int32_t)> keyOf, int64_t spreadBlockMs = 50);
+              std::function<std::string(int32_t)> keyOf);
 
   // Creates the group on the shard's stream (from id 0, the stream too if missing); "" or why not.
   std::string ensure_group(int32_t shard);
@@ -38,9 +40,11 @@ class ShardReader {
   };
   // XREADGROUP of new entries on these shards, blocking up to blockMs. Shards whose keys share a
   // hash slot (all of them on a single Redis) are read by one command. In a cluster, where one
-  // command may not span slots, each slot's shards get a non-blocking read, pipelined per node; only
-  // when none has anything does one blocking read wait, on the slots in turn, for at most
-  // spreadBlockMs, so a record on another slot waits that long at most.
+  // command may not span slots, each slot's shards first get a non-blocking read, pipelined per
+  // node; when none has anything, a blocking read waits on every slot at once, each on a
+  // connection of its own to the slot's master. The first answer ends the wait: the others are
+  // released with CLIENT UNBLOCK (they then answer nil, having read nothing, or with what they read
+  // meanwhile), and every answer is collected before this returns, so no read outlives the call.
   Read read(const std::vector<int32_t>& shards, int count, int64_t blockMs);
   // "" when the ack was stored, else why not.
   std::string ack(int32_t shard, const std::string& id);
@@ -56,9 +60,17 @@ class ShardReader {
  private:
   store::RedisClient conn_;
   std::string group_, consumer_;
-  std::size_t nextBlockingSlot_ = 0;
+  // A slot's blocking read: its connection (to the slot's master) and that connection's CLIENT ID.
+  struct Waiter {
+    std::unique_ptr<store::RedisConnection> conn;
+    std::string node;  // host:port, where CLIENT UNBLOCK goes
+    long long clientId = -1;
+  };
+  Waiter* waiter_for(int slot, const std::string& key);
+  store::RedisConnection& control_for(const Waiter& w);
+  std::map<int, std::unique_ptr<Waiter>> waiters_;
+  std::map<std::string, std::unique_ptr<store::RedisConnection>> controls_;  // per node: CLIENT UNBLOCK
   std::function<std::string(int32_t)> keyOf_;
-  int64_t spreadBlockMs_;
 };
 
 }  // namespace rsc::member

@@ -150,6 +150,8 @@ std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds
   return read_replies(cmds.size());
 }
 
+int RedisConnection::fd() const { return ctx_ ? ctx_->fd : -1; }
+
 void RedisConnection::send(const std::vector<Command>& cmds) {
   sent_ = cmds.size();
   sendFailure_ = ensure_connected();

@@ -91,6 +91,8 @@ class RedisConnection {
   // Called after every (re)connect, e.g. to load scripts. Its failure fails the connect.
   void on_connect(std::function<std::optional<Error>(RedisConnection&)> f) { onConnect_ = std::move(f); }
   bool connected() const { return ctx_ != nullptr; }
+  // The socket (to poll for a reply after send()), or -1 when not connected.
+  int fd() const;
   const RedisOptions& options() const { return opts_; }
   int64_t reconnects() const { return reconnects_; }
   int64_t round_trips() const { return roundTrips_; }

@@ -11,8 +11,7 @@
 # throughput is RECORDS over the time from the producer's start to the last record processed.
 # Then 2,000 records at LOW_RATE/s: latency from the entry id's milliseconds (when Redis added it)
 # to the end of its processing (wallMs in the consumer log), p50 and p99; then, with nothing
-# produced, the commands per second all Redis nodes run. The cluster runs twice: consumers polling
-# the slots of their shards every 50 ms (the default) and every 10 ms (--cluster-poll-ms).
+# produced, the commands per second all Redis nodes run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/local.sh
@@ -58,14 +57,13 @@ cluster_up() {  # cluster_up NAME: starts 3 cluster-enabled masters in $dir/NAME
 run() {
   local mode=$1 round=$2 redis port cpids=() start end
   local started=("${pids[@]}")
-  local poll=50 nodes
+  local nodes
   if [ "$mode" = single ]; then
     start_redis
     redis=127.0.0.1:$rport
   else
     cluster_up "$mode-$round"
     redis=$seeds
-    poll=${mode#cluster-poll}
   fi
   nodes=$(echo "$redis" | tr ',' ' ')
   port=$(free_port)
@@ -77,7 +75,7 @@ run() {
     -d '{"shardCount": 16}' >/dev/null
   for i in $(seq 1 "$CONSUMERS"); do
     "$BIN/rsc-consume" --coordinator "http://127.0.0.1:$port" --redis "$redis" --stream orders --group billing \
-      --member-id "m$i" --concurrency 4 --cluster-poll-ms "$poll" --log "$dir/$mode-$round-m$i.jsonl" >"$dir/$mode-$round-m$i.out" 2>&1 &
+      --member-id "m$i" --concurrency 4 --log "$dir/$mode-$round-m$i.jsonl" >"$dir/$mode-$round-m$i.out" 2>&1 &
     pids+=("$!")
     cpids+=("$!")
   done
@@ -135,7 +133,7 @@ PY
 echo "mode              produce/s consume/s p50ms p99ms idle-cmds/s (low-rate records measured)"
 results=()
 for r in $(seq 1 "$ROUNDS"); do
-  for m in single cluster-poll50 cluster-poll10; do
+  for m in single cluster; do
     line=$(run "$m" "$r")
     echo "$line" | awk '{printf "%-17s %9s %9s %5s %5s %11s (%s)\n", $1, $2, $3, $4, $5, $6, $7}'
     results+=("$line")
@@ -145,8 +143,8 @@ printf '%s\n' "${results[@]}" | python3 -c '
 import statistics, sys
 rows = [l.split() for l in sys.stdin if l.strip()]
 med = lambda m, i: statistics.median(float(r[i]) for r in rows if r[0] == m)
-c = "cluster-poll50"
+c = "cluster"
 print("median of %d rounds, 3 masters vs 1 node: produce %.2f, consume %.2f; at a low rate p50 %.0f vs %.0f ms, "
-      "p99 %.0f vs %.0f ms (polling 10 ms: p99 %.0f ms); at rest %.0f vs %.0f Redis commands/s (polling 10 ms: %.0f)" % (
-      len(rows) // 3, med(c, 1) / med("single", 1), med(c, 2) / med("single", 2), med(c, 3), med("single", 3),
-      med(c, 4), med("single", 4), med("cluster-poll10", 4), med(c, 5), med("single", 5), med("cluster-poll10", 5)))'
+      "p99 %.0f vs %.0f ms; at rest %.0f vs %.0f Redis commands/s" % (
+      len(rows) // 2, med(c, 1) / med("single", 1), med(c, 2) / med("single", 2), med(c, 3), med("single", 3),
+      med(c, 4), med("single", 4), med(c, 5), med("single", 5)))'

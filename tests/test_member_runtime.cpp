@@ -17,6 +17,8 @@
 #include "e2e_harness.hpp"
 #include "member/http_client.hpp"
 #include "member/runtime.hpp"
+#include "member/shard_reader.hpp"
+#include "redis_cluster.hpp"
 
 using namespace rsc;
 using namespace rsc::testing;
@@ -393,4 +395,84 @@ TEST(MemberId, ComesFromPodIpAndASuffix) {
   const auto id = member::member_id_from_environment("1");
   EXPECT_EQ(id.substr(id.size() - 2), ":1");
   EXPECT_TRUE(protocol::valid_name(id)) << id;
+}
+
+// ---- the shard reader on a Redis Cluster -------------------------------------------------------
+
+namespace {
+long long blocked_clients(LocalCluster& cl) {
+  long long n = 0;
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    auto r = cl.node(i).command({"INFO", "clients"});
+    const auto at = r.ok() ? r.value->str.find("blocked_clients:") : std::string::npos;
+    if (at != std::string::npos) n += std::stoll(r.value->str.substr(at + 16));
+  }
+  return n;
+}
+}  // namespace
+
+// Shards on three masters: one command may not span their slots, so the reader blocks on all of
+// them at once, one connection each. A record on any of them ends the wait at once (not after the
+// block), the other reads are released, and none is left blocked in Redis after the call.
+TEST(ShardReaderOnCluster, ARecordOnAnySlotEndsTheWaitAtOnceAndNoReadOutlivesTheCall) {
+  LocalCluster cl(3, 0);
+  store::RedisClient admin(cl.client_options());
+  // Three shards whose keys live on three different masters.
+  std::vector<int32_t> shards;
+  std::set<std::size_t> masters;
+  for (int32_t s = 0; s < 64 && shards.size() < 3; ++s)
+    if (masters.insert(cl.master_of("orders:" + std::to_string(s))).second) shards.push_back(s);
+  ASSERT_EQ(shards.size(), 3u);
+  auto o = cl.client_options();
+  o.commandTimeoutMs = 5000;
+  member::ShardReader reader(o, "billing", "m1", [](int32_t s) { return "orders:" + std::to_string(s); });
+  for (int32_t s : shards) ASSERT_EQ(reader.ensure_group(s), "");
+
+  for (int32_t target : shards) {
+    std::thread producer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      admin.command({"XADD", "orders:" + std::to_string(target), "*", "seq", std::to_string(target)});
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = reader.read(shards, 10, 3000);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    producer.join();
+    ASSERT_EQ(r.outcome, member::ShardReader::Read::Outcome::Records) << r.error;
+    std::size_t got = 0;
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      got += r.batches[i].size();
+      if (shards[i] == target) {
+        ASSERT_EQ(r.batches[i].size(), 1u) << "shard " << target;
+        EXPECT_EQ(r.batches[i][0].field("seq"), std::to_string(target));
+      }
+    }
+    EXPECT_EQ(got, 1u);
+    EXPECT_LT(ms, 1500) << "the record on shard " << target << " ended the 3 s wait";
+    EXPECT_GE(ms, 250);
+    EXPECT_EQ(blocked_clients(cl), 0) << "every blocking read was answered or released";
+  }
+  // Nothing arrives: the wait lasts the block, reads nothing, and costs Redis one non-blocking and
+  // one blocking read per slot (no polling while it waits).
+  auto commands = [&] {
+    long long n = 0;
+    for (std::size_t i = 0; i < cl.size(); ++i) {
+      auto r = cl.node(i).command({"INFO", "stats"});
+      const auto at = r.value->str.find("total_commands_processed:");
+      n += std::stoll(r.value->str.substr(at + 25));
+    }
+    return n;
+  };
+  const long long before = commands();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto idle = reader.read(shards, 10, 400);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  const long long used = commands() - before - 3;  // the three INFO of the first count
+  // 3 non-blocking reads, 3 blocking ones, and at the end of the block at most 2 CLIENT UNBLOCK for
+  // the reads that had not answered yet when the first did (polling every 50 ms would be ~30).
+  EXPECT_LE(used, 3 + 3 + 2) << "at rest the wait is one blocking read per slot";
+  EXPECT_EQ(idle.outcome, member::ShardReader::Read::Outcome::Records);
+  for (const auto& b : idle.batches) EXPECT_TRUE(b.empty());
+  EXPECT_GE(ms, 380);
+  EXPECT_LT(ms, 1500);
+  EXPECT_EQ(blocked_clients(cl), 0);
 }

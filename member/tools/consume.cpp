@@ -1,7 +1,7 @@
 // rsc-consume: consumes a sharded stream through the coordinator with the member runtime.
 //   rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX
 //               --group G [--member-id ID]
-//               [--concurrency N] [--process-ms MS] [--log FILE] [--token T] [--cluster-poll-ms MS]
+//               [--concurrency N] [--process-ms MS] [--log FILE] [--token T]
 // With --log, one JSON line per processed record:
 //   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..}
 // (startNs/endNs: CLOCK_MONOTONIC, so logs of processes on one machine can be merged; wallMs: the
@@ -28,8 +28,7 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-consume: " << why << "\n"
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
-               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n"
-               "                   [--cluster-poll-ms MS]\n";
+               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n";
   std::exit(2);
 }
 }  // namespace
@@ -55,7 +54,6 @@ int main(int argc, char** argv) {
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
     else if (a == "--log") logPath = val();
     else if (a == "--token") o.token = val();
-    else if (a == "--cluster-poll-ms") o.clusterPollMs = std::max(1, std::atoi(val().c_str()));
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown argument " + a);
   }
