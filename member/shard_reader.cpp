@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "redis/cluster.hpp"
 #include "redis/keys.hpp"
 
 namespace rsc::member {
@@ -51,8 +52,8 @@ ShardReader::Waiter* ShardReader::waiter_for(int slot, const std::string& key) {
   auto where = conn_.options_for_key(key);
   if (!where.ok()) return nullptr;
   auto w = std::make_unique<Waiter>();
-  w->node = where.value->host + ":" + std::to_string(where.value->port);
-  w->conn = std::make_unique<store::RedisConnection>(*where.value);
+  w->node = *where.value;
+  w->conn = std::make_unique<store::RedisConnection>(w->node);
   Waiter* raw = w.get();
   w->conn->on_connect([raw](store::RedisConnection& c) -> std::optional<store::Error> {
     auto id = c.command({"CLIENT", "ID"});
@@ -64,17 +65,8 @@ ShardReader::Waiter* ShardReader::waiter_for(int slot, const std::string& key) {
 }
 
 store::RedisConnection& ShardReader::control_for(const Waiter& w) {
-  auto& c = controls_[w.node];
-  if (!c) {
-    auto o = conn_.options();
-    const auto colon = w.node.rfind(':');
-    o.host = w.node.substr(0, colon);
-    o.port = std::stoi(w.node.substr(colon + 1));
-    o.cluster = false;
-    o.observer = nullptr;
-    o.commandTimeoutMs = 2000;
-    c = std::make_unique<store::RedisConnection>(o);
-  }
+  auto& c = controls_[w.node.host + ":" + std::to_string(w.node.port)];
+  if (!c) c = std::make_unique<store::RedisConnection>(w.node);
   return *c;
 }
 
@@ -121,8 +113,8 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   for (int32_t s : shards) keys.push_back(keyOf_(s));
   // Shards by hash slot (one group for a single Redis: any command may name any keys there).
   std::vector<std::vector<std::size_t>> bySlot;
+  std::vector<int> slots;  // bySlot[i]'s slot
   {
-    std::vector<int> slots;
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const int slot = conn_.cluster() ? store::key_slot(keys[i]) : 0;
       auto it = std::find(slots.begin(), slots.end(), slot);
@@ -176,13 +168,10 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   if (any) return out;
 
   // Nothing yet: block on every slot at once, one connection each.
-  struct Wait {
-    Waiter* w;
-    const std::vector<std::size_t>* idx;
-  };
-  std::vector<Wait> waits;
-  for (const auto& idx : bySlot) {
-    Waiter* w = waiter_for(store::key_slot(keys[idx.front()]), keys[idx.front()]);
+  std::vector<Waiter*> waits;
+  for (std::size_t g = 0; g < bySlot.size(); ++g) {
+    const auto& idx = bySlot[g];
+    Waiter* w = waiter_for(slots[g], keys[idx.front()]);
     if (w == nullptr) {
       out.outcome = Read::Outcome::Lost;
       out.error = "redis cluster: no slot map";
@@ -190,25 +179,24 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
       return out;
     }
     w->conn->send({xreadgroup(group_, consumer_, count, blockMs, keys_of(idx))});
-    waits.push_back({w, &idx});
+    waits.push_back(w);
   }
   std::vector<pollfd> fds;
-  for (const auto& x : waits) fds.push_back(pollfd{x.w->conn->fd(), POLLIN, 0});
+  for (Waiter* w : waits) fds.push_back(pollfd{w->conn->fd(), POLLIN, 0});
   // A failed send left fd -1 (poll ignores it) and answers at once in receive().
   bool failedSend = false;
   for (const auto& f : fds) failedSend = failedSend || f.fd < 0;
   if (!failedSend) ::poll(fds.data(), fds.size(), static_cast<int>(blockMs + 100));
   for (std::size_t i = 0; i < waits.size(); ++i) {
     if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    if (waits[i].w->clientId >= 0)
-      control_for(*waits[i].w).command({"CLIENT", "UNBLOCK", std::to_string(waits[i].w->clientId)});
+    if (waits[i]->clientId >= 0)
+      control_for(*waits[i]).command({"CLIENT", "UNBLOCK", std::to_string(waits[i]->clientId)});
   }
   bool moved = false;
-  for (const auto& x : waits) {
-    auto r = x.w->conn->receive();
+  for (Waiter* w : waits) {
+    auto r = w->conn->receive();
     const auto& reply = r.front();
-    if (reply.ok() && reply.value->is_error() &&
-        (reply.value->str.rfind("MOVED", 0) == 0 || reply.value->str.rfind("ASK", 0) == 0)) {
+    if (reply.ok() && reply.value->is_error() && store::cluster::parse_redirect(reply.value->str, w->node.host)) {
       moved = true;  // nothing was read there; the slot has another master now
       continue;
     }

@@ -62,8 +62,8 @@ class ShardReader {
   std::string group_, consumer_;
   // A slot's blocking read: its connection (to the slot's master) and that connection's CLIENT ID.
   struct Waiter {
+    store::RedisOptions node;  // the slot's master, where CLIENT UNBLOCK goes too
     std::unique_ptr<store::RedisConnection> conn;
-    std::string node;  // host:port, where CLIENT UNBLOCK goes
     long long clientId = -1;
   };
   Waiter* waiter_for(int slot, const std::string& key);

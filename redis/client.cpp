@@ -144,11 +144,7 @@ std::vector<Result<Value>> RedisClient::pipeline(const std::vector<Command>& cmd
   const auto& obs = opts_.observer;
   const uint64_t id = obs ? obs->call_began() : 0;
   auto out = cluster_pipeline(cmds);
-  if (obs) {
-    bool ok = true;
-    for (const auto& r : out) ok = ok && r.ok() && !store_unavailable(*r.value);
-    obs->call_ended(id, ok);
-  }
+  if (obs) obs->call_ended(id, store_answered(out));
   return out;
 }
 

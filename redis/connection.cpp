@@ -133,12 +133,8 @@ std::vector<Result<Value>> RedisConnection::read_replies(std::size_t n) {
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     void* raw = nullptr;
-    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) {
-      const Error e = io_failure("read reply");
-      out.clear();
-      for (std::size_t k = 0; k < n; ++k) out.push_back(Result<Value>::failure(e));
-      return out;
-    }
+    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr)
+      return std::vector<Result<Value>>(n, Result<Value>::failure(io_failure("read reply")));
     ReplyPtr reply(raw);
     out.push_back(Result<Value>::success(convert(static_cast<redisReply*>(raw))));
   }
@@ -153,8 +149,9 @@ std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds
 int RedisConnection::fd() const { return ctx_ ? ctx_->fd : -1; }
 
 void RedisConnection::send(const std::vector<Command>& cmds) {
-  sent_ = cmds.size();
+  // Connecting first: on_connect may run commands of its own on this connection.
   sendFailure_ = ensure_connected();
+  sent_ = cmds.size();
   if (!sendFailure_) sendFailure_ = append_and_flush(cmds);
 }
 
@@ -191,26 +188,27 @@ Result<std::optional<Value>> RedisConnection::next_push(Millis waitMs) {
   return R::success(convert(static_cast<redisReply*>(raw)));
 }
 
+namespace {
+// A reply that means the store cannot take writes now, though it answered.
 bool store_unavailable(const Value& v) {
   if (!v.is_error()) return false;
   const auto word = v.str.substr(0, v.str.find(' '));
   return word == "LOADING" || word == "BUSY" || word == "MASTERDOWN" || word == "CLUSTERDOWN" || word == "TRYAGAIN";
 }
+}  // namespace
+
+bool store_answered(const std::vector<Result<Value>>& replies) {
+  for (const auto& r : replies)
+    if (!r.ok() || store_unavailable(*r.value)) return false;
+  return true;
+}
 
 std::vector<Result<Value>> RedisConnection::pipeline(const std::vector<Command>& cmds) {
   const auto& obs = opts_.observer;
   const uint64_t id = obs ? obs->call_began() : 0;
-  std::vector<Result<Value>> out;
-  if (auto e = ensure_connected()) {
-    for (std::size_t i = 0; i < cmds.size(); ++i) out.push_back(Result<Value>::failure(*e));
-  } else {
-    out = run(cmds);
-  }
-  if (obs) {
-    bool ok = true;
-    for (const auto& r : out) ok = ok && r.ok() && !store_unavailable(*r.value);
-    obs->call_ended(id, ok);
-  }
+  send(cmds);
+  auto out = receive();
+  if (obs) obs->call_ended(id, store_answered(out));
   return out;
 }
 

@@ -60,9 +60,9 @@ using Command = std::vector<std::string>;
 // CLUSTERDOWN, READONLY and OOM are conditions that pass; anything else (WRONGTYPE, ERR, NOPERM,
 // WRONGPASS...) will not pass by retrying.
 Error classify_reply_error(const std::string& message);
-// An error reply that means the store answered but cannot serve now (LOADING, BUSY, MASTERDOWN,
-// CLUSTERDOWN, TRYAGAIN): counted as unavailable by a CallObserver.
-bool store_unavailable(const Value& v);
+// What a CallObserver is told of a call: every reply came, and none says the store cannot serve now
+// (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN).
+bool store_answered(const std::vector<Result<Value>>& replies);
 
 class RedisConnection {
  public:

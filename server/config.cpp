@@ -1,6 +1,7 @@
 #include "server/config.hpp"
 
 #include "protocol/codec.hpp"
+#include "redis/client.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -64,22 +65,7 @@ void set_group_start(Config& c, const std::string& v, const std::string& name) {
 }
 // "HOST:PORT", or seed nodes of a Redis Cluster "HOST:PORT,HOST:PORT,..." (several mean a cluster).
 void set_redis(Config& c, const std::string& v, const std::string& name) {
-  std::vector<std::string> nodes;
-  for (std::size_t from = 0;;) {
-    const auto comma = v.find(',', from);
-    nodes.push_back(v.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-    if (comma == std::string::npos) break;
-    from = comma + 1;
-  }
-  c.redis.seeds.clear();
-  for (const auto& n : nodes) {
-    auto [h, p] = host_port(n, name);
-    c.redis.seeds.push_back(h + ":" + std::to_string(p));
-  }
-  auto [h, p] = host_port(nodes.front(), name);
-  c.redis.host = h;
-  c.redis.port = p;
-  if (nodes.size() > 1) c.redis.cluster = true;
+  if (auto e = store::set_redis_nodes(c.redis, v); !e.empty()) throw Bad{name + ": expected HOST:PORT[,HOST:PORT...]: " + e};
 }
 void set_redis_cluster(Config& c, const std::string& v, const std::string& name) {
   if (v == "true" || v == "1" || v == "yes") c.redis.cluster = true;
