@@ -163,22 +163,50 @@ class Step {
     event(Event::Kind::GROUP_EPOCH_BUMPED, "", {}, epoch_text(g().groupEpoch) + " (" + why + ")");
   }
 
+  // The member is gone from the group. A record whose quarantine still runs stays as a tombstone
+  // until it ends: the shards an older incarnation may still read stay held from everyone.
   void erase(const std::string& id) {
+    auto it = g().members.find(id);
+    if (it != g().members.end() && it->second.quarantineUntilMs > now_ && !it->second.quarantined.empty()) {
+      Member& m = it->second;
+      m.state = LS::FENCED;
+      m.assigned.clear();
+      m.revoking.clear();
+      m.target.clear();
+      m.revokeDeadlineMs = 0;
+      m.progress.clear();
+      m.lastRequestId.clear();
+      m.lastResponse.reset();
+      m.tombstoneUntilMs = m.quarantineUntilMs;
+      touch(m);
+      return;
+    }
     g().members.erase(id);
     out_.delta.upserted.erase(id);
     out_.delta.removed.insert(id);
   }
 
+  // `m` may still read what it holds until its lease ends, as far as any pod knows (SPEC I1: a
+  // member reads until it hears it was fenced or reaches its self-fence deadline, which is at most
+  // a lease after the request of its last OK answer; an answer another pod gave from its cache
+  // without writing is covered by the stored lease). Nobody, this member id included, gets those
+  // shards before then. Returns what was held, if anything.
+  ShardSet hold_until_lease_end(Member& m) {
+    const ShardSet held = m.held();
+    const Millis until = lease_end(m, cfg_);
+    if (held.empty() || until <= now_) return {};
+    m.quarantined = set_union(m.quarantined, held);
+    m.quarantineUntilMs = std::max(m.quarantineUntilMs, until);
+    return held;
+  }
+
   // The member stops counting: its shards are free at once, its epoch is dead.
   void kill(Member& m, LS state, const std::string& why) {
     const ShardSet released = m.held();
-    // A pod whose cache predates this may still answer the member OK while its stored lease covers
-    // one more lease (it writes nothing then, so it cannot see the fence): the member may read on
-    // until that stored lease ends, so nobody else gets these shards before it.
-    if (m.leaseUntilMs - cfg_.memberLeaseTtlMs > now_ && !released.empty()) {
-      m.quarantined = set_union(m.quarantined, released);
-      m.quarantineUntilMs = std::max(m.quarantineUntilMs, m.leaseUntilMs);
-    }
+    // A live member learns of its fence only at its next answer (which may be lost, or given OK by
+    // a pod whose cache predates the fence): until its lease ends it may read on, so nobody gets
+    // these shards before then. An expired member's lease has ended: nothing is held.
+    hold_until_lease_end(m);
     m.state = state;
     m.assigned.clear();
     m.revoking.clear();
@@ -194,10 +222,12 @@ class Step {
     bump_group_epoch(std::string(state == LS::EXPIRED ? "expired " : "fenced ") + m.id);
   }
 
+  // Whether `self` may not be given `shard`: another member holds it, or an incarnation (of
+  // another id, or an older one of this id) may still read it.
   bool held_by_other(const std::string& self, int32_t shard) const {
     for (const auto& [id, m] : out_.state.members) {
-      if (id == self) continue;
       if (quarantines(m, shard, now_)) return true;
+      if (id == self) continue;
       if (!m.live()) continue;
       if (contains(m.assigned, shard) || contains(m.revoking, shard)) return true;
     }
@@ -371,11 +401,19 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
   auto& g = st.g();
   Member* m = st.find(req.memberId);
   if (m != nullptr) {
-    // A known id joins again: the old incarnation is fenced and what it held is released.
+    // A known id joins again. The coordinator cannot tell a restart from a join the same process
+    // retried (and that reached a pod late) or from a second process using the id: the old
+    // incarnation is fenced, and may read what it held until its lease ends (it hears of the fence
+    // only at its next heartbeat, if ever). Its shards are held from everybody, this id included,
+    // until then.
+    const std::string oldState(protocol::to_string(lifecycle(*m)));
+    const ShardSet held = m->live() ? st.hold_until_lease_end(*m) : ShardSet{};
     st.event(Event::Kind::REJOINED, m->id, m->held(),
-             "old " + epoch_text(m->epoch) + " state=" + std::string(protocol::to_string(lifecycle(*m))));
+             "old " + epoch_text(m->epoch) + " state=" + oldState +
+                 (held.empty() ? std::string()
+                               : " held until its lease ends in " + std::to_string(m->quarantineUntilMs - st.now()) + "ms"));
     ShardSet keepTarget = m->target;  // stickiness: the same id tends to get its shards back
-    // A quarantine outlives the incarnation: it keeps shards from the others, not from this id.
+    // A quarantine outlives the incarnation.
     ShardSet quarantined = std::move(m->quarantined);
     const Millis quarantineUntil = m->quarantineUntilMs;
     *m = Member{};
@@ -677,6 +715,8 @@ Outcome fence_member(GroupState g, const std::string& memberId, const std::strin
   Member* m = st.find(memberId);
   if (m == nullptr || !m->live()) return st.take();
   if (m->leaving()) {
+    // It may still be draining what it holds: held until its lease ends, like any fence.
+    st.hold_until_lease_end(*m);
     st.event(Event::Kind::REMOVED, m->id, m->held(), reason);
     st.erase(memberId);
   } else {

@@ -55,7 +55,8 @@ Outcome resume_after_outage(GroupState g, Millis from, Millis to);
 // shard is handed out fresh and epochs the store does not know are fenced.
 Outcome recover_from_rollback(GroupState g, int32_t seenGroupEpoch, const Config& cfg, Millis now);
 
-// Admin removal: the member is fenced and its shards released.
+// Admin removal: the member is fenced; what it held is given to nobody before its lease ends (it
+// may read until it hears of the fence).
 Outcome fence_member(GroupState g, const std::string& memberId, const std::string& reason, const Config& cfg,
                      Millis now);
 

@@ -328,16 +328,28 @@ TEST_F(TwoMembers, AnExpiredMemberRejoinsWithEpochZero) {
   EXPECT_EQ(h.member("b").state, LS::STARTING);
 }
 
-TEST_F(TwoMembers, ARejoinOfAKnownIdFencesTheOldIncarnationAndReleasesItsShards) {
+TEST_F(TwoMembers, ARejoinOfAKnownIdFencesTheOldIncarnationAndHoldsItsShardsUntilItsLeaseEnds) {
   hand_over();
   const auto epoch = h.state().groupEpoch;
+  const auto oldLeaseEnd = rsc::group::lease_end(h.member("b"), h.cfg());
+  h.advance(100);
   auto r = h.hb("b", 0);
   EXPECT_EQ(h.state().groupEpoch, epoch + 1);
   EXPECT_EQ(r.memberEpoch, h.state().groupEpoch);
-  // Sticky: the same id gets its shards back at once, since the old incarnation released them.
-  EXPECT_EQ(assigned(r), (Shards{3, 4, 5}));
+  // The old incarnation may read 3,4,5 until its lease ends: not even this id gets them before.
+  EXPECT_TRUE(assigned(r).empty());
+  EXPECT_EQ(pending(r), (Shards{3, 4, 5})) << "sticky: the same id still wants them";
+  EXPECT_EQ(h.member("b").quarantined, (Shards{3, 4, 5}));
+  EXPECT_EQ(h.member("b").quarantineUntilMs, oldLeaseEnd);
   auto stale = h.hb("b", b.memberEpoch, {{3, 4, 5}});
   EXPECT_EQ(stale.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  h.advance(oldLeaseEnd - h.now() - 1);
+  r = h.hb("b", r.memberEpoch);
+  EXPECT_TRUE(assigned(r).empty()) << "1 ms before the old lease ends";
+  h.advance(1);
+  h.tick();
+  r = h.hb("b", r.memberEpoch);
+  EXPECT_EQ(assigned(r), (Shards{3, 4, 5})) << "then the new incarnation gets them back";
 }
 
 TEST_F(TwoMembers, AMemberThatMissesItsRevokeDeadlineIsFenced) {
@@ -353,7 +365,14 @@ TEST_F(TwoMembers, AMemberThatMissesItsRevokeDeadlineIsFenced) {
   EXPECT_EQ(h.state().groupEpoch, epoch + 1);
   auto next = h.hb("a", r.memberEpoch, {{0, 1, 2}});
   EXPECT_EQ(next.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  // a was alive (heard at +300): it may read until it hears of the fence, at most its lease.
+  const auto until = h.member("a").quarantineUntilMs;
+  EXPECT_EQ(until, h.now() - 300 + h.cfg().memberLeaseTtlMs);
   auto rb = h.hb("b", b.memberEpoch);
+  EXPECT_TRUE(assigned(rb).empty()) << "held until a's lease ends";
+  h.advance(until - h.now());
+  h.tick();
+  rb = h.hb("b", rb.memberEpoch);
   EXPECT_EQ(assigned(rb), (Shards{0, 1, 2, 3, 4, 5}));
 }
 
@@ -501,11 +520,16 @@ TEST_F(TwoMembers, AFencedMemberIsForgottenAfterItsTombstoneRetention) {
   EXPECT_EQ(h.hb("b", b.memberEpoch).status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
 }
 
-TEST_F(TwoMembers, AdminRemovalFencesTheMemberAndHandsItsShardsOn) {
+TEST_F(TwoMembers, AdminRemovalFencesTheMemberAndHandsItsShardsOnOnceItsLeaseEnds) {
   hand_over();
+  const auto until = rsc::group::lease_end(h.member("b"), h.cfg());
   h.apply(rsc::group::fence_member(h.state(), "b", "admin removal", h.cfg(), h.now()));
   EXPECT_EQ(h.hb("b", b.memberEpoch, {{3, 4, 5}}).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
-  EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {assigned(a)})), (Shards{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {assigned(a)})), (Shards{0, 1, 2}))
+      << "b has not heard yet (that answer may be lost): it may read until its lease ends";
+  h.advance(until - h.now());
+  h.tick();
+  EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {{0, 1, 2}})), (Shards{0, 1, 2, 3, 4, 5}));
 }
 
 TEST_F(TwoMembers, AfterAStoreRollbackUnknownEpochsAreFencedAndNothingIsGrantedForOneLease) {
@@ -656,9 +680,20 @@ TEST(Walk, ThreeMembersThroughJoinHandoverLostResponseLeaveExpiryAndRebalanceTim
     single_owner();
   }
   EXPECT_EQ(h.member("a").state, LS::FENCED);
+  EXPECT_EQ(h.hb("a", epoch["a"], {own["a"]}).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  // a's shards wait for its lease to end (it may read until it hears of the fence).
+  const auto heldUntil = h.member("a").quarantineUntilMs;
+  const Shards heldShards = h.member("a").quarantined;
+  EXPECT_EQ(heldShards, all);
+  while (h.now() < heldUntil) {
+    steady("b");
+    single_owner();
+    EXPECT_TRUE(rsc::group::set_intersection(own["b"], heldShards).empty());
+    h.advance(100);
+    h.tick();
+  }
   steady("b");
   EXPECT_EQ(own["b"], all);
-  EXPECT_EQ(h.hb("a", epoch["a"], {own["a"]}).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
 
   // 8. a rejoins and the group settles 5/4.
   epoch["a"] = 0;
@@ -1050,20 +1085,27 @@ TEST(Quarantine, AMemberFencedWhileAStalePodCouldStillAnswerItKeepsItsShardsFrom
   EXPECT_EQ(assigned(rb).size(), 4u) << "then b gets every shard";
 }
 
-TEST(Quarantine, NoneWhenNoPodCouldAnswerWithoutWriting) {
+// Every answer written (slack 0) or not, a fenced member hears of its fence only at its next
+// answer, so it may read until its lease ends; a member whose lease has ended reads nothing.
+TEST(Quarantine, AFencedLiveMemberIsHeldUntilItsLeaseEndsEvenWhenEveryAnswerWasWritten) {
   Harness h(4, slack_config(0));
   auto [ea, ownedA] = settle(h, "a");
   auto b = h.hb("b", 0);
   h.advance(10);
+  const auto until = rsc::group::lease_end(h.member("a"), h.cfg());
   h.apply(rsc::group::fence_member(h.state(), "a", "removed by admin", h.cfg(), h.now()));
-  EXPECT_TRUE(h.member("a").quarantined.empty()) << "slack 0: every answer was written, as before";
+  EXPECT_EQ(h.member("a").quarantined, ownedA);
+  EXPECT_EQ(h.member("a").quarantineUntilMs, until);
   auto rb = h.hb("b", b.memberEpoch);
-  EXPECT_EQ(assigned(rb).size(), 4u) << "a's shards go at once";
-  // And with slack, a member whose stored lease no longer reaches past one more lease is not
-  // quarantined either: no pod can answer it without writing any more.
+  EXPECT_TRUE(assigned(rb).empty());
+  h.advance(until - h.now());
+  h.tick();
+  rb = h.hb("b", rb.memberEpoch);
+  EXPECT_EQ(assigned(rb).size(), 4u) << "a's shards go once its lease has ended";
+  // A member silent past its lease (not expired yet: no tick ran) reads nothing: nothing held.
   Harness k(4, slack_config(300));
   auto [ek, ownedK] = settle(k, "a");
-  k.advance(301);
+  k.advance(rsc::group::lease_end(k.member("a"), k.cfg()) - k.now() + 1);
   k.apply(rsc::group::fence_member(k.state(), "a", "removed by admin", k.cfg(), k.now()));
   EXPECT_TRUE(k.member("a").quarantined.empty());
 }
@@ -1110,4 +1152,123 @@ TEST(LeaseRenewal, OnlyAMemberReportingExactlyWhatTheCopySaysItReadsIsAnsweredWi
   EXPECT_TRUE(same.leaseRenewalDeferred);
   EXPECT_EQ(assigned(same.response), owned);
   (void)b;
+}
+
+// --- A join of a known id (SPEC §3 rule 1): the old incarnation may still be reading ----------
+
+// The sequence of issue 24: m owns 0-3, n joins, m is told to give up 2 and 3 and is draining
+// them when a join for m (one it had retried, arriving late) reaches the coordinator.
+TEST(StaleJoin, TheShardsTheOldIncarnationOwnedOrDrainedGoToNobodyBeforeItsStoredLeaseEnds) {
+  Harness h(4, slack_config(300));
+  auto [em, ownedM] = settle(h, "m");
+  ASSERT_EQ(ownedM, (Shards{0, 1, 2, 3}));
+  auto n = h.hb("n", 0);
+  ASSERT_EQ(pending(n), (Shards{2, 3}));
+  h.advance(20);
+  auto rm = h.hb("m", em, {ownedM});
+  ASSERT_EQ(rm.status, HeartbeatStatus::REVOKE_PENDING);
+  ASSERT_EQ(assigned(rm), (Shards{0, 1}));
+  const auto storedLease = h.member("m").leaseUntilMs;  // written with the revocation: +1300
+  ASSERT_EQ(storedLease, h.now() + 1300);
+  h.advance(30);
+  auto join = h.hb("m", 0);  // the late join: the real m is still draining 2 and 3
+  EXPECT_EQ(join.status, HeartbeatStatus::OK);
+  EXPECT_GT(join.memberEpoch, em);
+  EXPECT_TRUE(assigned(join).empty()) << "0 and 1 too: the old incarnation may still read them";
+  EXPECT_EQ(h.member("m").quarantined, (Shards{0, 1, 2, 3}));
+  EXPECT_EQ(h.member("m").quarantineUntilMs, storedLease);
+  // The real m's next heartbeat is fenced; until the stored lease ends, n gets neither 2 nor 3.
+  EXPECT_EQ(h.hb("m", em, {{0, 1}, {}, {2, 3}}).status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  while (h.now() + 100 < storedLease) {
+    h.advance(100);
+    h.tick();
+    n = h.hb("n", n.memberEpoch, {assigned(n)});
+    EXPECT_TRUE(assigned(n).empty()) << "at +" << h.now() - (storedLease - 1300);
+    join = h.hb("m", join.memberEpoch, {assigned(join)});
+    EXPECT_TRUE(assigned(join).empty());
+  }
+  h.advance(storedLease - h.now());
+  h.tick();
+  n = h.hb("n", n.memberEpoch, {assigned(n)});
+  join = h.hb("m", join.memberEpoch, {assigned(join)});
+  EXPECT_EQ(assigned(n), (Shards{2, 3}));
+  EXPECT_EQ(assigned(join), (Shards{0, 1}));
+  EXPECT_NE(std::find_if(h.events().begin(), h.events().end(),
+                         [](const std::string& e) { return e.find("held until its lease ends") != std::string::npos; }),
+            h.events().end())
+      << "the rejoin says what it holds back";
+}
+
+// A member that holds nothing (it waits for shards) joins twice: nobody else is affected.
+TEST(StaleJoin, ADuplicateJoinOfAMemberHoldingNothingChangesNothingForOthers) {
+  Harness h(4, slack_config(300));
+  auto [en, ownedN] = settle(h, "n");
+  auto [eo, ownedO] = settle(h, "o");  // n gives up two for o, which takes them
+  auto rn = h.hb("n", en, {ownedN});
+  rn = h.hb("n", rn.memberEpoch, {assigned(rn)});
+  auto ro = h.hb("o", eo, {ownedO});
+  ASSERT_EQ(assigned(rn).size() + assigned(ro).size(), 4u);
+  auto m = h.hb("m", 0);  // m waits: the 4 shards are split 2/1/1 and m's one is still held
+  ASSERT_TRUE(assigned(m).empty());
+  const auto n0 = h.member("n"), o0 = h.member("o");
+  h.advance(10);
+  auto again = h.hb("m", 0);  // the same join, retried
+  EXPECT_EQ(again.status, HeartbeatStatus::OK);
+  EXPECT_TRUE(h.member("m").quarantined.empty()) << "nothing was held: nothing to keep from anyone";
+  for (const auto* pair : {&n0, &o0}) {
+    const auto& now = h.member(pair->id);
+    EXPECT_EQ(now.assigned, pair->assigned) << pair->id;
+    EXPECT_EQ(now.revoking, pair->revoking) << pair->id;
+    EXPECT_EQ(now.target, pair->target) << pair->id;
+  }
+}
+
+// The old incarnation cannot read any more: its lease has ended (no pod expired it yet), it
+// expired, or it left. Its shards are given at once, to this id when the assignor says so.
+TEST(StaleJoin, AJoinWhoseOldIncarnationIsProvablyGoneGetsItsShardsAtOnce) {
+  {
+    Harness h(4, slack_config(300));
+    auto [em, ownedM] = settle(h, "m");
+    h.advance(rsc::group::lease_end(h.member("m"), h.cfg()) - h.now() + 1);  // silent; no tick ran
+    auto r = h.hb("m", 0);
+    EXPECT_EQ(assigned(r), ownedM) << "past its lease the old incarnation has fenced itself";
+    EXPECT_TRUE(h.member("m").quarantined.empty());
+  }
+  {
+    Harness h(4, slack_config(300));
+    auto [em, ownedM] = settle(h, "m");
+    h.advance(rsc::group::lease_end(h.member("m"), h.cfg()) - h.now() + 1);
+    h.tick();
+    ASSERT_EQ(h.member("m").state, LS::EXPIRED);
+    auto r = h.hb("m", 0);
+    EXPECT_EQ(assigned(r), ownedM) << "an expired incarnation holds nothing";
+  }
+  {
+    Harness h(4, slack_config(300));
+    auto [em, ownedM] = settle(h, "m");
+    h.hb("m", -1);  // leaves, reporting nothing owned: removed at once
+    ASSERT_FALSE(h.has("m"));
+    auto r = h.hb("m", 0);
+    EXPECT_EQ(assigned(r), ownedM);
+  }
+}
+
+// The hold is kept in the member's record: a new incarnation that leaves before it ends does not
+// take the hold with it.
+TEST(StaleJoin, TheHoldOutlivesANewIncarnationThatLeavesAtOnce) {
+  Harness h(4, slack_config(300));
+  auto [em, ownedM] = settle(h, "m");
+  const auto until = rsc::group::lease_end(h.member("m"), h.cfg());
+  h.hb("m", 0);
+  h.hb("m", -1);  // the new incarnation leaves at once
+  ASSERT_TRUE(h.has("m")) << "kept as a tombstone while the hold runs";
+  EXPECT_FALSE(h.member("m").live());
+  EXPECT_EQ(h.member("m").quarantined, ownedM);
+  auto n = h.hb("n", 0);
+  EXPECT_TRUE(assigned(n).empty());
+  h.advance(until - h.now());
+  h.tick();
+  EXPECT_FALSE(h.has("m"));
+  n = h.hb("n", n.memberEpoch);
+  EXPECT_EQ(assigned(n), ownedM);
 }

@@ -19,6 +19,7 @@
 //   RSC_SIM_SEED=S    replay one seed, printing every event
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -41,7 +42,8 @@ struct Stats {
   long heartbeats = 0, joins = 0, leaves = 0, crashes = 0, freezes = 0, lostResponses = 0, retries = 0,
        replays = 0, expiries = 0, rebalanceFences = 0, fencedResponses = 0, handovers = 0, grows = 0,
        pendingWaits = 0, i5Checks = 0, outages = 0, outageRetries = 0, podRestarts = 0, skippedWrites = 0,
-       staleAnswers = 0, answeredAfterFence = 0, quarantines = 0, conflicts = 0, adminRemovals = 0;
+       staleAnswers = 0, answeredAfterFence = 0, quarantines = 0, conflicts = 0, adminRemovals = 0,
+       lateJoins = 0, twins = 0, heldJoins = 0;
   void add(const Stats& o) {
     heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
     lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
@@ -50,6 +52,7 @@ struct Stats {
     outages += o.outages, outageRetries += o.outageRetries, podRestarts += o.podRestarts;
     skippedWrites += o.skippedWrites, staleAnswers += o.staleAnswers, answeredAfterFence += o.answeredAfterFence;
     quarantines += o.quarantines, conflicts += o.conflicts, adminRemovals += o.adminRemovals;
+    lateJoins += o.lateJoins, twins += o.twins, heldJoins += o.heldJoins;
   }
 };
 
@@ -70,6 +73,11 @@ struct SimMember {
   Millis nextHeartbeatAt = 0;
   Millis lastAttemptAt = -1'000'000'000;  // the last heartbeat it sent, answered or not
   std::optional<protocol::HeartbeatRequest> unanswered;  // a request whose response was lost
+  std::optional<protocol::HeartbeatRequest> lastJoin;    // the last join it sent: it may arrive again, late
+  // An old incarnation: a process that was replaced by another with the same id while it was frozen
+  // (or whose retried join overtook it). It reads what it had until it hears it is fenced or its
+  // self-fence deadline passes, then exits.
+  bool zombie = false;
   int seq = 0;
 
   bool self_fenced(Millis now, const group::Config& cfg) const {
@@ -90,6 +98,16 @@ struct SimOptions {
   // Negative control: the store forgets every quarantine (as a core without it would), which the
   // I1 check must catch once pods answer from stale caches.
   bool stripQuarantine = false;
+  // Negative control: a join releases what the old incarnation held at once (as join() did before
+  // issue 24), which the I1 check must catch once joins arrive late or an id has two processes.
+  bool joinReleasesAtOnce = false;
+};
+
+// A join that a client sent earlier (and retried, or gave up on) that reaches a pod only now.
+struct LateRequest {
+  Millis at = 0;
+  int pod = 0;
+  protocol::HeartbeatRequest q;
 };
 
 // A coordinator pod's cached copy of the group (none: read it from the store at the next step).
@@ -123,11 +141,16 @@ class Simulation {
       now_ += 1 + static_cast<Millis>(rng_() % 40);
       end_outage_if_over();  // the first good reply ends it, before anything is decided
       chaos();
+      deliver_late_joins();
       for (auto& m : members_) {
         if (!failure_.empty()) break;
         finish_drains(m);
+        if (m.zombie && m.self_fenced(now_, cfg_)) m.running = false;  // it stopped reading: it exits
         if (m.running && now_ >= m.frozenUntil && now_ >= m.nextHeartbeatAt) heartbeat(m);
       }
+      members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                    [](const SimMember& m) { return m.zombie && !m.running; }),
+                     members_.end());
       if (rng_() % 3 == 0 && !store_down()) pod_tick(static_cast<int>(rng_() % pods_.size()));
       check();
     }
@@ -160,7 +183,11 @@ class Simulation {
   void chaos() {
     if (!chance(25)) return;
     auto& m = members_[rng_() % members_.size()];
-    switch (rng_() % 9) {
+    if (m.zombie) {  // an old incarnation only ever dies
+      if (rng_() % 4 == 0) m.running = false;
+      return;
+    }
+    switch (rng_() % 11) {
       case 0:  // crash: the process is gone, nothing it held is read any more
         if (m.running) {
           m.running = false;
@@ -233,6 +260,30 @@ class Simulation {
           }
         }
         break;
+      case 9:  // a join this member sent earlier (and retried) reaches some pod late
+        if (m.lastJoin && chance(500)) {
+          late_.push_back({now_ + 100 + static_cast<Millis>(rng_() % 2400), static_cast<int>(rng_() % pods_.size()),
+                           *m.lastJoin});
+          m.lastJoin.reset();
+        }
+        break;
+      case 10:  // a second process with this id starts while the first one is frozen (a restart
+                // whose old incarnation is not dead); the old one wakes up later, still reading
+        if (m.running && m.epoch > 0 && !m.leaving && now_ >= m.frozenUntil && chance(500)) {
+          SimMember old = m;
+          old.zombie = true;
+          old.frozenUntil = now_ + 100 + static_cast<Millis>(rng_() % 1100);
+          old.unanswered.reset();
+          old.lastJoin.reset();
+          m.drop_everything();
+          m.runningSince = now_;
+          m.nextHeartbeatAt = now_;
+          m.lastJoin.reset();
+          m.pod = static_cast<int>(rng_() % pods_.size());
+          members_.push_back(std::move(old));  // `m` is not used after this
+          ++stats_.twins;
+        }
+        break;
       case 4:
         if (chance(150) && g_.shardCount < 40) {
           apply(group::apply_metadata(g_, g_.shardCount + 1 + static_cast<int32_t>(rng_() % 4),
@@ -243,6 +294,20 @@ class Simulation {
         break;
       default:
         break;
+    }
+  }
+
+  void deliver_late_joins() {
+    for (std::size_t i = 0; i < late_.size() && failure_.empty();) {
+      if (now_ < late_[i].at || store_down()) {
+        ++i;
+        continue;
+      }
+      const LateRequest r = late_[i];
+      late_.erase(late_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (verbose_) std::cout << "t=" << now_ << " late join " << r.q.memberId << "@pod" << r.pod << "\n";
+      pod_heartbeat(r.pod, r.q, r.q.memberId + " (late join)");  // its answer reaches nobody
+      ++stats_.lateJoins;
     }
   }
 
@@ -272,6 +337,7 @@ class Simulation {
       q.revokingShards.push_back({s, ShardAssignmentState::REVOKED, 0, std::nullopt});
     for (int32_t s : m.owned)
       if (rng_() % 2) q.shardProgress.push_back({s, std::string("1-1"), 0, 0});
+    if (q.memberEpoch == 0) m.lastJoin = q;
     return q;
   }
 
@@ -425,11 +491,29 @@ class Simulation {
         m.quarantined.clear();
         m.quarantineUntilMs = 0;
       }
+    bool stripped = false;
+    for (const auto& e : o.events) {
+      if (e.kind != group::Event::Kind::REJOINED) continue;
+      auto it = next.members.find(e.member);
+      if (it == next.members.end() || it->second.quarantined == before_quarantine(e.member)) continue;
+      ++stats_.heldJoins;
+      if (opt_.joinReleasesAtOnce) {  // only what the member was kept from before the join
+        auto old = g_.members.find(e.member);
+        it->second.quarantined = old != g_.members.end() ? old->second.quarantined : ShardSet{};
+        it->second.quarantineUntilMs = old != g_.members.end() ? old->second.quarantineUntilMs : 0;
+        stripped = true;
+      }
+    }
     commit_to_store(std::move(next), o.events, who);
     pod.cache = std::move(o.state);
     pod.cache->storeRevision = g_.storeRevision;
-    if (opt_.stripQuarantine) pod.cache = g_;
+    if (opt_.stripQuarantine || stripped) pod.cache = g_;
     return true;
+  }
+
+  ShardSet before_quarantine(const std::string& id) const {
+    auto it = g_.members.find(id);
+    return it == g_.members.end() ? ShardSet{} : it->second.quarantined;
   }
 
   static bool same_but_liveness(const group::Member& a, const group::Member& b) {
@@ -487,7 +571,7 @@ class Simulation {
         ++stats_.fencedResponses;
         if (r.status == HeartbeatStatus::INVALID_REQUEST && (!r.message || r.message->find("memberEpoch") == std::string::npos))
           fail("unexpected INVALID_REQUEST: " + r.message.value_or(""));
-        if (m.leaving) {
+        if (m.leaving || m.zombie) {  // an old incarnation that hears it was replaced exits
           m.running = false;
           m.leaving = false;
         }
@@ -519,6 +603,10 @@ class Simulation {
       if (m.live() && (it == g_.members.end() || !it->second.live())) fencedAt_[id] = ++seq_;
     }
     for (const auto& e : events) {
+      if (e.kind == group::Event::Kind::JOINED || e.kind == group::Event::Kind::REJOINED) {
+        auto it = g_.members.find(e.member);
+        if (it != g_.members.end()) joinEpoch_[e.member] = std::max(joinEpoch_[e.member], it->second.epoch);
+      }
       if (e.kind == group::Event::Kind::QUARANTINE_ENDED) ++stats_.quarantines;
       if (e.kind == group::Event::Kind::EXPIRED) {
         ++stats_.expiries;
@@ -566,7 +654,9 @@ class Simulation {
 
   // I5: one join or one leave moves only the shards the balance needs.
   void check_sticky(const group::GroupState& before) {
-    if (g_.assignmentEpoch == before.assignmentEpoch || g_.shardCount != before.shardCount) return;
+    // One recompute only: a write with two (a tick's expiry and a rejoin of the same id, say) is not
+    // one join or leave.
+    if (g_.assignmentEpoch != before.assignmentEpoch + 1 || g_.shardCount != before.shardCount) return;
     auto a = targets(before), b = targets(g_);
     std::set<std::string> ka, kb;
     for (const auto& [k, v] : a) ka.insert(k);
@@ -609,8 +699,12 @@ class Simulation {
     for (const auto& m : members_) {
       if (!m.running || m.self_fenced(now_, cfg_)) continue;
       auto it = g_.members.find(m.id);
-      const bool recordLive = it != g_.members.end() && it->second.live();
-      if (!recordLive) {
+      // An incarnation older than the id's last join (a late join overtook it, or another process
+      // took the id) has not heard it was fenced: it reads on, and must read alone.
+      auto je = joinEpoch_.find(m.id);
+      const bool oldIncarnation = m.epoch > 0 && je != joinEpoch_.end() && m.epoch < je->second;
+      const bool recordLive = !oldIncarnation && it != g_.members.end() && it->second.live();
+      if (!recordLive && !oldIncarnation) {
         // Fenced: its reading time has ended, unless a pod answered it OK after the fence (from a
         // cache that had not seen it). Then it must still read alone.
         auto f = fencedAt_.find(m.id);
@@ -621,7 +715,11 @@ class Simulation {
       for (int32_t s : reading) {
         if (recordLive && !group::contains(it->second.held(), s))
           fail("I1: " + m.id + " reads shard " + std::to_string(s) + " the coordinator does not attribute to it");
-        if (!recordLive && s < static_cast<int32_t>(owners.size()) && !owners[static_cast<std::size_t>(s)].empty())
+        if (oldIncarnation && s < static_cast<int32_t>(owners.size()) && !owners[static_cast<std::size_t>(s)].empty())
+          fail("I1: an old incarnation of " + m.id + " reads shard " + std::to_string(s) + " held by " +
+               owners[static_cast<std::size_t>(s)]);
+        if (!recordLive && !oldIncarnation && s < static_cast<int32_t>(owners.size()) &&
+            !owners[static_cast<std::size_t>(s)].empty())
           fail("I1: " + m.id + ", answered OK after it was fenced, reads shard " + std::to_string(s) + " held by " +
                owners[static_cast<std::size_t>(s)]);
         if (reader.count(s)) fail("I1: shard " + std::to_string(s) + " read by " + reader[s] + " and " + m.id);
@@ -632,6 +730,9 @@ class Simulation {
 
   // Chaos stops; every process runs and heartbeats promptly; the group must settle (I2).
   void settle() {
+    late_.clear();
+    members_.erase(std::remove_if(members_.begin(), members_.end(), [](const SimMember& m) { return m.zombie; }),
+                   members_.end());
     if (store_down()) {
       outageUntil_ = now_;
       end_outage_if_over();
@@ -702,6 +803,8 @@ class Simulation {
   std::vector<SimMember> members_;
   std::map<std::string, int32_t> metadataSeen_;
   std::map<std::string, int32_t> maxEpoch_;
+  std::map<std::string, int32_t> joinEpoch_;  // the epoch the id's last join was given
+  std::vector<LateRequest> late_;
   Stats stats_;
   std::string failure_;
 };
@@ -744,7 +847,9 @@ void print(const char* what, long seeds, long steps, const Stats& total) {
             << total.podRestarts << " pod restarts, " << total.skippedWrites << " heartbeats answered without a write ("
             << total.staleAnswers << " from a stale cache), " << total.answeredAfterFence
             << " OK answers after the member's fence, " << total.quarantines << " quarantines served, "
-            << total.conflicts << " CAS conflicts, " << total.adminRemovals << " admin removals\n";
+            << total.conflicts << " CAS conflicts, " << total.adminRemovals << " admin removals, " << total.lateJoins
+            << " late joins, " << total.twins << " second processes with one id (" << total.heldJoins
+            << " joins held an old incarnation's shards)\n";
 }
 
 void replay_one(const SimOptions& opt, long steps) {
@@ -783,6 +888,9 @@ TEST(Simulation, InvariantsHoldOverManySeeds) {
   EXPECT_GT(total.outages, seeds / 2);
   EXPECT_GT(total.outageRetries, 0);
   EXPECT_GT(total.podRestarts, 0);
+  EXPECT_GT(total.lateJoins, seeds / 4);
+  EXPECT_GT(total.twins, seeds / 4);
+  EXPECT_GT(total.heldJoins, seeds / 4);
 }
 
 // Coarse lease renewal (issue 9, target 4): two pods, members moving between them, steady
@@ -809,6 +917,8 @@ TEST(Simulation, TwoPodsWithCoarseLeaseRenewalKeepEveryInvariant) {
   EXPECT_GT(r.total.expiries, 0);
   EXPECT_GT(r.total.rebalanceFences, 0);
   EXPECT_GT(r.total.outages, seeds / 2);
+  EXPECT_GT(r.total.lateJoins, seeds / 4);
+  EXPECT_GT(r.total.twins, seeds / 4);
 }
 
 // The check above can fail: the same runs with the quarantine taken out of every write let a
@@ -824,9 +934,35 @@ TEST(Simulation, WithoutTheQuarantineAStalePodsAnswerIsCaughtReadingBesideTheNew
   int caught = 0;
   for (const auto& f : r.failed) {
     if (f.find("answered OK after it was fenced") != std::string::npos) ++caught;
-    else ADD_FAILURE() << "only the quarantine was taken out, yet: " << f;
+    // The hold a join puts on an old incarnation's shards is a quarantine too.
+    else if (f.find("an old incarnation of") == std::string::npos)
+      ADD_FAILURE() << "only the quarantine was taken out, yet: " << f;
   }
   std::cout << "without the quarantine: " << caught << " of " << seeds << " seeds caught a fenced member reading beside "
             << "the new owner\n";
   EXPECT_GT(caught, 0);
+}
+
+// Issue 24's negative control: the same chaos (joins that arrive late, a second process with one
+// id while the first is frozen) with a join that releases what the old incarnation held at once,
+// as join() did before. The I1 check catches an old incarnation reading beside the shard's new
+// holder (another member, or the new incarnation of the same id); with the hold, as above, never.
+TEST(Simulation, AJoinThatReleasesTheOldIncarnationsShardsAtOnceIsCaught) {
+  for (int pods : {1, 2}) {
+    SimOptions opt;
+    opt.pods = pods;
+    opt.leaseRenewalSlackMs = pods == 1 ? 0 : 300;
+    opt.joinReleasesAtOnce = true;
+    if (std::getenv("RSC_SIM_SEED")) return replay_one(opt, env_long("RSC_SIM_STEPS", 3000));
+    const long seeds = env_long("RSC_SIM_SEEDS", 200);
+    const auto r = run_seeds(opt, seeds, env_long("RSC_SIM_STEPS", 3000));
+    int caught = 0;
+    for (const auto& f : r.failed) {
+      if (f.find("an old incarnation of") != std::string::npos) ++caught;
+      else ADD_FAILURE() << "only the join's hold was taken out, yet: " << f;
+    }
+    std::cout << pods << " pod(s), a join releasing at once: " << caught << " of " << seeds
+              << " seeds caught an old incarnation reading beside the shard's new holder\n";
+    EXPECT_GT(caught, 0);
+  }
 }
