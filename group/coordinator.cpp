@@ -298,7 +298,12 @@ class Step {
         }
       } else if (!m.revoking.empty() && m.revokeDeadlineMs != 0 && now_ > m.revokeDeadlineMs) {
         if (m.leaving()) {
-          event(Event::Kind::REMOVED, id, m.held(), "leaving member missed its revoke deadline");
+          // It is alive and may still be draining: what it holds waits for its lease to end.
+          const ShardSet held = hold_until_lease_end(m);
+          event(Event::Kind::REMOVED, id, m.held(),
+                "leaving member missed its revoke deadline" +
+                    (held.empty() ? std::string() : "; held until its lease ends in " +
+                                                        std::to_string(m.quarantineUntilMs - now_) + "ms"));
           drop.push_back(id);
         } else {
           kill(m, LS::FENCED, "revoke not acked within rebalance timeout");
@@ -454,6 +459,21 @@ HeartbeatOutcome leave(Step& st, const HeartbeatRequest& req) {
   if (m == nullptr || !m->live()) {
     // Gone already (removed, expired or fenced): leaving again is a no-op.
     return st.take_with(std::move(resp));
+  }
+  // A leave that names the epoch it leaves from is judged like any epoch (rule 3): one an older
+  // incarnation held means the leave was sent before this incarnation joined and arrives late; it
+  // must not release what this incarnation reads.
+  if (req.leavingMemberEpoch && *req.leavingMemberEpoch != m->epoch && *req.leavingMemberEpoch != m->previousEpoch) {
+    const int32_t e = *req.leavingMemberEpoch;
+    if (e < m->epoch)
+      return st.take_with(error(g, req, st.cfg(), HeartbeatStatus::FENCED_MEMBER_EPOCH,
+                                "leavingMemberEpoch " + std::to_string(e) + " is from an older incarnation (current " +
+                                    std::to_string(m->epoch) + "); the leave changes nothing"));
+    if (g.rollbackGuardUntilMs <= st.now())  // after a rollback the store may not know the epoch
+      return st.take_with(error(g, req, st.cfg(), HeartbeatStatus::INVALID_REQUEST,
+                                "leavingMemberEpoch: " + std::to_string(e) + " was never issued to this member (current " +
+                                    std::to_string(m->epoch) + ")",
+                                "leavingMemberEpoch"));
   }
   if (!m->leaving()) {
     m->state = LS::LEAVING;

@@ -68,6 +68,8 @@ protocol::HeartbeatRequest Membership::next_request(int64_t nowNs) {
   r.requestId = o_.memberId + "-" + o_.incarnation + "-" + std::to_string(++seq_);
   r.memberId = o_.memberId;
   r.memberEpoch = leaving_ ? -1 : epoch_;
+  // So that this leave, should it arrive after a newer incarnation of the id joined, changes nothing.
+  if (leaving_ && epoch_ > 0) r.leavingMemberEpoch = epoch_;
   r.metadataVersion = metadataVersion_;
   r.runtimeConsumerCapacity = {o_.concurrency, o_.concurrency - busyWorkers_};
   reportedRevoked_.clear();
@@ -154,11 +156,15 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
     case HeartbeatStatus::OK:
     case HeartbeatStatus::REVOKE_PENDING:
     case HeartbeatStatus::SYNC_METADATA: {
-      lastOkSentNs_ = std::max(lastOkSentNs_, sentNs);
+      // A leave's OK grants nothing to read (the member is gone, or was already: a coordinator
+      // answers a leave of a member it expired OK too); only REVOKE_PENDING says the coordinator
+      // still holds the shards it drains for it.
+      const bool grants = !leaving_ || r.status == HeartbeatStatus::REVOKE_PENDING;
+      if (grants) lastOkSentNs_ = std::max(lastOkSentNs_, sentNs);
       if (r.memberLeaseTtlMs > 0) leaseMs_ = r.memberLeaseTtlMs;
       if (r.heartbeatIntervalMs > 0) intervalMs_ = r.heartbeatIntervalMs;
       metadataVersion_ = std::max(metadataVersion_, r.metadataVersion);
-      if (selfFenced_) {
+      if (selfFenced_ && grants) {
         selfFenced_ = false;
         event(ShardEvent::Kind::Assigned, owned());
         note("heartbeat answered again: reading resumes");

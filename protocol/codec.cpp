@@ -137,6 +137,8 @@ HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
   r.memberEpoch = static_cast<int32_t>(as_int(require(j, "", "memberEpoch"), "memberEpoch", -1, kI32Max));
   r.metadataVersion =
       static_cast<int32_t>(as_int(require(j, "", "metadataVersion"), "metadataVersion", 0, kI32Max));
+  if (const json* le = find(j, "leavingMemberEpoch"); le != nullptr && !le->is_null())
+    r.leavingMemberEpoch = static_cast<int32_t>(as_int(*le, "leavingMemberEpoch", 1, kI32Max));
 
   const auto& cap = as_object(require(j, "", "runtimeConsumerCapacity"), "runtimeConsumerCapacity");
   r.runtimeConsumerCapacity.runtimeMaxConcurrency = static_cast<int32_t>(
@@ -319,7 +321,7 @@ class FastRequest {
   std::optional<HeartbeatRequest> parse() {
     HeartbeatRequest r;
     enum Seen : unsigned { kVersion = 1, kRequestId = 2, kMember = 4, kEpoch = 8, kMeta = 16, kCap = 32, kOwned = 64,
-                           kRevoking = 128, kProgress = 256 };
+                           kRevoking = 128, kProgress = 256, kLeavingEpoch = 512 };
     unsigned seen = 0;
     std::set<int32_t> held;
     bool ok = object([&](std::string_view key) {
@@ -335,6 +337,10 @@ class FastRequest {
         return once(kMember) && string(r.memberId, 1024) && valid_name(r.memberId) && r.memberId == path_;
       if (key == "memberEpoch") return once(kEpoch) && int_in(r.memberEpoch, -1, kI32Max);
       if (key == "metadataVersion") return once(kMeta) && int_in(r.metadataVersion, 0, kI32Max);
+      if (key == "leavingMemberEpoch") {
+        int32_t e = 0;
+        return once(kLeavingEpoch) && int_in(e, 1, kI32Max) && (r.leavingMemberEpoch = e, true);
+      }
       if (key == "runtimeConsumerCapacity") {
         unsigned fields = 0;
         return once(kCap) && object([&](std::string_view k) {
@@ -645,17 +651,19 @@ json to_json(const HeartbeatRequest& r) {
     e["lag"] = p.lag ? json(*p.lag) : json(nullptr);
     progress.push_back(std::move(e));
   }
-  return {{"protocolVersion", r.protocolVersion},
-          {"requestId", r.requestId},
-          {"memberId", r.memberId},
-          {"memberEpoch", r.memberEpoch},
-          {"metadataVersion", r.metadataVersion},
-          {"runtimeConsumerCapacity",
-           {{"runtimeMaxConcurrency", r.runtimeConsumerCapacity.runtimeMaxConcurrency},
-            {"availableConcurrency", r.runtimeConsumerCapacity.availableConcurrency}}},
-          {"ownedShards", std::move(owned)},
-          {"revokingShards", std::move(revoking)},
-          {"shardProgress", std::move(progress)}};
+  json j{{"protocolVersion", r.protocolVersion},
+         {"requestId", r.requestId},
+         {"memberId", r.memberId},
+         {"memberEpoch", r.memberEpoch},
+         {"metadataVersion", r.metadataVersion},
+         {"runtimeConsumerCapacity",
+          {{"runtimeMaxConcurrency", r.runtimeConsumerCapacity.runtimeMaxConcurrency},
+           {"availableConcurrency", r.runtimeConsumerCapacity.availableConcurrency}}},
+         {"ownedShards", std::move(owned)},
+         {"revokingShards", std::move(revoking)},
+         {"shardProgress", std::move(progress)}};
+  if (r.leavingMemberEpoch) j["leavingMemberEpoch"] = *r.leavingMemberEpoch;
+  return j;
 }
 
 json to_json(const HeartbeatResponse& r) {

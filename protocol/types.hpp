@@ -99,8 +99,12 @@ struct HeartbeatRequest {
   std::vector<OwnedShard> ownedShards;
   std::vector<RevokingShard> revokingShards;
   std::vector<ShardProgress> shardProgress;
+  // On a leave (memberEpoch -1), optionally: the epoch the leaving member last held. A leave is
+  // otherwise indistinguishable from one an older incarnation of the id sent and that arrives late;
+  // with it, such a leave changes nothing (rsc's runtime sends it; the reference clients do not).
+  std::optional<int32_t> leavingMemberEpoch;
   friend bool operator==(const HeartbeatRequest& a, const HeartbeatRequest& b) {
-    return std::tie(a.protocolVersion, a.requestId, a.memberId, a.memberEpoch, a.metadataVersion, a.runtimeConsumerCapacity, a.ownedShards, a.revokingShards, a.shardProgress) == std::tie(b.protocolVersion, b.requestId, b.memberId, b.memberEpoch, b.metadataVersion, b.runtimeConsumerCapacity, b.ownedShards, b.revokingShards, b.shardProgress);
+    return std::tie(a.protocolVersion, a.requestId, a.memberId, a.memberEpoch, a.metadataVersion, a.runtimeConsumerCapacity, a.ownedShards, a.revokingShards, a.shardProgress, a.leavingMemberEpoch) == std::tie(b.protocolVersion, b.requestId, b.memberId, b.memberEpoch, b.metadataVersion, b.runtimeConsumerCapacity, b.ownedShards, b.revokingShards, b.shardProgress, b.leavingMemberEpoch);
   }
   friend bool operator!=(const HeartbeatRequest& a, const HeartbeatRequest& b) { return !(a == b); }
 };

@@ -94,6 +94,27 @@ TEST(Codec, RequestRoundTrips) {
   auto d = decode_heartbeat_request(encode(r), r.memberId);
   ASSERT_TRUE(d.ok()) << d.error.message;
   EXPECT_EQ(*d.value, r);
+  EXPECT_EQ(encode(r).find("leavingMemberEpoch"), std::string::npos) << "absent unless set";
+  r.leavingMemberEpoch = 7;
+  d = decode_heartbeat_request(encode(r), r.memberId);
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  EXPECT_EQ(d.value->leavingMemberEpoch, 7);
+  EXPECT_EQ(*d.value, r);
+}
+
+TEST(Validation, LeavingMemberEpochIsAPositiveIntegerOrAbsent) {
+  auto j = valid_request();
+  j["memberEpoch"] = -1;
+  j["leavingMemberEpoch"] = nullptr;
+  auto d = decode_heartbeat_request(j.dump(), "member-a");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d.value->leavingMemberEpoch.has_value());
+  for (const json& bad : {json(0), json(-1), json("3"), json(1.5)}) {
+    j["leavingMemberEpoch"] = bad;
+    d = decode_heartbeat_request(j.dump(), "member-a");
+    EXPECT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.error.field, "leavingMemberEpoch") << bad;
+  }
 }
 
 TEST(Codec, ResponseRoundTripsWithAndWithoutAssignment) {
@@ -477,6 +498,8 @@ TEST(FastDecode, UsualBodiesDecodeExactlyAsTheFullDecoderDoes) {
   j["shardProgress"] = json::array({{{"shardIndex", 0}, {"lastDeliveredId", nullptr}, {"pending", nullptr}, {"lag", nullptr}},
                                     {{"shardIndex", 5}}});
   j["memberEpoch"] = -1;
+  usual.push_back(j);
+  j["leavingMemberEpoch"] = 12;
   usual.push_back(j);
   for (const auto& u : usual) {
     for (const auto& body : {u.dump(), u.dump(2)}) {  // compact and indented

@@ -266,6 +266,7 @@ TEST_F(MembershipMachine, ALeavingMemberSendsEpochMinusOneDrainsAndHasLeftWhenNo
   EXPECT_TRUE(m.take_wake());
   auto req = m.next_request(now);
   EXPECT_EQ(req.memberEpoch, -1);
+  EXPECT_EQ(req.leavingMemberEpoch, 1) << "the epoch it leaves from: a late copy of this leave changes nothing";
   EXPECT_TRUE(req.ownedShards.empty());
   EXPECT_EQ(revoking_in(req), (decltype(revoking_in(req)){{0, ShardAssignmentState::DRAINING},
                                                            {1, ShardAssignmentState::REVOKED}}));
@@ -471,6 +472,24 @@ TEST_F(MembershipMachine, ProgressIsReportedAndRefreshedAtMostOnceASecond) {
   EXPECT_EQ(req.shardProgress[0].pending, 3);
   EXPECT_EQ(req.shardProgress[0].lag, 7);
   EXPECT_EQ(m.counters().processed, 1);
+}
+
+// A member that fenced itself and then leaves must not read again because its leave was answered
+// OK: the coordinator answers a leave of a member it already expired OK (a no-op), which grants
+// nothing. Only REVOKE_PENDING (the coordinator still holds what it drains) renews the deadline.
+TEST_F(MembershipMachine, ALeavesOkAnswerDoesNotLiftASelfFenceButRevokePendingDoes) {
+  joined({0, 1});
+  auto lease = m.take_shards(0, now);  // a handler holds shard 0
+  now = m.deadline_ns();
+  m.next_request(now);
+  ASSERT_TRUE(m.self_fenced());
+  m.leave();
+  exchange(answer(HeartbeatStatus::OK, -1));
+  EXPECT_TRUE(m.self_fenced()) << "an OK to a leave grants nothing to read";
+  EXPECT_FALSE(m.may_process(now));
+  exchange(answer(HeartbeatStatus::REVOKE_PENDING, -1));
+  EXPECT_FALSE(m.self_fenced()) << "the coordinator still holds what it drains";
+  m.release(lease.shards);
 }
 
 }  // namespace

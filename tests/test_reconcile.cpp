@@ -1272,3 +1272,63 @@ TEST(StaleJoin, TheHoldOutlivesANewIncarnationThatLeavesAtOnce) {
   n = h.hb("n", n.memberEpoch);
   EXPECT_EQ(assigned(n), ownedM);
 }
+
+// A leave carries no epoch of its own (memberEpoch -1 is the leave). One an older incarnation sent
+// that arrives after a newer one joined would release what the newer one reads; naming the epoch
+// it leaves from (leavingMemberEpoch) lets the coordinator tell, as rule 3 does for any epoch.
+TEST(StaleLeave, ALeaveNamingAnOlderIncarnationsEpochChangesNothing) {
+  Harness h(4, slack_config(300));
+  auto [oldEpoch, ownedOld] = settle(h, "m");
+  auto staleLeave = h.request("m", -1, {{}, ownedOld});
+  staleLeave.leavingMemberEpoch = oldEpoch;
+  // A newer incarnation joins (it must wait for the old one's lease) and then reads.
+  auto r = h.hb("m", 0);
+  h.advance(rsc::group::lease_end(h.member("m"), h.cfg()) - h.now());
+  h.tick();
+  r = h.hb("m", r.memberEpoch);
+  ASSERT_EQ(assigned(r), ownedOld);
+  const auto rev = h.state().storeRevision;
+  auto late = h.send(staleLeave);  // the old incarnation's leave arrives now
+  EXPECT_EQ(late.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
+  EXPECT_NE(late.message->find("older incarnation"), std::string::npos) << *late.message;
+  EXPECT_EQ(h.state().storeRevision, rev) << "nothing stored";
+  EXPECT_EQ(h.member("m").assigned, ownedOld) << "the newer incarnation keeps what it reads";
+  EXPECT_TRUE(h.member("m").live());
+  // Its own leave, naming its epoch, is applied.
+  auto own = h.request("m", -1, {{}, ownedOld});
+  own.leavingMemberEpoch = r.memberEpoch;
+  EXPECT_EQ(h.send(own).status, HeartbeatStatus::OK);
+  EXPECT_FALSE(h.has("m"));
+}
+
+TEST(StaleLeave, ALeaveWithoutAnEpochOrWithTheCurrentOrPreviousOneIsAppliedAndAHigherOneIsInvalid) {
+  {
+    Harness h(4, slack_config(300));
+    auto [epoch, owned] = settle(h, "m");
+    EXPECT_EQ(h.hb("m", -1, {{}, owned}).status, HeartbeatStatus::OK) << "reference clients send no epoch";
+    EXPECT_FALSE(h.has("m"));
+  }
+  {
+    Harness h(4, slack_config(300));
+    auto [epoch, owned] = settle(h, "m");
+    h.hb("n", 0);
+    auto r = h.hb("m", epoch, {owned});  // revoke 2: m keeps its epoch until it acks
+    r = h.hb("m", epoch, {assigned(r)});  // acked: a new epoch, whose answer m may have lost
+    ASSERT_GT(h.member("m").epoch, epoch);
+    auto q = h.request("m", -1, {{}, assigned(r)});
+    q.leavingMemberEpoch = epoch;  // the previous epoch: the last answer was lost
+    EXPECT_EQ(h.send(q).status, HeartbeatStatus::OK);
+    EXPECT_FALSE(h.has("m"));
+  }
+  {
+    Harness h(4, slack_config(300));
+    auto [epoch, owned] = settle(h, "m");
+    const auto rev = h.state().storeRevision;
+    auto q = h.request("m", -1, {{}, owned});
+    q.leavingMemberEpoch = epoch + 5;
+    auto r = h.send(q);
+    EXPECT_EQ(r.status, HeartbeatStatus::INVALID_REQUEST);
+    EXPECT_EQ(r.errorField, "leavingMemberEpoch");
+    EXPECT_EQ(h.state().storeRevision, rev);
+  }
+}
