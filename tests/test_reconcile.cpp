@@ -266,14 +266,20 @@ TEST_F(TwoMembers, ALeaveWhileHoldingShardsDrainsThemBeforeAnyoneElseGetsThem) {
   EXPECT_EQ(assigned(ra), (Shards{0, 1, 2, 3, 4, 5}));
 }
 
-TEST_F(TwoMembers, ALeavingMemberThatGoesSilentIsRemovedAtItsRevokeDeadline) {
+TEST_F(TwoMembers, ALeavingMemberThatGoesSilentIsRemovedAtItsRevokeDeadlineAndItsShardsGoOnAtItsLeaseEnd) {
   hand_over();
   h.hb("b", -1, {{3, 4, 5}});
+  const auto leaseEnd = rsc::group::lease_end(h.member("b"), h.cfg());
   h.advance(400);
   h.hb("a", a.memberEpoch, {assigned(a)});
   h.tick();
-  EXPECT_TRUE(h.has("b")) << "not yet: the rebalance timeout is 500ms";
+  EXPECT_TRUE(h.has("b") && h.member("b").live()) << "not yet: the rebalance timeout is 500ms";
   h.advance(200);
+  h.tick();
+  EXPECT_TRUE(!h.has("b") || !h.member("b").live()) << "removed";
+  // Silent, not provably gone: it may be draining until its lease ends.
+  EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {assigned(a)})), (Shards{0, 1, 2}));
+  h.advance(leaseEnd - h.now());
   h.tick();
   EXPECT_FALSE(h.has("b"));
   EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {assigned(a)})), (Shards{0, 1, 2, 3, 4, 5}));
