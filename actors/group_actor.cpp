@@ -13,6 +13,7 @@
 #include "actors/log.hpp"
 #include "group/coordinator.hpp"
 #include "group/describe.hpp"
+#include "group/freshness.hpp"
 #include "group/notify.hpp"
 #include "group/time_rules.hpp"
 #include "protocol/codec.hpp"
@@ -37,6 +38,7 @@ struct Work {
   int attempts = 0;
   SteadyClock::time_point arrived = SteadyClock::now();  // for the latency metric
   group::Millis arrivedMs = 0;                            // on the coordinator's clock
+  uint64_t arrival = 0;  // group::CopyConfirmation::arrival() when it arrived
   bool verified = false;  // an error answer is given only from a state just read from the store
   // Filled by the step, delivered once the write is stored.
   protocol::HeartbeatResponse response;
@@ -72,8 +74,9 @@ struct GroupActorState {
   group::Millis lastActivity = 0;
   bool retireTimer = false;
   bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
+  // Store calls numbered, and which of them confirmed the cached copy (group/freshness.hpp).
+  group::CopyConfirmation copy;
   // The store request in flight (0: none) and the watchdog that gives it up.
-  uint64_t askSeq = 0;
   uint64_t asking = 0;
   std::chrono::steady_clock::time_point askedAt;
   std::function<void()> giveUp;
@@ -90,10 +93,11 @@ void arm_watchdog(Self self, group::Millis in);
 // thread once per heartbeat): the actor's watchdog gives the request up after the store deadline
 // (it then gets the error half, as for a timeout), and a reply that comes after that is dropped.
 // At most one request is in flight per group actor.
+// Returns the call's number (group::CopyConfirmation).
 template <class Reply, class Args, class OnReply, class OnError>
-void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
+uint64_t ask_store(Self self, Args args, OnReply onReply, OnError onError) {
   auto& st = self->state;
-  const uint64_t seq = ++st.askSeq;
+  const uint64_t seq = st.copy.next_call();
   st.asking = seq;
   st.askedAt = SteadyClock::now();
   st.giveUp = [onError]() mutable {
@@ -116,6 +120,7 @@ void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
             self->state.giveUp = nullptr;
             onError(e);
           });
+  return seq;
 }
 
 // What an operator reads when a store request failed in the actor system rather than in Redis.
@@ -188,6 +193,7 @@ void store_failed(Self self, const store::Error& e) {
   if (e.kind != store::ErrorKind::Retryable)
     log::error("group " + st.key.str() + ": store error (" + store::to_string(e.kind) + "): " + e.message);
   st.g.reset();
+  st.copy.forget();
   st.storedDeadline.reset();
   st.pending = {};
   st.pendingEvents.clear();
@@ -332,17 +338,25 @@ void notify_members(Self self, const std::vector<std::string>& members) {
 void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Event>&& events, double computeSeconds,
            const std::string& lockToken) {
   auto& st = self->state;
+  // Nothing to write: the answers come from the copy, once a call made after each arrived has
+  // confirmed it; else the store is asked whether the copy is still its state (group/freshness.hpp).
+  bool verify = false;
   if (o.delta.empty()) {
-    st.g = std::move(o.state);
-    return after_stored(self, ws);
+    for (const auto& w : ws)
+      if (w->kind != Work::Kind::Tick && !st.copy.may_answer(w->arrival)) verify = true;
+    if (!verify) {
+      st.g = std::move(o.state);
+      return after_stored(self, ws);
+    }
   }
   st.busy = true;
   CasCall call;
   call.key = st.key;
+  call.verifyOnly = verify;
   call.expectedRevision = o.state.storeRevision;
   // The deadline index must never be later than the stored state's next deadline.
   const auto after = group::next_deadline(o.state, st.cfg->core);
-  if (after && (!st.exists || !st.storedDeadline || *after < *st.storedDeadline)) call.lowerDeadlineTo = *after;
+  if (!verify && after && (!st.exists || !st.storedDeadline || *after < *st.storedDeadline)) call.lowerDeadlineTo = *after;
   call.next = std::make_shared<group::GroupState>(std::move(o.state));
   if (st.exists) call.delta = std::make_shared<group::Delta>(std::move(o.delta));  // else: a full first write
   call.lockToken = lockToken;  // checked, never taken here (lockTtlMs 0)
@@ -353,7 +367,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
   // (The step took the cache by move, so the state before it is known only by its signature.)
   std::shared_ptr<std::vector<std::string>> wake;
   const auto shapeBefore = std::exchange(st.shapeBefore, std::nullopt);
-  if (!shapeBefore || *shapeBefore != group::shape_signature(*call.next)) {
+  if (!verify && (!shapeBefore || *shapeBefore != group::shape_signature(*call.next))) {
     std::set<std::string> answered;
     for (const auto& w : ws)
       if (w->kind == Work::Kind::Heartbeat) answered.insert(w->hb.req.memberId);
@@ -363,7 +377,8 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
   st.g.reset();  // the cache is the write in flight until the store says so
   auto next = call.next;
   auto ev = std::make_shared<std::vector<group::Event>>(std::move(events));
-  ask_store<CasReply>(self, std::make_tuple(cas_atom::value, std::move(call)),
+  auto callNo = std::make_shared<uint64_t>(0);
+  *callNo = ask_store<CasReply>(self, std::make_tuple(cas_atom::value, std::move(call)),
           [=](CasReply& reply) {
             auto& s = self->state;
             s.busy = false;
@@ -378,6 +393,12 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
               case store::CasStatus::Written:
                 s.g = std::move(*next);
                 s.g->storeRevision = r.revision;
+                s.copy.confirmed_by(*callNo);
+                if (verify) {  // the copy was current: nothing was written
+                  if (s.cfg->metrics) s.cfg->metrics->copy_check(true);
+                  after_stored(self, ws);
+                  break;
+                }
                 s.exists = true;
                 s.storedDeadline = after;
                 s.rollbackSeenEpoch.reset();
@@ -388,7 +409,9 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
               case store::CasStatus::Conflict:
               case store::CasStatus::Locked: {
                 if (s.cfg->metrics) {
-                  if (r.status == store::CasStatus::Conflict)
+                  if (verify)
+                    s.cfg->metrics->copy_check(false);
+                  else if (r.status == store::CasStatus::Conflict)
                     s.cfg->metrics->cas_conflict();
                   else
                     s.cfg->metrics->mutex_contention();
@@ -396,6 +419,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                 if (r.current) {  // another pod wrote first: its state comes with the answer
                   store::Loaded l{true, std::move(*r.current), r.rollback};
                   adopt(self, std::move(l), std::nullopt);
+                  s.copy.confirmed_by(*callNo);
                 } else {
                   s.g.reset();
                 }
@@ -645,13 +669,15 @@ void start_load(Self self) {
   st.busy = true;
   LoadCall call{st.key, st.cfg->defaultShardCount, false, st.cfg->maxGroupsPerStream > 0, give_up_at(self)};
   call.createStream = !st.queue.empty() && is_join(*st.queue.front());
-  ask_store<LoadReply>(self, std::make_tuple(load_atom::value, std::move(call)),
+  auto callNo = std::make_shared<uint64_t>(0);
+  *callNo = ask_store<LoadReply>(self, std::make_tuple(load_atom::value, std::move(call)),
           [=](LoadReply& r) {
             self->state.busy = false;
             if (!r.loaded.ok()) return store_failed(self, r.loaded.error), pump(self);
             if (!r.stream.ok()) return store_failed(self, r.stream.error), pump(self);
             self->state.groupsInStream = r.groupsInStream;
             adopt(self, std::move(*r.loaded.value), *r.stream.value);
+            self->state.copy.confirmed_by(*callNo);
             self->state.justLoaded = true;
             pump(self);
           },
@@ -665,7 +691,8 @@ void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
   LeaseCall call{st.key, st.cfg->podToken, st.cfg->mutexTtlMs, st.g ? st.g->storeRevision : -1, give_up_at(self)};
-  ask_store<LeaseReply>(self, std::make_tuple(lease_atom::value, std::move(call)),
+  auto callNo = std::make_shared<uint64_t>(0);
+  *callNo = ask_store<LeaseReply>(self, std::make_tuple(lease_atom::value, std::move(call)),
           [=](LeaseReply& r) {
             auto& s = self->state;
             s.busy = false;
@@ -680,6 +707,7 @@ void start_tick(Self self, const WorkPtr& w) {
             }
             if (lease.status == store::LeaseStatus::Changed) adopt(self, std::move(*lease.loaded), std::nullopt);
             if (!s.g) return pump(self);
+            s.copy.confirmed_by(*callNo);  // unchanged since the copy, or the copy just read
             if (!s.exists) {
               finish_deadline_work(self);  // a deleted group: its index entry goes
               return pump(self);
@@ -790,6 +818,7 @@ void enqueue(Self self, WorkPtr w) {
   const auto t = now(self);  // the pod's clock is shared by all its actors: read once per message
   active(self, t);
   w->arrivedMs = t;
+  w->arrival = self->state.copy.arrival();
   self->state.queue.push_back(std::move(w));
   pump(self);
 }

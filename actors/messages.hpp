@@ -102,6 +102,7 @@ struct CasCall {
   group::Millis lockTtlMs = 0;  // 0: the mutex is checked, not taken (see store::CasRequest)
   std::optional<group::Millis> lowerDeadlineTo;
   SteadyTime deadline = SteadyTime::max();
+  bool verifyOnly = false;  // see store::CasRequest
 };
 struct CasReply {
   store::Result<store::CasResult> result;

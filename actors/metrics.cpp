@@ -59,6 +59,14 @@ struct Metrics::Impl {
                                                                                            0.01, 0.1});
   prometheus::Counter& conflicts =
       BuildCounter().Name("rsc_cas_conflicts_total").Help("storeRevision compare-and-set conflicts").Register(*registry).Add({});
+  prometheus::Family<prometheus::Counter>& copyChecks =
+      BuildCounter()
+          .Name("rsc_copy_checks_total")
+          .Help("Revision checks before answering from the pod's copy of a group with nothing to write, by result "
+                "(stale: another pod had written; the answer was decided again on the stored state)")
+          .Register(*registry);
+  prometheus::Counter& copyCurrent = copyChecks.Add({{"result", "current"}});
+  prometheus::Counter& copyStale = copyChecks.Add({{"result", "stale"}});
   prometheus::Counter& contention = BuildCounter()
                                         .Name("rsc_mutex_contention_total")
                                         .Help("Writes refused because another pod held the group mutex")
@@ -159,6 +167,7 @@ void Metrics::heartbeats_unwritten(std::size_t n) { impl_->unwritten.Increment(s
 void Metrics::rebalance() { impl_->rebalances.Increment(); }
 void Metrics::assignment_computed(double seconds) { impl_->assignment.Observe(seconds); }
 void Metrics::cas_conflict() { impl_->conflicts.Increment(); }
+void Metrics::copy_check(bool current) { (current ? impl_->copyCurrent : impl_->copyStale).Increment(); }
 void Metrics::mutex_contention() { impl_->contention.Increment(); }
 void Metrics::store_error(const std::string& kind) { impl_->storeErrors.Add({{"kind", kind}}).Increment(); }
 void Metrics::rollback_detected() { impl_->rollbacks.Increment(); }

@@ -88,6 +88,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
           r.lockToken = p.call.lockToken;
           r.lockTtlMs = p.call.lockTtlMs;
           r.lowerDeadlineTo = p.call.lowerDeadlineTo;
+          r.verifyOnly = p.call.verifyOnly;
           reqs.push_back(std::move(r));
         }
         auto results = self->state.store->compare_and_set(reqs);

@@ -121,6 +121,9 @@ std::vector<Result<CasResult>> MemoryStore::compare_and_set(const std::vector<Ca
         }
         r.current = std::move(*decoded.value);
       }
+    } else if (req.verifyOnly) {  // the copy is current: nothing to write
+      r.status = CasStatus::Written;
+      r.revision = rev;
     } else {
       auto w = field_writes(*req.next, req.delta);
       if (w.full) fields.clear();

@@ -45,6 +45,7 @@ RedisStore::RedisStore(RedisOptions opts)
     : opts_(opts),
       conn_(opts),
       cas_{scripts::kCas, {}},
+      verify_{scripts::kVerify, {}},
       unlock_{scripts::kUnlock, {}},
       extend_{scripts::kExtend, {}},
       putStream_{scripts::kPutStream, {}},
@@ -58,7 +59,7 @@ RedisStore::RedisStore(RedisOptions opts)
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
+  for (Script* s : {&cas_, &verify_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -143,6 +144,11 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
   std::vector<Command> cmds;
   std::vector<std::size_t> casIndex;
   for (const auto& req : batch) {
+    if (req.verifyOnly) {
+      casIndex.push_back(cmds.size());
+      cmds.push_back(evalsha(verify_, {keys_.group_state(req.key)}, {std::to_string(req.expectedRevision)}));
+      continue;
+    }
     const auto w = field_writes(*req.next, req.delta);
     std::vector<std::string> args{req.lockToken,
                                   std::to_string(req.lockTtlMs),
@@ -162,7 +168,7 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
       cmds.push_back(deadline_command(req.key, req.lowerDeadlineTo, req.expectedRevision + 1, /*lower=*/true));
     casIndex.push_back(cmds.size());
     cmds.push_back(evalsha(cas_, {keys_.group_state(req.key), keys_.group_lock(req.key)}, std::move(args)));
-    if (req.delta == nullptr) {  // a new (or recreated) group: make it discoverable (idempotent)
+    if (req.delta == nullptr && !req.verifyOnly) {  // a new (or recreated) group: make it discoverable (idempotent)
       cmds.push_back({"SADD", keys_.group_index(), req.key.str()});
       cmds.push_back({"SADD", keys_.stream_groups(req.key.streamPrefix), req.key.consumerGroup});
     }

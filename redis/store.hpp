@@ -81,6 +81,10 @@ struct CasRequest {
   // without one a deadline): the deadline index is lowered to this, in the same round trip, before
   // the write (lowering is always safe, even if the write then loses).
   std::optional<Millis> lowerDeadlineTo;
+  // Write nothing: only confirm that the stored revision is still expectedRevision (Written, with
+  // that revision) or say what it is now (Conflict, with the state). A pod answers from its copy
+  // of the group only once a store call made after the request arrived confirmed the copy.
+  bool verifyOnly = false;
 };
 
 enum class CasStatus { Written, Conflict, Locked };

@@ -598,3 +598,36 @@ TEST_F(GroupActorTest, AGrownStreamReachesTheGroup) {
   auto r = hb(request("a", a.memberEpoch, assigned(a)));
   EXPECT_EQ(assigned(r).size(), 9u);
 }
+
+// Many pods answer as one coordinator (SPEC §3 rule 11): a pod whose copy predates a change made
+// at another pod never answers from it. With coarse renewal, a steady heartbeat needs no write;
+// the pod then asks the store whether its copy is current (writing nothing) before it answers.
+TEST_F(GroupActorTest, AnAnswerThatNeedsNoWriteComesOnlyFromACopyTheStoreConfirmedAfterTheRequestArrived) {
+  auto cfg1 = pod_config("pod-1");
+  cfg1.core.leaseRenewalSlackMs = 300;
+  auto cfg2 = pod_config("pod-2");
+  cfg2.core.leaseRenewalSlackMs = 300;
+  auto p1 = spawn(cfg1);
+  auto p2 = spawn(cfg2);
+  auto a = hb(request("a", 0), &p1);
+  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  ASSERT_EQ(assigned(a).size(), 6u);
+  // At pod-2: its copy is read for this heartbeat, which needs no write (the stored lease covers it).
+  auto steady = hb(request("a", a.memberEpoch, assigned(a)), &p2);
+  ASSERT_EQ(steady.status, HeartbeatStatus::OK);
+  const auto rev = stored().storeRevision;
+  auto again = hb(request("a", a.memberEpoch, assigned(a)), &p2);
+  EXPECT_EQ(again.status, HeartbeatStatus::OK);
+  EXPECT_EQ(stored().storeRevision, rev) << "nothing written for a steady heartbeat";
+  EXPECT_NE(metrics_->text().find("rsc_copy_checks_total{result=\"current\"} 1"), std::string::npos)
+      << "the copy was confirmed by a revision check\n" << metrics_->text();
+  // b joins at pod-1: a must give up three shards. a's next heartbeat lands on pod-2, whose copy
+  // predates the join: it must not be told to keep what it has.
+  auto b = hb(request("b", 0), &p1);
+  ASSERT_EQ(b.status, HeartbeatStatus::OK);
+  auto atP2 = hb(request("a", a.memberEpoch, assigned(a)), &p2);
+  EXPECT_EQ(atP2.status, HeartbeatStatus::REVOKE_PENDING) << "decided again on the stored state";
+  EXPECT_EQ(assigned(atP2).size(), 3u);
+  EXPECT_GE(atP2.groupEpoch, b.groupEpoch) << "no epoch older than one already given";
+  EXPECT_NE(metrics_->text().find("rsc_copy_checks_total{result=\"stale\"} 1"), std::string::npos) << metrics_->text();
+}

@@ -253,6 +253,32 @@ TYPED_TEST(StoreContract, AStaleRevisionIsAConflictCarryingTheCurrentState) {
   EXPECT_EQ(pod->load(kKey).value->state.storeRevision, 1) << "a conflict writes nothing";
 }
 
+// A pod about to answer from its copy with nothing to write asks whether the copy is current.
+TYPED_TEST(StoreContract, ARevisionCheckWritesNothingAndCarriesTheCurrentStateWhenTheCopyIsStale) {
+  auto podA = this->backend.pod();
+  auto podB = this->backend.pod();
+  const auto s = sample_group();
+  ASSERT_TRUE(podA->compare_and_set(create(kKey, s)).ok());
+  CasRequest check = create(kKey, s);
+  check.expectedRevision = 1;
+  check.verifyOnly = true;
+  auto current = podB->compare_and_set(check);
+  ASSERT_TRUE(current.ok()) << current.error.message;
+  EXPECT_EQ(current.value->status, CasStatus::Written);
+  EXPECT_EQ(current.value->revision, 1) << "current: the revision is confirmed, not moved";
+  EXPECT_EQ(podA->load(kKey).value->state.storeRevision, 1);
+  auto moved = s;
+  moved.groupEpoch += 3;
+  ASSERT_EQ(podA->compare_and_set(update(kKey, moved, 1)).value->status, CasStatus::Written);
+  auto stale = podB->compare_and_set(check);  // pod B's copy is at 1, the store at 2
+  ASSERT_TRUE(stale.ok()) << stale.error.message;
+  EXPECT_EQ(stale.value->status, CasStatus::Conflict);
+  EXPECT_EQ(stale.value->revision, 2);
+  ASSERT_TRUE(stale.value->current.has_value());
+  EXPECT_EQ(stale.value->current->groupEpoch, moved.groupEpoch);
+  EXPECT_EQ(podA->load(kKey).value->state.storeRevision, 2) << "a check writes nothing";
+}
+
 TYPED_TEST(StoreContract, ADeltaWritesOnlyWhatChangedAndDeletesRemovedMembers) {
   auto pod = this->backend.pod();
   auto s = sample_group();

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "group/freshness.hpp"
 #include "group/time_rules.hpp"
 #include "group_harness.hpp"
 
@@ -356,4 +357,22 @@ TEST(Provisioning, OnlyHandingOutAnUnprovisionedShardWaitsForTheDataPlane) {
   h.advance(h.cfg().memberLeaseTtlMs + 1);
   auto expired = group::tick(h.state(), h.cfg(), h.now());
   EXPECT_FALSE(group::provisioning_due(expired.state, expired.events));
+}
+
+// group/freshness.hpp: which store calls confirm a pod's copy for which requests.
+TEST(CopyConfirmation, OnlyAStoreCallMadeAfterARequestArrivedConfirmsTheCopyForIt) {
+  rsc::group::CopyConfirmation c;
+  const auto load = c.next_call();  // a load in flight
+  const auto arrived = c.arrival();  // a heartbeat arrives while it is
+  c.confirmed_by(load);
+  EXPECT_FALSE(c.may_answer(arrived)) << "the load was sent before the request: it may predate what the member saw";
+  const auto check = c.next_call();
+  EXPECT_FALSE(c.may_answer(arrived)) << "made, not yet answered";
+  c.confirmed_by(check);
+  EXPECT_TRUE(c.may_answer(arrived));
+  EXPECT_FALSE(c.may_answer(c.arrival())) << "a request arriving now needs a newer call";
+  c.confirmed_by(load);  // an older confirmation never undoes a newer one
+  EXPECT_TRUE(c.may_answer(arrived));
+  c.forget();
+  EXPECT_FALSE(c.may_answer(arrived)) << "a dropped copy confirms nothing";
 }
