@@ -114,6 +114,7 @@ void Membership::drop_all(const std::string& why) {
     if (it->second.busy) {  // forgotten once its worker lets go
       it->second.dropped = true;
       it->second.revoking = true;
+      stop_reading(it->first, it->second);
       ++it;
     } else {
       it = shards_.erase(it);
@@ -186,6 +187,7 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
       for (auto& [s, st] : shards_) {
         if (st.revoking || target.count(s)) continue;
         st.revoking = true;  // stop reading it now; REVOKED once drained
+        stop_reading(s, st);
         givingUp.push_back(s);
         note("revoking shard " + std::to_string(s));
       }
@@ -233,7 +235,10 @@ void Membership::leave() {
   if (leaving_) return;
   leaving_ = true;
   event(ShardEvent::Kind::Revoking, owned());
-  for (auto& [s, st] : shards_) st.revoking = true;
+  for (auto& [s, st] : shards_) {
+    st.revoking = true;
+    stop_reading(s, st);
+  }
   wake_ = true;
   note("leaving: draining and handing every shard back");
 }
@@ -312,6 +317,13 @@ void Membership::release(const std::vector<int32_t>& held) {
     }
   }
   --busyWorkers_;
+}
+
+std::vector<int> Membership::take_interrupts() {
+  std::vector<int> out(interrupts_.begin(), interrupts_.end());
+  interrupts_.clear();
+  counters_.readInterrupts += static_cast<int64_t>(out.size());
+  return out;
 }
 
 std::vector<int32_t> Membership::progress_due(const std::vector<int32_t>& held, int64_t nowNs) {

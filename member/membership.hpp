@@ -32,6 +32,7 @@ struct MembershipCounters {
   int64_t rejoins = 0;
   int64_t selfFences = 0;
   int64_t notifications = 0;
+  int64_t readInterrupts = 0;  // outstanding reads cut short because a shard they waited on was given up
 };
 
 class Membership {
@@ -96,6 +97,11 @@ class Membership {
   void claimed(int32_t shard);           // its pending entries were claimed and processed
   void needs_claim(int32_t shard);       // a read failed: Redis may hold records for us
   void release(const std::vector<int32_t>& shards);  // the worker let go of its lease
+  // Workers whose outstanding read must return at once: they hold a shard that was just given
+  // up (a revocation, a leave) or dropped (a fence), so what is left of the handover is the drain
+  // of records in the handler, not a blocked XREADGROUP. Read and cleared.
+  std::vector<int> take_interrupts();
+  int worker_of(int32_t shard) const { return static_cast<int>(shard % o_.concurrency); }
   // Shards of `held` whose progress (XINFO, leftovers) is due, at most once a second each.
   std::vector<int32_t> progress_due(const std::vector<int32_t>& held, int64_t nowNs);
   void set_progress(int32_t shard, std::optional<int64_t> pending, std::optional<int64_t> lag);
@@ -146,6 +152,10 @@ class Membership {
   bool wake_ = false;
   bool selfFenced_ = false;
   std::set<int32_t> reportedRevoked_;
+  std::set<int> interrupts_;
+  void stop_reading(int32_t shard, Shard& st) {
+    if (st.busy) interrupts_.insert(worker_of(shard));
+  }
   std::vector<ShardEvent> events_;
   uint64_t eventsQueued_ = 0;
   std::vector<std::string> log_;

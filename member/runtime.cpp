@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -74,8 +76,15 @@ struct Runtime::Impl {
   uint64_t eventsSeen = 0;        // guarded by mu: m->events_queued() when last announced
   std::atomic<bool> stopping{false};
   std::vector<std::thread> threads;
+  // Per worker: written to when its read must return at once (Membership::take_interrupts).
+  std::vector<int> interruptFds;
   // Set once (under mu) before any shard is read, never changed after.
   std::string keyPattern;
+
+  ~Impl() {
+    for (int fd : interruptFds)
+      if (fd >= 0) ::close(fd);
+  }
 
   std::string stream_key(int32_t shard) const { return protocol::expand_key_pattern(keyPattern, shard); }
 
@@ -86,6 +95,12 @@ struct Runtime::Impl {
   // has shard events for the user (a worker noticed a self-fence).
   void after_machine() {
     for (const auto& line : m->take_log()) log(line);
+    for (int w : m->take_interrupts()) {
+      if (w < 0 || static_cast<std::size_t>(w) >= interruptFds.size() || interruptFds[w] < 0) continue;
+      const uint64_t one = 1;
+      if (::write(interruptFds[w], &one, sizeof one) < 0) {
+      }  // full (already signalled) or closed: nothing to add
+    }
     if (m->events_queued() != eventsSeen) {  // only new ones: idle workers must not wake each other
       eventsSeen = m->events_queued();
       cv.notify_all();
@@ -318,6 +333,7 @@ struct Runtime::Impl {
     auto ropts = opts.redis;
     ropts.commandTimeoutMs = opts.maxBlockMs + 2000;
     ShardReader reader(ropts, opts.group, memberId, [this](int32_t s) { return stream_key(s); });
+    if (static_cast<std::size_t>(index) < interruptFds.size()) reader.set_interrupt_fd(interruptFds[index]);
     while (!stopping) {
       Membership::Lease lease;
       {
@@ -394,6 +410,9 @@ Runtime::~Runtime() {
 void Runtime::start() {
   impl_->log("starts: stream " + impl_->opts.streamPrefix + ", group " + impl_->opts.group + ", " +
              std::to_string(impl_->opts.concurrency) + " worker(s)");
+  if (impl_->interruptFds.empty())
+    for (int i = 0; i < std::max(1, impl_->opts.concurrency); ++i)
+      impl_->interruptFds.push_back(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   impl_->threads.emplace_back([this] { impl_->heartbeat_loop(); });
   if (impl_->opts.listenForChanges) impl_->threads.emplace_back([this] { impl_->notify_loop(); });
   for (int i = 0; i < std::max(1, impl_->opts.concurrency); ++i)

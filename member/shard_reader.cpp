@@ -1,6 +1,7 @@
 #include "member/shard_reader.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -151,21 +152,23 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
           append_entries(streamReply.elements[1], shards[i], out.batches[i]);
     return true;
   };
-  if (bySlot.size() == 1) {
+  if (bySlot.size() == 1 && interruptFd_ < 0) {
     if (!take(conn_.command(xreadgroup(group_, consumer_, count, blockMs, keys)))) out.batches.clear();
     return out;
   }
-  std::vector<store::Command> now;
-  for (const auto& idx : bySlot) now.push_back(xreadgroup(group_, consumer_, count, std::nullopt, keys_of(idx)));
-  bool any = false;
-  for (const auto& r : conn_.pipeline(now)) {
-    if (!take(r)) {
-      out.batches.clear();
-      return out;
+  if (bySlot.size() > 1) {
+    std::vector<store::Command> now;
+    for (const auto& idx : bySlot) now.push_back(xreadgroup(group_, consumer_, count, std::nullopt, keys_of(idx)));
+    bool any = false;
+    for (const auto& r : conn_.pipeline(now)) {
+      if (!take(r)) {
+        out.batches.clear();
+        return out;
+      }
     }
+    for (const auto& b : out.batches) any = any || !b.empty();
+    if (any) return out;
   }
-  for (const auto& b : out.batches) any = any || !b.empty();
-  if (any) return out;
 
   // Nothing yet: block on every slot at once, one connection each.
   std::vector<Waiter*> waits;
@@ -186,11 +189,16 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   // A failed send left fd -1 (poll ignores it) and answers at once in receive().
   bool failedSend = false;
   for (const auto& f : fds) failedSend = failedSend || f.fd < 0;
+  if (interruptFd_ >= 0) fds.push_back(pollfd{interruptFd_, POLLIN, 0});
   if (!failedSend) ::poll(fds.data(), fds.size(), static_cast<int>(blockMs + 100));
   for (std::size_t i = 0; i < waits.size(); ++i) {
     if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    if (waits[i]->clientId >= 0)
-      control_for(*waits[i]).command({"CLIENT", "UNBLOCK", std::to_string(waits[i]->clientId)});
+    release(*waits[i], blockMs + 100);
+  }
+  if (interruptFd_ >= 0) {  // drained: an interrupt ends one read
+    uint64_t n = 0;
+    while (::read(interruptFd_, &n, sizeof n) > 0) {
+    }
   }
   bool moved = false;
   for (Waiter* w : waits) {
@@ -209,6 +217,17 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   }
   if (out.outcome != Read::Outcome::Records) out.batches.clear();
   return out;
+}
+
+void ShardReader::release(Waiter& w, int64_t untilMs) {
+  if (w.clientId < 0) return;
+  for (int64_t waited = 0; waited <= untilMs; waited += 2) {
+    auto r = control_for(w).command({"CLIENT", "UNBLOCK", std::to_string(w.clientId)});
+    if (!r.ok() || (r.value->type == Value::Type::Integer && r.value->integer == 1)) return;
+    // Not blocked (yet, or any more): its answer is on the way, or the read is still on its way.
+    pollfd f{w.conn->fd(), POLLIN, 0};
+    if (f.fd < 0 || ::poll(&f, 1, 2) != 0) return;
+  }
 }
 
 std::string ShardReader::ack(int32_t shard, const std::string& id) {

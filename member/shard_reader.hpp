@@ -46,6 +46,11 @@ class ShardReader {
   // released with CLIENT UNBLOCK (they then answer nil, having read nothing, or with what they read
   // meanwhile), and every answer is collected before this returns, so no read outlives the call.
   Read read(const std::vector<int32_t>& shards, int count, int64_t blockMs);
+  // An fd (an eventfd the runtime writes to) that, once readable, ends a blocking read at once:
+  // its XREADGROUPs are released with CLIENT UNBLOCK and return what they read so far (a revoked
+  // shard is then handed over without waiting out the BLOCK). With one set, a single Redis's
+  // blocking read also goes through a connection of its own. The reader drains it after a read.
+  void set_interrupt_fd(int fd) { interruptFd_ = fd; }
   // "" when the ack was stored, else why not.
   std::string ack(int32_t shard, const std::string& id);
   // Entries other consumers of the group left pending on the shard, idle for at least minIdleMs,
@@ -71,6 +76,10 @@ class ShardReader {
   std::map<int, std::unique_ptr<Waiter>> waiters_;
   std::map<std::string, std::unique_ptr<store::RedisConnection>> controls_;  // per node: CLIENT UNBLOCK
   std::function<std::string(int32_t)> keyOf_;
+  int interruptFd_ = -1;
+  // CLIENT UNBLOCK for a waiter whose answer has not come, until it comes (the XREADGROUP may not
+  // have reached Redis yet when the first one is sent), within `untilMs`.
+  void release(Waiter& w, int64_t untilMs);
 };
 
 }  // namespace rsc::member

@@ -245,6 +245,40 @@ TEST(RuntimeNotifications, AnOwnerHearsOfAJoinAtOnceInsteadOfAtItsNextHeartbeat)
   EXPECT_TRUE(a.shutdown(5000));
 }
 
+// Issue 25: a revoke does not wait for a blocked read. a reads two idle shards with a 3 s BLOCK;
+// when b joins, a is told (notification, heartbeat) to give shard 1 up while its XREADGROUP
+// waits: the read is released at once (CLIENT UNBLOCK), so b reads its shard well before the
+// BLOCK would have ended, and a's read after it still serves shard 0.
+TEST(RuntimeInterrupts, ARevokeReleasesABlockedReadInsteadOfWaitingOutItsBlock) {
+  RedisServer redis;
+  Coordinator coord(redis.port(), {"--tick-interval-ms", "100", "--heartbeat-interval-ms", "3000",
+                                   "--member-lease-ttl-ms", "15000", "--rebalance-timeout-ms", "10000"});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
+  auto options = [&](const std::string& id) {
+    auto o = runtime_options(coord, redis, id);
+    o.maxBlockMs = 3000;
+    return o;
+  };
+  std::atomic<int> processedByA{0};
+  member::Runtime a(options("a"), [&](const member::Record&, int64_t) { ++processedByA; });
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }, 8000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a's worker now blocks in its read
+  member::Runtime b(options("b"), [](const member::Record&, int64_t) {});
+  const auto t0 = std::chrono::steady_clock::now();
+  b.start();
+  ASSERT_TRUE(eventually([&] { return b.stats().owned.size() == 1; }, 8000));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("b read its shard %lld ms after joining (a's read blocks up to 3000 ms)\n", static_cast<long long>(ms));
+  EXPECT_GE(a.stats().readInterrupts, 1) << "a's read was cut short";
+  EXPECT_LT(ms, 1000) << "the handover waited for a's blocked read";
+  auto admin = redis.admin();
+  ASSERT_TRUE(admin.command({"XADD", "orders:" + std::to_string(a.stats().owned.at(0)), "*", "key", "k"}).ok());
+  EXPECT_TRUE(eventually([&] { return processedByA.load() == 1; })) << "a reads on what it kept";
+  EXPECT_TRUE(b.shutdown(5000));
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
 // Shard callbacks (onAssigned, onRevoking, onLost): what each call named, and on which thread.
 struct Calls {
   std::mutex mu;

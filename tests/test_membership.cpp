@@ -492,5 +492,47 @@ TEST_F(MembershipMachine, ALeavesOkAnswerDoesNotLiftASelfFenceButRevokePendingDo
   m.release(lease.shards);
 }
 
+// A worker blocked in a read on a shard that is given up must return at once (issue 25): the
+// machine names the worker whose read to cut short, for a revocation, a leave and a fence alike,
+// and only workers holding such a shard.
+TEST(MembershipInterrupts, AWorkerReadingAShardThatIsGivenUpOrDroppedIsToldToStopWaiting) {
+  Membership m{{"m", "inc", 2, 0}};
+  int64_t now = 1000 * kMs;
+  auto send = [&](const HeartbeatResponse& r) {
+    m.next_request(now);
+    m.on_response(r, now);
+    now += 5 * kMs;
+  };
+  send(answer(HeartbeatStatus::OK, 1, {0, 1, 2, 3}));
+  EXPECT_TRUE(m.take_interrupts().empty());
+  auto w0 = m.take_shards(0, now);  // worker 0 reads 0 and 2
+  auto w1 = m.take_shards(1, now);  // worker 1 reads 1 and 3
+  ASSERT_EQ(w0.shards, (std::vector<int32_t>{0, 2}));
+  send(answer(HeartbeatStatus::REVOKE_PENDING, 1, {0, 1, 3}));  // give up 2
+  EXPECT_EQ(m.take_interrupts(), (std::vector<int>{0})) << "only the worker holding shard 2";
+  EXPECT_TRUE(m.take_interrupts().empty()) << "read and cleared";
+  m.release(w0.shards);
+  send(answer(HeartbeatStatus::REVOKE_PENDING, 1, {0, 1}));  // give up 3: worker 1 holds it
+  EXPECT_EQ(m.take_interrupts(), (std::vector<int>{1}));
+  m.release(w1.shards);
+  send(answer(HeartbeatStatus::OK, 2, {0, 1}));
+  m.take_interrupts();
+  w0 = m.take_shards(0, now);
+  m.leave();  // everything is given up
+  EXPECT_EQ(m.take_interrupts(), (std::vector<int>{0})) << "worker 1 holds nothing now";
+  m.release(w0.shards);
+  Membership f{{"f", "inc", 2, 0}};
+  f.next_request(now);
+  f.on_response(answer(HeartbeatStatus::OK, 1, {0, 1}), now);
+  auto l0 = f.take_shards(0, now);
+  auto l1 = f.take_shards(1, now);
+  f.next_request(now);
+  f.on_response(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "fenced"), now);  // dropped
+  EXPECT_EQ(f.take_interrupts(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(f.counters().readInterrupts, 2);
+  f.release(l0.shards);
+  f.release(l1.shards);
+}
+
 }  // namespace
 }  // namespace rsc::member
