@@ -91,7 +91,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "http-header-timeout") c.http.headerTimeoutMs = v;
   else if (key == "http-idle-timeout") c.http.idleTimeoutMs = v;
   else if (key == "max-connections") c.http.maxConnections = v;
-  else if (key == "pod-lease") c.service.podLeaseMs = v;
+  else if (key == "pod-lease") c.podLeaseMs = v;
   else if (key == "store-deadline") c.service.storeDeadlineMs = v;
   else if (key == "store-stall") c.service.storeStallMs = v;
   else if (key == "group-retire-after") c.service.groupRetireAfterMs = v;
@@ -236,6 +236,10 @@ void validate(const Config& c) {
               std::to_string(s.core.memberLeaseTtlMs) + "ms)"};
   if (s.podLeaseMs < 3 * 50)
     throw Bad{"pod-lease (" + std::to_string(s.podLeaseMs) + "ms) must be at least 150ms"};
+  if (s.podLeaseMs >= s.core.memberLeaseTtlMs)
+    throw Bad{"pod-lease (" + std::to_string(s.podLeaseMs) + "ms) must be below member-lease-ttl (" +
+              std::to_string(s.core.memberLeaseTtlMs) +
+              "ms): a frozen pod keeps its groups' deadline work until its pod lease lapses"};
 }
 
 }  // namespace
@@ -253,7 +257,8 @@ std::string usage() {
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "lease renewal slack twice the heartbeat interval (at most half the lease and a quarter of the\n"
          "rebalance timeout; 0: every heartbeat is written),\n"
-         "pod lease 5000ms, store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
+         "pod lease a third of the member lease (at most 5000ms; it must stay below the member lease),\n"
+         "store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
          "idle groups leave memory after 3 leases, no limit of groups per stream, connections at most\n"
          "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
          "cores (at least one) as actor scheduler threads, a group's Redis consumer\n"
@@ -335,6 +340,12 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         c.leaseRenewalSlackMs ? *c.leaseRenewalSlackMs
                               : std::min({2 * c.service.core.heartbeatIntervalMs, c.service.core.memberLeaseTtlMs / 2,
                                           c.service.core.rebalanceTimeoutMs / 4});
+    // A frozen or stalled pod keeps its groups' deadline work (expiries, rebalance timeouts, holds
+    // ending) until its pod lease lapses: by default a third of the member lease, so a member that
+    // fenced itself in a frozen pod's group is expired well within one more lease.
+    c.service.podLeaseMs =
+        c.podLeaseMs ? *c.podLeaseMs
+                     : std::clamp<int64_t>(c.service.core.memberLeaseTtlMs / 3, 150, 5000);
     validate(c);
   } catch (const Bad& b) {
     out.error = b.what;

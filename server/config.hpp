@@ -21,6 +21,8 @@ struct Config {
   int64_t shutdownGraceMs = 10000;
   // --lease-renewal-slack-ms as given; unset: a fifth of the lease (resolved into service.core).
   std::optional<int64_t> leaseRenewalSlackMs;
+  // --pod-lease-ms as given; unset: a third of the member lease, at most 5 s (service.podLeaseMs).
+  std::optional<int64_t> podLeaseMs;
 };
 
 struct Parsed {

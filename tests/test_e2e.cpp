@@ -986,3 +986,21 @@ TEST(E2EMultiPod, AChangeWrittenAtOnePodIsSeenByTheNextHeartbeatAtAnother) {
   }
   EXPECT_GE(metric(podB.port(), "rsc_copy_checks_total{result=\"stale\"}", 0), 3.0);
 }
+
+// Issue 25, point 5: the pod lease (how long a frozen pod keeps its groups' deadline work) follows
+// the member lease by default and may not reach it.
+TEST(E2EConfig, ThePodLeaseDefaultsToAThirdOfTheMemberLeaseAndMustStayBelowIt) {
+  const std::string bin = RSC_COORDINATOR_BIN;
+  int rc = 0;
+  auto out = run_command(bin + " --check-config", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("pod-lease=5000ms"), std::string::npos) << "15 s lease: 5 s" << out;
+  out = run_command(bin + " --check-config --member-lease-ttl-ms 1500 --heartbeat-interval-ms 300", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("pod-lease=500ms"), std::string::npos) << out;
+  out = run_command(bin + " --check-config --member-lease-ttl-ms 60000", &rc);
+  EXPECT_NE(out.find("pod-lease=5000ms"), std::string::npos) << "at most 5 s: " << out;
+  out = run_command(bin + " --check-config --member-lease-ttl-ms 4000 --pod-lease-ms 4000", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("must be below member-lease-ttl"), std::string::npos) << out;
+}

@@ -516,3 +516,54 @@ void run_skewed(const std::string& skew) {
 
 TEST(ClockSkew, APodTenSecondsAheadExpiresNobody) { run_skewed("+10s"); }
 TEST(ClockSkew, APodTenSecondsBehindStillExpiresADeadMemberOnTime) { run_skewed("-10s"); }
+
+// Issue 25, point 5: a frozen pod holds its groups' deadline work only for its pod lease, which by
+// default is a third of the member lease: members that went silent in groups whose duty was the
+// frozen pod's are expired by the others within about one member lease, while it is still frozen.
+TEST(TickDuty, AFrozenPodsGroupsAreJudgedByTheOthersWithinItsPodLeaseWhichStaysBelowTheMemberLease) {
+  RedisServer redis;
+  // No --pod-lease-ms: the default follows the lease (1500 / 3 = 500 ms).
+  auto args = [] {
+    return std::vector<std::string>{"--tick-interval-ms", "100", "--heartbeat-interval-ms", "300", "--member-lease-ttl-ms",
+                                    "1500", "--rebalance-timeout-ms", "3000", "--default-shard-count", "4",
+                                    "--shutdown-grace-ms", "2000"};
+  };
+  Coordinator survivor(redis.port(), args());
+  Coordinator frozen(redis.port(), args());
+  EXPECT_NE(frozen.log().find("pod-lease=500ms"), std::string::npos) << "the default follows the member lease";
+  sleep_ms(700);
+  ASSERT_EQ(metric(survivor.port(), "rsc_pods_live"), 2);
+  Heartbeaters hb({frozen.port()}, 40, 300);  // 40 groups, one member each, through the pod to be frozen
+  hb.start(1);
+  hb.stop();
+  const auto joined = Clock::now();
+  sleep_ms(200);
+  ::kill(frozen.pid(), SIGSTOP);
+  const auto stopped = Clock::now();
+  long alone = -1;
+  while (ms_since(stopped) < 5000 && alone < 0) {
+    if (metric(survivor.port(), "rsc_pods_live") == 1) alone = ms_since(stopped);
+    sleep_ms(50);
+  }
+  int expired = 0;
+  long allExpiredAfter = -1;
+  while (ms_since(joined) < 8000) {
+    expired = 0;
+    for (int i = 0; i < 40; ++i) expired += member_state(survivor.port(), "g" + std::to_string(i), "m" + std::to_string(i)) == "EXPIRED";
+    if (expired == 40) {
+      allExpiredAfter = ms_since(joined);
+      break;
+    }
+    sleep_ms(100);
+  }
+  const long frozenFor = ms_since(stopped);
+  ::kill(frozen.pid(), SIGCONT);
+  std::printf("frozen pod: the survivor judged alone after %ld ms (pod lease 500 ms); all 40 silent members expired "
+              "%ld ms after their last heartbeat (lease 1500 ms), while the pod was still frozen (%ld ms)\n",
+              alone, allExpiredAfter, frozenFor);
+  EXPECT_GE(alone, 0);
+  EXPECT_LE(alone, 500 + 600) << "within its pod lease (and a beat)";
+  EXPECT_EQ(expired, 40) << "the survivor expired them while the frozen pod's registration had lapsed";
+  EXPECT_LE(allExpiredAfter, 1500 + 600 + 500 + 1000) << "member lease + renewal slack (600) + pod lease + a beat and the work";
+  if (HasFailure()) dump_logs({&survivor});
+}
