@@ -416,7 +416,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                   else
                     s.cfg->metrics->mutex_contention();
                 }
-                if (r.current) {  // another pod wrote first: its state comes with the answer
+                if (r.current) {  // another pod wrote first: its state comes with the answer (not with a check)
                   store::Loaded l{true, std::move(*r.current), r.rollback};
                   adopt(self, std::move(l), std::nullopt);
                   s.copy.confirmed_by(*callNo);

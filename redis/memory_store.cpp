@@ -113,7 +113,7 @@ std::vector<Result<CasResult>> MemoryStore::compare_and_set(const std::vector<Ca
     } else if (rev != req.expectedRevision) {
       r.status = CasStatus::Conflict;
       r.revision = rev;
-      if (req.returnStateOnConflict && fields.count(kGroupField)) {
+      if (req.returnStateOnConflict && !req.verifyOnly && fields.count(kGroupField)) {
         auto decoded = decode_group(req.key, fields);
         if (!decoded.ok()) {
           out.push_back(Result<CasResult>::failure(decoded.error));

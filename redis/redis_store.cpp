@@ -45,7 +45,6 @@ RedisStore::RedisStore(RedisOptions opts)
     : opts_(opts),
       conn_(opts),
       cas_{scripts::kCas, {}},
-      verify_{scripts::kVerify, {}},
       unlock_{scripts::kUnlock, {}},
       extend_{scripts::kExtend, {}},
       putStream_{scripts::kPutStream, {}},
@@ -59,7 +58,7 @@ RedisStore::RedisStore(RedisOptions opts)
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &verify_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
+  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -144,9 +143,9 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
   std::vector<Command> cmds;
   std::vector<std::size_t> casIndex;
   for (const auto& req : batch) {
-    if (req.verifyOnly) {
+    if (req.verifyOnly) {  // a plain read of the revision: the cheapest call (a stale copy is reloaded)
       casIndex.push_back(cmds.size());
-      cmds.push_back(evalsha(verify_, {keys_.group_state(req.key)}, {std::to_string(req.expectedRevision)}));
+      cmds.push_back({"HGET", keys_.group_state(req.key), "rev"});
       continue;
     }
     const auto w = field_writes(*req.next, req.delta);
@@ -183,6 +182,19 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
       continue;
     }
     const Value& v = *rep.value;
+    if (req.verifyOnly) {
+      CasResult r;
+      std::optional<int64_t> rev = v.is_nil() ? std::optional<int64_t>(0) : as_int(v);
+      if (!rev || v.is_error()) {
+        out.push_back(reply_failure<CasResult>(v, "revision of " + req.key.str()));
+        continue;
+      }
+      r.revision = *rev;
+      r.status = *rev == req.expectedRevision ? CasStatus::Written : CasStatus::Conflict;
+      r.rollback = tracker_.observe(req.key, r.revision, r.status == CasStatus::Written ? req.next->groupEpoch : 0);
+      out.push_back(R::success(std::move(r)));
+      continue;
+    }
     if (v.type != Value::Type::Array || v.elements.size() < 2) {
       out.push_back(reply_failure<CasResult>(v, "cas " + req.key.str()));
       continue;

@@ -62,7 +62,7 @@ class RedisStore : public GroupStore {
   Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
   Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;
 
-  Script cas_, verify_, unlock_, extend_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
+  Script cas_, unlock_, extend_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

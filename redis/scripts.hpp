@@ -53,21 +53,6 @@ if token ~= '' and tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[2], token, 
 return {'OK', rev + 1}
 )lua";
 
-// KEYS[1] group state hash. ARGV: expectedRev. Writes nothing: confirms that a pod's copy of the
-// group is the stored one before the pod answers from it (an answer that needed no write).
-// -> {"OK", rev} | {"CONFLICT", rev[, HGETALL]} (the current state, to decide again on)
-inline constexpr const char* kVerify = R"lua(
-local raw = redis.call('HGET', KEYS[1], 'rev')
-local rev = 0
-if raw then
-  rev = tonumber(raw)
-  if rev == nil then return redis.error_reply('CORRUPT rev field is not a number') end
-end
-if rev == tonumber(ARGV[1]) then return {'OK', rev} end
-if raw then return {'CONFLICT', rev, redis.call('HGETALL', KEYS[1])} end
-return {'CONFLICT', rev}
-)lua";
-
 // KEYS[1] mutex; ARGV[1] token. Deletes only our own lock.
 inline constexpr const char* kUnlock = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end

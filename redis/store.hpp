@@ -82,8 +82,9 @@ struct CasRequest {
   // the write (lowering is always safe, even if the write then loses).
   std::optional<Millis> lowerDeadlineTo;
   // Write nothing: only confirm that the stored revision is still expectedRevision (Written, with
-  // that revision) or say what it is now (Conflict, with the state). A pod answers from its copy
-  // of the group only once a store call made after the request arrived confirmed the copy.
+  // that revision) or say what it is now (Conflict, without the state: a plain read of the
+  // revision is the cheapest call, and a stale copy is rare; the caller loads it). A pod answers
+  // from its copy of the group only once a store call made after the request arrived confirmed it.
   bool verifyOnly = false;
 };
 

@@ -4,6 +4,8 @@
 # heartbeats/s, /healthz req/s on the same connections and their ratio, latency, errors, Redis
 # commands and reads per heartbeat and the pods' RSS per member.
 # RSC_COORDINATOR_BIN picks another build of the coordinator (to compare two side by side).
+# RSC_LOAD_PROXY=1 puts rsc-proxy (a round-robin TCP proxy, as a Kubernetes Service) in front of
+# the pods: the load generator then knows one URL and its connections are spread over the pods.
 #   bash scripts/load.sh [PODS] [GROUPS] [MEMBERS_PER_GROUP] [THREADS] [SECONDS] [STORE_CONNECTIONS] [INTERVAL_MS]
 # INTERVAL_MS > 0: each member heartbeats every INTERVAL_MS (an offered rate) instead of as fast as
 # answers come; the pods then use it as their heartbeat interval and a lease of 5 intervals.
@@ -25,6 +27,14 @@ for i in $(seq 1 "$pods"); do
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
 wait_pods_ready "$pods"
+if [ "${RSC_LOAD_PROXY:-0}" = 1 ]; then
+  pport=$(free_port)
+  ./build/benchmarks/rsc-proxy --listen "127.0.0.1:$pport" --backends "$(echo "$urls" | sed 's#http://##g')" 2>"$dir/proxy.log" &
+  pids+=($!)
+  for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$pport") 2>/dev/null && break; sleep 0.1; done
+  urls="http://127.0.0.1:$pport"
+  echo "load: $pods pod(s) behind rsc-proxy on port $pport"
+fi
 healthz=$secs
 [ "$interval" -gt 0 ] && healthz=0
 ./build/benchmarks/rsc-load --coordinator "$urls" --groups "$groups" --members-per-group "$per" --threads "$threads" \
