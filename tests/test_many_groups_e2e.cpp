@@ -320,7 +320,7 @@ TEST(TickDuty, AKilledPodsGroupsAreJudgedByTheSurvivorWithinItsPodLease) {
 TEST(TickDuty, ThreePodsShareTheDeadlineWorkEvenly) {
   RedisServer redis;
   std::vector<std::unique_ptr<Coordinator>> pods;
-  for (int i = 0; i < 3; ++i) pods.push_back(std::make_unique<Coordinator>(redis.port(), fast(1000, {"--rebalance-timeout-ms", "1000"})));
+  for (int i = 0; i < 3; ++i) pods.push_back(std::make_unique<Coordinator>(redis.port(), fast(1000, {"--rebalance-timeout-ms", "1000", "--pod-lease-ms", "600"})));
   sleep_ms(700);
   ASSERT_EQ(metric(pods[0]->port(), "rsc_pods_live"), 3);
   constexpr int kGroups = 1200;
