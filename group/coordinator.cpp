@@ -169,16 +169,7 @@ class Step {
     auto it = g().members.find(id);
     if (it != g().members.end() && it->second.quarantineUntilMs > now_ && !it->second.quarantined.empty()) {
       Member& m = it->second;
-      m.state = LS::FENCED;
-      m.assigned.clear();
-      m.revoking.clear();
-      m.target.clear();
-      m.revokeDeadlineMs = 0;
-      m.progress.clear();
-      m.lastRequestId.clear();
-      m.lastResponse.reset();
-      m.tombstoneUntilMs = m.quarantineUntilMs;
-      touch(m);
+      to_tombstone(m, LS::FENCED, m.quarantineUntilMs);
       return;
     }
     g().members.erase(id);
@@ -186,10 +177,24 @@ class Step {
     out_.delta.removed.insert(id);
   }
 
+  // `m` holds nothing any more and is dead under `state` until `until` (its next heartbeat is told so).
+  void to_tombstone(Member& m, LS state, Millis until) {
+    m.state = state;
+    m.assigned.clear();
+    m.revoking.clear();
+    m.target.clear();
+    m.revokeDeadlineMs = 0;
+    m.progress.clear();
+    m.lastRequestId.clear();
+    m.lastResponse.reset();
+    m.tombstoneUntilMs = until;
+    touch(m);
+  }
+
   // `m` may still read what it holds until its lease ends, as far as any pod knows (SPEC I1: a
   // member reads until it hears it was fenced or reaches its self-fence deadline, which is at most
-  // a lease after the request of its last OK answer; an answer another pod gave from its cache
-  // without writing is covered by the stored lease). Nobody, this member id included, gets those
+  // a lease after the request of its last OK answer; an answer a pod gave without writing is
+  // covered by the stored lease). Nobody, this member id included, gets those
   // shards before then. Returns what was held, if anything.
   ShardSet hold_until_lease_end(Member& m) {
     const ShardSet held = m.held();
@@ -203,20 +208,11 @@ class Step {
   // The member stops counting: its shards are free at once, its epoch is dead.
   void kill(Member& m, LS state, const std::string& why) {
     const ShardSet released = m.held();
-    // A live member learns of its fence only at its next answer (which may be lost, or given OK by
-    // a pod whose cache predates the fence): until its lease ends it may read on, so nobody gets
-    // these shards before then. An expired member's lease has ended: nothing is held.
+    // A live member learns of its fence only at its next answer (which may be lost): until its
+    // lease ends it may read on, so nobody gets these shards before then. An expired member's
+    // lease has ended: nothing is held.
     hold_until_lease_end(m);
-    m.state = state;
-    m.assigned.clear();
-    m.revoking.clear();
-    m.target.clear();
-    m.revokeDeadlineMs = 0;
-    m.progress.clear();
-    m.lastRequestId.clear();
-    m.lastResponse.reset();
-    m.tombstoneUntilMs = std::max(now_ + cfg_.tombstone_retention(), m.quarantineUntilMs);
-    touch(m);
+    to_tombstone(m, state, std::max(now_ + cfg_.tombstone_retention(), m.quarantineUntilMs));
     event(state == LS::EXPIRED ? Event::Kind::EXPIRED : Event::Kind::FENCED, m.id, released,
           epoch_text(m.epoch) + " " + why);
     bump_group_epoch(std::string(state == LS::EXPIRED ? "expired " : "fenced ") + m.id);

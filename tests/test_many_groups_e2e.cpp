@@ -276,6 +276,33 @@ TEST(StoreStall, StallsBetweenOneLeaseAndTheCommandTimeoutExpireNobodyAndExtendR
 }
 
 // Item 2: deadline work moves off a killed pod within its pod lease.
+// After `since`: when `survivor` saw itself alone (ms after `since`, -1: not within 5 s), and how
+// many of groups g0..g39's single members it had expired and when all 40 were (ms after `joined`,
+// -1: not within `withinMs` of it).
+struct AloneAndExpired {
+  long alone = -1;
+  int expired = 0;
+  long allExpiredAfter = -1;
+};
+AloneAndExpired watch_survivor(int survivorPort, Clock::time_point since, Clock::time_point joined, long withinMs) {
+  AloneAndExpired r;
+  while (ms_since(since) < 5000 && r.alone < 0) {
+    if (metric(survivorPort, "rsc_pods_live") == 1) r.alone = ms_since(since);
+    sleep_ms(50);
+  }
+  while (ms_since(joined) < withinMs) {
+    r.expired = 0;
+    for (int i = 0; i < 40; ++i)
+      r.expired += member_state(survivorPort, "g" + std::to_string(i), "m" + std::to_string(i)) == "EXPIRED";
+    if (r.expired == 40) {
+      r.allExpiredAfter = ms_since(joined);
+      break;
+    }
+    sleep_ms(100);
+  }
+  return r;
+}
+
 TEST(TickDuty, AKilledPodsGroupsAreJudgedByTheSurvivorWithinItsPodLease) {
   RedisServer redis;
   Coordinator survivor(redis.port(), fast(1500));
@@ -289,23 +316,7 @@ TEST(TickDuty, AKilledPodsGroupsAreJudgedByTheSurvivorWithinItsPodLease) {
   const auto joined = Clock::now();
   sleep_ms(200);
   ::kill(victim.pid(), SIGKILL);
-  const auto killed = Clock::now();
-  long alone = -1;
-  while (ms_since(killed) < 5000 && alone < 0) {
-    if (metric(survivor.port(), "rsc_pods_live") == 1) alone = ms_since(killed);
-    sleep_ms(50);
-  }
-  int expired = 0;
-  long allExpiredAfter = -1;
-  while (ms_since(joined) < 10000) {
-    expired = 0;
-    for (int i = 0; i < 40; ++i) expired += member_state(survivor.port(), "g" + std::to_string(i), "m" + std::to_string(i)) == "EXPIRED";
-    if (expired == 40) {
-      allExpiredAfter = ms_since(joined);
-      break;
-    }
-    sleep_ms(100);
-  }
+  const auto [alone, expired, allExpiredAfter] = watch_survivor(survivor.port(), Clock::now(), joined, 10000);
   std::printf("killed pod: the survivor was alone after %ld ms (pod lease 1000 ms); all 40 silent members expired "
               "%ld ms after joining (lease 1500 ms)\n",
               alone, allExpiredAfter);
@@ -540,22 +551,7 @@ TEST(TickDuty, AFrozenPodsGroupsAreJudgedByTheOthersWithinItsPodLeaseWhichStaysB
   sleep_ms(200);
   ::kill(frozen.pid(), SIGSTOP);
   const auto stopped = Clock::now();
-  long alone = -1;
-  while (ms_since(stopped) < 5000 && alone < 0) {
-    if (metric(survivor.port(), "rsc_pods_live") == 1) alone = ms_since(stopped);
-    sleep_ms(50);
-  }
-  int expired = 0;
-  long allExpiredAfter = -1;
-  while (ms_since(joined) < 8000) {
-    expired = 0;
-    for (int i = 0; i < 40; ++i) expired += member_state(survivor.port(), "g" + std::to_string(i), "m" + std::to_string(i)) == "EXPIRED";
-    if (expired == 40) {
-      allExpiredAfter = ms_since(joined);
-      break;
-    }
-    sleep_ms(100);
-  }
+  const auto [alone, expired, allExpiredAfter] = watch_survivor(survivor.port(), stopped, joined, 8000);
   const long frozenFor = ms_since(stopped);
   ::kill(frozen.pid(), SIGCONT);
   std::printf("frozen pod: the survivor judged alone after %ld ms (pod lease 500 ms); all 40 silent members expired "

@@ -1,0 +1,36 @@
+-- wrk script: steady heartbeats of members that joined beforehand (scripts/wrk-heartbeats.sh
+-- writes their ids, epochs and shards to the file named by RSC_WRK_MEMBERS, one member a line:
+-- "stream group member epoch shard,shard,..."). Each request is the next member's heartbeat with a
+-- requestId of its own (a repeated one would be answered from the member's stored answer).
+local members = {}
+local counter = 0
+local thread_id = 0
+
+function setup(thread)
+  thread:set("tid", thread_id)
+  thread_id = thread_id + 1
+end
+
+function init(args)
+  local path = os.getenv("RSC_WRK_MEMBERS")
+  for line in io.lines(path) do
+    local stream, group, member, epoch, shards = line:match("^(%S+) (%S+) (%S+) (%S+) ?(%S*)$")
+    if member then
+      local owned = {}
+      for s in shards:gmatch("%d+") do owned[#owned + 1] = '{"shardIndex":' .. s .. ',"state":"OWNED"}' end
+      members[#members + 1] = {
+        path = "/coord/v1/streams/" .. stream .. "/groups/" .. group .. "/members/" .. member .. "/heartbeat",
+        head = '{"protocolVersion":1,"memberId":"' .. member .. '","memberEpoch":' .. epoch ..
+               ',"metadataVersion":1,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":4,"availableConcurrency":4},' ..
+               '"ownedShards":[' .. table.concat(owned, ",") .. '],"requestId":"wrk-',
+      }
+    end
+  end
+  counter = (tid or 0) * 1000000000
+end
+
+function request()
+  counter = counter + 1
+  local m = members[(counter % #members) + 1]
+  return wrk.format("POST", m.path, {["Content-Type"] = "application/json"}, m.head .. counter .. '"}')
+end

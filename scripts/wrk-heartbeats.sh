@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# A second, independent load generator for the steady-heartbeat figure: wrk (installed here if
+# missing) against one coordinator pod and a private redis-server on free loopback ports. Members
+# join and settle first (scripts/lib/settle-members.py); then wrk sends their steady heartbeats
+# (scripts/lib/wrk-heartbeat.lua, a requestId of their own each), then /healthz, for SECONDS each,
+# and the pod's CPU (utime + stime) per request of each is printed with their ratio, as rsc-load
+# prints them. Everything it started is stopped by pid at the end.
+#   bash scripts/wrk-heartbeats.sh [GROUPS] [MEMBERS_PER_GROUP] [SECONDS] [CONNECTIONS] [THREADS]
+# RSC_COORDINATOR_BIN picks another build of the coordinator.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+groups=${1:-100} per=${2:-10} secs=${3:-5} conns=${4:-8} threads=${5:-2}
+command -v wrk >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+. scripts/lib/local.sh
+local_init wrk
+start_redis
+port=$(free_port)
+"${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" \
+  --default-shard-count 16 2>"$dir/pod1.log" &
+pod=$!
+pids+=($pod)
+wait_pods_ready 1
+python3 scripts/lib/settle-members.py "http://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
+cpu() { awk '{print $14 + $15}' "/proc/$pod/stat"; }  # clock ticks
+tck=$(getconf CLK_TCK)
+run() {  # run NAME WRK_ARGS...: prints "NAME requests/s us-per-request"
+  local c0 c1 out n
+  c0=$(cpu)
+  out=$(RSC_WRK_MEMBERS="$dir/members.txt" wrk -t"$threads" -c"$conns" -d"${secs}s" "$@")
+  c1=$(cpu)
+  n=$(echo "$out" | awk '/requests in/ {print $1}')
+  echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors' | sed "s/^/  $1: /"
+  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$1" \
+    'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request\n", name, n, c * 1e6 / t / n }'
+}
+hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "http://127.0.0.1:$port" | tee /dev/stderr | tail -1)
+hz=$(run healthz "http://127.0.0.1:$port/healthz" | tee /dev/stderr | tail -1)
+echo "$hb" | awk -v other="$hz" '{ for (i = 1; i <= NF; i++) if ($i == "CPU") h = $(i + 1) }
+  END { split(other, o, " "); for (i = 1; i <= length(o); i++) if (o[i] == "CPU") z = o[i + 1];
+        printf "wrk: coordinator CPU %.1f us per steady heartbeat, %.1f us per /healthz (ratio %.2f)\n", h, z, z / h }'
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^rsc_heartbeats_total|^rsc_heartbeats_unwritten_total|^rsc_copy_checks_total' || true
