@@ -23,14 +23,15 @@ wait_pods_ready 1
 python3 scripts/lib/settle-members.py "http://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
 cpu() { awk '{print $14 + $15}' "/proc/$pod/stat"; }  # clock ticks
 tck=$(getconf CLK_TCK)
-run() {  # run NAME WRK_ARGS...: prints "NAME requests/s us-per-request"
-  local c0 c1 out n
+run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request"
+  local name=$1 c0 c1 out n
+  shift
   c0=$(cpu)
   out=$(RSC_WRK_MEMBERS="$dir/members.txt" wrk -t"$threads" -c"$conns" -d"${secs}s" "$@")
   c1=$(cpu)
   n=$(echo "$out" | awk '/requests in/ {print $1}')
-  echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors' | sed "s/^/  $1: /"
-  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$1" \
+  echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors' | sed "s/^/  $name: /"
+  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" \
     'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request\n", name, n, c * 1e6 / t / n }'
 }
 hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "http://127.0.0.1:$port" | tee /dev/stderr | tail -1)
