@@ -76,8 +76,10 @@ struct GroupActorState {
   bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
   // Store calls numbered, and which of them confirmed the cached copy (group/freshness.hpp).
   group::CopyConfirmation copy;
-  // The store request in flight (0: none) and the watchdog that gives it up.
+  // The store request in flight (0: none) and the watchdog that gives it up; the number of the
+  // call whose reply is being handled (what a reply confirms, group/freshness.hpp).
   uint64_t asking = 0;
+  uint64_t replying = 0;
   std::chrono::steady_clock::time_point askedAt;
   std::function<void()> giveUp;
   bool watchdog = false;
@@ -93,9 +95,9 @@ void arm_watchdog(Self self, group::Millis in);
 // thread once per heartbeat): the actor's watchdog gives the request up after the store deadline
 // (it then gets the error half, as for a timeout), and a reply that comes after that is dropped.
 // At most one request is in flight per group actor.
-// Returns the call's number (group::CopyConfirmation).
+// While onReply runs, state.replying is the call's number (group::CopyConfirmation).
 template <class Reply, class Args, class OnReply, class OnError>
-uint64_t ask_store(Self self, Args args, OnReply onReply, OnError onError) {
+void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
   auto& st = self->state;
   const uint64_t seq = st.copy.next_call();
   st.asking = seq;
@@ -112,6 +114,7 @@ uint64_t ask_store(Self self, Args args, OnReply onReply, OnError onError) {
             if (self->state.asking != seq) return;  // given up already
             self->state.asking = 0;
             self->state.giveUp = nullptr;
+            self->state.replying = seq;
             onReply(r);
           },
           [=](caf::error& e) mutable {
@@ -120,7 +123,6 @@ uint64_t ask_store(Self self, Args args, OnReply onReply, OnError onError) {
             self->state.giveUp = nullptr;
             onError(e);
           });
-  return seq;
 }
 
 // What an operator reads when a store request failed in the actor system rather than in Redis.
@@ -377,8 +379,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
   st.g.reset();  // the cache is the write in flight until the store says so
   auto next = call.next;
   auto ev = std::make_shared<std::vector<group::Event>>(std::move(events));
-  auto callNo = std::make_shared<uint64_t>(0);
-  *callNo = ask_store<CasReply>(self, std::make_tuple(cas_atom::value, std::move(call)),
+  ask_store<CasReply>(self, std::make_tuple(cas_atom::value, std::move(call)),
           [=](CasReply& reply) {
             auto& s = self->state;
             s.busy = false;
@@ -393,7 +394,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
               case store::CasStatus::Written:
                 s.g = std::move(*next);
                 s.g->storeRevision = r.revision;
-                s.copy.confirmed_by(*callNo);
+                s.copy.confirmed_by(s.replying);
                 if (verify) {  // the copy was current: nothing was written
                   if (s.cfg->metrics) s.cfg->metrics->copy_check(true);
                   after_stored(self, ws);
@@ -419,7 +420,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                 if (r.current) {  // another pod wrote first: its state comes with the answer (not with a check)
                   store::Loaded l{true, std::move(*r.current), r.rollback};
                   adopt(self, std::move(l), std::nullopt);
-                  s.copy.confirmed_by(*callNo);
+                  s.copy.confirmed_by(s.replying);
                 } else {
                   s.g.reset();
                 }
@@ -669,15 +670,14 @@ void start_load(Self self) {
   st.busy = true;
   LoadCall call{st.key, st.cfg->defaultShardCount, false, st.cfg->maxGroupsPerStream > 0, give_up_at(self)};
   call.createStream = !st.queue.empty() && is_join(*st.queue.front());
-  auto callNo = std::make_shared<uint64_t>(0);
-  *callNo = ask_store<LoadReply>(self, std::make_tuple(load_atom::value, std::move(call)),
+  ask_store<LoadReply>(self, std::make_tuple(load_atom::value, std::move(call)),
           [=](LoadReply& r) {
             self->state.busy = false;
             if (!r.loaded.ok()) return store_failed(self, r.loaded.error), pump(self);
             if (!r.stream.ok()) return store_failed(self, r.stream.error), pump(self);
             self->state.groupsInStream = r.groupsInStream;
             adopt(self, std::move(*r.loaded.value), *r.stream.value);
-            self->state.copy.confirmed_by(*callNo);
+            self->state.copy.confirmed_by(self->state.replying);
             self->state.justLoaded = true;
             pump(self);
           },
@@ -691,8 +691,7 @@ void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   st.busy = true;
   LeaseCall call{st.key, st.cfg->podToken, st.cfg->mutexTtlMs, st.g ? st.g->storeRevision : -1, give_up_at(self)};
-  auto callNo = std::make_shared<uint64_t>(0);
-  *callNo = ask_store<LeaseReply>(self, std::make_tuple(lease_atom::value, std::move(call)),
+  ask_store<LeaseReply>(self, std::make_tuple(lease_atom::value, std::move(call)),
           [=](LeaseReply& r) {
             auto& s = self->state;
             s.busy = false;
@@ -707,7 +706,7 @@ void start_tick(Self self, const WorkPtr& w) {
             }
             if (lease.status == store::LeaseStatus::Changed) adopt(self, std::move(*lease.loaded), std::nullopt);
             if (!s.g) return pump(self);
-            s.copy.confirmed_by(*callNo);  // unchanged since the copy, or the copy just read
+            s.copy.confirmed_by(s.replying);  // unchanged since the copy, or the copy just read
             if (!s.exists) {
               finish_deadline_work(self);  // a deleted group: its index entry goes
               return pump(self);

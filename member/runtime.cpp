@@ -98,8 +98,7 @@ struct Runtime::Impl {
     for (int w : m->take_interrupts()) {
       if (w < 0 || static_cast<std::size_t>(w) >= interruptFds.size() || interruptFds[w] < 0) continue;
       const uint64_t one = 1;
-      if (::write(interruptFds[w], &one, sizeof one) < 0) {
-      }  // full (already signalled) or closed: nothing to add
+      [[maybe_unused]] const ssize_t n = ::write(interruptFds[w], &one, sizeof one);  // fails only when already signalled
     }
     if (m->events_queued() != eventsSeen) {  // only new ones: idle workers must not wake each other
       eventsSeen = m->events_queued();

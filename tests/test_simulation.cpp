@@ -27,6 +27,7 @@
 #include <array>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -919,6 +920,7 @@ long env_long(const char* name, long dflt) {
 
 
 struct SeedRun {
+  long seeds = 0;
   Stats total;
   int failures = 0;
   std::vector<std::string> failed;  // "seed N: what"
@@ -926,6 +928,7 @@ struct SeedRun {
 
 SeedRun run_seeds(const SimOptions& opt, long seeds, long steps) {
   SeedRun out;
+  out.seeds = seeds;
   for (long seed = 1; seed <= seeds; ++seed) {
     Simulation sim(static_cast<uint64_t>(seed), false, opt);
     const auto failure = sim.run(static_cast<int>(steps));
@@ -960,7 +963,7 @@ void print(const char* what, long seeds, long steps, const Stats& total) {
 // A negative control's runs: the failures that name `caught` (what taking `what` out must cause)
 // are counted; any other failure is one of its own. Prints "<label>: N of SEEDS seeds caught <finding>".
 int count_caught(const SeedRun& r, std::initializer_list<const char*> caught, const std::string& what,
-                 const std::string& label, long seeds, const std::string& finding) {
+                 const std::string& label, const std::string& finding) {
   int n = 0;
   for (const auto& f : r.failed) {
     bool expected = false;
@@ -968,7 +971,7 @@ int count_caught(const SeedRun& r, std::initializer_list<const char*> caught, co
     if (expected) ++n;
     else ADD_FAILURE() << "only " << what << " was taken out, yet: " << f;
   }
-  std::cout << label << ": " << n << " of " << seeds << " seeds caught " << finding << "\n";
+  std::cout << label << ": " << n << " of " << r.seeds << " seeds caught " << finding << "\n";
   return n;
 }
 
@@ -977,6 +980,17 @@ void replay_one(const SimOptions& opt, long steps) {
   Simulation sim(seed, true, opt);
   const auto failure = sim.run(static_cast<int>(steps));
   EXPECT_TRUE(failure.empty()) << "seed " << seed << ": " << failure;
+}
+
+// A negative control's runs (RSC_SIM_SEEDS x RSC_SIM_STEPS); with RSC_SIM_SEED, that seed replayed
+// with every event instead, and nothing to count.
+std::optional<SeedRun> run_control(const SimOptions& opt) {
+  const long steps = env_long("RSC_SIM_STEPS", 3000);
+  if (std::getenv("RSC_SIM_SEED")) {
+    replay_one(opt, steps);
+    return std::nullopt;
+  }
+  return run_seeds(opt, env_long("RSC_SIM_SEEDS", 200), steps);
 }
 
 }  // namespace
@@ -1054,13 +1068,12 @@ TEST(Simulation, WithoutTheQuarantineAStalePodsAnswerIsCaughtReadingBesideTheNew
   opt.pods = 2;
   opt.leaseRenewalSlackMs = 300;
   opt.stripQuarantine = true;
-  if (std::getenv("RSC_SIM_SEED")) return replay_one(opt, env_long("RSC_SIM_STEPS", 3000));
-  const long seeds = env_long("RSC_SIM_SEEDS", 200);
-  const auto r = run_seeds(opt, seeds, env_long("RSC_SIM_STEPS", 3000));
+  const auto r = run_control(opt);
+  if (!r) return;
   // The hold a join puts on an old incarnation's shards is a quarantine too.
-  const int caught = count_caught(r, {"fenced but not told yet", "an old incarnation of"}, "the quarantine",
-                                  "without the quarantine", seeds, "a fenced member reading beside the new owner");
-  EXPECT_GT(caught, 0);
+  EXPECT_GT(count_caught(*r, {"fenced but not told yet", "an old incarnation of"}, "the quarantine",
+                         "without the quarantine", "a fenced member reading beside the new owner"),
+            0);
 }
 
 // Issue 24's negative control: the same chaos (joins that arrive late, a second process with one
@@ -1073,11 +1086,10 @@ TEST(Simulation, AJoinThatReleasesTheOldIncarnationsShardsAtOnceIsCaught) {
     opt.pods = pods;
     opt.leaseRenewalSlackMs = pods == 1 ? 0 : 300;
     opt.joinReleasesAtOnce = true;
-    if (std::getenv("RSC_SIM_SEED")) return replay_one(opt, env_long("RSC_SIM_STEPS", 3000));
-    const long seeds = env_long("RSC_SIM_SEEDS", 200);
-    const auto r = run_seeds(opt, seeds, env_long("RSC_SIM_STEPS", 3000));
-    EXPECT_GT(count_caught(r, {"an old incarnation of"}, "the join's hold",
-                           std::to_string(pods) + " pod(s), a join releasing at once", seeds,
+    const auto r = run_control(opt);
+    if (!r) return;
+    EXPECT_GT(count_caught(*r, {"an old incarnation of"}, "the join's hold",
+                           std::to_string(pods) + " pod(s), a join releasing at once",
                            "an old incarnation reading beside the shard's new holder"),
               0);
   }
@@ -1089,10 +1101,9 @@ TEST(Simulation, AJoinThatReleasesTheOldIncarnationsShardsAtOnceIsCaught) {
 TEST(Simulation, ALeaveThatNamesNoEpochFromAnOldIncarnationIsCaught) {
   SimOptions opt;
   opt.leaveWithoutEpoch = true;
-  if (std::getenv("RSC_SIM_SEED")) return replay_one(opt, env_long("RSC_SIM_STEPS", 3000));
-  const long seeds = env_long("RSC_SIM_SEEDS", 200);
-  const auto r = run_seeds(opt, seeds, env_long("RSC_SIM_STEPS", 3000));
-  EXPECT_GT(count_caught(r, {"I1"}, "the leave's epoch", "leaves without an epoch", seeds, "two readers of one shard"), 0);
+  const auto r = run_control(opt);
+  if (!r) return;
+  EXPECT_GT(count_caught(*r, {"I1"}, "the leave's epoch", "leaves without an epoch", "two readers of one shard"), 0);
 }
 
 // Issue 25's negative control: two pods answering from their copies without the revision check
@@ -1102,9 +1113,8 @@ TEST(Simulation, TwoPodsAnsweringFromUncheckedCopiesAreCaughtGoingBackInTime) {
   opt.pods = 2;
   opt.leaseRenewalSlackMs = 300;
   opt.skipCopyCheck = true;
-  if (std::getenv("RSC_SIM_SEED")) return replay_one(opt, env_long("RSC_SIM_STEPS", 3000));
-  const long seeds = env_long("RSC_SIM_SEEDS", 200);
-  const auto r = run_seeds(opt, seeds, env_long("RSC_SIM_STEPS", 3000));
-  EXPECT_GT(count_caught(r, {"I3: "}, "the copy check", "without the copy check", seeds, "an answer older than one given"), 0);
-  EXPECT_GT(r.total.staleAnswers, 0) << "answers from stale copies happen without the check";
+  const auto r = run_control(opt);
+  if (!r) return;
+  EXPECT_GT(count_caught(*r, {"I3: "}, "the copy check", "without the copy check", "an answer older than one given"), 0);
+  EXPECT_GT(r->total.staleAnswers, 0) << "answers from stale copies happen without the check";
 }
