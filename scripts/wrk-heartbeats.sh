@@ -6,7 +6,8 @@
 # and the pod's CPU (utime + stime) per request of each is printed with their ratio, as rsc-load
 # prints them. Everything it started is stopped by pid at the end.
 #   bash scripts/wrk-heartbeats.sh [GROUPS] [MEMBERS_PER_GROUP] [SECONDS] [CONNECTIONS] [THREADS]
-# RSC_COORDINATOR_BIN picks another build of the coordinator.
+# RSC_COORDINATOR_BIN picks another build of the coordinator. RSC_WRK_PODS=N runs N pods behind
+# rsc-proxy (round robin per connection, as a Kubernetes Service); CPU is then summed over the pods.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 groups=${1:-100} per=${2:-10} secs=${3:-5} conns=${4:-8} threads=${5:-2}
@@ -14,14 +15,27 @@ command -v wrk >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y
 . scripts/lib/local.sh
 local_init wrk
 start_redis
-port=$(free_port)
-"${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" \
-  --default-shard-count 16 2>"$dir/pod1.log" &
-pod=$!
-pids+=($pod)
-wait_pods_ready 1
+npods=${RSC_WRK_PODS:-1}
+podpids=() backends=""
+for i in $(seq 1 "$npods"); do
+  p=$(free_port)
+  "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
+    --default-shard-count 16 2>"$dir/pod$i.log" &
+  pids+=($!)
+  podpids+=($!)
+  backends="${backends:+$backends,}127.0.0.1:$p"
+done
+wait_pods_ready "$npods"
+port=${backends##*:}
+if [ "$npods" -gt 1 ]; then
+  port=$(free_port)
+  ./build/benchmarks/rsc-proxy --listen "127.0.0.1:$port" --backends "$backends" 2>"$dir/proxy.log" &
+  pids+=($!)
+  for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  echo "wrk: $npods pods behind rsc-proxy"
+fi
 python3 scripts/lib/settle-members.py "http://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
-cpu() { awk '{print $14 + $15}' "/proc/$pod/stat"; }  # clock ticks
+cpu() { local t=0 p; for p in "${podpids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }  # clock ticks, all pods
 tck=$(getconf CLK_TCK)
 run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request"
   local name=$1 c0 c1 out n
@@ -39,4 +53,6 @@ hz=$(run healthz "http://127.0.0.1:$port/healthz" | tee /dev/stderr | tail -1)
 echo "$hb" | awk -v other="$hz" '{ for (i = 1; i <= NF; i++) if ($i == "CPU") h = $(i + 1) }
   END { split(other, o, " "); for (i = 1; i <= length(o); i++) if (o[i] == "CPU") z = o[i + 1];
         printf "wrk: coordinator CPU %.1f us per steady heartbeat, %.1f us per /healthz (ratio %.2f)\n", h, z, z / h }'
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^rsc_heartbeats_total|^rsc_heartbeats_unwritten_total|^rsc_copy_checks_total' || true
+for b in ${backends//,/ }; do
+  echo "pod $b: $(curl -s "http://$b/metrics" | grep -E '^rsc_heartbeats_unwritten_total|^rsc_copy_checks_total' | tr '\n' ' ')"
+done
