@@ -76,6 +76,9 @@ struct GroupActorState {
   bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
   // Store calls numbered, and which of them confirmed the cached copy (group/freshness.hpp).
   group::CopyConfirmation copy;
+  // The pod's term (group/pod_authority.hpp) in which a store call confirmed the copy while the
+  // pod was the only one writing groups; 0: not confirmed so.
+  uint64_t copyTerm = 0;
   // The store request in flight (0: none) and the watchdog that gives it up; the number of the
   // call whose reply is being handled (what a reply confirms, group/freshness.hpp).
   uint64_t asking = 0;
@@ -146,6 +149,39 @@ group::Millis now(Self self) { return self->state.cfg->pod->now(); }
 group::TimeView time_view(Self self) { return self->state.cfg->pod->time_view(self->state.cfg->core); }
 SteadyTime give_up_at(Self self) { return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg->storeDeadlineMs); }
 
+// What this pod may do with the group's state now (group/pod_authority.hpp).
+struct Powers {
+  group::PodView view;
+  group::Millis local = 0;
+  bool may_write() const { return view.may_write(local); }
+  bool sole() const { return view.sole(local); }
+  // Why a write is not made, for the RETRY answer.
+  std::string why_not() const {
+    if (local < view.writableFrom)
+      return "this coordinator pod registered among others and writes no group state for " +
+             std::to_string(view.writableFrom - local) + "ms more, until every pod has seen it";
+    return "this coordinator pod's registration has lapsed (the store did not take its last beats)";
+  }
+};
+Powers powers(Self self) { return {self->state.cfg->pod->pod_view(), self->state.cfg->pod->local_now()}; }
+
+// The store call being handled read or wrote exactly the copy now held.
+void confirm(Self self) {
+  auto& st = self->state;
+  st.copy.confirmed_by(st.replying);
+  const auto p = powers(self);
+  st.copyTerm = p.sole() ? p.view.term : 0;
+}
+
+// Whether the copy answers a call as it is: when this pod writes alone and confirmed the copy in
+// the same term, no other pod can have changed it; otherwise a call made after the work arrived
+// must have confirmed it (group/freshness.hpp).
+bool copy_answers(Self self, const Powers& p, uint64_t arrival) {
+  const auto& st = self->state;
+  if (st.copyTerm != 0 && st.copyTerm == p.view.term && p.sole()) return true;
+  return st.copy.may_answer(arrival);
+}
+
 protocol::HeartbeatResponse retry_response(Self self, const protocol::HeartbeatRequest& req, const std::string& why) {
   auto r = protocol::error_response(req.requestId, req.memberId, HeartbeatStatus::RETRY, why);
   r.memberEpoch = req.memberEpoch;
@@ -196,6 +232,7 @@ void store_failed(Self self, const store::Error& e) {
     log::error("group " + st.key.str() + ": store error (" + store::to_string(e.kind) + "): " + e.message);
   st.g.reset();
   st.copy.forget();
+  st.copyTerm = 0;
   st.storedDeadline.reset();
   st.pending = {};
   st.pendingEvents.clear();
@@ -337,20 +374,45 @@ void notify_members(Self self, const std::vector<std::string>& members) {
   if (st.cfg->metrics) st.cfg->metrics->notified(members.size());
 }
 
+// A write this pod may not make (or whose answer it may not give): every work of the batch gets
+// RETRY, and the copy (which the step changed) is read again before the next.
+void refuse_write(Self self, const Batch& ws, const std::string& why) {
+  auto& st = self->state;
+  st.busy = false;
+  st.g.reset();
+  st.copyTerm = 0;
+  st.storedDeadline.reset();
+  const auto p = powers(self);
+  for (const auto& w : ws) {
+    if (w->kind == Work::Kind::Metadata && ++w->attempts < 100) {
+      // Nobody asked for this one: it is made once the pod may write (other pods' copies learn it
+      // from the write).
+      const auto in = std::max<group::Millis>(100, p.view.writableFrom - p.local);
+      self->delayed_send(self, std::chrono::milliseconds(in), meta_atom::value, w->meta);
+      continue;
+    }
+    fail(self, w, {store::ErrorKind::Retryable, why});
+  }
+}
+
 void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Event>&& events, double computeSeconds,
            const std::string& lockToken) {
   auto& st = self->state;
   // Nothing to write: the answers come from the copy, once a call made after each arrived has
   // confirmed it; else the store is asked whether the copy is still its state (group/freshness.hpp).
   bool verify = false;
+  const auto p = powers(self);
   if (o.delta.empty()) {
     for (const auto& w : ws)
-      if (w->kind != Work::Kind::Tick && !st.copy.may_answer(w->arrival)) verify = true;
+      if (w->kind != Work::Kind::Tick && !copy_answers(self, p, w->arrival)) verify = true;
     if (!verify) {
       st.g = std::move(o.state);
       return after_stored(self, ws);
     }
   }
+  // Only a pod every other pod knows of writes (group/pod_authority.hpp): a pod answering alone
+  // from its copy would not see the change.
+  if (!verify && !p.may_write()) return refuse_write(self, ws, p.why_not());
   st.busy = true;
   CasCall call;
   call.key = st.key;
@@ -392,9 +454,15 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
             auto& r = *reply.result.value;
             switch (r.status) {
               case store::CasStatus::Written:
+                if (!verify && !powers(self).may_write()) {
+                  // Stored, but the pod's window closed meanwhile: another pod may already answer
+                  // alone from a copy without it. Nobody is told of it here; the members ask again.
+                  refuse_write(self, ws, "this coordinator pod's registration lapsed while it wrote");
+                  return pump(self);
+                }
                 s.g = std::move(*next);
                 s.g->storeRevision = r.revision;
-                s.copy.confirmed_by(s.replying);
+                confirm(self);
                 if (verify) {  // the copy was current: nothing was written
                   if (s.cfg->metrics) s.cfg->metrics->copy_check(true);
                   after_stored(self, ws);
@@ -420,7 +488,7 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
                 if (r.current) {  // another pod wrote first: its state comes with the answer (not with a check)
                   store::Loaded l{true, std::move(*r.current), r.rollback};
                   adopt(self, std::move(l), std::nullopt);
-                  s.copy.confirmed_by(s.replying);
+                  confirm(self);
                 } else {
                   s.g.reset();
                 }
@@ -488,6 +556,7 @@ void finish_deadline_work(Self self) {
 // The admin's delete, once judged on a state just read from the store.
 void start_delete(Self self, const WorkPtr& w) {
   auto& st = self->state;
+  if (const auto p = powers(self); !p.may_write()) return refuse_write(self, {w}, p.why_not());
   st.busy = true;
   const int64_t held = group::grants_held_after_delete(*st.g, now(self));
   ask_store<DeleteStoreReply>(self, std::make_tuple(delete_atom::value, DeleteStoreCall{st.key, st.g->storeRevision, held}),
@@ -497,6 +566,11 @@ void start_delete(Self self, const WorkPtr& w) {
             if (!r.result.ok()) {
               fail(self, w, r.result.error);
               store_failed(self, r.result.error);
+              return pump(self);
+            }
+            if (*r.result.value == store::DeleteStatus::Deleted && !powers(self).may_write()) {
+              // Deleted, but told to nobody: a pod answering alone may not have seen it yet.
+              refuse_write(self, {w}, "this coordinator pod's registration lapsed while it deleted the group");
               return pump(self);
             }
             switch (*r.result.value) {
@@ -677,7 +751,7 @@ void start_load(Self self) {
             if (!r.stream.ok()) return store_failed(self, r.stream.error), pump(self);
             self->state.groupsInStream = r.groupsInStream;
             adopt(self, std::move(*r.loaded.value), *r.stream.value);
-            self->state.copy.confirmed_by(self->state.replying);
+            confirm(self);
             self->state.justLoaded = true;
             pump(self);
           },
@@ -706,7 +780,7 @@ void start_tick(Self self, const WorkPtr& w) {
             }
             if (lease.status == store::LeaseStatus::Changed) adopt(self, std::move(*lease.loaded), std::nullopt);
             if (!s.g) return pump(self);
-            s.copy.confirmed_by(s.replying);  // unchanged since the copy, or the copy just read
+            confirm(self);  // unchanged since the copy, or the copy just read
             if (!s.exists) {
               finish_deadline_work(self);  // a deleted group: its index entry goes
               return pump(self);

@@ -54,6 +54,10 @@ void beat(Self self) {
     log::info("pod " + st.pod->pod_id() + ": " + std::to_string(r.value->livePods.size()) +
               " live pod(s) share the groups' deadline work");
   st.lastLive = r.value->livePods.size();
+  std::vector<group::PodSeen> seen;
+  for (std::size_t i = 0; i < r.value->livePods.size(); ++i)
+    seen.push_back({r.value->livePods[i], i < r.value->since.size() ? r.value->since[i] : 0});
+  st.pod->registry_seen(sent, received, r.value->storeTimeMs, seen);
   st.pod->set_live_pods(r.value->livePods);
   if (!st.indexed) {
     auto n = st.store->index_missing_deadlines(r.value->storeTimeMs);
@@ -73,7 +77,9 @@ caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std
   self->state.pod = std::move(pod);
   self->state.cfg = std::move(cfg);
   self->set_exit_handler([=](const caf::exit_msg& em) {
-    // Leaving the registry at once hands this pod's groups to the others without waiting a lease.
+    // Leaving the registry at once hands this pod's groups to the others without waiting a lease;
+    // it stops writing and answering alone first, so that a pod registering next may start at once.
+    self->state.pod->stop_authority();
     auto r = self->state.store->pod_leave(self->state.pod->pod_id());
     if (r.ok()) log::info("pod " + self->state.pod->pod_id() + ": left the pod registry");
     self->quit(em.reason);

@@ -9,7 +9,10 @@
 
 namespace rsc::actors {
 
-PodContext::PodContext(Options o) : opts_(std::move(o)), avail_(opts_.stallMs) {
+PodContext::PodContext(Options o)
+    : opts_(std::move(o)),
+      avail_(opts_.stallMs),
+      authority_(opts_.podLeaseMs, group::pod_authority_margin(opts_.podLeaseMs)) {
   if (!opts_.localClock)
     opts_.localClock = [] {
       return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -106,6 +109,37 @@ void PodContext::set_live_pods(std::vector<std::string> pods) {
 bool PodContext::has_duty(const std::string& groupKey) const {
   std::lock_guard<std::mutex> lock(mu_);
   return group::duty_pod(groupKey, live_) == opts_.podId;
+}
+
+void PodContext::registry_seen(group::Millis localSent, group::Millis localReceived, group::Millis storeNow,
+                               const std::vector<group::PodSeen>& live) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& v = authority_.beat(opts_.podId, localSent, localReceived, storeNow, live);
+  const int mode = v.sole(localReceived) ? 2 : v.may_write(localReceived) ? 1 : 0;
+  if (mode == lastMode_ || !opts_.log) return;
+  lastMode_ = mode;
+  if (mode == 2)
+    log::info("pod " + opts_.podId + ": the only pod that writes groups: answers from its own copies (term " +
+              std::to_string(v.term) + ")");
+  else if (mode == 1)
+    log::info("pod " + opts_.podId + ": " + std::to_string(live.size()) +
+              " live pods write groups: an answer that writes nothing is checked against the store");
+  else if (v.writableFrom > localReceived)
+    log::info("pod " + opts_.podId + ": registered among " + std::to_string(live.size() - 1) +
+              " other pod(s): writes no group state for " + std::to_string(v.writableFrom - localReceived) +
+              "ms, until every pod has seen it (writes answer RETRY)");
+  else
+    log::warn("pod " + opts_.podId + ": not in the pod registry: writes no group state until it is again");
+}
+
+group::PodView PodContext::pod_view() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return authority_.view();
+}
+
+void PodContext::stop_authority() {
+  std::lock_guard<std::mutex> lock(mu_);
+  authority_.stop();
 }
 
 std::pair<bool, std::string> PodContext::ready(group::Millis freshMs) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "group/pod_authority.hpp"
 #include "group/time_rules.hpp"
 #include "redis/connection.hpp"
 
@@ -26,6 +27,7 @@ class PodContext : public store::CallObserver {
     std::function<group::Millis()> localClock;
     std::shared_ptr<Metrics> metrics;  // may be null
     bool log = true;
+    group::Millis podLeaseMs = 5000;  // the pod registry's lease (what group::PodAuthority reasons with)
   };
   explicit PodContext(Options o);
 
@@ -48,6 +50,14 @@ class PodContext : public store::CallObserver {
   void set_live_pods(std::vector<std::string> pods);
   bool has_duty(const std::string& groupKey) const;
 
+  // --- what this pod may do with the groups' state (group/pod_authority.hpp)
+  // A pod beat sent and answered at these local times, run at store time `storeNow`.
+  void registry_seen(group::Millis localSent, group::Millis localReceived, group::Millis storeNow,
+                     const std::vector<group::PodSeen>& live);
+  group::PodView pod_view() const;
+  // Leaving: no more writes or answers alone, before the pod leaves the registry.
+  void stop_authority();
+
   // --- readiness: synced, the store answering, and a reply within `freshMs`.
   std::pair<bool, std::string> ready(group::Millis freshMs);
 
@@ -61,6 +71,8 @@ class PodContext : public store::CallObserver {
   group::Millis startedAt_ = 0;
   bool downLogged_ = false;
   std::vector<std::string> live_;
+  group::PodAuthority authority_;
+  int lastMode_ = -1;  // what was last logged: 0 not writable, 1 shared, 2 alone
 };
 
 }  // namespace rsc::actors

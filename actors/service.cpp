@@ -67,6 +67,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   PodContext::Options po;
   po.podId = "pod-" + g.podToken.substr(0, 12);
   po.stallMs = cfg.storeStallMs;
+  po.podLeaseMs = cfg.podLeaseMs;
   po.metrics = metrics;
   impl_->pod = std::make_shared<PodContext>(po);
   g.pod = impl_->pod;

@@ -14,6 +14,7 @@ const PodView& PodAuthority::beat(const std::string& self, Millis localSent, Mil
   v.term = view_.term;
   const auto me = std::find_if(live.begin(), live.end(), [&](const PodSeen& p) { return p.id == self; });
   if (stopped_ || me == live.end()) {
+    since_.reset();
     view_ = v;  // not registered (or leaving): neither writes nor answers alone
     return view_;
   }
@@ -24,14 +25,16 @@ const PodView& PodAuthority::beat(const std::string& self, Millis localSent, Mil
   // The registration renewed by this beat runs out in the store no earlier than storeNow + lease,
   // which is after localSent + lease on the store's clock.
   v.writableUntil = localSent + lease_ - margin_;
-  v.writableFrom = me->since == 0 ? localReceived : surely_reached(me->since + lease_ + margin_);
+  v.writableFrom = me->since <= 0 ? localReceived : surely_reached(me->since + lease_ + margin_);
   // Alone until the first other registered pod could count itself established (it waits for
   // since + lease + margin on its own reading of the store's clock).
   v.soleUntil = v.writableUntil;
   for (const auto& p : live)
-    if (p.id != self) v.soleUntil = std::min(v.soleUntil, p.since == 0 ? localSent - 1 : surely_before(p.since + lease_ - margin_));
+    if (p.id != self) v.soleUntil = std::min(v.soleUntil, p.since <= 0 ? localSent - 1 : surely_before(p.since + lease_ - margin_));
   const bool opens = std::max(v.writableFrom, localReceived) < std::min(v.soleUntil, v.writableUntil);
-  if (opens && !(wasSole && v.sole(localReceived))) v.term = ++terms_;
+  const bool sameRegistration = since_ && *since_ == me->since;
+  since_ = me->since;
+  if (opens && !(wasSole && sameRegistration && v.sole(localReceived))) v.term = ++terms_;
   view_ = v;
   return view_;
 }

@@ -10,11 +10,13 @@
 //    writer there is; it answers from its own copy without asking the store whether another pod
 //    changed it (there is none). The window closes before any other registered pod becomes
 //    established, and before its own registration can have run out in the store.
-// A pod whose sole window lapsed (a beat failed, a freeze, a second pod) starts a new `term` when
-// it is sole again: a copy confirmed in an earlier term is checked against the store once more.
+// A pod whose sole window lapsed (a beat failed, a freeze, a second pod), or whose registration
+// is new (it had run out, or the store lost the registry), starts a new `term` when it is sole
+// again: a copy confirmed in an earlier term is checked against the store once more.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +27,8 @@ namespace rsc::group {
 // A live pod of the registry, as the beat read it.
 struct PodSeen {
   std::string id;
-  // Store time its registration counts from: established at since + pod lease. 0: it was alone
-  // when it registered, established at once.
+  // Store time its registration counts from: established at since + pod lease. <= 0: it was
+  // alone when it registered (minus the registration's time; 0 if unknown), established at once.
   Millis since = 0;
 };
 
@@ -60,6 +62,7 @@ class PodAuthority {
   PodView view_;
   uint64_t terms_ = 0;
   bool stopped_ = false;
+  std::optional<Millis> since_;  // this pod's registration as the last beat saw it
 };
 
 // The default margin for a pod lease: a tenth of it, between 10 and 500 ms.

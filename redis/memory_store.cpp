@@ -237,14 +237,22 @@ Result<PodBeat> MemoryStore::pod_beat(const std::string& podId, Millis leaseMs, 
   if (injected_failure(e)) return Result<PodBeat>::failure(e);
   PodBeat b;
   b.storeTimeMs = clock_();
-  if (!podId.empty()) pods_[podId] = b.storeTimeMs + leaseMs;
   for (auto it = pods_.begin(); it != pods_.end();) {
     if (it->second <= b.storeTimeMs) {
+      podSince_.erase(it->first);
       it = pods_.erase(it);
     } else {
-      b.livePods.push_back(it->first);
       ++it;
     }
+  }
+  if (!podId.empty()) {
+    if (!pods_.count(podId)) podSince_[podId] = pods_.empty() ? -b.storeTimeMs : b.storeTimeMs;
+    pods_[podId] = b.storeTimeMs + leaseMs;
+  }
+  for (const auto& [id, until] : pods_) {
+    b.livePods.push_back(id);
+    auto s = podSince_.find(id);
+    b.since.push_back(s == podSince_.end() ? 0 : s->second);
   }
   std::vector<std::pair<Millis, std::string>> due;
   for (const auto& [g, t] : due_)
@@ -262,6 +270,7 @@ Result<bool> MemoryStore::pod_leave(const std::string& podId) {
   std::lock_guard<std::mutex> lock(mu_);
   Error e;
   if (injected_failure(e)) return Result<bool>::failure(e);
+  podSince_.erase(podId);
   return Result<bool>::success(pods_.erase(podId) == 1);
 }
 

@@ -77,6 +77,7 @@ class MemoryStore : public GroupStore {
   std::map<std::string, Millis> due_;        // the deadline index
   std::map<std::string, int64_t> dueRev_;    // the revisions it reflects
   std::map<std::string, Millis> pods_;       // pod -> lease end
+  std::map<std::string, Millis> podSince_;   // pod -> when its registration counts from
   void set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower);
   std::map<std::string, protocol::StreamMetadata> streams_;
   std::set<std::pair<std::string, std::string>> consumerGroups_;  // (shard stream key, group)

@@ -304,18 +304,25 @@ Result<bool> RedisStore::finish_deadline_work(const GroupKey& key, const std::st
 Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) {
   using R = Result<PodBeat>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  auto r = run({evalsha(podBeat_, {keys_.pods(), keys_.deadlines()},
+  auto r = run({evalsha(podBeat_, {keys_.pods(), keys_.deadlines(), keys_.pods_since()},
                         {podId, std::to_string(leaseMs), std::to_string(dueLimit)})})
                .front();
   if (!r.ok()) return R::failure(r.error);
   const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 3 || v.elements[1].type != Value::Type::Array ||
-      v.elements[2].type != Value::Type::Array)
+  if (v.type != Value::Type::Array || v.elements.size() != 4 || v.elements[1].type != Value::Type::Array ||
+      v.elements[2].type != Value::Type::Array || v.elements[3].type != Value::Type::Array ||
+      v.elements[3].elements.size() != v.elements[1].elements.size())
     return reply_failure<PodBeat>(v, "pod beat");
   PodBeat b;
   b.storeTimeMs = as_int(v.elements[0]).value_or(0);
-  for (const auto& p : v.elements[1].elements) b.livePods.push_back(p.str);
-  std::sort(b.livePods.begin(), b.livePods.end());
+  std::vector<std::pair<std::string, Millis>> pods;
+  for (std::size_t i = 0; i < v.elements[1].elements.size(); ++i)
+    pods.emplace_back(v.elements[1].elements[i].str, as_int(v.elements[3].elements[i]).value_or(0));
+  std::sort(pods.begin(), pods.end());
+  for (auto& [id, since] : pods) {
+    b.livePods.push_back(std::move(id));
+    b.since.push_back(since);
+  }
   for (const auto& g : v.elements[2].elements) {
     const auto slash = g.str.find('/');
     if (slash != std::string::npos) b.due.push_back({g.str.substr(0, slash), g.str.substr(slash + 1)});
@@ -324,7 +331,7 @@ Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, s
 }
 
 Result<bool> RedisStore::pod_leave(const std::string& podId) {
-  auto r = run({{"ZREM", keys_.pods(), podId}}).front();
+  auto r = run({{"HDEL", keys_.pods_since(), podId}, {"ZREM", keys_.pods(), podId}}).back();
   if (!r.ok()) return Result<bool>::failure(r.error);
   if (r.value->is_error()) return reply_failure<bool>(*r.value, "pod leave");
   return Result<bool>::success(r.value->integer == 1);

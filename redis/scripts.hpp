@@ -130,17 +130,35 @@ end
 return 1
 )lua";
 
-// KEYS[1] pod registry (zset pod -> lease end), KEYS[2] deadline index. ARGV pod id ('' = only
-// read), lease ms, due limit. The store's clock decides: leases and deadlines are on it.
-// -> {now_ms, {live pods}, {due groups}}
+// KEYS[1] pod registry (zset pod -> lease end), KEYS[2] deadline index, KEYS[3] registrations
+// (hash pod -> store time it counts from; minus its registration time when no other pod was live
+// then: it counts at once). ARGV pod
+// id ('' = only read), lease ms, due limit. The store's clock decides: leases and deadlines are on it.
+// -> {now_ms, {live pods}, {due groups}, {since of each live pod}}
 inline constexpr const char* kPodBeat = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if ARGV[1] ~= '' then redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+if #gone > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('HDEL', KEYS[3], unpack(gone))
+end
+if ARGV[1] ~= '' then
+  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+    local others = redis.call('ZCARD', KEYS[1])
+    local since = now
+    if others == 0 then since = -now end
+    redis.call('HSET', KEYS[3], ARGV[1], since)
+  end
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+end
 local pods = redis.call('ZRANGE', KEYS[1], 0, -1)
+local since = {}
+if #pods > 0 then since = redis.call('HMGET', KEYS[3], unpack(pods)) end
+-- A pod with no entry (registered by an older version) counts as established.
+for i = 1, #pods do since[i] = tonumber(since[i]) or 0 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
-return {now, pods, due}
+return {now, pods, due, since}
 )lua";
 
 // KEYS[1] group state hash, KEYS[2] group mutex; ARGV expected revision, grants held until (ms, 0:

@@ -111,6 +111,8 @@ struct TickLease {
 struct PodBeat {
   Millis storeTimeMs = 0;
   std::vector<std::string> livePods;
+  // Parallel to livePods: when each registration counts from (group::PodSeen::since).
+  std::vector<Millis> since;
   std::vector<GroupKey> due;
 };
 

@@ -31,7 +31,9 @@ class GroupActorTest : public ::testing::Test {
     sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
     mem_ = std::make_shared<store::MemoryStore>([this] { return now_; });
     store_ = spawn_store_actor(*sys_, mem_, /*detached=*/false);
-    group_ = spawn(pod_config("pod-1"));
+    auto first = pod_config("pod-1");
+    pod1_ = first.pod;
+    group_ = spawn(first);
     run();
   }
 
@@ -44,11 +46,12 @@ class GroupActorTest : public ::testing::Test {
   }
 
   // A pod: its own context on the store's clock (the fake one: offset 0), started now.
-  GroupActorConfig pod_config(const std::string& token) {
+  GroupActorConfig pod_config(const std::string& token, bool waitUntilWritable = true) {
     PodContext::Options po;
     po.podId = token;
     po.localClock = [this] { return now_; };
     po.log = false;
+    po.podLeaseMs = 300;  // as the pod actor's below
     auto ctx = std::make_shared<PodContext>(po);
     ctx->clock_sample(now_, now_, now_);
     mem_->add_observer(ctx);
@@ -63,6 +66,17 @@ class GroupActorTest : public ::testing::Test {
     g.pod = ctx;
     g.podToken = token;
     g.metrics = metrics_;
+    // Registered in the pod registry, as every pod is (its beats keep it there); a pod registered
+    // among others writes nothing for its first pod lease (group/pod_authority.hpp).
+    PodActorConfig pc;
+    pc.beatMs = 100;
+    pc.podLeaseMs = 300;
+    pc.onDue = [](const store::GroupKey&) {};
+    actors_.push_back(spawn_pod_actor(*sys_, mem_, ctx, pc, /*detached=*/false));
+    run();
+    if (!waitUntilWritable) return g;
+    for (int i = 0; i < 10 && !ctx->pod_view().may_write(now_); ++i) advance(100);
+    EXPECT_TRUE(ctx->pod_view().may_write(now_)) << token << " registered";
     return g;
   }
 
@@ -79,6 +93,15 @@ class GroupActorTest : public ::testing::Test {
   }
 
   void run() { sched_->run(); }
+
+  // The pod's beat, run now (as its pod actor does every 100 ms).
+  void beat_now(const std::shared_ptr<PodContext>& ctx) {
+    auto b = mem_->pod_beat(ctx->pod_id(), 300, 0);
+    ASSERT_TRUE(b.ok());
+    std::vector<group::PodSeen> seen;
+    for (std::size_t i = 0; i < b.value->livePods.size(); ++i) seen.push_back({b.value->livePods[i], b.value->since[i]});
+    ctx->registry_seen(now_, now_, b.value->storeTimeMs, seen);
+  }
 
   // Moves the fake clock and the actor timers forward one tick at a time.
   void advance(group::Millis ms) {
@@ -127,6 +150,7 @@ class GroupActorTest : public ::testing::Test {
   std::shared_ptr<store::MemoryStore> mem_;
   std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
   caf::actor store_, group_;
+  std::shared_ptr<PodContext> pod1_;
   std::vector<caf::actor> actors_;
   int seq_ = 0;
 };
@@ -340,6 +364,7 @@ TEST_F(GroupActorTest, AStoreOutageDoesNotExpireHealthyMembers) {
   advance(3000);  // three leases: ticks fail, heartbeats would get RETRY
   EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a))).status, HeartbeatStatus::RETRY);
   mem_->set_unreachable(false);
+  advance(100);  // the pod's next beat renews its registration, which ran out meanwhile (writes wait for it)
   auto back = hb(request("a", a.memberEpoch, assigned(a)));
   EXPECT_EQ(back.status, HeartbeatStatus::OK) << "the outage did not count against the lease";
   EXPECT_EQ(stored().members.at("a").state, protocol::MemberLifecycleState::ACTIVE);
@@ -550,8 +575,7 @@ TEST_F(GroupActorTest, RollbackRecoveryIsWrittenEvenIfTheFirstWriteLosesARace) {
 
 TEST_F(GroupActorTest, APodStartedAfterAnOutageExpiresNobodyDuringItsFirstLease) {
   hb(request("a", 0));
-  caf::anon_send_exit(group_, caf::exit_reason::user_shutdown);  // this pod goes away
-  caf::anon_send_exit(actors_[1], caf::exit_reason::user_shutdown);  // with its pod actor
+  for (auto& a : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);  // this pod goes away
   run();
   now_ += 5000;  // the store was unreachable meanwhile: nobody's heartbeat got through
   spawn(pod_config("pod-3"));
@@ -570,6 +594,7 @@ TEST_F(GroupActorTest, AHeartbeatThatWaitedLongerThanALeaseIsAnsweredRetryAndCha
   post(group_, request("b", 0), rb);
   sched_->run_once();  // the group takes the first heartbeat and asks the store for the group
   now_ += 1500;        // ...which answers only after more than a lease
+  beat_now(pod1_);     // meanwhile the pod renewed its registration (which had run out)
   run();
   ASSERT_TRUE(ra->has_value() && rb->has_value());
   EXPECT_EQ((*ra)->status, HeartbeatStatus::RETRY) << "a's heartbeat waited in the queue for over a lease";
@@ -630,4 +655,74 @@ TEST_F(GroupActorTest, AnAnswerThatNeedsNoWriteComesOnlyFromACopyTheStoreConfirm
   EXPECT_EQ(assigned(atP2).size(), 3u);
   EXPECT_GE(atP2.groupEpoch, b.groupEpoch) << "no epoch older than one already given";
   EXPECT_NE(metrics_->text().find("rsc_copy_checks_total{result=\"stale\"} 1"), std::string::npos) << metrics_->text();
+}
+
+// The only pod that writes answers from its own copy (group/pod_authority.hpp): nobody else can
+// have changed the group, so a steady heartbeat costs no store call at all.
+TEST_F(GroupActorTest, APodAloneAnswersSteadyHeartbeatsFromItsCopyWithNoStoreCall) {
+  auto cfg = pod_config("pod-1");
+  cfg.core.leaseRenewalSlackMs = 300;
+  auto p1 = spawn(cfg);
+  auto a = hb(request("a", 0), &p1);
+  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  ASSERT_EQ(a.status, HeartbeatStatus::OK);
+  const auto calls = mem_->calls();
+  const auto rev = stored().storeRevision;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
+  EXPECT_EQ(mem_->calls(), calls + 1) << "five answers, no store call (the one counted is this test's read)";
+  EXPECT_EQ(stored().storeRevision, rev);
+  EXPECT_EQ(metrics_->text().find("rsc_copy_checks_total{result=\"current\"} 1"), std::string::npos) << "no check either";
+}
+
+// A second pod registers: it writes nothing until the first can no longer be answering alone;
+// from then on the first checks its copy, and sees what the second wrote.
+TEST_F(GroupActorTest, ANewPodWritesNothingUntilThePodAnsweringAloneHasStoppedThenNoAnswerIsStale) {
+  auto cfg1 = pod_config("pod-1");
+  cfg1.core.leaseRenewalSlackMs = 300;
+  auto p1 = spawn(cfg1);
+  auto a = hb(request("a", 0), &p1);
+  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  ASSERT_EQ(assigned(a).size(), 6u);
+  auto cfg2 = pod_config("pod-2", /*waitUntilWritable=*/false);
+  cfg2.core.leaseRenewalSlackMs = 300;
+  auto p2 = spawn(cfg2);
+  auto early = hb(request("b", 0), &p2);
+  EXPECT_EQ(early.status, HeartbeatStatus::RETRY);
+  EXPECT_NE(early.message.value_or("").find("writes no group state"), std::string::npos) << early.message.value_or("");
+  EXPECT_FALSE(stored().members.count("b")) << "nothing stored";
+  const auto calls = mem_->calls();
+  EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
+  EXPECT_EQ(mem_->calls(), calls) << "pod-1 still answers alone: pod-2 cannot write yet";
+  advance(400);  // pod-2's first pod lease (300 ms) and margin
+  ASSERT_TRUE(cfg2.pod->pod_view().may_write(now_));
+  ASSERT_FALSE(cfg1.pod->pod_view().sole(now_));
+  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  auto b = hb(request("b", 0), &p2);
+  ASSERT_EQ(b.status, HeartbeatStatus::OK);
+  auto atP1 = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  EXPECT_EQ(atP1.status, HeartbeatStatus::REVOKE_PENDING) << "pod-1 checked its copy and saw b's join";
+  EXPECT_GE(atP1.groupEpoch, b.groupEpoch) << "no epoch older than one already given";
+}
+
+// Beats that fail for longer than the pod's window end its term: what it cached may have been
+// changed by a pod that registered meanwhile, so the copy is confirmed by the store once again.
+TEST_F(GroupActorTest, APodWhoseWindowLapsedChecksItsCopyAgain) {
+  auto cfg = pod_config("pod-1");
+  cfg.core.leaseRenewalSlackMs = 300;
+  auto p1 = spawn(cfg);
+  auto a = hb(request("a", 0), &p1);
+  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  const auto term = cfg.pod->pod_view().term;
+  mem_->set_unreachable(true);
+  advance(400);  // beats fail: the window closes
+  mem_->set_unreachable(false);
+  advance(100);
+  ASSERT_TRUE(cfg.pod->pod_view().sole(now_));
+  EXPECT_GT(cfg.pod->pod_view().term, term);
+  const auto calls = mem_->calls();
+  EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
+  EXPECT_GT(mem_->calls(), calls) << "the first answer of the new term is confirmed by the store";
+  const auto after = mem_->calls();
+  EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
+  EXPECT_EQ(mem_->calls(), after) << "then it answers alone again";
 }

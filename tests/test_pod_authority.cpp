@@ -36,6 +36,15 @@ TEST(PodAuthority, RenewedInTimeItKeepsItsTermAndAfterALapseItStartsANewOne) {
   EXPECT_TRUE(v.sole(1502));
 }
 
+TEST(PodAuthority, ARegistrationMadeAnewStartsANewTermEvenWithoutAGap) {
+  PodAuthority a(kLease, kMargin);
+  a.beat("a", 0, 2, 1000, {{"a", -999}});
+  EXPECT_EQ(a.beat("a", 300, 302, 1300, {{"a", -999}}).term, 1u) << "the same registration: nothing to tell";
+  // The store lost the registry (restarted empty): the renewal registers afresh, alone again.
+  EXPECT_EQ(a.beat("a", 600, 602, 1600, {{"a", -1600}}).term, 2u) << "what it cached may predate the loss";
+  EXPECT_TRUE(a.view().sole(602));
+}
+
 TEST(PodAuthority, ANewPodAmongOthersWaitsAPodLeaseBeforeItWrites) {
   PodAuthority b(kLease, kMargin);
   // Registered at store time 20'000 while "a" was live (established).
@@ -105,7 +114,7 @@ struct Registry {
       it = it->second.first <= now ? pods.erase(it) : std::next(it);
     auto it = pods.find(id);
     if (it == pods.end()) {
-      const Millis since = pods.empty() || !newcomersWait ? 0 : now;
+      const Millis since = pods.empty() || !newcomersWait ? -now : now;
       pods[id] = {now + kLease, since};
     } else {
       it->second.first = now + kLease;

@@ -410,6 +410,35 @@ TYPED_TEST(StoreContract, PodsAreLiveForTheirLeaseOnTheStoresClock) {
   EXPECT_TRUE(p1->pod_beat("", 0, 10).value->livePods.empty());
 }
 
+// group::PodAuthority's input: a registration made while no other pod was live counts at once
+// (minus its time, so that a registration made afresh is told apart); one made among others from
+// its time. Renewals keep it; leaving and running out forget it.
+TYPED_TEST(StoreContract, ARegistrationCountsFromItsTimeUnlessThePodWasAlone) {
+  auto p1 = this->backend.pod();
+  auto a = p1->pod_beat("pod-a", 60'000, 10);
+  ASSERT_TRUE(a.ok()) << a.error.message;
+  ASSERT_EQ(a.value->since.size(), 1u);
+  EXPECT_EQ(a.value->since[0], -a.value->storeTimeMs) << "alone: counts at once";
+  auto b = p1->pod_beat("pod-b", 60'000, 10);
+  ASSERT_EQ(b.value->livePods, (std::vector<std::string>{"pod-a", "pod-b"}));
+  EXPECT_EQ(b.value->since, (std::vector<group::Millis>{-a.value->storeTimeMs, b.value->storeTimeMs}));
+  this->backend.wait_ms(5);
+  auto again = p1->pod_beat("pod-b", 60'000, 10);
+  EXPECT_EQ(again.value->since, b.value->since) << "a renewal is the same registration";
+  EXPECT_TRUE(*p1->pod_leave("pod-a").value);
+  this->backend.wait_ms(5);
+  auto back = p1->pod_beat("pod-a", 60'000, 10);
+  EXPECT_EQ(back.value->since, (std::vector<group::Millis>{back.value->storeTimeMs, b.value->storeTimeMs}))
+      << "registered again among others: counts from then";
+  // pod-c's registration runs out: it is forgotten with its time.
+  auto c = p1->pod_beat("pod-c", 1, 10);
+  this->backend.wait_ms(20);
+  auto seen = p1->pod_beat("", 0, 10);
+  EXPECT_EQ(seen.value->livePods, (std::vector<std::string>{"pod-a", "pod-b"}));
+  EXPECT_EQ(seen.value->since.size(), 2u);
+  EXPECT_EQ(c.value->since.back(), c.value->storeTimeMs);
+}
+
 TYPED_TEST(StoreContract, ADeletedGroupIsGoneFromEveryIndexButItsRevisionNeverGoesBack) {
   auto pod = this->backend.pod();
   const auto s = sample_group();
@@ -672,6 +701,7 @@ TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
   const GroupKey g{"orders.v2", "billing:eu"};
   EXPECT_EQ(key_slot(k.group_state(g)), key_slot(k.group_lock(g)));
   EXPECT_EQ(key_slot(k.pods()), key_slot(k.deadlines())) << "the pod script touches both";
+  EXPECT_EQ(key_slot(k.pods()), key_slot(k.pods_since())) << "and the registrations";
   EXPECT_EQ(key_slot(k.deadlines()), key_slot(k.deadline_revisions()));
   EXPECT_EQ(k.group_state(g), "rsc:{orders.v2/billing:eu}:state");
   EXPECT_EQ(k.shard_stream("orders", 3), "{orders:3}");
