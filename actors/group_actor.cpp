@@ -49,6 +49,7 @@ using WorkPtr = std::shared_ptr<Work>;
 
 struct GroupActorState {
   store::GroupKey key;
+  std::string keyStr;  // key.str(), asked for on every answer
   // Shared by every group actor of the gateway (one copy per group held was 220 bytes and a few
   // allocations more per group).
   std::shared_ptr<const GroupActorConfig> cfg;
@@ -149,36 +150,45 @@ group::Millis now(Self self) { return self->state.cfg->pod->now(); }
 group::TimeView time_view(Self self) { return self->state.cfg->pod->time_view(self->state.cfg->core); }
 SteadyTime give_up_at(Self self) { return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg->storeDeadlineMs); }
 
-// What this pod may do with the group's state now (group/pod_authority.hpp).
+// What this pod may do with the group now (group/pod_authority.hpp): only the group's owner
+// writes it, and the owner answers from its copy once confirmed in the current term.
 struct Powers {
-  group::PodView view;
+  std::shared_ptr<const group::PodView> view;
   group::Millis local = 0;
-  bool may_write() const { return view.may_write(local); }
-  bool sole() const { return view.sole(local); }
+  bool owner = false;
+  bool may_write() const { return owner; }
   // Why a write is not made, for the RETRY answer.
-  std::string why_not() const {
-    if (local < view.writableFrom)
-      return "this coordinator pod registered among others and writes no group state for " +
-             std::to_string(view.writableFrom - local) + "ms more, until every pod has seen it";
-    return "this coordinator pod's registration has lapsed (the store did not take its last beats)";
+  std::string why_not(const std::string& key) const {
+    if (local < view->writableFrom)
+      return "this coordinator pod registered among others and serves no group for " +
+             std::to_string(view->writableFrom - local) + "ms more, until every pod has seen it";
+    if (!view->may_write(local))
+      return "this coordinator pod's registration has lapsed (the store did not take its last beats)";
+    const auto* o = view->owner(key, local);
+    return "group " + key + " is served by pod " + (o ? o->id : std::string("(none)")) + " now; try again";
   }
 };
-Powers powers(Self self) { return {self->state.cfg->pod->pod_view(), self->state.cfg->pod->local_now()}; }
+Powers powers(Self self) {
+  const auto& pod = self->state.cfg->pod;
+  Powers p{pod->pod_view(), pod->local_now()};
+  p.owner = p.view->owns(self->state.keyStr, p.local);
+  return p;
+}
 
 // The store call being handled read or wrote exactly the copy now held.
 void confirm(Self self) {
   auto& st = self->state;
   st.copy.confirmed_by(st.replying);
   const auto p = powers(self);
-  st.copyTerm = p.sole() ? p.view.term : 0;
+  st.copyTerm = p.owner ? p.view->term : 0;
 }
 
-// Whether the copy answers a call as it is: when this pod writes alone and confirmed the copy in
-// the same term, no other pod can have changed it; otherwise a call made after the work arrived
+// Whether the copy answers a call as it is: the group's owner that confirmed its copy in the
+// current term knows no other pod wrote it since; otherwise a call made after the work arrived
 // must have confirmed it (group/freshness.hpp).
 bool copy_answers(Self self, const Powers& p, uint64_t arrival) {
   const auto& st = self->state;
-  if (st.copyTerm != 0 && st.copyTerm == p.view.term && p.sole()) return true;
+  if (st.copyTerm != 0 && st.copyTerm == p.view->term && p.owner) return true;
   return st.copy.may_answer(arrival);
 }
 
@@ -382,13 +392,12 @@ void refuse_write(Self self, const Batch& ws, const std::string& why) {
   st.g.reset();
   st.copyTerm = 0;
   st.storedDeadline.reset();
-  const auto p = powers(self);
   for (const auto& w : ws) {
-    if (w->kind == Work::Kind::Metadata && ++w->attempts < 100) {
-      // Nobody asked for this one: it is made once the pod may write (other pods' copies learn it
-      // from the write).
-      const auto in = std::max<group::Millis>(100, p.view.writableFrom - p.local);
-      self->delayed_send(self, std::chrono::milliseconds(in), meta_atom::value, w->meta);
+    if (w->kind == Work::Kind::Metadata) {
+      // Nobody waits for this one: the group's owner learns of the stream through its deadline
+      // work, due now (it reads the stream with the deadline lease).
+      self->send(st.store, task_atom::value,
+                 StoreTask{[key = st.key, at = now(self)](store::GroupStore& s) { s.mark_due(key, at); }});
       continue;
     }
     fail(self, w, {store::ErrorKind::Retryable, why});
@@ -410,9 +419,9 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
       return after_stored(self, ws);
     }
   }
-  // Only a pod every other pod knows of writes (group/pod_authority.hpp): a pod answering alone
-  // from its copy would not see the change.
-  if (!verify && !p.may_write()) return refuse_write(self, ws, p.why_not());
+  // Only the group's owner writes it (group/pod_authority.hpp): an owner answering from its copy
+  // would not see another pod's change.
+  if (!verify && !p.may_write()) return refuse_write(self, ws, p.why_not(st.keyStr));
   st.busy = true;
   CasCall call;
   call.key = st.key;
@@ -556,7 +565,7 @@ void finish_deadline_work(Self self) {
 // The admin's delete, once judged on a state just read from the store.
 void start_delete(Self self, const WorkPtr& w) {
   auto& st = self->state;
-  if (const auto p = powers(self); !p.may_write()) return refuse_write(self, {w}, p.why_not());
+  if (const auto p = powers(self); !p.may_write()) return refuse_write(self, {w}, p.why_not(st.keyStr));
   st.busy = true;
   const int64_t held = group::grants_held_after_delete(*st.g, now(self));
   ask_store<DeleteStoreReply>(self, std::make_tuple(delete_atom::value, DeleteStoreCall{st.key, st.g->storeRevision, held}),
@@ -778,8 +787,11 @@ void start_tick(Self self, const WorkPtr& w) {
               if (s.cfg->metrics) s.cfg->metrics->deadline_work("held_elsewhere");
               return pump(self);
             }
-            if (lease.status == store::LeaseStatus::Changed) adopt(self, std::move(*lease.loaded), std::nullopt);
+            if (lease.status == store::LeaseStatus::Changed) adopt(self, std::move(*lease.loaded), r.stream);
             if (!s.g) return pump(self);
+            if (lease.status != store::LeaseStatus::Changed && r.stream && r.stream->metadataVersion > s.g->metadataVersion)
+              merge(self, group::apply_metadata(std::move(*s.g), r.stream->shardCount, r.stream->metadataVersion,
+                                                s.cfg->core, now(self)));
             confirm(self);  // unchanged since the copy, or the copy just read
             if (!s.exists) {
               finish_deadline_work(self);  // a deleted group: its index entry goes
@@ -899,6 +911,7 @@ void enqueue(Self self, WorkPtr w) {
 caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const GroupActorConfig> cfg, caf::actor store,
                           caf::actor gateway) {
   self->state.key = std::move(key);
+  self->state.keyStr = self->state.key.str();
   self->state.cfg = std::move(cfg);
   self->state.store = std::move(store);
   self->state.gateway = std::move(gateway);

@@ -116,6 +116,9 @@ struct LeaseCall {
 };
 struct LeaseReply {
   store::Result<store::TickLease> result;
+  // The group's stream as it is now (read while the lease is this pod's): a stream that grew
+  // reaches the group's owner through its deadline work.
+  std::optional<protocol::StreamMetadata> stream;
 };
 struct FinishCall {
   store::GroupKey key;

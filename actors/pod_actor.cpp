@@ -41,7 +41,7 @@ void trim_memory(Self self) {
 void beat(Self self) {
   auto& st = self->state;
   const auto sent = st.pod->local_now();
-  auto r = st.store->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit);
+  auto r = st.store->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit, st.pod->address());
   const auto received = st.pod->local_now();
   if (!r.ok()) {
     if (!st.failing) log::warn("pod " + st.pod->pod_id() + ": pod registry not reachable: " + r.error.message);
@@ -56,7 +56,8 @@ void beat(Self self) {
   st.lastLive = r.value->livePods.size();
   std::vector<group::PodSeen> seen;
   for (std::size_t i = 0; i < r.value->livePods.size(); ++i)
-    seen.push_back({r.value->livePods[i], i < r.value->since.size() ? r.value->since[i] : 0});
+    seen.push_back({r.value->livePods[i], i < r.value->since.size() ? r.value->since[i] : 0,
+                    i < r.value->addresses.size() ? r.value->addresses[i] : std::string()});
   st.pod->registry_seen(sent, received, r.value->storeTimeMs, seen);
   st.pod->set_live_pods(r.value->livePods);
   if (!st.indexed) {

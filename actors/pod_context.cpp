@@ -12,7 +12,8 @@ namespace rsc::actors {
 PodContext::PodContext(Options o)
     : opts_(std::move(o)),
       avail_(opts_.stallMs),
-      authority_(opts_.podLeaseMs, group::pod_authority_margin(opts_.podLeaseMs)) {
+      authority_(opts_.podId, opts_.podLeaseMs, group::pod_authority_margin(opts_.podLeaseMs)),
+      view_(authority_.view()) {
   if (!opts_.localClock)
     opts_.localClock = [] {
       return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -108,38 +109,51 @@ void PodContext::set_live_pods(std::vector<std::string> pods) {
 
 bool PodContext::has_duty(const std::string& groupKey) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return group::duty_pod(groupKey, live_) == opts_.podId;
+  return view_->owns(groupKey, opts_.localClock());  // the group's owner does its deadline work
 }
 
 void PodContext::registry_seen(group::Millis localSent, group::Millis localReceived, group::Millis storeNow,
                                const std::vector<group::PodSeen>& live) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto& v = authority_.beat(opts_.podId, localSent, localReceived, storeNow, live);
-  const int mode = v.sole(localReceived) ? 2 : v.may_write(localReceived) ? 1 : 0;
+  view_ = authority_.beat(localSent, localReceived, storeNow, live);
+  const auto& v = *view_;
+  const int mode = !v.may_write(localReceived) ? 0 : v.alone() ? 2 : 1;
   if (mode == lastMode_ || !opts_.log) return;
   lastMode_ = mode;
   if (mode == 2)
-    log::info("pod " + opts_.podId + ": the only pod that writes groups: answers from its own copies (term " +
+    log::info("pod " + opts_.podId + ": the only live pod: serves every group from its own copies (term " +
               std::to_string(v.term) + ")");
   else if (mode == 1)
     log::info("pod " + opts_.podId + ": " + std::to_string(live.size()) +
-              " live pods write groups: an answer that writes nothing is checked against the store");
+              " live pods: serves the groups it owns, forwards the others' calls to their owners (term " +
+              std::to_string(v.term) + ")");
   else if (v.writableFrom > localReceived)
     log::info("pod " + opts_.podId + ": registered among " + std::to_string(live.size() - 1) +
-              " other pod(s): writes no group state for " + std::to_string(v.writableFrom - localReceived) +
-              "ms, until every pod has seen it (writes answer RETRY)");
+              " other pod(s): forwards every call for " + std::to_string(v.writableFrom - localReceived) +
+              "ms, until every pod has seen it, then serves its share of the groups");
   else
-    log::warn("pod " + opts_.podId + ": not in the pod registry: writes no group state until it is again");
+    log::warn("pod " + opts_.podId + ": not in the pod registry: serves no group until it is again");
 }
 
-group::PodView PodContext::pod_view() const {
+std::shared_ptr<const group::PodView> PodContext::pod_view() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return authority_.view();
+  return view_;
 }
 
 void PodContext::stop_authority() {
   std::lock_guard<std::mutex> lock(mu_);
   authority_.stop();
+  view_ = authority_.view();
+}
+
+void PodContext::set_address(std::string address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  address_ = std::move(address);
+}
+
+std::string PodContext::address() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return address_;
 }
 
 std::pair<bool, std::string> PodContext::ready(group::Millis freshMs) {

@@ -50,13 +50,16 @@ class PodContext : public store::CallObserver {
   void set_live_pods(std::vector<std::string> pods);
   bool has_duty(const std::string& groupKey) const;
 
-  // --- what this pod may do with the groups' state (group/pod_authority.hpp)
+  // --- which pod serves which group, and what this pod may do (group/pod_authority.hpp)
   // A pod beat sent and answered at these local times, run at store time `storeNow`.
   void registry_seen(group::Millis localSent, group::Millis localReceived, group::Millis storeNow,
                      const std::vector<group::PodSeen>& live);
-  group::PodView pod_view() const;
-  // Leaving: no more writes or answers alone, before the pod leaves the registry.
+  std::shared_ptr<const group::PodView> pod_view() const;
+  // Leaving: no more writes, no group served, before the pod leaves the registry.
   void stop_authority();
+  // Where other pods reach this one (set once the HTTP server listens).
+  void set_address(std::string address);
+  std::string address() const;
 
   // --- readiness: synced, the store answering, and a reply within `freshMs`.
   std::pair<bool, std::string> ready(group::Millis freshMs);
@@ -72,7 +75,9 @@ class PodContext : public store::CallObserver {
   bool downLogged_ = false;
   std::vector<std::string> live_;
   group::PodAuthority authority_;
-  int lastMode_ = -1;  // what was last logged: 0 not writable, 1 shared, 2 alone
+  std::shared_ptr<const group::PodView> view_;  // authority_'s, swapped under mu_
+  std::string address_;
+  int lastMode_ = -1;  // what was last logged: 0 not writable, 1 among others, 2 alone
 };
 
 }  // namespace rsc::actors

@@ -108,6 +108,25 @@ bool Service::wait_for_store(group::Millis timeoutMs) {
   return true;
 }
 
+http::Placement Service::place(const store::GroupKey& key) {
+  using K = http::Placement::Kind;
+  const auto view = impl_->pod->pod_view();
+  const auto local = impl_->pod->local_now();
+  if (view->alone() && view->may_write(local)) return {};  // the common case of one pod: no hashing
+  const std::string k = key.str();
+  if (view->owns(k, local)) return {};
+  const auto* owner = view->owner(k, local);
+  if (owner == nullptr)
+    return {K::Nowhere, {}, {}, impl_->pod->synced() ? "no pod of the registry serves groups yet" : "not connected to the store yet"};
+  if (owner->id == view->self)
+    return {K::Nowhere, owner->id, {}, "this pod's registration has lapsed (the store did not take its last beats)"};
+  if (owner->address.empty()) return {K::Nowhere, owner->id, {}, "pod " + owner->id + " has not published its address yet"};
+  return {K::Elsewhere, owner->id, owner->address, {}};
+}
+
+void Service::set_address(std::string address) { impl_->pod->set_address(std::move(address)); }
+const std::string& Service::pod_id() const { return impl_->pod->pod_id(); }
+
 void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                         std::function<void(protocol::HeartbeatResponse)> done) {
   HeartbeatCall call{std::move(req), std::move(done)};

@@ -62,6 +62,10 @@ class Service : public http::Backend {
   // (the store is unreachable: heartbeats get RETRY until it is).
   bool wait_for_store(group::Millis timeoutMs);
 
+  http::Placement place(const store::GroupKey& key) override;
+  // Where other pods reach this one (ip:port), told to them through the pod registry.
+  void set_address(std::string address);
+  const std::string& pod_id() const;
   void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override;
   void write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,

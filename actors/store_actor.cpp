@@ -96,7 +96,12 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
       },
       [=](lease_atom, const LeaseCall& c) -> LeaseReply {
         if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>()};
-        return LeaseReply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision)};
+        LeaseReply reply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision), std::nullopt};
+        if (reply.result.ok() && reply.result.value->status != store::LeaseStatus::NotHolder) {
+          auto m = self->state.store->get_stream(c.key.streamPrefix);
+          if (m.ok()) reply.stream = *m.value;  // best effort: a failed read leaves the stream as cached
+        }
+        return reply;
       },
       [=](finish_atom, const FinishCall& c) -> FinishReply {
         return FinishReply{self->state.store->finish_deadline_work(c.key, c.token, c.due, c.revision)};

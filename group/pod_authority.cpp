@@ -2,48 +2,88 @@
 
 #include <algorithm>
 
+#include "group/time_rules.hpp"
+
 namespace rsc::group {
 
 Millis pod_authority_margin(Millis podLeaseMs) { return std::clamp<Millis>(podLeaseMs / 10, 10, 500); }
 
-const PodView& PodAuthority::beat(const std::string& self, Millis localSent, Millis localReceived, Millis storeNow,
-                                  const std::vector<PodSeen>& live) {
-  // Sole through the moment this beat came back: the window it opens continues the same term.
-  const bool wasSole = view_.sole(localReceived);
-  PodView v;
-  v.term = view_.term;
-  const auto me = std::find_if(live.begin(), live.end(), [&](const PodSeen& p) { return p.id == self; });
-  if (stopped_ || me == live.end()) {
-    since_.reset();
-    view_ = v;  // not registered (or leaving): neither writes nor answers alone
-    return view_;
+const PodView::Peer* PodView::owner(const std::string& groupKey, Millis localNow) const {
+  const Peer* best = nullptr;
+  uint64_t bestWeight = 0;
+  for (const auto& p : peers) {
+    if (p.establishedAt > localNow) continue;
+    const uint64_t w = rendezvous_weight(p.id, groupKey);
+    if (!best || w > bestWeight || (w == bestWeight && p.id < best->id)) {
+      best = &p;
+      bestWeight = w;
+    }
   }
+  return best;
+}
+
+bool PodView::owns(const std::string& groupKey, Millis localNow) const {
+  if (!may_write(localNow)) return false;
+  if (alone()) return true;
+  const Peer* o = owner(groupKey, localNow);
+  return o != nullptr && o->id == self;
+}
+
+std::shared_ptr<const PodView> PodAuthority::beat(Millis localSent, Millis localReceived, Millis storeNow,
+                                                  const std::vector<PodSeen>& live) {
+  const auto& prev = *view_;
+  PodView v;
+  v.self = self_;
+  v.term = prev.term;
+  const auto me = std::find_if(live.begin(), live.end(), [&](const PodSeen& p) { return p.id == self_; });
   // The beat ran at store time storeNow, between localSent and localReceived: at local time L the
   // store's clock reads at least storeNow + (L - localReceived) and at most storeNow + (L - localSent).
   auto surely_reached = [&](Millis storeT) { return localReceived + (storeT - storeNow); };
   auto surely_before = [&](Millis storeT) { return localSent + (storeT - storeNow); };
-  // The registration renewed by this beat runs out in the store no earlier than storeNow + lease,
-  // which is after localSent + lease on the store's clock.
-  v.writableUntil = localSent + lease_ - margin_;
-  v.writableFrom = me->since <= 0 ? localReceived : surely_reached(me->since + lease_ + margin_);
-  // Alone until the first other registered pod could count itself established (it waits for
-  // since + lease + margin on its own reading of the store's clock).
-  v.soleUntil = v.writableUntil;
-  for (const auto& p : live)
-    if (p.id != self) v.soleUntil = std::min(v.soleUntil, p.since <= 0 ? localSent - 1 : surely_before(p.since + lease_ - margin_));
-  const bool opens = std::max(v.writableFrom, localReceived) < std::min(v.soleUntil, v.writableUntil);
-  const bool sameRegistration = since_ && *since_ == me->since;
+  const bool registered = !stopped_ && me != live.end();
+  if (registered) {
+    // The registration renewed by this beat runs out in the store no earlier than storeNow +
+    // lease, which is after localSent + lease on the store's clock.
+    v.writableUntil = localSent + lease_ - margin_;
+    v.writableFrom = me->since <= 0 ? localReceived : surely_reached(me->since + lease_ + margin_);
+  }
+  for (const auto& p : live) {
+    PodView::Peer peer{p.id, p.address, 0};
+    if (p.id == self_) {
+      if (!registered) continue;
+      peer.establishedAt = v.writableFrom;
+    } else {
+      peer.establishedAt = p.since <= 0 ? localSent - 1 : surely_before(p.since + lease_ - margin_);
+    }
+    v.peers.push_back(std::move(peer));
+  }
+  if (!registered) {  // not registered (or leaving): serves nothing, forwards to the others
+    since_.reset();
+    lastPeers_.clear();
+    view_ = std::make_shared<const PodView>(std::move(v));
+    return view_;
+  }
+  // The term goes on only if nothing that decides an owner changed since the last beat and this
+  // pod's window never closed in between.
+  std::vector<std::pair<std::string, bool>> peersNow;
+  for (const auto& p : v.peers) peersNow.emplace_back(p.id, p.establishedAt <= localReceived);
+  std::vector<std::pair<std::string, bool>> peersThen;
+  for (const auto& p : prev.peers) peersThen.emplace_back(p.id, p.establishedAt <= localReceived);
+  const bool continues = since_ && *since_ == me->since && prev.may_write(localReceived) &&
+                         peersThen == lastPeers_ && peersNow == lastPeers_;
   since_ = me->since;
-  if (opens && !(wasSole && sameRegistration && v.sole(localReceived))) v.term = ++terms_;
-  view_ = v;
+  lastPeers_ = std::move(peersNow);
+  if (!continues) v.term = ++terms_;
+  view_ = std::make_shared<const PodView>(std::move(v));
   return view_;
 }
 
 void PodAuthority::stop() {
   stopped_ = true;
-  const auto term = view_.term;
-  view_ = PodView{};
-  view_.term = term;
+  PodView v;
+  v.self = self_;
+  v.term = view_->term;
+  view_ = std::make_shared<const PodView>(std::move(v));
 }
 
 }  // namespace rsc::group

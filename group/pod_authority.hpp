@@ -1,21 +1,25 @@
-// What a pod may do with the groups' state, from its last pod beat (SPEC §3 rule 11). Pure: the
-// pod actor feeds each beat's times and the registry it read; the group actors read the view.
+// Which pod serves a group, and what a pod may do with the groups' state, from its last pod beat
+// (SPEC §3 rule 11). Pure: the pod actor feeds each beat's times and the registry it read; the
+// HTTP layer and the group actors read the view.
 //
-// Two powers, each a window on the pod's own monotonic clock:
-//  - write: a pod writes a group's state (and answers from a write's reply) only while its
-//    registration is live and *established*. A registration is established one pod lease after
-//    it was made, or at once when no other pod was live then. Every other pod learns of it by
-//    then, because any registry snapshot a pod acts on is at most one pod lease old.
-//  - sole: a pod that is the only established pod, and whose registration is live, is the only
-//    writer there is; it answers from its own copy without asking the store whether another pod
-//    changed it (there is none). The window closes before any other registered pod becomes
-//    established, and before its own registration can have run out in the store.
-// A pod whose sole window lapsed (a beat failed, a freeze, a second pod), or whose registration
-// is new (it had run out, or the store lost the registry), starts a new `term` when it is sole
-// again: a copy confirmed in an earlier term is checked against the store once more.
+// Each group has one owner at a time, as in Kafka: among the *established* pods, the one with the
+// highest rendezvous weight for the group. Only the owner writes the group's state and answers its
+// members; another pod forwards their calls to it. Because nobody else writes the group, the owner
+// answers from its own copy without asking the store. Windows on the pod's own monotonic clock
+// make the handovers safe:
+//  - a pod writes only while its registration is live and established: one pod lease after it was
+//    made (every other pod has seen it by then: any registry snapshot a pod acts on is at most one
+//    pod lease old), or at once when no other pod was live then;
+//  - a pod counts another as established a margin *before* that one counts itself (and itself a
+//    margin after): a group moving to a newcomer leaves its old owner before the newcomer takes it;
+//  - a pod's registration runs out in the store after its window closes: a group moving away from
+//    a pod that died or froze reaches the next owner only after the dead one stopped.
+// When the live or established pods change, or a window lapsed, or the registration is new, the
+// view starts a new `term`: a copy confirmed in an earlier term is checked with the store once.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,39 +34,58 @@ struct PodSeen {
   // Store time its registration counts from: established at since + pod lease. <= 0: it was
   // alone when it registered (minus the registration's time; 0 if unknown), established at once.
   Millis since = 0;
+  std::string address;  // where other pods forward its groups' calls ("" unknown)
 };
 
 struct PodView {
-  uint64_t term = 0;        // 0: never sole; changes each time the sole window opens anew
-  Millis writableFrom = 0;  // local ms: may write in [writableFrom, writableUntil)
+  struct Peer {
+    std::string id;
+    std::string address;
+    Millis establishedAt = 0;  // local ms (for others the earliest it may be, for this pod the latest)
+  };
+  std::string self;
+  uint64_t term = 0;
+  Millis writableFrom = 0;  // local ms: this pod may write in [writableFrom, writableUntil)
   Millis writableUntil = 0;
-  Millis soleUntil = 0;  // local ms: sole before this (and while writable)
+  std::vector<Peer> peers;  // every live pod, this one included when registered
+
   bool may_write(Millis localNow) const { return writableFrom <= localNow && localNow < writableUntil; }
-  bool sole(Millis localNow) const { return may_write(localNow) && localNow < soleUntil; }
+  // The pod serving `groupKey` at local time t (nullptr: none established).
+  const Peer* owner(const std::string& groupKey, Millis localNow) const;
+  // This pod serves the group now: it writes it and answers from its copy.
+  bool owns(const std::string& groupKey, Millis localNow) const;
+  // No other pod is live: every group is this pod's (what the check-free answer needs, cheaply).
+  bool alone() const { return peers.size() == 1 && peers.front().id == self; }
 };
 
 class PodAuthority {
  public:
   // `marginMs` absorbs clock-rate drift between pods and the store over one pod lease.
-  PodAuthority(Millis podLeaseMs, Millis marginMs) : lease_(podLeaseMs), margin_(marginMs) {}
+  PodAuthority(std::string self, Millis podLeaseMs, Millis marginMs)
+      : self_(std::move(self)), lease_(podLeaseMs), margin_(marginMs) {
+    view_ = std::make_shared<const PodView>(PodView{self_, 0, 0, 0, {}});
+  }
 
   // A beat sent at `localSent`, answered at `localReceived` (local monotonic ms), that ran at
   // store time `storeNow` and found these pods live (this one among them, or it is not registered).
-  const PodView& beat(const std::string& self, Millis localSent, Millis localReceived, Millis storeNow,
-                      const std::vector<PodSeen>& live);
-  // Leaving: from now on this pod neither writes nor answers alone (before it leaves the registry).
+  std::shared_ptr<const PodView> beat(Millis localSent, Millis localReceived, Millis storeNow,
+                                      const std::vector<PodSeen>& live);
+  // Leaving: from now on this pod neither writes nor serves a group (before it leaves the registry).
   void stop();
-  const PodView& view() const { return view_; }
+  std::shared_ptr<const PodView> view() const { return view_; }
 
   Millis lease() const { return lease_; }
   Millis margin() const { return margin_; }
 
  private:
+  std::string self_;
   Millis lease_, margin_;
-  PodView view_;
+  std::shared_ptr<const PodView> view_;
   uint64_t terms_ = 0;
   bool stopped_ = false;
-  std::optional<Millis> since_;  // this pod's registration as the last beat saw it
+  // What the last beat saw, for telling whether the next one continues its term.
+  std::optional<Millis> since_;
+  std::vector<std::pair<std::string, bool>> lastPeers_;  // id, established when that beat came back
 };
 
 // The default margin for a pod lease: a tenth of it, between 10 and 500 ms.

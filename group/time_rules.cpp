@@ -157,6 +157,8 @@ uint64_t fnv1a64(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
+uint64_t rendezvous_weight(const std::string& pod, const std::string& groupKey) { return fnv1a64(pod, groupKey); }
+
 std::string duty_pod(const std::string& groupKey, const std::vector<std::string>& livePods) {
   std::string best;
   uint64_t bestHash = 0;

@@ -129,6 +129,8 @@ class StoreClock {
 // Rendezvous hashing: the live pod with the highest hash of (pod, group). When a pod goes, only
 // its groups move; when one comes, it takes about 1/n of each other's.
 std::string duty_pod(const std::string& groupKey, const std::vector<std::string>& livePods);
+// The weight of a pod for a group in that choice (higher wins; ties go to the smaller pod id).
+uint64_t rendezvous_weight(const std::string& pod, const std::string& groupKey);
 
 // --- A group's lifecycle in a pod -------------------------------------------------------------
 

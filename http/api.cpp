@@ -387,6 +387,37 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE",
                                "Content-Type must be application/json, not '" + req.contentType + "'"));
 
+  // A group's heartbeats and admin calls are served by its owner (group/pod_authority.hpp): at
+  // another pod, this one forwards them and hands back the answer, so members keep one URL.
+  if (rt.kind == K::Heartbeat || rt.kind == K::RemoveMember || rt.kind == K::DeleteGroup) {
+    auto placed = backend.place(store::GroupKey{rt.stream, rt.group});
+    if (placed.kind != Placement::Kind::Here) {
+      // Nobody can serve it now: RETRY, as for a store that does not answer.
+      auto unavailable = [&backend, kind = rt.kind, member = rt.member, body = req.body](const std::string& why) {
+        if (kind == K::Heartbeat) {
+          const auto decoded = protocol::decode_heartbeat_request(body, member);
+          const std::string requestId = decoded.ok() ? decoded.value->requestId : decoded.requestId;
+          return refused_heartbeat(backend, requestId, member, HeartbeatStatus::RETRY, "coordinator unavailable: " + why);
+        }
+        auto r = plain_error(503, "RETRY", why);
+        r.headers.emplace_back("Retry-After", "1");
+        return r;
+      };
+      if (placed.kind == Placement::Kind::Elsewhere && req.forwardedBy.empty() && req.forwarder != nullptr) {
+        // The owner writes the admin call's audit line; this pod's would be a second one.
+        return req.forwarder->forward(placed.address, req, respondAll,
+                                      [respondAll, unavailable, pod = placed.podId](const std::string& why) {
+                                        respondAll(unavailable("pod " + pod + " (which serves the group) " + why));
+                                      });
+      }
+      if (placed.kind == Placement::Kind::Elsewhere)
+        placed.why = req.forwardedBy.empty() ? "this server cannot forward to pod " + placed.podId
+                                              : "forwarded by pod " + req.forwardedBy + ", but pod " + placed.podId +
+                                                    " serves the group now";
+      return respond(unavailable(placed.why));
+    }
+  }
+
   switch (rt.kind) {
     case K::Heartbeat: {
       auto decoded = protocol::decode_heartbeat_request(req.body, rt.member);

@@ -14,12 +14,18 @@
 
 namespace rsc::http {
 
+class Forwarder;
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query
   std::string contentType;
   std::string authorization;
   std::string body;
+  // The pod that forwarded this request here (header X-Rsc-Forwarded-By); empty from a client.
+  std::string forwardedBy;
+  // Sends a request on to another pod, on the I/O thread that read it (null: this server cannot).
+  Forwarder* forwarder = nullptr;
 };
 
 struct HttpResponse {
@@ -31,10 +37,34 @@ struct HttpResponse {
 
 using Respond = std::function<void(HttpResponse)>;
 
+// The header a pod puts on a request it forwards: the owner never forwards it again.
+inline constexpr const char* kForwardedByHeader = "X-Rsc-Forwarded-By";
+
+class Forwarder {
+ public:
+  virtual ~Forwarder() = default;
+  // Sends `req` to the pod at `address` (ip:port) and hands its answer to `respond`; when the pod
+  // cannot be reached or does not answer in time, `failed` gets why (nothing else is called).
+  virtual void forward(const std::string& address, const HttpRequest& req, Respond respond,
+                       std::function<void(std::string)> failed) = 0;
+};
+
+// Where a group's calls are served (group/pod_authority.hpp): by this pod, by the pod at
+// `address` (the call is forwarded there), or by none right now (the caller retries).
+struct Placement {
+  enum class Kind { Here, Elsewhere, Nowhere };
+  Kind kind = Kind::Here;
+  std::string podId;
+  std::string address;
+  std::string why;  // Nowhere: for the RETRY answer
+};
+
 // What the coordinator does; every call answers exactly once through its callback, from any thread.
 class Backend {
  public:
   virtual ~Backend() = default;
+  // Which pod serves the group's heartbeats and admin calls now. The default: this one.
+  virtual Placement place(const store::GroupKey&) { return {}; }
   virtual void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                          std::function<void(protocol::HeartbeatResponse)> done) = 0;
   // PUT (create or grow) or, with `createOnly`, POST (create; an existing stream is left alone).

@@ -15,6 +15,8 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <map>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -31,6 +33,7 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 class Session;
+class PodForwarder;
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   ServerOptions opts;
@@ -39,6 +42,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   // contend for its queue and its epoll set on every event (measured: GET /healthz cost twice the
   // CPU with two threads on one context than with one).
   std::vector<std::unique_ptr<net::io_context>> iocs;
+  std::vector<std::unique_ptr<PodForwarder>> forwarders;  // one per io_context, used on its thread only
   std::size_t nextIoc = 0;
   net::io_context& ioc() { return *iocs.front(); }
   std::unique_ptr<tcp::acceptor> acceptor;
@@ -77,10 +81,125 @@ void fail(beast::error_code ec, const char* what) {
 }
 }  // namespace
 
+// Calls forwarded to the pod that serves their group, over kept-alive connections pooled per
+// pod address. Runs on one io_context's thread: no lock. A pooled connection that turns out to
+// be closed (the other pod restarted, or closed it idle) is given up and the call sent once more
+// on a new one; any other failure goes to the caller, which answers RETRY.
+class PodForwarder : public Forwarder {
+ public:
+  PodForwarder(net::io_context& ioc, const ServerOptions& opts) : ioc_(ioc), opts_(opts) {}
+
+  void forward(const std::string& address, const HttpRequest& req, Respond respond,
+               std::function<void(std::string)> failed) override {
+    auto call = std::make_shared<Call>();
+    call->address = address;
+    call->respond = std::move(respond);
+    call->failed = std::move(failed);
+    const auto colon = address.rfind(':');
+    beast::error_code ec;
+    const auto ip = net::ip::make_address(colon == std::string::npos ? address : address.substr(0, colon), ec);
+    if (ec || colon == std::string::npos) return call->failed("has no usable address ('" + address + "')");
+    call->endpoint = tcp::endpoint(ip, static_cast<unsigned short>(std::atoi(address.c_str() + colon + 1)));
+    auto& r = call->req;
+    r.method_string(req.method);
+    r.target(req.target);
+    r.version(11);
+    r.set(bhttp::field::host, address);
+    if (!req.contentType.empty()) r.set(bhttp::field::content_type, req.contentType);
+    if (!req.authorization.empty()) r.set(bhttp::field::authorization, req.authorization);
+    r.set(kForwardedByHeader, opts_.podId);
+    r.keep_alive(true);
+    r.body() = req.body;
+    r.prepare_payload();
+    send(call, take(address));
+  }
+
+ private:
+  struct Upstream {
+    explicit Upstream(net::io_context& ioc) : stream(ioc) {}
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    bool connected = false;
+    std::chrono::steady_clock::time_point idleSince;
+  };
+  struct Call {
+    std::string address;
+    tcp::endpoint endpoint;
+    bhttp::request<bhttp::string_body> req;
+    bhttp::response<bhttp::string_body> res;
+    Respond respond;
+    std::function<void(std::string)> failed;
+  };
+
+  // An idle pooled connection to the address (kept-alive connections idle for 20 s are dropped:
+  // the other pod closes them after its idle timeout), or a new one.
+  std::shared_ptr<Upstream> take(const std::string& address) {
+    auto& idle = idle_[address];
+    const auto now = std::chrono::steady_clock::now();
+    while (!idle.empty()) {
+      auto up = std::move(idle.back());
+      idle.pop_back();
+      if (now - up->idleSince < std::chrono::seconds(20)) return up;
+    }
+    return std::make_shared<Upstream>(ioc_);
+  }
+
+  void send(const std::shared_ptr<Call>& call, std::shared_ptr<Upstream> up) {
+    const bool reused = up->connected;
+    auto onError = [this, call, up, reused](beast::error_code ec, const char* what) {
+      beast::error_code ignored;
+      up->stream.socket().close(ignored);
+      if (reused && ec != beast::error::timeout) return send(call, std::make_shared<Upstream>(ioc_));
+      call->failed(ec == beast::error::timeout ? "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms"
+                                               : std::string("could not be reached (") + what + ": " + ec.message() + ")");
+    };
+    auto exchange = [this, call, up, onError] {
+      up->stream.expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
+      bhttp::async_write(up->stream, call->req, [this, call, up, onError](beast::error_code ec, std::size_t) {
+        if (ec) return onError(ec, "write");
+        call->res = {};
+        bhttp::async_read(up->stream, up->buffer, call->res, [this, call, up, onError](beast::error_code rec, std::size_t) {
+          if (rec) return onError(rec, "read");
+          up->stream.expires_never();
+          HttpResponse out;
+          out.status = static_cast<int>(call->res.result_int());
+          out.contentType = std::string(call->res[bhttp::field::content_type]);
+          for (auto field : {bhttp::field::retry_after, bhttp::field::www_authenticate, bhttp::field::allow}) {
+            auto it = call->res.find(field);
+            if (it != call->res.end()) out.headers.emplace_back(std::string(it->name_string()), std::string(it->value()));
+          }
+          out.body = std::move(call->res.body());
+          if (call->res.keep_alive()) {
+            up->idleSince = std::chrono::steady_clock::now();
+            idle_[call->address].push_back(up);
+          } else {
+            beast::error_code ignored;
+            up->stream.socket().close(ignored);
+          }
+          call->respond(std::move(out));
+        });
+      });
+    };
+    if (up->connected) return exchange();
+    up->stream.expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
+    up->stream.async_connect(call->endpoint, [up, exchange, onError](beast::error_code ec) {
+      if (ec) return onError(ec, "connect");
+      up->connected = true;
+      beast::error_code ignored;
+      up->stream.socket().set_option(tcp::no_delay(true), ignored);
+      exchange();
+    });
+  }
+
+  net::io_context& ioc_;
+  const ServerOptions& opts_;
+  std::map<std::string, std::vector<std::shared_ptr<Upstream>>> idle_;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, std::shared_ptr<Server::Impl> server)
-      : stream_(std::move(socket)), server_(std::move(server)) {
+  Session(tcp::socket&& socket, std::shared_ptr<Server::Impl> server, Forwarder* forwarder)
+      : stream_(std::move(socket)), server_(std::move(server)), forwarder_(forwarder) {
     ++server_->open;
   }
   ~Session() { --server_->open; }
@@ -146,6 +265,8 @@ class Session : public std::enable_shared_from_this<Session> {
     r.target = std::string(req.target());
     r.contentType = std::string(req[bhttp::field::content_type]);
     r.authorization = std::string(req[bhttp::field::authorization]);
+    r.forwardedBy = std::string(req[kForwardedByHeader]);
+    r.forwarder = forwarder_;
     r.body = std::move(req.body());
     busy_ = true;
     ++server_->inFlight;
@@ -230,6 +351,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<char> drain_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::shared_ptr<Server::Impl> server_;
+  Forwarder* forwarder_;
   bool keepAlive_ = false;
   bool busy_ = false;
   bool first_ = true;
@@ -239,8 +361,9 @@ class Session : public std::enable_shared_from_this<Session> {
 void Server::Impl::do_accept() {
   // Each io_context is run by exactly one thread, so a connection's handlers never run
   // concurrently and need no strand (a strand costs a lock and a queue hop per handler).
-  auto& target = *iocs[nextIoc++ % iocs.size()];
-  acceptor->async_accept(target, [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+  const std::size_t index = nextIoc++ % iocs.size();
+  auto& target = *iocs[index];
+  acceptor->async_accept(target, [self = shared_from_this(), index](beast::error_code ec, tcp::socket socket) {
     if (self->stopping) return;
     if (ec) {
       if (ec == net::error::operation_aborted) return;
@@ -259,7 +382,7 @@ void Server::Impl::do_accept() {
       self->accept_problem("over the connection limit (" + std::to_string(self->maxConnections) +
                            "); new connections are closed");
     } else {
-      auto s = std::make_shared<Session>(std::move(socket), self);
+      auto s = std::make_shared<Session>(std::move(socket), self, self->forwarders[index].get());
       {
         std::lock_guard<std::mutex> lock(self->mu);
         for (auto it = self->sessions.begin(); it != self->sessions.end();)
@@ -275,7 +398,10 @@ void Server::Impl::do_accept() {
 Server::Server(ServerOptions opts, Handler handler) : impl_(std::make_shared<Impl>()) {
   impl_->opts = std::move(opts);
   impl_->handler = std::move(handler);
-  for (int i = 0; i < std::max(1, impl_->opts.threads); ++i) impl_->iocs.push_back(std::make_unique<net::io_context>(1));
+  for (int i = 0; i < std::max(1, impl_->opts.threads); ++i) {
+    impl_->iocs.push_back(std::make_unique<net::io_context>(1));
+    impl_->forwarders.push_back(std::make_unique<PodForwarder>(*impl_->iocs.back(), impl_->opts));
+  }
 }
 
 Server::~Server() { stop(0); }

@@ -20,6 +20,10 @@ struct ServerOptions {
   // the file descriptor limit (raised to its hard limit at start where allowed).
   int64_t maxConnections = 0;
   int64_t idleTimeoutMs = 60000;    // keep-alive connections idle longer are closed
+  // Forwarding a group's calls to the pod that serves it (HttpRequest::forwarder): this pod's id
+  // (sent in X-Rsc-Forwarded-By) and how long the other pod has to answer.
+  std::string podId;
+  int64_t forwardTimeoutMs = 2000;
 };
 
 class Server {

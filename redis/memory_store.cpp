@@ -231,7 +231,8 @@ Result<bool> MemoryStore::finish_deadline_work(const GroupKey& key, const std::s
   return Result<bool>::success(applied);
 }
 
-Result<PodBeat> MemoryStore::pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) {
+Result<PodBeat> MemoryStore::pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit,
+                                      const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   Error e;
   if (injected_failure(e)) return Result<PodBeat>::failure(e);
@@ -240,6 +241,7 @@ Result<PodBeat> MemoryStore::pod_beat(const std::string& podId, Millis leaseMs, 
   for (auto it = pods_.begin(); it != pods_.end();) {
     if (it->second <= b.storeTimeMs) {
       podSince_.erase(it->first);
+      podAddress_.erase(it->first);
       it = pods_.erase(it);
     } else {
       ++it;
@@ -248,11 +250,14 @@ Result<PodBeat> MemoryStore::pod_beat(const std::string& podId, Millis leaseMs, 
   if (!podId.empty()) {
     if (!pods_.count(podId)) podSince_[podId] = pods_.empty() ? -b.storeTimeMs : b.storeTimeMs;
     pods_[podId] = b.storeTimeMs + leaseMs;
+    if (!address.empty()) podAddress_[podId] = address;
   }
   for (const auto& [id, until] : pods_) {
     b.livePods.push_back(id);
     auto s = podSince_.find(id);
     b.since.push_back(s == podSince_.end() ? 0 : s->second);
+    auto a = podAddress_.find(id);
+    b.addresses.push_back(a == podAddress_.end() ? std::string() : a->second);
   }
   std::vector<std::pair<Millis, std::string>> due;
   for (const auto& [g, t] : due_)
@@ -271,7 +276,20 @@ Result<bool> MemoryStore::pod_leave(const std::string& podId) {
   Error e;
   if (injected_failure(e)) return Result<bool>::failure(e);
   podSince_.erase(podId);
+  podAddress_.erase(podId);
   return Result<bool>::success(pods_.erase(podId) == 1);
+}
+
+Result<bool> MemoryStore::mark_due(const GroupKey& key, Millis at) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  auto it = due_.find(key.str());
+  if (it == due_.end())
+    due_.emplace(key.str(), at);
+  else
+    it->second = std::min(it->second, at);
+  return Result<bool>::success(true);
 }
 
 Result<int64_t> MemoryStore::index_missing_deadlines(Millis now) {

@@ -28,8 +28,10 @@ class MemoryStore : public GroupStore {
                                int64_t knownRevision) override;
   Result<bool> finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
                                     int64_t revision) override;
-  Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) override;
+  Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit,
+                           const std::string& address = {}) override;
   Result<bool> pod_leave(const std::string& podId) override;
+  Result<bool> mark_due(const GroupKey& key, Millis at) override;
   Result<int64_t> index_missing_deadlines(Millis now) override;
   Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision, int64_t grantsHeldUntilMs = 0) override;
   Result<int64_t> count_stream_groups(const std::string& streamPrefix) override;
@@ -78,6 +80,7 @@ class MemoryStore : public GroupStore {
   std::map<std::string, int64_t> dueRev_;    // the revisions it reflects
   std::map<std::string, Millis> pods_;       // pod -> lease end
   std::map<std::string, Millis> podSince_;   // pod -> when its registration counts from
+  std::map<std::string, std::string> podAddress_;
   void set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower);
   std::map<std::string, protocol::StreamMetadata> streams_;
   std::set<std::pair<std::string, std::string>> consumerGroups_;  // (shard stream key, group)

@@ -1,6 +1,7 @@
 #include "redis/redis_store.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <set>
 #include <cstdlib>
 
@@ -301,27 +302,31 @@ Result<bool> RedisStore::finish_deadline_work(const GroupKey& key, const std::st
   return Result<bool>::success(r.front().value->integer == 1);
 }
 
-Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) {
+Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit,
+                                     const std::string& address) {
   using R = Result<PodBeat>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  auto r = run({evalsha(podBeat_, {keys_.pods(), keys_.deadlines(), keys_.pods_since()},
-                        {podId, std::to_string(leaseMs), std::to_string(dueLimit)})})
+  auto r = run({evalsha(podBeat_, {keys_.pods(), keys_.deadlines(), keys_.pods_since(), keys_.pods_address()},
+                        {podId, std::to_string(leaseMs), std::to_string(dueLimit), address})})
                .front();
   if (!r.ok()) return R::failure(r.error);
   const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 4 || v.elements[1].type != Value::Type::Array ||
+  if (v.type != Value::Type::Array || v.elements.size() != 5 || v.elements[1].type != Value::Type::Array ||
       v.elements[2].type != Value::Type::Array || v.elements[3].type != Value::Type::Array ||
-      v.elements[3].elements.size() != v.elements[1].elements.size())
+      v.elements[4].type != Value::Type::Array || v.elements[3].elements.size() != v.elements[1].elements.size() ||
+      v.elements[4].elements.size() != v.elements[1].elements.size())
     return reply_failure<PodBeat>(v, "pod beat");
   PodBeat b;
   b.storeTimeMs = as_int(v.elements[0]).value_or(0);
-  std::vector<std::pair<std::string, Millis>> pods;
+  std::vector<std::tuple<std::string, Millis, std::string>> pods;
   for (std::size_t i = 0; i < v.elements[1].elements.size(); ++i)
-    pods.emplace_back(v.elements[1].elements[i].str, as_int(v.elements[3].elements[i]).value_or(0));
+    pods.emplace_back(v.elements[1].elements[i].str, as_int(v.elements[3].elements[i]).value_or(0),
+                      v.elements[4].elements[i].str);
   std::sort(pods.begin(), pods.end());
-  for (auto& [id, since] : pods) {
+  for (auto& [id, since, address] : pods) {
     b.livePods.push_back(std::move(id));
     b.since.push_back(since);
+    b.addresses.push_back(std::move(address));
   }
   for (const auto& g : v.elements[2].elements) {
     const auto slash = g.str.find('/');
@@ -331,10 +336,18 @@ Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, s
 }
 
 Result<bool> RedisStore::pod_leave(const std::string& podId) {
-  auto r = run({{"HDEL", keys_.pods_since(), podId}, {"ZREM", keys_.pods(), podId}}).back();
+  auto r = run({{"HDEL", keys_.pods_since(), podId}, {"HDEL", keys_.pods_address(), podId}, {"ZREM", keys_.pods(), podId}})
+               .back();
   if (!r.ok()) return Result<bool>::failure(r.error);
   if (r.value->is_error()) return reply_failure<bool>(*r.value, "pod leave");
   return Result<bool>::success(r.value->integer == 1);
+}
+
+Result<bool> RedisStore::mark_due(const GroupKey& key, Millis at) {
+  auto r = run({{"ZADD", keys_.deadlines(), "LT", std::to_string(at), key.str()}}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->is_error()) return reply_failure<bool>(*r.value, "mark due");
+  return Result<bool>::success(true);
 }
 
 Result<int64_t> RedisStore::index_missing_deadlines(Millis now) {

@@ -142,6 +142,7 @@ local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #gone > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   redis.call('HDEL', KEYS[3], unpack(gone))
+  redis.call('HDEL', KEYS[4], unpack(gone))
 end
 if ARGV[1] ~= '' then
   if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
@@ -151,14 +152,21 @@ if ARGV[1] ~= '' then
     redis.call('HSET', KEYS[3], ARGV[1], since)
   end
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  if ARGV[4] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[4]) end
 end
 local pods = redis.call('ZRANGE', KEYS[1], 0, -1)
-local since = {}
-if #pods > 0 then since = redis.call('HMGET', KEYS[3], unpack(pods)) end
+local since, addr = {}, {}
+if #pods > 0 then
+  since = redis.call('HMGET', KEYS[3], unpack(pods))
+  addr = redis.call('HMGET', KEYS[4], unpack(pods))
+end
 -- A pod with no entry (registered by an older version) counts as established.
-for i = 1, #pods do since[i] = tonumber(since[i]) or 0 end
+for i = 1, #pods do
+  since[i] = tonumber(since[i]) or 0
+  addr[i] = addr[i] or ''
+end
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
-return {now, pods, due, since}
+return {now, pods, due, since, addr}
 )lua";
 
 // KEYS[1] group state hash, KEYS[2] group mutex; ARGV expected revision, grants held until (ms, 0:

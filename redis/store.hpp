@@ -113,6 +113,7 @@ struct PodBeat {
   std::vector<std::string> livePods;
   // Parallel to livePods: when each registration counts from (group::PodSeen::since).
   std::vector<Millis> since;
+  std::vector<std::string> addresses;  // parallel too: where each pod takes forwarded calls
   std::vector<GroupKey> due;
 };
 
@@ -157,8 +158,14 @@ class GroupStore {
 
   // This pod is alive for `leaseMs` more (on the store's clock); answers the store's time, the
   // live pods and up to `dueLimit` groups whose deadline has come. An empty podId only reads.
-  virtual Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit) = 0;
+  // `address`: where other pods reach this one (host:port), kept with the registration.
+  virtual Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit,
+                                   const std::string& address = {}) = 0;
   virtual Result<bool> pod_leave(const std::string& podId) = 0;
+  // The group's deadline-index entry becomes due at `at` unless it is due earlier already: its
+  // owner's pod runs its deadline work then (how a pod that does not serve a group tells the one
+  // that does that something outside the group changed, such as its stream).
+  virtual Result<bool> mark_due(const GroupKey& key, Millis at) = 0;
   // Gives every group of the group index that has no entry in the deadline index one, due at
   // `now` (groups written before the index existed, or a write whose index update was lost).
   virtual Result<int64_t> index_missing_deadlines(Millis now) = 0;

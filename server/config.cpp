@@ -3,6 +3,8 @@
 #include "protocol/codec.hpp"
 #include "redis/client.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -57,6 +59,15 @@ void set_listen(Config& c, const std::string& v, const std::string& name) {
   auto [h, p] = host_port(v, name);
   c.http.host = h;
   c.http.port = static_cast<uint16_t>(p);
+}
+void set_advertise(Config& c, const std::string& v, const std::string& name) {
+  auto [h, p] = host_port(v, name);
+  in_addr a4{};
+  in6_addr a6{};
+  if (inet_pton(AF_INET, h.c_str(), &a4) != 1 && inet_pton(AF_INET6, h.c_str(), &a6) != 1)
+    throw Bad{name + ": '" + h + "' must be an IP address (the other pods connect to it)"};
+  if (p == 0) throw Bad{name + ": the port must not be 0"};
+  c.advertise = h + ":" + std::to_string(p);
 }
 void set_group_start(Config& c, const std::string& v, const std::string& name) {
   if (v != "0" && v != "$")
@@ -137,6 +148,7 @@ void load_file(Config& c, const std::string& path) {
     return o[k].get<std::string>();
   };
   if (auto v = str(j, "listen", "listen")) set_listen(c, *v, path + ": listen");
+  if (auto v = str(j, "advertise", "advertise")) set_advertise(c, *v, path + ": advertise");
   if (j.contains("redis")) {
     const auto& r = j["redis"];
     if (!r.is_object()) throw Bad{path + ": redis must be an object"};
@@ -245,7 +257,8 @@ void validate(const Config& c) {
 }  // namespace
 
 std::string usage() {
-  return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--redis HOST:PORT[,HOST:PORT...]]\n"
+  return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--advertise IP:PORT]\n"
+         "         [--redis HOST:PORT[,HOST:PORT...]]\n"
          "         [--redis-cluster] [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
@@ -253,6 +266,8 @@ std::string usage() {
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
+         "advertise (where the other pods forward the calls of the groups this pod serves) the listen\n"
+         "address, 127.0.0.1 when listening on all interfaces: set it to the pod's IP when pods run apart,\n"
          "--redis with several nodes (seeds of a Redis Cluster) or --redis-cluster: Redis Cluster mode,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "lease renewal slack twice the heartbeat interval (at most half the lease and a quarter of the\n"
@@ -263,7 +278,8 @@ std::string usage() {
          "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
          "cores (at least one) as actor scheduler threads, a group's Redis consumer\n"
          "groups created at 0 (records produced before the group existed are read; $: only new ones).\n"
-         "Environment: RSC_CONFIG, RSC_LISTEN, RSC_REDIS, RSC_REDIS_CLUSTER, RSC_REDIS_USER, RSC_REDIS_PASSWORD and\n"
+         "Environment: RSC_CONFIG, RSC_LISTEN, RSC_ADVERTISE, RSC_REDIS, RSC_REDIS_CLUSTER, RSC_REDIS_USER,\n"
+         "RSC_REDIS_PASSWORD and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
          "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"cluster\", \"user\", \"password\"},\n"
          "\"coordinator\": {\"tick-interval\": ms, ..., \"consumer-group-start\": \"0\"|\"$\"},\n"
@@ -295,6 +311,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     }
     if (file) load_file(c, *file);
     if (const char* v = env("RSC_LISTEN")) set_listen(c, v, "RSC_LISTEN");
+    if (const char* v = env("RSC_ADVERTISE")) set_advertise(c, v, "RSC_ADVERTISE");
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
     if (const char* v = env("RSC_REDIS_CLUSTER")) set_redis_cluster(c, v, "RSC_REDIS_CLUSTER");
     if (const char* v = env("RSC_REDIS_USER")) c.redis.user = v;
@@ -316,6 +333,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         out.checkOnly = true;
       } else if (a == "--listen") {
         set_listen(c, value(), a);
+      } else if (a == "--advertise") {
+        set_advertise(c, value(), a);
       } else if (a == "--redis") {
         set_redis(c, value(), a);
       } else if (a == "--redis-cluster") {
@@ -346,6 +365,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     c.service.podLeaseMs =
         c.podLeaseMs ? *c.podLeaseMs
                      : std::clamp<int64_t>(c.service.core.memberLeaseTtlMs / 3, 150, 5000);
+    // A forwarded call may wait for one store round trip at the pod that serves its group.
+    c.http.forwardTimeoutMs = c.service.storeDeadlineMs + 500;
     validate(c);
   } catch (const Bad& b) {
     out.error = b.what;

@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
   if (!service->wait_for_store(3000))
     log::warn("store " + cfg.redis.host + ":" + std::to_string(cfg.redis.port) +
               " not reachable yet; serving, heartbeats get RETRY until it is");
-  http::Server srv(cfg.http, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
+  auto httpOpts = cfg.http;
+  httpOpts.podId = service->pod_id();
+  http::Server srv(httpOpts, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
     http::handle_request(req, *service, auth, respond);
   });
   try {
@@ -69,8 +71,15 @@ int main(int argc, char** argv) {
     log::error(std::string("rsc-coordinator: ") + e.what());
     return 1;
   }
+  // Other pods forward the calls of the groups this pod serves to this address.
+  const bool wildcard = cfg.http.host == "0.0.0.0" || cfg.http.host == "::";
+  const std::string advertised =
+      !cfg.advertise.empty() ? cfg.advertise : (wildcard ? "127.0.0.1" : cfg.http.host) + ":" + std::to_string(srv.port());
+  service->set_address(advertised);
   log::info("rsc-coordinator ready: serving http://" + cfg.http.host + ":" + std::to_string(srv.port()) +
-            " with redis " + cfg.redis.host + ":" + std::to_string(cfg.redis.port));
+            " with redis " + cfg.redis.host + ":" + std::to_string(cfg.redis.port) + "; pod " + service->pod_id() +
+            " takes forwarded calls at " + advertised +
+            (cfg.advertise.empty() && wildcard ? " (set --advertise to this pod's IP when pods run on several hosts)" : ""));
 
   int sig = 0;
   sigwait(&signals, &sig);

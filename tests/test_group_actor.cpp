@@ -2,6 +2,8 @@
 // clock drives both the core's `now` and the actor timers, so no test sleeps.
 #include <gtest/gtest.h>
 
+#include "group/time_rules.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <caf/all.hpp>
@@ -75,8 +77,8 @@ class GroupActorTest : public ::testing::Test {
     actors_.push_back(spawn_pod_actor(*sys_, mem_, ctx, pc, /*detached=*/false));
     run();
     if (!waitUntilWritable) return g;
-    for (int i = 0; i < 10 && !ctx->pod_view().may_write(now_); ++i) advance(100);
-    EXPECT_TRUE(ctx->pod_view().may_write(now_)) << token << " registered";
+    for (int i = 0; i < 10 && !ctx->pod_view()->may_write(now_); ++i) advance(100);
+    EXPECT_TRUE(ctx->pod_view()->may_write(now_)) << token << " registered";
     return g;
   }
 
@@ -93,6 +95,22 @@ class GroupActorTest : public ::testing::Test {
   }
 
   void run() { sched_->run(); }
+
+  // A pod id that wins (or loses) kKey against pod-1: the group's owner among the two
+  // (group/pod_authority.hpp).
+  static std::string pod_id_that(bool winsOverPod1) {
+    const auto w1 = group::rendezvous_weight("pod-1", kKey.str());
+    for (int i = 2;; ++i) {
+      const auto id = "pod-" + std::to_string(i);
+      if ((group::rendezvous_weight(id, kKey.str()) > w1) == winsOverPod1) return id;
+    }
+  }
+
+  // Stops a pod's actors (its pod actors leave the registry).
+  void stop_pod(const std::vector<caf::actor>& actors) {
+    for (const auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    run();
+  }
 
   // The pod's beat, run now (as its pod actor does every 100 ms).
   void beat_now(const std::shared_ptr<PodContext>& ctx) {
@@ -278,7 +296,7 @@ TEST_F(GroupActorTest, AGroupIsDeletedOnlyWhenEmptyOrWithItsMembersFenced) {
 }
 
 TEST_F(GroupActorTest, TheGroupLimitRefusesANewGroupAndStoresNothing) {
-  auto cfg = pod_config("pod-l");
+  auto cfg = pod_config("pod-1");  // the same pod, with a limit
   cfg.maxGroupsPerStream = 1;
   auto limited = spawn(cfg);
   ASSERT_EQ(hb(request("a", 0), &limited).status, HeartbeatStatus::OK);
@@ -339,7 +357,7 @@ TEST_F(GroupActorTest, ShardStreamsAndTheConsumerGroupExistBeforeAShardIsHandedO
 // Found in review: a join queued behind another heartbeat of a group that does not exist yet
 // used to be batched past the groups-per-stream check.
 TEST_F(GroupActorTest, TheGroupLimitHoldsForAJoinQueuedBehindAnotherHeartbeat) {
-  auto cfg = pod_config("pod-q");
+  auto cfg = pod_config("pod-1");  // the same pod, with a limit
   cfg.maxGroupsPerStream = 1;
   auto limited = spawn(cfg);
   ASSERT_EQ(hb(request("a", 0), &limited).status, HeartbeatStatus::OK);
@@ -431,17 +449,31 @@ TEST_F(GroupActorTest, ABatchThatLosesARaceIsRedoneWholeAndInOrder) {
   EXPECT_NE(metrics_->text().find("rsc_cas_conflicts_total 2"), std::string::npos);
 }
 
-TEST_F(GroupActorTest, TwoPodsOnOneStoreServeOneGroupWithoutContradiction) {
-  auto other = spawn(pod_config("pod-2"));
+// One owner at a time (group/pod_authority.hpp): a pod that outranks pod-1 for the group takes it
+// once established, and pod-1 writes it no more; when that pod leaves, the group comes back to
+// pod-1, whose copy is checked before it answers from it again.
+TEST_F(GroupActorTest, AGroupMovesToANewPodAndBackWithoutContradiction) {
   auto a = hb(request("a", 0));
+  const auto before = actors_.size();
+  auto cfg2 = pod_config(pod_id_that(true));
+  auto other = spawn(cfg2);
+  const std::vector<caf::actor> pod2(actors_.begin() + static_cast<long>(before), actors_.end());
+  ASSERT_TRUE(cfg2.pod->pod_view()->owns(kKey.str(), now_));
+  auto refused = hb(request("b", 0));
+  EXPECT_EQ(refused.status, HeartbeatStatus::RETRY) << "pod-1 no longer writes the group";
+  EXPECT_NE(refused.message.value_or("").find("is served by pod " + cfg2.podToken), std::string::npos)
+      << refused.message.value_or("");
   auto b = hb(request("b", 0), &other);
   ASSERT_EQ(b.status, HeartbeatStatus::OK) << b.message.value_or("");  // pod-2's cache is empty: it loads, then writes
   EXPECT_EQ(b.groupEpoch, a.groupEpoch + 1);
   auto a2 = hb(request("a", a.memberEpoch, assigned(a)), &other);
   EXPECT_EQ(a2.status, HeartbeatStatus::REVOKE_PENDING) << "pod-2 sees a's shards and b's target";
-  auto a3 = hb(request("a", a2.memberEpoch, assigned(a2)));  // back on pod-1: stale cache, conflict, retry
+  stop_pod(pod2);  // it leaves the registry: pod-1 is alone again, in a new term...
+  advance(100);    // ...from its next beat
+  auto a3 = hb(request("a", a2.memberEpoch, assigned(a2)));  // back on pod-1: stale cache, checked
   EXPECT_EQ(a3.status, HeartbeatStatus::OK);
-  EXPECT_EQ(assigned(hb(request("b", b.memberEpoch), &other)).size(), 3u);
+  EXPECT_GE(a3.groupEpoch, b.groupEpoch);
+  EXPECT_EQ(assigned(hb(request("b", b.memberEpoch))).size(), 3u);
 }
 
 TEST_F(GroupActorTest, DeadlineWorkWaitsWhileAnotherPodHoldsTheGroupMutex) {
@@ -536,16 +568,20 @@ TEST_F(GroupActorTest, DescribeOnAnyPodShowsWhatOtherPodsWrote) {
 }
 
 TEST_F(GroupActorTest, AnErrorIsNeverAnsweredFromAStaleCache) {
-  auto other = spawn(pod_config("pod-2"));
   auto a = hb(request("a", 0));                         // pod-1 caches a at its join epoch
+  const auto before = actors_.size();
+  auto other = spawn(pod_config(pod_id_that(true)));    // the group moves to pod-2
+  const std::vector<caf::actor> pod2(actors_.begin() + static_cast<long>(before), actors_.end());
   hb(request("b", 0), &other);                          // pod-2 moves the group on
   auto a2 = hb(request("a", a.memberEpoch, assigned(a)), &other);
   a2 = hb(request("a", a2.memberEpoch, assigned(a2)), &other);
   ASSERT_GT(a2.memberEpoch, a.memberEpoch) << "a's epoch advanced through pod-2";
+  auto unknownHere = hb(request("c", 0), &other);  // c exists only in pod-2's writes
+  stop_pod(pod2);                                        // and back to pod-1
+  advance(100);
   auto back = hb(request("a", a2.memberEpoch, assigned(a2)));  // pod-1 still thinks a is at the old epoch
   EXPECT_NE(back.status, HeartbeatStatus::INVALID_REQUEST) << back.message.value_or("");
   EXPECT_EQ(back.memberEpoch, a2.memberEpoch);
-  auto unknownHere = hb(request("c", 0), &other);  // c exists only in pod-2's writes
   auto c = hb(request("c", unknownHere.memberEpoch));   // pod-1 has never seen c
   EXPECT_NE(c.status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
 }
@@ -630,7 +666,7 @@ TEST_F(GroupActorTest, AGrownStreamReachesTheGroup) {
 TEST_F(GroupActorTest, AnAnswerThatNeedsNoWriteComesOnlyFromACopyTheStoreConfirmedAfterTheRequestArrived) {
   auto cfg1 = pod_config("pod-1");
   cfg1.core.leaseRenewalSlackMs = 300;
-  auto cfg2 = pod_config("pod-2");
+  auto cfg2 = pod_config(pod_id_that(false));  // pod-1 serves the group; pod-2 only reads it
   cfg2.core.leaseRenewalSlackMs = 300;
   auto p1 = spawn(cfg1);
   auto p2 = spawn(cfg2);
@@ -651,10 +687,13 @@ TEST_F(GroupActorTest, AnAnswerThatNeedsNoWriteComesOnlyFromACopyTheStoreConfirm
   auto b = hb(request("b", 0), &p1);
   ASSERT_EQ(b.status, HeartbeatStatus::OK);
   auto atP2 = hb(request("a", a.memberEpoch, assigned(a)), &p2);
-  EXPECT_EQ(atP2.status, HeartbeatStatus::REVOKE_PENDING) << "decided again on the stored state";
-  EXPECT_EQ(assigned(atP2).size(), 3u);
-  EXPECT_GE(atP2.groupEpoch, b.groupEpoch) << "no epoch older than one already given";
+  EXPECT_EQ(atP2.status, HeartbeatStatus::RETRY) << "decided again on the stored state, which needs a write pod-2 may not make";
+  EXPECT_NE(atP2.message.value_or("").find("is served by pod pod-1"), std::string::npos) << atP2.message.value_or("");
   EXPECT_NE(metrics_->text().find("rsc_copy_checks_total{result=\"stale\"} 1"), std::string::npos) << metrics_->text();
+  auto atP1 = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  EXPECT_EQ(atP1.status, HeartbeatStatus::REVOKE_PENDING);
+  EXPECT_EQ(assigned(atP1).size(), 3u);
+  EXPECT_GE(atP1.groupEpoch, b.groupEpoch) << "no epoch older than one already given";
 }
 
 // The only pod that writes answers from its own copy (group/pod_authority.hpp): nobody else can
@@ -674,34 +713,36 @@ TEST_F(GroupActorTest, APodAloneAnswersSteadyHeartbeatsFromItsCopyWithNoStoreCal
   EXPECT_EQ(metrics_->text().find("rsc_copy_checks_total{result=\"current\"} 1"), std::string::npos) << "no check either";
 }
 
-// A second pod registers: it writes nothing until the first can no longer be answering alone;
-// from then on the first checks its copy, and sees what the second wrote.
-TEST_F(GroupActorTest, ANewPodWritesNothingUntilThePodAnsweringAloneHasStoppedThenNoAnswerIsStale) {
+// A second pod registers: it writes nothing until the first can no longer be answering from its
+// copy; then it owns the group, and the first checks its copy (and writes nothing).
+TEST_F(GroupActorTest, ANewPodServesNothingUntilTheOldOwnerHasStoppedThenNoAnswerIsStale) {
   auto cfg1 = pod_config("pod-1");
   cfg1.core.leaseRenewalSlackMs = 300;
   auto p1 = spawn(cfg1);
   auto a = hb(request("a", 0), &p1);
   a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
   ASSERT_EQ(assigned(a).size(), 6u);
-  auto cfg2 = pod_config("pod-2", /*waitUntilWritable=*/false);
+  auto cfg2 = pod_config(pod_id_that(true), /*waitUntilWritable=*/false);  // it will take the group
   cfg2.core.leaseRenewalSlackMs = 300;
   auto p2 = spawn(cfg2);
   auto early = hb(request("b", 0), &p2);
   EXPECT_EQ(early.status, HeartbeatStatus::RETRY);
-  EXPECT_NE(early.message.value_or("").find("writes no group state"), std::string::npos) << early.message.value_or("");
+  EXPECT_NE(early.message.value_or("").find("serves no group"), std::string::npos) << early.message.value_or("");
   EXPECT_FALSE(stored().members.count("b")) << "nothing stored";
   const auto calls = mem_->calls();
   EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
   EXPECT_EQ(mem_->calls(), calls) << "pod-1 still answers alone: pod-2 cannot write yet";
   advance(400);  // pod-2's first pod lease (300 ms) and margin
-  ASSERT_TRUE(cfg2.pod->pod_view().may_write(now_));
-  ASSERT_FALSE(cfg1.pod->pod_view().sole(now_));
-  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  ASSERT_TRUE(cfg2.pod->pod_view()->owns(kKey.str(), now_));
+  ASSERT_FALSE(cfg1.pod->pod_view()->owns(kKey.str(), now_));
+  a = hb(request("a", a.memberEpoch, assigned(a)), &p2);
   auto b = hb(request("b", 0), &p2);
   ASSERT_EQ(b.status, HeartbeatStatus::OK);
   auto atP1 = hb(request("a", a.memberEpoch, assigned(a)), &p1);
-  EXPECT_EQ(atP1.status, HeartbeatStatus::REVOKE_PENDING) << "pod-1 checked its copy and saw b's join";
-  EXPECT_GE(atP1.groupEpoch, b.groupEpoch) << "no epoch older than one already given";
+  EXPECT_EQ(atP1.status, HeartbeatStatus::RETRY) << "pod-1, no longer the owner, checked its copy: the answer needs a write";
+  auto atP2 = hb(request("a", a.memberEpoch, assigned(a)), &p2);
+  EXPECT_EQ(atP2.status, HeartbeatStatus::REVOKE_PENDING) << "the owner saw b's join";
+  EXPECT_GE(atP2.groupEpoch, b.groupEpoch) << "no epoch older than one already given";
 }
 
 // Beats that fail for longer than the pod's window end its term: what it cached may have been
@@ -712,13 +753,13 @@ TEST_F(GroupActorTest, APodWhoseWindowLapsedChecksItsCopyAgain) {
   auto p1 = spawn(cfg);
   auto a = hb(request("a", 0), &p1);
   a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
-  const auto term = cfg.pod->pod_view().term;
+  const auto term = cfg.pod->pod_view()->term;
   mem_->set_unreachable(true);
   advance(400);  // beats fail: the window closes
   mem_->set_unreachable(false);
   advance(100);
-  ASSERT_TRUE(cfg.pod->pod_view().sole(now_));
-  EXPECT_GT(cfg.pod->pod_view().term, term);
+  ASSERT_TRUE(cfg.pod->pod_view()->owns(kKey.str(), now_));
+  EXPECT_GT(cfg.pod->pod_view()->term, term);
   const auto calls = mem_->calls();
   EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
   EXPECT_GT(mem_->calls(), calls) << "the first answer of the new term is confirmed by the store";

@@ -51,10 +51,11 @@ class Forward : public GroupStore {
                                     int64_t rev) override {
     return s_.finish_deadline_work(k, t, due, rev);
   }
-  Result<PodBeat> pod_beat(const std::string& p, Millis lease, std::size_t limit) override {
-    return s_.pod_beat(p, lease, limit);
+  Result<PodBeat> pod_beat(const std::string& p, Millis lease, std::size_t limit, const std::string& address) override {
+    return s_.pod_beat(p, lease, limit, address);
   }
   Result<bool> pod_leave(const std::string& p) override { return s_.pod_leave(p); }
+  Result<bool> mark_due(const GroupKey& k, Millis at) override { return s_.mark_due(k, at); }
   Result<int64_t> index_missing_deadlines(Millis now) override { return s_.index_missing_deadlines(now); }
   Result<DeleteStatus> delete_group(const GroupKey& k, int64_t rev, int64_t held = 0) override {
     return s_.delete_group(k, rev, held);
@@ -410,6 +411,18 @@ TYPED_TEST(StoreContract, PodsAreLiveForTheirLeaseOnTheStoresClock) {
   EXPECT_TRUE(p1->pod_beat("", 0, 10).value->livePods.empty());
 }
 
+TYPED_TEST(StoreContract, AGroupMarkedDueIsDueThenButNeverLater) {
+  auto p1 = this->backend.pod();
+  auto now = p1->pod_beat("", 0, 10).value->storeTimeMs;
+  const GroupKey other{"orders", "elsewhere"};
+  ASSERT_TRUE(p1->mark_due(other, now - 5).ok());
+  auto due = p1->pod_beat("", 0, 10).value->due;
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].str(), other.str());
+  ASSERT_TRUE(p1->mark_due(other, now + 3'600'000).ok());
+  EXPECT_EQ(p1->pod_beat("", 0, 10).value->due.size(), 1u) << "still due: marking never moves a deadline later";
+}
+
 // group::PodAuthority's input: a registration made while no other pod was live counts at once
 // (minus its time, so that a registration made afresh is told apart); one made among others from
 // its time. Renewals keep it; leaving and running out forget it.
@@ -431,12 +444,18 @@ TYPED_TEST(StoreContract, ARegistrationCountsFromItsTimeUnlessThePodWasAlone) {
   EXPECT_EQ(back.value->since, (std::vector<group::Millis>{back.value->storeTimeMs, b.value->storeTimeMs}))
       << "registered again among others: counts from then";
   // pod-c's registration runs out: it is forgotten with its time.
-  auto c = p1->pod_beat("pod-c", 1, 10);
+  auto c = p1->pod_beat("pod-c", 1, 10, "127.0.0.1:9003");
+  EXPECT_EQ(c.value->addresses, (std::vector<std::string>{"", "", "127.0.0.1:9003"})) << "kept with the registration";
   this->backend.wait_ms(20);
   auto seen = p1->pod_beat("", 0, 10);
   EXPECT_EQ(seen.value->livePods, (std::vector<std::string>{"pod-a", "pod-b"}));
   EXPECT_EQ(seen.value->since.size(), 2u);
   EXPECT_EQ(c.value->since.back(), c.value->storeTimeMs);
+  auto b2 = p1->pod_beat("pod-b", 60'000, 10, "127.0.0.1:9002");
+  EXPECT_EQ(b2.value->addresses, (std::vector<std::string>{"", "127.0.0.1:9002"}));
+  EXPECT_TRUE(*p1->pod_leave("pod-b").value);
+  EXPECT_EQ(p1->pod_beat("pod-b", 60'000, 10).value->addresses, (std::vector<std::string>{"", ""}))
+      << "leaving forgets the address";
 }
 
 TYPED_TEST(StoreContract, ADeletedGroupIsGoneFromEveryIndexButItsRevisionNeverGoesBack) {
@@ -702,6 +721,7 @@ TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
   EXPECT_EQ(key_slot(k.group_state(g)), key_slot(k.group_lock(g)));
   EXPECT_EQ(key_slot(k.pods()), key_slot(k.deadlines())) << "the pod script touches both";
   EXPECT_EQ(key_slot(k.pods()), key_slot(k.pods_since())) << "and the registrations";
+  EXPECT_EQ(key_slot(k.pods()), key_slot(k.pods_address())) << "and the addresses";
   EXPECT_EQ(key_slot(k.deadlines()), key_slot(k.deadline_revisions()));
   EXPECT_EQ(k.group_state(g), "rsc:{orders.v2/billing:eu}:state");
   EXPECT_EQ(k.shard_stream("orders", 3), "{orders:3}");
