@@ -404,6 +404,22 @@ void refuse_write(Self self, const Batch& ws, const std::string& why) {
   }
 }
 
+// The batch waits, first in the queue, until this pod serves the group (it is decided again then,
+// on the store's state: what it computed was on a copy this pod may not write).
+void hold_until_owner(Self self, const Batch& ws, group::Millis inMs) {
+  auto& st = self->state;
+  st.g.reset();
+  st.copyTerm = 0;
+  st.storedDeadline.reset();
+  for (auto it = ws.rbegin(); it != ws.rend(); ++it) {
+    if ((*it)->kind == Work::Kind::Tick && !(*it)->deadlineWork) continue;  // a tick redone with the next step anyway
+    st.queue.push_front(*it);
+    if ((*it)->kind == Work::Kind::Tick) st.tickQueued = true;
+  }
+  st.busy = true;
+  self->delayed_send(self, std::chrono::milliseconds(std::max<group::Millis>(1, inMs + 1)), resume_atom::value);
+}
+
 void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Event>&& events, double computeSeconds,
            const std::string& lockToken) {
   auto& st = self->state;
@@ -420,8 +436,11 @@ void write(Self self, const Batch& ws, group::Outcome&& o, std::vector<group::Ev
     }
   }
   // Only the group's owner writes it (group/pod_authority.hpp): an owner answering from its copy
-  // would not see another pod's change.
-  if (!verify && !p.may_write()) return refuse_write(self, ws, p.why_not(st.keyStr));
+  // would not see another pod's change. A pod about to own it holds the batch until it does.
+  if (!verify && !p.may_write()) {
+    if (p.view->owns_soon(st.keyStr, p.local, group::kOwnsSoonMs)) return hold_until_owner(self, ws, p.view->writableFrom - p.local);
+    return refuse_write(self, ws, p.why_not(st.keyStr));
+  }
   st.busy = true;
   CasCall call;
   call.key = st.key;
@@ -955,6 +974,11 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
         w->kind = Work::Kind::Tick;
         w->deadlineWork = true;
         enqueue(self, std::move(w));
+      },
+      // This pod serves the group now (hold_until_owner): what waited goes on.
+      [=](resume_atom) {
+        self->state.busy = false;
+        pump(self);
       },
       [=](watchdog_atom) {
         auto& st = self->state;

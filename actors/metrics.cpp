@@ -67,6 +67,14 @@ struct Metrics::Impl {
           .Register(*registry);
   prometheus::Counter& copyCurrent = copyChecks.Add({{"result", "current"}});
   prometheus::Counter& copyStale = copyChecks.Add({{"result", "stale"}});
+  prometheus::Family<prometheus::Counter>& forwards =
+      BuildCounter()
+          .Name("rsc_forwarded_calls_total")
+          .Help("Group calls this pod forwarded to the pod that serves the group, by result (unreachable: "
+                "answered RETRY)")
+          .Register(*registry);
+  prometheus::Counter& forwardAnswered = forwards.Add({{"result", "answered"}});
+  prometheus::Counter& forwardUnreachable = forwards.Add({{"result", "unreachable"}});
   prometheus::Counter& contention = BuildCounter()
                                         .Name("rsc_mutex_contention_total")
                                         .Help("Writes refused because another pod held the group mutex")
@@ -167,6 +175,7 @@ void Metrics::heartbeats_unwritten(std::size_t n) { impl_->unwritten.Increment(s
 void Metrics::rebalance() { impl_->rebalances.Increment(); }
 void Metrics::assignment_computed(double seconds) { impl_->assignment.Observe(seconds); }
 void Metrics::cas_conflict() { impl_->conflicts.Increment(); }
+void Metrics::forwarded(bool answered) { (answered ? impl_->forwardAnswered : impl_->forwardUnreachable).Increment(); }
 void Metrics::copy_check(bool current) { (current ? impl_->copyCurrent : impl_->copyStale).Increment(); }
 void Metrics::mutex_contention() { impl_->contention.Increment(); }
 void Metrics::store_error(const std::string& kind) { impl_->storeErrors.Add({{"kind", kind}}).Increment(); }

@@ -29,6 +29,7 @@ class Metrics {
   void rebalance();  // a group epoch bump
   void assignment_computed(double seconds);
   void cas_conflict();
+  void forwarded(bool answered);  // a group call sent on to the pod that serves the group
   void copy_check(bool current);  // a revision check before answering from the pod's copy
   void mutex_contention();
   void store_error(const std::string& kind);

@@ -20,6 +20,7 @@ struct PodState {
   bool indexed = false;  // groups written before the deadline index existed were indexed
   bool failing = false;
   std::size_t lastLive = 0;
+  std::string publishedAddress;  // this pod's address as the registry held it at the last beat
   std::chrono::steady_clock::time_point lastTrim = std::chrono::steady_clock::now();
 };
 
@@ -41,7 +42,10 @@ void trim_memory(Self self) {
 void beat(Self self) {
   auto& st = self->state;
   const auto sent = st.pod->local_now();
-  auto r = st.store->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit, st.pod->address());
+  // The address goes with a beat only while the registry does not hold it (first, changed, lost).
+  std::string address = st.pod->address();
+  if (address == st.publishedAddress) address.clear();
+  auto r = st.store->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit, address);
   const auto received = st.pod->local_now();
   if (!r.ok()) {
     if (!st.failing) log::warn("pod " + st.pod->pod_id() + ": pod registry not reachable: " + r.error.message);
@@ -55,9 +59,13 @@ void beat(Self self) {
               " live pod(s) share the groups' deadline work");
   st.lastLive = r.value->livePods.size();
   std::vector<group::PodSeen> seen;
-  for (std::size_t i = 0; i < r.value->livePods.size(); ++i)
+  st.publishedAddress.clear();
+  for (std::size_t i = 0; i < r.value->livePods.size(); ++i) {
+    if (r.value->livePods[i] == st.pod->pod_id() && i < r.value->addresses.size())
+      st.publishedAddress = r.value->addresses[i];
     seen.push_back({r.value->livePods[i], i < r.value->since.size() ? r.value->since[i] : 0,
                     i < r.value->addresses.size() ? r.value->addresses[i] : std::string()});
+  }
   st.pod->registry_seen(sent, received, r.value->storeTimeMs, seen);
   st.pod->set_live_pods(r.value->livePods);
   if (!st.indexed) {

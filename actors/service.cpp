@@ -70,6 +70,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   po.podLeaseMs = cfg.podLeaseMs;
   po.metrics = metrics;
   impl_->pod = std::make_shared<PodContext>(po);
+  impl_->pod->set_address(cfg.address);
   g.pod = impl_->pod;
   impl_->readyFreshMs = std::max<group::Millis>(1000, 2 * cfg.beat_ms());
   // One gateway per store connection: a group always meets the same store actor, whose
@@ -115,6 +116,8 @@ http::Placement Service::place(const store::GroupKey& key) {
   if (view->alone() && view->may_write(local)) return {};  // the common case of one pod: no hashing
   const std::string k = key.str();
   if (view->owns(k, local)) return {};
+  // About to serve it: the group actor holds what needs a write until then (it may read at once).
+  if (view->owns_soon(k, local, group::kOwnsSoonMs)) return {};
   const auto* owner = view->owner(k, local);
   if (owner == nullptr)
     return {K::Nowhere, {}, {}, impl_->pod->synced() ? "no pod of the registry serves groups yet" : "not connected to the store yet"};
@@ -122,6 +125,10 @@ http::Placement Service::place(const store::GroupKey& key) {
     return {K::Nowhere, owner->id, {}, "this pod's registration has lapsed (the store did not take its last beats)"};
   if (owner->address.empty()) return {K::Nowhere, owner->id, {}, "pod " + owner->id + " has not published its address yet"};
   return {K::Elsewhere, owner->id, owner->address, {}};
+}
+
+void Service::forwarded(bool answered) {
+  if (impl_->metrics) impl_->metrics->forwarded(answered);
 }
 
 void Service::set_address(std::string address) { impl_->pod->set_address(std::move(address)); }

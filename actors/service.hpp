@@ -35,6 +35,7 @@ struct ServiceConfig {
   int schedulerThreads = 0;
   bool logEvents = true;
   group::Millis podLeaseMs = 5000;       // a pod that has not renewed for this long is gone
+  std::string address;                   // where other pods reach this one (ip:port), if known yet
   group::Millis storeDeadlineMs = 1000;  // a heartbeat's store call not answered by then: RETRY
   group::Millis storeStallMs = 500;      // a round trip slower than this is an outage
   group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
@@ -63,6 +64,7 @@ class Service : public http::Backend {
   bool wait_for_store(group::Millis timeoutMs);
 
   http::Placement place(const store::GroupKey& key) override;
+  void forwarded(bool answered) override;
   // Where other pods reach this one (ip:port), told to them through the pod registry.
   void set_address(std::string address);
   const std::string& pod_id() const;

@@ -95,7 +95,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         for (std::size_t i = 0; i < batch.size(); ++i) batch[i].rp.deliver(CasReply{std::move(results[i])});
       },
       [=](lease_atom, const LeaseCall& c) -> LeaseReply {
-        if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>()};
+        if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>(), std::nullopt};
         LeaseReply reply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision), std::nullopt};
         if (reply.result.ok() && reply.result.value->status != store::LeaseStatus::NotHolder) {
           auto m = self->state.store->get_stream(c.key.streamPrefix);

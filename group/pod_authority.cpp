@@ -29,6 +29,11 @@ bool PodView::owns(const std::string& groupKey, Millis localNow) const {
   return o != nullptr && o->id == self;
 }
 
+bool PodView::owns_soon(const std::string& groupKey, Millis localNow, Millis withinMs) const {
+  if (localNow >= writableFrom || writableFrom - localNow > withinMs) return false;
+  return owns(groupKey, writableFrom);
+}
+
 std::shared_ptr<const PodView> PodAuthority::beat(Millis localSent, Millis localReceived, Millis storeNow,
                                                   const std::vector<PodSeen>& live) {
   const auto& prev = *view_;

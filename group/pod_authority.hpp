@@ -54,6 +54,10 @@ struct PodView {
   const Peer* owner(const std::string& groupKey, Millis localNow) const;
   // This pod serves the group now: it writes it and answers from its copy.
   bool owns(const std::string& groupKey, Millis localNow) const;
+  // This pod, still waiting to count itself established, will serve the group within `withinMs`:
+  // its calls wait here rather than bounce between two pods that each see the other as the owner
+  // for the margins' width (the old owner let the group go a margin before this pod's wait ends).
+  bool owns_soon(const std::string& groupKey, Millis localNow, Millis withinMs) const;
   // No other pod is live: every group is this pod's (what the check-free answer needs, cheaply).
   bool alone() const { return peers.size() == 1 && peers.front().id == self; }
 };
@@ -87,6 +91,11 @@ class PodAuthority {
   std::optional<Millis> since_;
   std::vector<std::pair<std::string, bool>> lastPeers_;  // id, established when that beat came back
 };
+
+// How long before it counts itself established a pod takes the calls of the groups it will serve
+// (PodView::owns_soon), holding those that need a write: longer than the two margins a handover
+// leaves open (at most 2 x 500 ms).
+inline constexpr Millis kOwnsSoonMs = 1200;
 
 // The default margin for a pod lease: a tenth of it, between 10 and 500 ms.
 Millis pod_authority_margin(Millis podLeaseMs);

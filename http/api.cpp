@@ -405,10 +405,16 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       };
       if (placed.kind == Placement::Kind::Elsewhere && req.forwardedBy.empty() && req.forwarder != nullptr) {
         // The owner writes the admin call's audit line; this pod's would be a second one.
-        return req.forwarder->forward(placed.address, req, respondAll,
-                                      [respondAll, unavailable, pod = placed.podId](const std::string& why) {
-                                        respondAll(unavailable("pod " + pod + " (which serves the group) " + why));
-                                      });
+        return req.forwarder->forward(
+            placed.address, req,
+            [&backend, respondAll](HttpResponse r) {
+              backend.forwarded(true);
+              respondAll(std::move(r));
+            },
+            [&backend, respondAll, unavailable, pod = placed.podId](const std::string& why) {
+              backend.forwarded(false);
+              respondAll(unavailable("pod " + pod + " (which serves the group) " + why));
+            });
       }
       if (placed.kind == Placement::Kind::Elsewhere)
         placed.why = req.forwardedBy.empty() ? "this server cannot forward to pod " + placed.podId

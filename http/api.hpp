@@ -65,6 +65,8 @@ class Backend {
   virtual ~Backend() = default;
   // Which pod serves the group's heartbeats and admin calls now. The default: this one.
   virtual Placement place(const store::GroupKey&) { return {}; }
+  // A call this pod forwarded was answered by the other pod (or it could not be reached).
+  virtual void forwarded(bool /*answered*/) {}
   virtual void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                          std::function<void(protocol::HeartbeatResponse)> done) = 0;
   // PUT (create or grow) or, with `createOnly`, POST (create; an existing stream is left alone).

@@ -23,10 +23,8 @@ struct KeySpace {
   // The pod registry and the deadline index share one hash tag: one slot, one node in a cluster.
   std::string pods() const { return ns + ":{coord}:pods"; }
   std::string deadlines() const { return ns + ":{coord}:due"; }
-  // When each live pod's registration counts from (0: it was alone when it registered).
-  std::string pods_since() const { return ns + ":{coord}:podsince"; }
-  // Where each live pod takes the calls other pods forward to it.
-  std::string pods_address() const { return ns + ":{coord}:podaddr"; }
+  // Each live pod's registration: when it counts from and where it takes forwarded calls.
+  std::string pods_info() const { return ns + ":{coord}:podinfo"; }
   std::string deadline_revisions() const { return ns + ":{coord}:duerev"; }
   std::string group_index() const { return ns + ":groups"; }
   std::string stream_meta(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}"; }

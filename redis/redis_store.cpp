@@ -306,7 +306,7 @@ Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, s
                                      const std::string& address) {
   using R = Result<PodBeat>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  auto r = run({evalsha(podBeat_, {keys_.pods(), keys_.deadlines(), keys_.pods_since(), keys_.pods_address()},
+  auto r = run({evalsha(podBeat_, {keys_.pods(), keys_.deadlines(), keys_.pods_info()},
                         {podId, std::to_string(leaseMs), std::to_string(dueLimit), address})})
                .front();
   if (!r.ok()) return R::failure(r.error);
@@ -323,10 +323,10 @@ Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, s
     pods.emplace_back(v.elements[1].elements[i].str, as_int(v.elements[3].elements[i]).value_or(0),
                       v.elements[4].elements[i].str);
   std::sort(pods.begin(), pods.end());
-  for (auto& [id, since, address] : pods) {
+  for (auto& [id, since, where] : pods) {
     b.livePods.push_back(std::move(id));
     b.since.push_back(since);
-    b.addresses.push_back(std::move(address));
+    b.addresses.push_back(std::move(where));
   }
   for (const auto& g : v.elements[2].elements) {
     const auto slash = g.str.find('/');
@@ -336,7 +336,7 @@ Result<PodBeat> RedisStore::pod_beat(const std::string& podId, Millis leaseMs, s
 }
 
 Result<bool> RedisStore::pod_leave(const std::string& podId) {
-  auto r = run({{"HDEL", keys_.pods_since(), podId}, {"HDEL", keys_.pods_address(), podId}, {"ZREM", keys_.pods(), podId}})
+  auto r = run({{"HDEL", keys_.pods_info(), podId}, {"ZREM", keys_.pods(), podId}})
                .back();
   if (!r.ok()) return Result<bool>::failure(r.error);
   if (r.value->is_error()) return reply_failure<bool>(*r.value, "pod leave");

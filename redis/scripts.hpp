@@ -131,39 +131,41 @@ return 1
 )lua";
 
 // KEYS[1] pod registry (zset pod -> lease end), KEYS[2] deadline index, KEYS[3] registrations
-// (hash pod -> store time it counts from; minus its registration time when no other pod was live
-// then: it counts at once). ARGV pod
-// id ('' = only read), lease ms, due limit. The store's clock decides: leases and deadlines are on it.
-// -> {now_ms, {live pods}, {due groups}, {since of each live pod}}
+// (hash pod -> "SINCE|ADDRESS": the store time its registration counts from, minus its
+// registration time when no other pod was live then, and where it takes forwarded calls).
+// ARGV pod id ('' = only read), lease ms, due limit, address ('' = unchanged). The store's clock
+// decides: leases and deadlines are on it. Six commands a beat; more only when a pod registers,
+// changes its address or ran out.
+// -> {now_ms, {live pods}, {due groups}, {since of each live pod}, {address of each live pod}}
 inline constexpr const char* kPodBeat = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-if #gone > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  redis.call('HDEL', KEYS[3], unpack(gone))
-  redis.call('HDEL', KEYS[4], unpack(gone))
+if redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) > 0 then
+  for _, p in ipairs(redis.call('HKEYS', KEYS[3])) do
+    if not redis.call('ZSCORE', KEYS[1], p) then redis.call('HDEL', KEYS[3], p) end
+  end
 end
 if ARGV[1] ~= '' then
-  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-    local others = redis.call('ZCARD', KEYS[1])
+  if redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) == 1 then
     local since = now
-    if others == 0 then since = -now end
-    redis.call('HSET', KEYS[3], ARGV[1], since)
+    if redis.call('ZCARD', KEYS[1]) == 1 then since = -now end
+    redis.call('HSET', KEYS[3], ARGV[1], since .. '|' .. ARGV[4])
+  elseif ARGV[4] ~= '' then
+    local cur = redis.call('HGET', KEYS[3], ARGV[1])
+    local since = (cur and tonumber(string.match(cur, '^(-?%d+)'))) or 0
+    redis.call('HSET', KEYS[3], ARGV[1], since .. '|' .. ARGV[4])
   end
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-  if ARGV[4] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[4]) end
 end
 local pods = redis.call('ZRANGE', KEYS[1], 0, -1)
 local since, addr = {}, {}
 if #pods > 0 then
-  since = redis.call('HMGET', KEYS[3], unpack(pods))
-  addr = redis.call('HMGET', KEYS[4], unpack(pods))
-end
--- A pod with no entry (registered by an older version) counts as established.
-for i = 1, #pods do
-  since[i] = tonumber(since[i]) or 0
-  addr[i] = addr[i] or ''
+  local info = redis.call('HMGET', KEYS[3], unpack(pods))
+  for i = 1, #pods do
+    -- A pod with no entry (registered by an older version) counts as established.
+    local v = info[i] or ''
+    since[i] = tonumber(string.match(v, '^(-?%d+)')) or 0
+    addr[i] = string.match(v, '|(.*)$') or ''
+  end
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 return {now, pods, due, since, addr}

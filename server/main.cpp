@@ -42,11 +42,20 @@ int main(int argc, char** argv) {
   log::info("rsc-coordinator starting: " + server::summary(cfg));
   if (cfg.auth.open()) log::warn("auth: no tokens configured, the server runs OPEN (anyone may call any endpoint)");
 
+  // Other pods forward the calls of the groups this pod serves to this address; known before the
+  // first pod beat unless the port is chosen at bind time.
+  const bool wildcard = cfg.http.host == "0.0.0.0" || cfg.http.host == "::";
+  auto advertise = [&](uint16_t port) {
+    return !cfg.advertise.empty() ? cfg.advertise : (wildcard ? "127.0.0.1" : cfg.http.host) + ":" + std::to_string(port);
+  };
+  auto serviceCfg = cfg.service;
+  if (cfg.http.port != 0) serviceCfg.address = advertise(cfg.http.port);
+
   auto metrics = std::make_shared<actors::Metrics>();
   auto redisOpts = cfg.redis;
   redisOpts.log = [](const std::string& m) { log::warn(m); };
   auto service = std::make_unique<actors::Service>(
-      cfg.service,
+      serviceCfg,
       [redisOpts](std::shared_ptr<store::CallObserver> observer, group::Millis commandTimeoutMs) {
         auto o = redisOpts;
         o.observer = std::move(observer);
@@ -71,10 +80,7 @@ int main(int argc, char** argv) {
     log::error(std::string("rsc-coordinator: ") + e.what());
     return 1;
   }
-  // Other pods forward the calls of the groups this pod serves to this address.
-  const bool wildcard = cfg.http.host == "0.0.0.0" || cfg.http.host == "::";
-  const std::string advertised =
-      !cfg.advertise.empty() ? cfg.advertise : (wildcard ? "127.0.0.1" : cfg.http.host) + ":" + std::to_string(srv.port());
+  const std::string advertised = advertise(srv.port());
   service->set_address(advertised);
   log::info("rsc-coordinator ready: serving http://" + cfg.http.host + ":" + std::to_string(srv.port()) +
             " with redis " + cfg.redis.host + ":" + std::to_string(cfg.redis.port) + "; pod " + service->pod_id() +

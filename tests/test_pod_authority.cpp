@@ -65,6 +65,13 @@ TEST(PodAuthority, ANewPodAmongOthersForwardsUntilItIsEstablishedThenServesItsSh
   const Millis from = 104 + (20'000 + kLease + kMargin - 20'002);
   EXPECT_EQ(v->writableFrom, from);
   const auto later = b.beat(1000, 1004, 20'902, live);
+  int soon = 0;
+  for (const auto& g : groups(40)) {
+    EXPECT_FALSE(later->owns_soon(g, from - 600, 500)) << "not within half a second yet";
+    soon += later->owns_soon(g, from - 300, 500) ? 1 : 0;
+    EXPECT_EQ(later->owns_soon(g, from - 300, 500), later->owns(g, from)) << "soon: exactly what it owns once established";
+  }
+  EXPECT_GT(soon, 0);
   int mine = 0;
   for (const auto& g : groups(40)) mine += later->owns(g, from) ? 1 : 0;
   EXPECT_GT(mine, 8) << "about half of the groups move to b";

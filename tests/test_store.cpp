@@ -453,6 +453,8 @@ TYPED_TEST(StoreContract, ARegistrationCountsFromItsTimeUnlessThePodWasAlone) {
   EXPECT_EQ(c.value->since.back(), c.value->storeTimeMs);
   auto b2 = p1->pod_beat("pod-b", 60'000, 10, "127.0.0.1:9002");
   EXPECT_EQ(b2.value->addresses, (std::vector<std::string>{"", "127.0.0.1:9002"}));
+  EXPECT_EQ(b2.value->since, b.value->since) << "a new address keeps the registration's time";
+  EXPECT_EQ(p1->pod_beat("pod-b", 60'000, 10).value->addresses, b2.value->addresses) << "kept while not sent again";
   EXPECT_TRUE(*p1->pod_leave("pod-b").value);
   EXPECT_EQ(p1->pod_beat("pod-b", 60'000, 10).value->addresses, (std::vector<std::string>{"", ""}))
       << "leaving forgets the address";
@@ -720,8 +722,7 @@ TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
   const GroupKey g{"orders.v2", "billing:eu"};
   EXPECT_EQ(key_slot(k.group_state(g)), key_slot(k.group_lock(g)));
   EXPECT_EQ(key_slot(k.pods()), key_slot(k.deadlines())) << "the pod script touches both";
-  EXPECT_EQ(key_slot(k.pods()), key_slot(k.pods_since())) << "and the registrations";
-  EXPECT_EQ(key_slot(k.pods()), key_slot(k.pods_address())) << "and the addresses";
+  EXPECT_EQ(key_slot(k.pods()), key_slot(k.pods_info())) << "and the registrations";
   EXPECT_EQ(key_slot(k.deadlines()), key_slot(k.deadline_revisions()));
   EXPECT_EQ(k.group_state(g), "rsc:{orders.v2/billing:eu}:state");
   EXPECT_EQ(k.shard_stream("orders", 3), "{orders:3}");
