@@ -564,3 +564,56 @@ TEST(TickDuty, AFrozenPodsGroupsAreJudgedByTheOthersWithinItsPodLeaseWhichStaysB
   EXPECT_LE(allExpiredAfter, 1500 + 600 + 500 + 1000) << "member lease + renewal slack (600) + pod lease + a beat and the work";
   if (HasFailure()) dump_logs({&survivor});
 }
+
+// Issue 25: each group has one owner pod; the others forward its calls there. Members that call
+// only pod A see no difference when the groups' owners change: a pod dies (its groups come back
+// to A within its pod lease) and another one joins (it takes its share once established).
+TEST(Ownership, GroupsMoveWhenAPodDiesAndWhenOneJoinsWhileMembersCallOnePod) {
+  RedisServer redis;
+  const auto args = fast(2000, {"--pod-lease-ms", "500"});
+  Coordinator a(redis.port(), args);
+  sleep_ms(300);
+  auto b = std::make_unique<Coordinator>(redis.port(), args);
+  sleep_ms(1000);  // b is established (a pod lease after it registered)
+  Heartbeaters hb({a.port()}, 30, 100);
+  hb.start(2);
+  sleep_ms(1000);
+  const double servedByB = metric(b->port(), "rsc_groups", 0);
+  EXPECT_GT(servedByB, 0) << "b serves a share of the groups";
+  EXPECT_LT(servedByB, 30);
+  EXPECT_GT(metric(a.port(), "rsc_forwarded_calls_total{result=\"answered\"}", 0), 0) << "a forwarded b's groups' calls";
+  auto before = hb.seen();
+  EXPECT_EQ(before.lost, 0);
+  EXPECT_EQ(before.retries, 0) << "no RETRY while the owners do not change";
+
+  // b dies: its groups' calls get RETRY until its registration runs out, then a serves them.
+  hb.reset_seen();
+  ::kill(b->pid(), SIGKILL);
+  const auto killed = Clock::now();
+  long allOkAfter = -1;
+  while (ms_since(killed) < 4000) {
+    sleep_ms(100);
+    const auto s = hb.seen();
+    hb.reset_seen();
+    if (s.retries == 0 && s.noAnswer == 0 && ms_since(killed) > 200) {
+      allOkAfter = ms_since(killed);
+      break;
+    }
+  }
+  std::printf("a pod killed: its groups were served again by the survivor after %ld ms (pod lease 500 ms)\n", allOkAfter);
+  EXPECT_GE(allOkAfter, 0);
+  EXPECT_LE(allOkAfter, 500 + 400 + 300) << "pod lease, a beat, a heartbeat round";
+  sleep_ms(300);
+  EXPECT_NEAR(metric(a.port(), "rsc_groups", 0), 30, 0.5) << "a serves every group";
+
+  // c joins: nothing is refused while it waits and while groups move to it.
+  hb.reset_seen();
+  Coordinator c(redis.port(), args);
+  sleep_ms(1500);
+  const auto seen = hb.seen();
+  EXPECT_EQ(seen.lost, 0);
+  EXPECT_EQ(seen.retries, 0) << "the handover leaves no gap: c holds the writes of groups it is about to serve";
+  EXPECT_GT(metric(c.port(), "rsc_groups", 0), 0) << "c serves a share";
+  hb.stop();
+  if (HasFailure()) dump_logs({&a, &c});
+}

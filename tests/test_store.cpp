@@ -453,7 +453,7 @@ TYPED_TEST(StoreContract, ARegistrationCountsFromItsTimeUnlessThePodWasAlone) {
   EXPECT_EQ(c.value->since.back(), c.value->storeTimeMs);
   auto b2 = p1->pod_beat("pod-b", 60'000, 10, "127.0.0.1:9002");
   EXPECT_EQ(b2.value->addresses, (std::vector<std::string>{"", "127.0.0.1:9002"}));
-  EXPECT_EQ(b2.value->since, b.value->since) << "a new address keeps the registration's time";
+  EXPECT_EQ(b2.value->since[1], b.value->since[1]) << "a new address keeps the registration's time";
   EXPECT_EQ(p1->pod_beat("pod-b", 60'000, 10).value->addresses, b2.value->addresses) << "kept while not sent again";
   EXPECT_TRUE(*p1->pod_leave("pod-b").value);
   EXPECT_EQ(p1->pod_beat("pod-b", 60'000, 10).value->addresses, (std::vector<std::string>{"", ""}))
