@@ -74,6 +74,12 @@ local_args = [a.replace(mount, tmp) for a in args]
 env = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
 env.update(cm)
 env["POD_IP"] = "10.1.2.3"
+# The container's own variables, with Kubernetes' $(VAR) expansion.
+for e in c["env"]:
+    if "value" in e:
+        env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), ""), e["value"])
+adv = env.get("RSC_ADVERTISE", "")
+check(adv == f"10.1.2.3:{port}", f"RSC_ADVERTISE is the pod's IP and the container port ({adv})")
 coord = os.path.join(build, "rsc-coordinator")
 r = subprocess.run([coord, "--check-config"] + local_args, env=env, capture_output=True, text=True)
 check(r.returncode == 0, "rsc-coordinator --check-config accepts the manifest: " + (r.stdout.strip() or r.stderr.strip())[:200])
@@ -95,6 +101,7 @@ try:
     run_args = list(local_args)
     run_args[run_args.index("--listen") + 1] = f"127.0.0.1:{cport}"
     env["RSC_REDIS"] = f"127.0.0.1:{rport}"
+    env["RSC_ADVERTISE"] = f"127.0.0.1:{cport}"  # loopback only here
     procs.append(subprocess.Popen([coord] + run_args, env=env, stdout=subprocess.DEVNULL,
                                   stderr=open(os.path.join(tmp, "pod.log"), "w")))
     def get(path):

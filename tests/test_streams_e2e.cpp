@@ -57,10 +57,24 @@ std::string temp_dir() {
 // merged logs and asserts I1, I4, duplicates, self-fence and per-key order.
 class StreamsRun {
  public:
-  StreamsRun(const std::string& redis, uint64_t seed)
+  // `behindProxy`: a third pod, and the consumers reach the pods through rsc-proxy (one URL, each
+  // connection to the next pod in turn, as a Kubernetes Service does).
+  StreamsRun(const std::string& redis, uint64_t seed, bool behindProxy = false)
       : rng(seed), seed_(seed), dir(temp_dir()), redis_(redis),
         podA(redis, fast()), podB(redis, fast()) {
     EXPECT_EQ(http_call(podA.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 16})").status, 200);
+    if (behindProxy) {
+      podC = std::make_unique<Coordinator>(redis, fast());
+      proxyPort = free_loopback_port();
+      proxy = std::make_unique<Process>(
+          std::vector<std::string>{RSC_PROXY_BIN, "--listen", "127.0.0.1:" + std::to_string(proxyPort), "--backends",
+                                   "127.0.0.1:" + std::to_string(podA.port()) + ",127.0.0.1:" +
+                                       std::to_string(podB.port()) + ",127.0.0.1:" + std::to_string(podC->port())},
+          dir + "/proxy.out");
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (http_call(proxyPort, "GET", "/healthz").status != 200 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   static std::vector<std::string> fast() {
     return {"--tick-interval-ms", "100", "--heartbeat-interval-ms", "200", "--member-lease-ttl-ms", std::to_string(kLeaseMs),
@@ -71,7 +85,8 @@ class StreamsRun {
   // (its id unless two processes share one).
   void start_consumer(const std::string& id, const std::string& memberId = {}) {
     const int pod = static_cast<int>(rng() % 2);
-    const std::string url = "http://127.0.0.1:" + std::to_string(pod == 0 ? podA.port() : podB.port());
+    const std::string url =
+        "http://127.0.0.1:" + std::to_string(proxy ? proxyPort : pod == 0 ? podA.port() : podB.port());
     ids.push_back(id);
     consumers[id] = std::make_unique<Process>(
         std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", url, "--redis", redis_, "--stream", "orders",
@@ -134,6 +149,9 @@ class StreamsRun {
   uint64_t seed_;
   std::string dir, redis_;
   Coordinator podA, podB;
+  std::unique_ptr<Coordinator> podC;
+  std::unique_ptr<Process> proxy;
+  int proxyPort = 0;
   std::vector<std::string> ids;
   std::map<std::string, std::unique_ptr<Process>> consumers;
   std::unique_ptr<Process> producer;
@@ -324,6 +342,29 @@ TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
   StreamsRun run("127.0.0.1:" + std::to_string(redis.port()), seed_from_env());
   member_chaos(run);
   run.check(run.all_records(), 8);
+}
+
+// Issue 25: the same behind a load balancer over three pods (each consumer's connection goes to
+// the next pod in turn, so a group's calls reach all three and two of them forward to the owner),
+// while one pod is frozen for longer than a member lease and resumed: one reader per shard,
+// nothing lost.
+TEST(Streams, BehindAProxyOverThreePodsOneFrozenPodOneReaderPerShardNothingLost) {
+  RedisServer redis;
+  StreamsRun run("127.0.0.1:" + std::to_string(redis.port()), seed_from_env(), /*behindProxy=*/true);
+  std::thread freezer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    ::kill(run.podB.pid(), SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 500));
+    ::kill(run.podB.pid(), SIGCONT);
+  });
+  member_chaos(run);
+  freezer.join();
+  run.check(run.all_records(), 8);
+  const double forwarded = metric(run.podA.port(), "rsc_forwarded_calls_total{result=\"answered\"}", 0) +
+                           metric(run.podB.port(), "rsc_forwarded_calls_total{result=\"answered\"}", 0) +
+                           metric(run.podC->port(), "rsc_forwarded_calls_total{result=\"answered\"}", 0);
+  std::printf("behind the proxy: %.0f calls forwarded to the group's owner\n", forwarded);
+  EXPECT_GT(forwarded, 0) << "the consumers' calls reached pods that do not serve the group";
 }
 
 // Issue 24: two processes with one member id. The first is frozen (SIGSTOP) while it reads; a
