@@ -24,6 +24,7 @@ for i in $(seq 1 "$pods"); do
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
 wait_pods_ready "$pods"
+wait_pods_serving "$pods"
 ./build/benchmarks/rsc-load --coordinator "$urls" --groups "$groups" --members-per-group 1 --threads 8 \
   --seconds 600 --rounds 1 --stream idle >"$dir/setup.txt"
 echo "setup: $(cat "$dir/setup.txt")"

@@ -27,9 +27,10 @@ for i in $(seq 1 "$pods"); do
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
 wait_pods_ready "$pods"
+wait_pods_serving "$pods"
 if [ "${RSC_LOAD_PROXY:-0}" = 1 ]; then
   pport=$(free_port)
-  ./build/benchmarks/rsc-proxy --listen "127.0.0.1:$pport" --backends "$(echo "$urls" | sed 's#http://##g')" 2>"$dir/proxy.log" &
+  ./build/rsc-proxy --listen "127.0.0.1:$pport" --backends "$(echo "$urls" | sed 's#http://##g')" 2>"$dir/proxy.log" &
   pids+=($!)
   for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$pport") 2>/dev/null && break; sleep 0.1; done
   urls="http://127.0.0.1:$pport"

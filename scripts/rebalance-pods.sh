@@ -2,9 +2,10 @@
 # Rebalance latency on one pod and on three pods behind a load balancer, in one run: a private
 # redis-server, three coordinator pods (default timings: heartbeat every 3 s) and rsc-proxy (a
 # loopback round-robin TCP proxy standing in for a Kubernetes Service) on free loopback ports; then
-# rsc-rebalance with the real member runtime (notifications on), first with every member talking
-# to pod 1 directly, then with every member talking to the proxy (its kept-alive connection lands
-# on one of the three pods). All stopped by pid at the end.
+# rsc-rebalance with the real member runtime (notifications on), first with one pod alone, then
+# with two more pods started and every member talking to the proxy (its kept-alive connection
+# lands on one of the three pods, which forwards a group's calls to the group's owner). All
+# stopped by pid at the end.
 #   bash scripts/rebalance-pods.sh [MEMBERS] [SHARDS] [TRIALS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,21 +15,27 @@ local_init rebalance-pods
 start_redis
 backends=""
 first=""
-for i in 1 2 3; do
+start_pod() {
+  local port
   port=$(free_port)
-  ./build/rsc-coordinator --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" 2>"$dir/pod$i.log" &
+  ./build/rsc-coordinator --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" 2>"$dir/pod$1.log" &
   pids+=($!)
   backends="${backends:+$backends,}127.0.0.1:$port"
   [ -n "$first" ] || first="http://127.0.0.1:$port"
-done
-wait_pods_ready 3
-pport=$(free_port)
-./build/benchmarks/rsc-proxy --listen "127.0.0.1:$pport" --backends "$backends" 2>"$dir/proxy.log" &
-pids+=($!)
-for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$pport") 2>/dev/null && break; sleep 0.1; done
-echo "### one pod (every member on pod 1)"
+}
+start_pod 1
+wait_pods_ready 1
+echo "### one pod"
 ./build/benchmarks/rsc-rebalance --coordinator "$first" --redis "127.0.0.1:$rport" --members "$members" \
   --shards "$shards" --trials "$trials" --modes on | tee "$dir/one.txt"
+start_pod 2
+start_pod 3
+wait_pods_ready 3
+wait_pods_serving 3  # the two new pods take their share of the groups one pod lease after they start
+pport=$(free_port)
+./build/rsc-proxy --listen "127.0.0.1:$pport" --backends "$backends" 2>"$dir/proxy.log" &
+pids+=($!)
+for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$pport") 2>/dev/null && break; sleep 0.1; done
 echo "### three pods behind rsc-proxy"
 ./build/benchmarks/rsc-rebalance --coordinator "http://127.0.0.1:$pport" --redis "127.0.0.1:$rport" \
   --members "$members" --shards "$shards" --trials "$trials" --modes on | tee "$dir/three.txt"
@@ -36,7 +43,7 @@ echo
 echo "== rebalance latency, median (max), join and graceful leave to converged"
 printf '%-28s %s\n' "one pod:" "$(grep '^notifications on' "$dir/one.txt" | sed 's/^notifications on *//')"
 printf '%-28s %s\n' "three pods behind a proxy:" "$(grep '^notifications on' "$dir/three.txt" | sed 's/^notifications on *//')"
-# How often a pod's copy was found stale (another pod had written) before an answer.
+# Calls forwarded to a group's owner, and copies checked (none found stale: only the owner writes).
 for b in ${backends//,/ }; do
-  echo "pod $b: $(curl -s "http://$b/metrics" | grep '^rsc_copy_checks_total' | tr '\n' ' ')"
+  echo "pod $b: $(curl -s "http://$b/metrics" | grep -E '^rsc_(copy_checks|forwarded_calls)_total' | tr '\n' ' ')"
 done

@@ -17,6 +17,7 @@ for i in 1 2; do
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
 wait_pods_ready 2
+wait_pods_serving 2
 # Members are spread over both pods: a join on one pod must reach owners talking to the other.
 ./build/benchmarks/rsc-rebalance --coordinator "$urls" --redis "127.0.0.1:$rport" --members "$members" \
   --shards "$shards" --trials "$trials" --background-groups "$background" "${@:5}"

@@ -34,6 +34,7 @@ for i in 1 2 3; do
   urls="${urls:+$urls,}http://127.0.0.1:$port"
 done
 wait_pods_ready 3
+wait_pods_serving 3
 
 echo "soak: $minutes min, $members members, 3 pods, Redis stalled at ${stall_at}s and restarted at ${restart_at}s; logs in $dir"
 "$B/benchmarks/rsc-soak" --coordinator "$urls" --seconds "$secs" --members "$members" --streams 10 \

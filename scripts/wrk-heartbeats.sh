@@ -26,10 +26,11 @@ for i in $(seq 1 "$npods"); do
   backends="${backends:+$backends,}127.0.0.1:$p"
 done
 wait_pods_ready "$npods"
+wait_pods_serving "$npods"
 port=${backends##*:}
 if [ "$npods" -gt 1 ]; then
   port=$(free_port)
-  ./build/benchmarks/rsc-proxy --listen "127.0.0.1:$port" --backends "$backends" 2>"$dir/proxy.log" &
+  ./build/rsc-proxy --listen "127.0.0.1:$port" --backends "$backends" 2>"$dir/proxy.log" &
   pids+=($!)
   for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   echo "wrk: $npods pods behind rsc-proxy"

@@ -33,6 +33,15 @@ redis_up() {  # redis_up PORT [redis-server args...]: starts one in $dir on PORT
   echo "redis-server did not start; see $dir/redis.log" >&2
   return 1
 }
+wait_pods_serving() {  # wait_pods_serving N: until N pods serve their share of the groups (a new pod waits a pod lease; 10 s at most)
+  local n
+  [ "$1" -le 1 ] && return
+  for _ in $(seq 1 100); do
+    n=$( (grep -l "serves the groups it owns" "$dir"/pod*.log 2>/dev/null || true) | wc -l)
+    [ "$n" -ge "$1" ] && return
+    sleep 0.1
+  done
+}
 wait_pods_ready() {  # wait_pods_ready N: until N coordinators logged "ready" in $dir/pod*.log (5 s at most)
   local n
   for _ in $(seq 1 50); do
