@@ -2,7 +2,7 @@
 #include <set>
 
 #include "actors/actors.hpp"
-#include "actors/log.hpp"
+#include "log/log.hpp"
 
 namespace rsc::actors {
 namespace {

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "actors/actors.hpp"
-#include "actors/log.hpp"
+#include "log/log.hpp"
 #include "group/coordinator.hpp"
 #include "group/describe.hpp"
 #include "group/freshness.hpp"
@@ -84,7 +84,7 @@ struct GroupActorState {
   // call whose reply is being handled (what a reply confirms, group/freshness.hpp).
   uint64_t asking = 0;
   uint64_t replying = 0;
-  std::chrono::steady_clock::time_point askedAt;
+  group::Millis askedAt = 0;  // on the pod's local clock (a fake one in tests)
   std::function<void()> giveUp;
   bool watchdog = false;
   std::optional<uint64_t> shapeBefore;  // group::shape_signature of the cache the step started from
@@ -105,7 +105,7 @@ void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
   auto& st = self->state;
   const uint64_t seq = st.copy.next_call();
   st.asking = seq;
-  st.askedAt = SteadyClock::now();
+  st.askedAt = st.cfg->pod->local_now();
   st.giveUp = [onError]() mutable {
     caf::error e = caf::make_error(caf::sec::request_timeout);
     onError(e);
@@ -192,13 +192,13 @@ bool copy_answers(Self self, const Powers& p, uint64_t arrival) {
   return st.copy.may_answer(arrival);
 }
 
+protocol::Timings timings(Self self) {
+  const auto& c = self->state.cfg->core;
+  return {c.heartbeatIntervalMs, c.rebalanceTimeoutMs, c.memberLeaseTtlMs};
+}
+
 protocol::HeartbeatResponse retry_response(Self self, const protocol::HeartbeatRequest& req, const std::string& why) {
-  auto r = protocol::error_response(req.requestId, req.memberId, HeartbeatStatus::RETRY, why);
-  r.memberEpoch = req.memberEpoch;
-  r.heartbeatIntervalMs = self->state.cfg->core.heartbeatIntervalMs;
-  r.rebalanceTimeoutMs = self->state.cfg->core.rebalanceTimeoutMs;
-  r.memberLeaseTtlMs = self->state.cfg->core.memberLeaseTtlMs;
-  return r;
+  return protocol::refusal(req.requestId, req.memberId, HeartbeatStatus::RETRY, why, timings(self), {}, req.memberEpoch);
 }
 
 void finish(Self self, const WorkPtr& w) {
@@ -648,9 +648,8 @@ void run_step(Self self, const WorkPtr& w) {
       if (!st.exists && is_join(*w) && st.groupsInStream) {
         if (auto refusal = group::refuse_new_group(static_cast<std::size_t>(*st.groupsInStream),
                                                    st.cfg->maxGroupsPerStream, st.key.streamPrefix)) {
-          auto r = protocol::error_response(w->hb.req.requestId, w->hb.req.memberId, HeartbeatStatus::INVALID_REQUEST,
-                                            *refusal, "consumerGroup");
-          r.heartbeatIntervalMs = st.cfg->core.heartbeatIntervalMs;
+          auto r = protocol::refusal(w->hb.req.requestId, w->hb.req.memberId, HeartbeatStatus::INVALID_REQUEST,
+                                     *refusal, timings(self), "consumerGroup");
           w->response = std::move(r);
           st.g.reset();  // counted again at the next join
           st.pending = {};
@@ -984,8 +983,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
         auto& st = self->state;
         st.watchdog = false;
         if (st.asking == 0) return;
-        const auto waited =
-            std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - st.askedAt).count();
+        const auto waited = st.cfg->pod->local_now() - st.askedAt;
         if (waited < st.cfg->storeDeadlineMs) return arm_watchdog(self, st.cfg->storeDeadlineMs - waited);
         auto giveUp = std::move(st.giveUp);
         st.giveUp = nullptr;

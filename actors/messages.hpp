@@ -23,7 +23,6 @@ using hb_atom = caf::atom_constant<caf::atom("hb")>;
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
 using remove_atom = caf::atom_constant<caf::atom("remove")>;
 using meta_atom = caf::atom_constant<caf::atom("meta")>;
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using load_atom = caf::atom_constant<caf::atom("load")>;
 using cas_atom = caf::atom_constant<caf::atom("cas")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;

@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "actors/actors.hpp"
-#include "actors/log.hpp"
+#include "log/log.hpp"
 
 namespace rsc::actors {
 namespace {
@@ -19,6 +19,7 @@ struct PodState {
   PodActorConfig cfg;
   bool indexed = false;  // groups written before the deadline index existed were indexed
   bool failing = false;
+  group::Millis lastOk = 0;  // local send time of the last beat that succeeded
   std::size_t lastLive = 0;
   std::string publishedAddress;  // this pod's address as the registry held it at the last beat
   std::chrono::steady_clock::time_point lastTrim = std::chrono::steady_clock::now();
@@ -42,9 +43,12 @@ void trim_memory(Self self) {
 void beat(Self self) {
   auto& st = self->state;
   const auto sent = st.pod->local_now();
-  // The address goes with a beat only while the registry does not hold it (first, changed, lost).
+  // The address goes with a beat only while the registry may not hold it: first, changed, or
+  // after beats failed or paused for half a pod lease (the registration may have run out, and a
+  // new one would start without it).
   std::string address = st.pod->address();
-  if (address == st.publishedAddress) address.clear();
+  const bool mayBeNew = st.failing || sent - st.lastOk >= st.cfg.podLeaseMs / 2;
+  if (address == st.publishedAddress && !mayBeNew) address.clear();
   auto r = st.store->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit, address);
   const auto received = st.pod->local_now();
   if (!r.ok()) {
@@ -53,6 +57,7 @@ void beat(Self self) {
     return;
   }
   st.failing = false;
+  st.lastOk = sent;
   st.pod->clock_sample(sent, received, r.value->storeTimeMs);
   if (r.value->livePods.size() != st.lastLive)
     log::info("pod " + st.pod->pod_id() + ": " + std::to_string(r.value->livePods.size()) +

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "actors/log.hpp"
+#include "log/log.hpp"
 #include "actors/metrics.hpp"
 
 namespace rsc::actors {

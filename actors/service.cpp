@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
-#include "actors/log.hpp"
+#include "log/log.hpp"
 
 namespace rsc::actors {
 

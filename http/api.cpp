@@ -198,11 +198,7 @@ HttpResponse heartbeat_answer(const protocol::HeartbeatResponse& r, bool authent
 HttpResponse refused_heartbeat(const Backend& backend, std::string_view requestId, const std::string& member,
                                HeartbeatStatus status, std::string message, int httpStatus = 0,
                                std::string field = {}) {
-  auto r = protocol::error_response(requestId, member, status, std::move(message), std::move(field));
-  const auto t = backend.timings();
-  r.heartbeatIntervalMs = t.heartbeatIntervalMs;
-  r.rebalanceTimeoutMs = t.rebalanceTimeoutMs;
-  r.memberLeaseTtlMs = t.memberLeaseTtlMs;
+  const auto r = protocol::refusal(requestId, member, status, std::move(message), backend.timings(), std::move(field));
   auto h = heartbeat_answer(r);
   if (httpStatus != 0) h.status = httpStatus;
   return h;

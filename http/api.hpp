@@ -95,11 +95,7 @@ class Backend {
   virtual std::string metrics_text() = 0;
   // The timings every heartbeat answer carries, for answers given before a group is asked (a
   // request refused as invalid still tells the member when to call again).
-  struct Timings {
-    int64_t heartbeatIntervalMs = 0;
-    int64_t rebalanceTimeoutMs = 0;
-    int64_t memberLeaseTtlMs = 0;
-  };
+  using Timings = protocol::Timings;
   virtual Timings timings() const = 0;
   // One audit line (see audit_line) per admin call, refused ones included; written to the log.
   virtual void audit(const std::string& line) = 0;

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/log.hpp"
+#include "log/log.hpp"
 
 namespace rsc::http {
 
@@ -84,10 +84,15 @@ void fail(beast::error_code ec, const char* what) {
 // Calls forwarded to the pod that serves their group, over kept-alive connections pooled per
 // pod address. Runs on one io_context's thread: no lock. A pooled connection that turns out to
 // be closed (the other pod restarted, or closed it idle) is given up and the call sent once more
-// on a new one; any other failure goes to the caller, which answers RETRY.
+// on a new one; any other failure goes to the caller, which answers RETRY. The pool keeps at most
+// kMaxIdle connections per pod and closes one idle for kIdleClose: under load they are reused at
+// once, and a burst (a store stall holds many calls at once) leaves no descriptors behind.
 class PodForwarder : public Forwarder {
  public:
-  PodForwarder(net::io_context& ioc, const ServerOptions& opts) : ioc_(ioc), opts_(opts) {}
+  static constexpr std::size_t kMaxIdle = 8;
+  static constexpr auto kIdleClose = std::chrono::milliseconds(1000);
+
+  PodForwarder(net::io_context& ioc, const ServerOptions& opts) : ioc_(ioc), opts_(opts), sweep_(ioc) {}
 
   void forward(const std::string& address, const HttpRequest& req, Respond respond,
                std::function<void(std::string)> failed) override {
@@ -131,17 +136,50 @@ class PodForwarder : public Forwarder {
     std::function<void(std::string)> failed;
   };
 
-  // An idle pooled connection to the address (kept-alive connections idle for 20 s are dropped:
-  // the other pod closes them after its idle timeout), or a new one.
+  // The most recently used idle connection to the address, or a new one.
   std::shared_ptr<Upstream> take(const std::string& address) {
     auto& idle = idle_[address];
     const auto now = std::chrono::steady_clock::now();
     while (!idle.empty()) {
       auto up = std::move(idle.back());
       idle.pop_back();
-      if (now - up->idleSince < std::chrono::seconds(20)) return up;
+      if (now - up->idleSince < kIdleClose) return up;
+      close(*up);
     }
     return std::make_shared<Upstream>(ioc_);
+  }
+
+  void put_back(const std::string& address, std::shared_ptr<Upstream> up) {
+    auto& idle = idle_[address];
+    if (idle.size() >= kMaxIdle) return close(*up);
+    up->idleSince = std::chrono::steady_clock::now();
+    idle.push_back(std::move(up));
+    if (!sweeping_) sweep_later();
+  }
+
+  static void close(Upstream& up) {
+    beast::error_code ignored;
+    up.stream.socket().close(ignored);
+  }
+
+  // Every half second while anything is pooled: connections idle for kIdleClose are closed.
+  void sweep_later() {
+    sweeping_ = true;
+    sweep_.expires_after(std::chrono::milliseconds(500));
+    sweep_.async_wait([this](beast::error_code ec) {
+      sweeping_ = false;
+      if (ec) return;
+      const auto now = std::chrono::steady_clock::now();
+      bool any = false;
+      for (auto& [address, idle] : idle_) {
+        // Oldest first: the pool is used from the back.
+        std::size_t keep = 0;
+        while (keep < idle.size() && now - idle[keep]->idleSince >= kIdleClose) close(*idle[keep++]);
+        idle.erase(idle.begin(), idle.begin() + static_cast<long>(keep));
+        any = any || !idle.empty();
+      }
+      if (any) sweep_later();
+    });
   }
 
   void send(const std::shared_ptr<Call>& call, std::shared_ptr<Upstream> up) {
@@ -169,13 +207,10 @@ class PodForwarder : public Forwarder {
             if (it != call->res.end()) out.headers.emplace_back(std::string(it->name_string()), std::string(it->value()));
           }
           out.body = std::move(call->res.body());
-          if (call->res.keep_alive()) {
-            up->idleSince = std::chrono::steady_clock::now();
-            idle_[call->address].push_back(up);
-          } else {
-            beast::error_code ignored;
-            up->stream.socket().close(ignored);
-          }
+          if (call->res.keep_alive())
+            put_back(call->address, up);
+          else
+            close(*up);
           call->respond(std::move(out));
         });
       });
@@ -194,6 +229,8 @@ class PodForwarder : public Forwarder {
   net::io_context& ioc_;
   const ServerOptions& opts_;
   std::map<std::string, std::vector<std::shared_ptr<Upstream>>> idle_;
+  net::steady_timer sweep_;
+  bool sweeping_ = false;
 };
 
 class Session : public std::enable_shared_from_this<Session> {

@@ -860,4 +860,15 @@ HeartbeatResponse error_response(std::string_view requestId, std::string_view me
   return r;
 }
 
+HeartbeatResponse refusal(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,
+                          std::string message, const Timings& timings, std::string field,
+                          std::optional<int32_t> memberEpoch) {
+  auto r = error_response(requestId, memberId, status, std::move(message), std::move(field));
+  r.heartbeatIntervalMs = timings.heartbeatIntervalMs;
+  r.rebalanceTimeoutMs = timings.rebalanceTimeoutMs;
+  r.memberLeaseTtlMs = timings.memberLeaseTtlMs;
+  if (memberEpoch) r.memberEpoch = *memberEpoch;
+  return r;
+}
+
 }  // namespace rsc::protocol

@@ -71,4 +71,11 @@ std::string encode(const StreamMetadata& m);
 HeartbeatResponse error_response(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,
                                   std::string message, std::string field = {});
 
+// The one builder of refused heartbeat answers (RETRY, INVALID_REQUEST, an authorization
+// failure...), wherever they are decided: the error shape with every timing filled in, and the
+// member's epoch echoed when it is known (a RETRY leaves the member where it is).
+HeartbeatResponse refusal(std::string_view requestId, std::string_view memberId, HeartbeatStatus status,
+                          std::string message, const Timings& timings, std::string field = {},
+                          std::optional<int32_t> memberEpoch = std::nullopt);
+
 }  // namespace rsc::protocol

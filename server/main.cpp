@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "actors/log.hpp"
+#include "log/log.hpp"
 #include "actors/service.hpp"
 #include "http/server.hpp"
 #include "redis/redis_store.hpp"

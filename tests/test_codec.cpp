@@ -179,6 +179,22 @@ TEST(Codec, ErrorBodyHasTheResponseShapeWithAMessage) {
   EXPECT_FALSE(j.contains("errorField")) << "no field named, none sent";
 }
 
+// Issue 26: one builder for every refused heartbeat answer, wherever it is decided.
+TEST(Codec, ARefusalCarriesEveryTimingAndEchoesTheMembersEpochWhenKnown) {
+  const Timings t{3000, 60000, 15000};
+  auto retry = refusal("rq", "m", HeartbeatStatus::RETRY, "store down", t, {}, 7);
+  EXPECT_EQ(retry.heartbeatIntervalMs, 3000);
+  EXPECT_EQ(retry.rebalanceTimeoutMs, 60000);
+  EXPECT_EQ(retry.memberLeaseTtlMs, 15000);
+  EXPECT_EQ(retry.memberEpoch, 7) << "a RETRY leaves the member where it is";
+  EXPECT_EQ(retry.responseTo, "rq");
+  auto invalid = refusal("rq", "m", HeartbeatStatus::INVALID_REQUEST, "full", t, "consumerGroup");
+  EXPECT_EQ(invalid.errorField, std::optional<std::string>("consumerGroup"));
+  EXPECT_EQ(invalid.memberEpoch, error_response("rq", "m", HeartbeatStatus::INVALID_REQUEST, "x").memberEpoch)
+      << "no epoch known: the error shape's";
+  EXPECT_EQ(invalid.memberLeaseTtlMs, 15000);
+}
+
 TEST(Codec, TheFieldAtFaultTravelsInErrorFieldAndSurvivesARoundTrip) {
   auto r = error_response("rq", "m", HeartbeatStatus::INVALID_REQUEST, "memberEpoch: 9 was never issued", "memberEpoch");
   r.assignment = Assignment{};  // on the wire an answer always has one

@@ -9,7 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actors.hpp"
-#include "actors/log.hpp"
+#include "log/log.hpp"
 #include "group/coordinator.hpp"
 #include "redis/memory_store.hpp"
 
@@ -104,6 +104,26 @@ class GroupActorTest : public ::testing::Test {
       const auto id = "pod-" + std::to_string(i);
       if ((group::rendezvous_weight(id, kKey.str()) > w1) == winsOverPod1) return id;
     }
+  }
+
+  // A pod with coarse lease renewal (300 ms of slack) and member a joined and settled on it.
+  struct SteadyPod {
+    GroupActorConfig cfg;
+    caf::actor actor;
+    protocol::HeartbeatResponse a;
+  };
+  SteadyPod steady_pod_with_member_a() {
+    SteadyPod p{pod_config("pod-1"), {}, {}};
+    p.cfg.core.leaseRenewalSlackMs = 300;
+    p.actor = spawn(p.cfg);
+    p.a = hb(request("a", 0), &p.actor);
+    const auto shards = [](const protocol::HeartbeatResponse& r) {
+      return r.assignment ? r.assignment->assignedShards : std::vector<int32_t>{};
+    };
+    p.a = hb(request("a", p.a.memberEpoch, shards(p.a)), &p.actor);
+    EXPECT_EQ(p.a.status, HeartbeatStatus::OK);
+    EXPECT_EQ(shards(p.a).size(), 6u);
+    return p;
   }
 
   // Stops a pod's actors (its pod actors leave the registry).
@@ -699,12 +719,7 @@ TEST_F(GroupActorTest, AnAnswerThatNeedsNoWriteComesOnlyFromACopyTheStoreConfirm
 // The only pod that writes answers from its own copy (group/pod_authority.hpp): nobody else can
 // have changed the group, so a steady heartbeat costs no store call at all.
 TEST_F(GroupActorTest, APodAloneAnswersSteadyHeartbeatsFromItsCopyWithNoStoreCall) {
-  auto cfg = pod_config("pod-1");
-  cfg.core.leaseRenewalSlackMs = 300;
-  auto p1 = spawn(cfg);
-  auto a = hb(request("a", 0), &p1);
-  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
-  ASSERT_EQ(a.status, HeartbeatStatus::OK);
+  auto [cfg, p1, a] = steady_pod_with_member_a();
   const auto calls = mem_->calls();
   const auto rev = stored().storeRevision;
   for (int i = 0; i < 5; ++i) EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
@@ -716,12 +731,7 @@ TEST_F(GroupActorTest, APodAloneAnswersSteadyHeartbeatsFromItsCopyWithNoStoreCal
 // A second pod registers: it writes nothing until the first can no longer be answering from its
 // copy; then it owns the group, and the first checks its copy (and writes nothing).
 TEST_F(GroupActorTest, ANewPodServesNothingUntilTheOldOwnerHasStoppedThenNoAnswerIsStale) {
-  auto cfg1 = pod_config("pod-1");
-  cfg1.core.leaseRenewalSlackMs = 300;
-  auto p1 = spawn(cfg1);
-  auto a = hb(request("a", 0), &p1);
-  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
-  ASSERT_EQ(assigned(a).size(), 6u);
+  auto [cfg1, p1, a] = steady_pod_with_member_a();
   auto cfg2 = pod_config(pod_id_that(true), /*waitUntilWritable=*/false);  // it will take the group
   cfg2.core.leaseRenewalSlackMs = 300;
   auto p2 = spawn(cfg2);
@@ -748,11 +758,7 @@ TEST_F(GroupActorTest, ANewPodServesNothingUntilTheOldOwnerHasStoppedThenNoAnswe
 // Beats that fail for longer than the pod's window end its term: what it cached may have been
 // changed by a pod that registered meanwhile, so the copy is confirmed by the store once again.
 TEST_F(GroupActorTest, APodWhoseWindowLapsedChecksItsCopyAgain) {
-  auto cfg = pod_config("pod-1");
-  cfg.core.leaseRenewalSlackMs = 300;
-  auto p1 = spawn(cfg);
-  auto a = hb(request("a", 0), &p1);
-  a = hb(request("a", a.memberEpoch, assigned(a)), &p1);
+  auto [cfg, p1, a] = steady_pod_with_member_a();
   const auto term = cfg.pod->pod_view()->term;
   mem_->set_unreachable(true);
   advance(400);  // beats fail: the window closes
@@ -766,4 +772,36 @@ TEST_F(GroupActorTest, APodWhoseWindowLapsedChecksItsCopyAgain) {
   const auto after = mem_->calls();
   EXPECT_EQ(hb(request("a", a.memberEpoch, assigned(a)), &p1).status, HeartbeatStatus::OK);
   EXPECT_EQ(mem_->calls(), after) << "then it answers alone again";
+}
+
+// Issue 26: the store deadline is kept on the pod's clock, so it is tested: a store that never
+// answers costs a heartbeat the store deadline (1000 ms here), then RETRY; nothing hangs.
+struct SilentStoreState {
+  std::vector<caf::typed_response_promise<LoadReply>> held;  // never delivered
+};
+caf::behavior silent_store(caf::stateful_actor<SilentStoreState>* self) {
+  return {
+      [=](load_atom, LoadCall&) -> caf::result<LoadReply> {
+        auto rp = self->make_response_promise<LoadReply>();
+        self->state.held.push_back(rp);
+        return rp;
+      },
+  };
+}
+
+TEST_F(GroupActorTest, AStoreThatNeverAnswersIsGivenUpAtTheStoreDeadline) {
+  auto silent = sys_->spawn(silent_store);
+  actors_.push_back(silent);
+  auto g = spawn_group_actor(*sys_, store::GroupKey{"orders", "silent"}, pod_config("pod-1"), silent);
+  actors_.push_back(g);
+  auto out = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  post(g, request("a", 0), out);
+  run();
+  advance(900);
+  EXPECT_FALSE(out->has_value()) << "still within the store deadline";
+  advance(200);
+  ASSERT_TRUE(out->has_value()) << "given up at the store deadline";
+  EXPECT_EQ((*out)->status, HeartbeatStatus::RETRY);
+  EXPECT_NE((*out)->message.value_or("").find("did not answer within 1000ms"), std::string::npos)
+      << (*out)->message.value_or("");
 }

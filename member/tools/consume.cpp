@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "actors/log.hpp"
+#include "log/log.hpp"
 #include "member/runtime.hpp"
 #include "redis/client.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/log.hpp"
+#include "log/log.hpp"
 
 #include <atomic>
 #include <chrono>
