@@ -208,4 +208,15 @@ struct Timings {
   int64_t memberLeaseTtlMs = 0;
 };
 
+// A consumer group of a stream: what the coordinator serves, stores and routes by.
+struct GroupKey {
+  std::string streamPrefix;
+  std::string consumerGroup;
+  std::string str() const { return streamPrefix + "/" + consumerGroup; }
+  friend bool operator==(const GroupKey& a, const GroupKey& b) {
+    return a.streamPrefix == b.streamPrefix && a.consumerGroup == b.consumerGroup;
+  }
+  friend bool operator<(const GroupKey& a, const GroupKey& b) { return a.str() < b.str(); }
+};
+
 }  // namespace rsc::protocol

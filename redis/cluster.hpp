@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "redis/connection.hpp"
-#include "redis/store.hpp"
+#include "redis/result.hpp"
 
 namespace rsc::store::cluster {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "redis/store.hpp"
+#include "redis/result.hpp"
 
 struct redisContext;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "redis/store.hpp"
+#include "redis/result.hpp"
 
 namespace rsc::store {
 

@@ -13,43 +13,9 @@
 
 #include "group/state.hpp"
 #include "protocol/types.hpp"
+#include "redis/result.hpp"
 
 namespace rsc::store {
-
-using group::Millis;
-
-struct GroupKey {
-  std::string streamPrefix;
-  std::string consumerGroup;
-  std::string str() const { return streamPrefix + "/" + consumerGroup; }
-  friend bool operator==(const GroupKey& a, const GroupKey& b) {
-    return a.streamPrefix == b.streamPrefix && a.consumerGroup == b.consumerGroup;
-  }
-  friend bool operator<(const GroupKey& a, const GroupKey& b) { return a.str() < b.str(); }
-};
-
-enum class ErrorKind {
-  Retryable,  // I/O, timeout, LOADING, BUSY, failover...: try again later (RETRY to members)
-  Fatal,      // a bug or a misconfiguration: retrying will not help
-  Corrupt,    // the stored value cannot be read (corrupted, foreign or newer format)
-  Invalid,    // the caller asked for something the store refuses (e.g. shrink a stream)
-};
-std::string to_string(ErrorKind k);
-
-struct Error {
-  ErrorKind kind = ErrorKind::Fatal;
-  std::string message;
-};
-
-template <typename T>
-struct Result {
-  std::optional<T> value;
-  Error error;
-  bool ok() const { return value.has_value(); }
-  static Result success(T v) { return Result{std::move(v), {}}; }
-  static Result failure(ErrorKind k, std::string msg) { return Result{std::nullopt, Error{k, std::move(msg)}}; }
-  static Result failure(Error e) { return Result{std::nullopt, std::move(e)}; }
-};
 
 // The store went back to an older revision than this process had seen for the group.
 struct Rollback {
@@ -217,7 +183,6 @@ std::string key_style_fixed(const std::string& streamPrefix, protocol::KeyStyle 
 // A random token of 128 bits, hex.
 std::string random_token();
 
-using LogFn = std::function<void(const std::string&)>;
 
 // Remembers, per group, the highest revision and group epoch this process has seen, to detect a
 // store that went back in time (restart without persistence, failover to a lagging replica).

@@ -779,7 +779,9 @@ TEST_F(GroupActorTest, APodWhoseWindowLapsedChecksItsCopyAgain) {
 struct SilentStoreState {
   std::vector<caf::typed_response_promise<LoadReply>> held;  // never delivered
 };
-caf::behavior silent_store(caf::stateful_actor<SilentStoreState>* self) {
+// (It takes an argument: CAF 0.17 spawns a function actor without one through an empty argument
+// tuple, which UBSan reports as a null reference.)
+caf::behavior silent_store(caf::stateful_actor<SilentStoreState>* self, std::string /*name*/) {
   return {
       [=](load_atom, LoadCall&) -> caf::result<LoadReply> {
         auto rp = self->make_response_promise<LoadReply>();
@@ -790,7 +792,7 @@ caf::behavior silent_store(caf::stateful_actor<SilentStoreState>* self) {
 }
 
 TEST_F(GroupActorTest, AStoreThatNeverAnswersIsGivenUpAtTheStoreDeadline) {
-  auto silent = sys_->spawn(silent_store);
+  auto silent = sys_->spawn(silent_store, std::string("silent-store"));
   actors_.push_back(silent);
   auto g = spawn_group_actor(*sys_, store::GroupKey{"orders", "silent"}, pod_config("pod-1"), silent);
   actors_.push_back(g);
