@@ -260,6 +260,9 @@ struct Member {
   Clock::time_point lastOkSent{};
   bool selfFenced = false;
   int seq = 0;
+  // Its group exists: a join of it was answered (read by the admin thread, which describes only
+  // such groups: a describe sent before the group's first join is rightly answered 404).
+  std::atomic<bool> joined{false};
 };
 
 json heartbeat_body(Member& m, int32_t epoch) {
@@ -419,6 +422,7 @@ void member_thread(Shared& sh, Member& m, unsigned seed) {
         }
         maxEpoch = std::max(maxEpoch, e);
         m.epoch = e;
+        if (e > 0) m.joined = true;
       }
       if (b.contains("assignment") && b["assignment"].is_object()) {
         auto target = shard_set(b["assignment"].value("assignedShards", json::array()));
@@ -478,6 +482,7 @@ void admin_thread(Shared& sh, std::vector<std::unique_ptr<Member>>& members, con
       case 0: what = "GET stream"; r = http.request("GET", "/coord/v1/streams/" + s, ""); break;
       case 1: what = "GET groups"; r = http.request("GET", "/coord/v1/streams/" + s + "/groups", ""); break;
       case 2:
+        if (!mem.joined) continue;
         what = "describe";
         r = http.request("GET", "/coord/v1/streams/" + mem.stream + "/groups/" + mem.group, "");
         break;
@@ -846,7 +851,7 @@ int main(int argc, char** argv) {
       if (n > fdsBefore[p][what]) std::cout << "  pod " << p << " has " << n - fdsBefore[p][what] << " more " << what << "\n";
     if (rssWarm[p] <= 0 || rssEnd[p] <= 0 || growth > 10.0 || total(fdsAfter[p]) > total(fdsBefore[p])) pass = false;
   }
-  for (const auto& [why, n] : c.retryWhy) std::cout << "  RETRY x" << n << ": " << why << "\n";
+  for (const auto& [reason, n] : c.retryWhy) std::cout << "  RETRY x" << n << ": " << reason << "\n";
   for (const auto& n : sh.book.examples()) std::cout << "  I1: " << n << "\n";
   for (const auto& n : c.notes) std::cout << "  note: " << n << "\n";
   std::cout << "result: " << (pass ? "PASS" : "FAIL") << "\n";
