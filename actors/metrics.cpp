@@ -195,6 +195,19 @@ void Metrics::store_outage() { impl_->outages.Increment(); }
 void Metrics::store_down(bool down) { impl_->storeDown.Set(down ? 1 : 0); }
 void Metrics::clock_offset(double seconds) { impl_->clockOffset.Set(seconds); }
 
+void Metrics::group_events(const std::vector<group::Event>& events, double computeSeconds) {
+  using K = group::Event::Kind;
+  for (const auto& e : events) {
+    switch (e.kind) {
+      case K::GROUP_EPOCH_BUMPED: rebalance(); break;
+      case K::FENCED: fenced(); break;
+      case K::EXPIRED: expired(); break;
+      case K::TARGET_COMPUTED: assignment_computed(computeSeconds); break;
+      default: break;
+    }
+  }
+}
+
 void Metrics::publish_group(const std::string& stream, const std::string& group, const group::GroupState& g) {
   Impl::GroupGauges next;
   for (const auto& [id, m] : g.members) {

@@ -46,6 +46,8 @@ class Metrics {
   void store_down(bool down);
   void clock_offset(double seconds);
 
+  // What a stored step's events count: rebalances, fencings, expiries, assignments computed.
+  void group_events(const std::vector<group::Event>& events, double computeSeconds);
   // Replaces this group's contribution to the member-state totals and its per-group gauges.
   void publish_group(const std::string& stream, const std::string& group, const group::GroupState& g);
   void forget_group(const std::string& stream, const std::string& group);

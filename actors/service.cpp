@@ -109,22 +109,36 @@ bool Service::wait_for_store(group::Millis timeoutMs) {
   return true;
 }
 
+namespace {
+
+// The store's answers, as the HTTP layer names them.
+http::Problem problem(const store::Error& e) {
+  using K = http::Problem::Kind;
+  switch (e.kind) {
+    case store::ErrorKind::Retryable: return {K::Unavailable, e.message};
+    case store::ErrorKind::Invalid: return {K::Conflict, e.message};
+    case store::ErrorKind::Corrupt: return {K::Corrupt, e.message};
+    case store::ErrorKind::Fatal: break;
+  }
+  return {K::Failed, e.message};
+}
+template <class T>
+http::Answer<T> answer(store::Result<T>&& r) {
+  if (!r.ok()) return http::Answer<T>::failure(problem(r.error));
+  return http::Answer<T>::success(std::move(*r.value));
+}
+static_assert(static_cast<int>(http::StreamWritten::Outcome::Exists) == static_cast<int>(store::StreamWrite::Outcome::Exists) &&
+              static_cast<int>(http::StreamWritten::Outcome::Grown) == static_cast<int>(store::StreamWrite::Outcome::Grown));
+static_assert(static_cast<int>(http::Deletion::HasLiveMembers) == static_cast<int>(store::GroupDeletion::HasLiveMembers) &&
+              static_cast<int>(http::Deletion::NotFound) == static_cast<int>(store::GroupDeletion::NotFound));
+}  // namespace
+
+static_assert(static_cast<int>(http::Placement::Kind::Nowhere) == static_cast<int>(group::PodView::Placement::Kind::Nowhere) &&
+              static_cast<int>(http::Placement::Kind::Elsewhere) == static_cast<int>(group::PodView::Placement::Kind::Elsewhere));
+
 http::Placement Service::place(const store::GroupKey& key) {
-  using K = http::Placement::Kind;
-  const auto view = impl_->pod->pod_view();
-  const auto local = impl_->pod->local_now();
-  if (view->alone() && view->may_write(local)) return {};  // the common case of one pod: no hashing
-  const std::string k = key.str();
-  if (view->owns(k, local)) return {};
-  // About to serve it: the group actor holds what needs a write until then (it may read at once).
-  if (view->owns_soon(k, local, group::kOwnsSoonMs)) return {};
-  const auto* owner = view->owner(k, local);
-  if (owner == nullptr)
-    return {K::Nowhere, {}, {}, impl_->pod->synced() ? "no pod of the registry serves groups yet" : "not connected to the store yet"};
-  if (owner->id == view->self)
-    return {K::Nowhere, owner->id, {}, "this pod's registration has lapsed (the store did not take its last beats)"};
-  if (owner->address.empty()) return {K::Nowhere, owner->id, {}, "pod " + owner->id + " has not published its address yet"};
-  return {K::Elsewhere, owner->id, owner->address, {}};
+  auto p = impl_->pod->pod_view()->place(key.str(), impl_->pod->local_now(), impl_->pod->synced());
+  return {static_cast<http::Placement::Kind>(p.kind), std::move(p.podId), std::move(p.address), std::move(p.why)};
 }
 
 void Service::forwarded(bool answered) {
@@ -144,7 +158,7 @@ void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest r
 }
 
 void Service::write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
-                           std::function<void(store::Result<store::StreamWrite>)> done) {
+                           std::function<void(http::Answer<http::StreamWritten>)> done) {
   auto gateways = impl_->gateways;
   const store::StreamPut put{req.shardCount.value_or(impl_->defaultShardCount), req.keyStyle, createOnly};
   const std::string who = req.requestedBy.empty() ? std::string() : " requested by " + req.requestedBy +
@@ -166,60 +180,68 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
                          caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
                        }
                    }
-                   done(std::move(r));
+                   if (!r.ok()) return done(http::Answer<http::StreamWritten>::failure(problem(r.error)));
+                   done(http::Answer<http::StreamWritten>::success(
+                       {r.value->meta, static_cast<http::StreamWritten::Outcome>(r.value->outcome)}));
                  }});
 }
 
-void Service::producer_routing(const store::GroupKey& key,
-                               std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) {
-  using R = store::Result<std::optional<protocol::StreamMetadata>>;
+void Service::producer_routing(const protocol::GroupKey& key,
+                               std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) {
+  using R = http::Answer<std::optional<protocol::StreamMetadata>>;
   const std::string startId = impl_->groupStart.start_id(key);
   caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
                    auto meta = s.get_stream(key.streamPrefix);
-                   if (!meta.ok() || !meta.value->has_value()) return done(std::move(meta));
+                   if (!meta.ok() || !meta.value->has_value()) return done(answer(std::move(meta)));
                    const auto& m = **meta.value;
                    // Producers write with NOMKSTREAM: the shard streams and the group's consumer
                    // group must exist before the first record. Every time (a stream deleted or a
                    // Redis restarted empty is repaired; what exists costs a BUSYGROUP answer).
                    auto p = s.provision(key, m.shardCount, startId);
-                   if (!p.ok()) return done(R::failure(p.error));
+                   if (!p.ok()) return done(R::failure(problem(p.error)));
                    if (*p.value > 0)
                      log::info("group " + key.str() + ": created the consumer group on " + std::to_string(*p.value) +
                                " of " + std::to_string(m.shardCount) + " shard streams for producers");
-                   done(std::move(meta));
+                   done(answer(std::move(meta)));
                  }});
 }
 
 void Service::get_stream(const std::string& prefix,
-                         std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) {
+                         std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,
-                 StoreTask{[=](store::GroupStore& s) { done(s.get_stream(prefix)); }});
+                 StoreTask{[=](store::GroupStore& s) { done(answer(s.get_stream(prefix))); }});
 }
 
-void Service::list_groups(const std::string& prefix, std::function<void(store::Result<std::vector<std::string>>)> done) {
+void Service::list_groups(const std::string& prefix, std::function<void(http::Answer<std::vector<std::string>>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,
-                 StoreTask{[=](store::GroupStore& s) { done(s.list_stream_groups(prefix)); }});
+                 StoreTask{[=](store::GroupStore& s) { done(answer(s.list_stream_groups(prefix))); }});
 }
 
-void Service::list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) { done(s.list_streams()); }});
+void Service::list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) { done(answer(s.list_streams())); }});
 }
 
 void Service::audit(const std::string& line) { log::info(line); }
 
-void Service::describe(const store::GroupKey& key,
-                       std::function<void(store::Result<std::optional<std::string>>)> done) {
-  caf::anon_send(impl_->gateway_for(key), describe_atom::value, key, DescribeCall{std::move(done)});
+void Service::describe(const protocol::GroupKey& key,
+                       std::function<void(http::Answer<std::optional<std::string>>)> done) {
+  caf::anon_send(impl_->gateway_for(key), describe_atom::value, key,
+                 DescribeCall{[done](store::Result<std::optional<std::string>> r) { done(answer(std::move(r))); }});
 }
 
-void Service::remove_member(const store::GroupKey& key, const std::string& memberId,
-                            std::function<void(store::Result<bool>)> done) {
-  caf::anon_send(impl_->gateway_for(key), remove_atom::value, key, RemoveCall{memberId, std::move(done)});
+void Service::remove_member(const protocol::GroupKey& key, const std::string& memberId,
+                            std::function<void(http::Answer<bool>)> done) {
+  caf::anon_send(impl_->gateway_for(key), remove_atom::value, key,
+                 RemoveCall{memberId, [done](store::Result<bool> r) { done(answer(std::move(r))); }});
 }
 
-void Service::delete_group(const store::GroupKey& key, bool fenceMembers,
-                           std::function<void(store::Result<store::GroupDeletion>)> done) {
-  caf::anon_send(impl_->gateway_for(key), delete_atom::value, key, DeleteCall{fenceMembers, std::move(done)});
+void Service::delete_group(const protocol::GroupKey& key, bool fenceMembers,
+                           std::function<void(http::Answer<http::Deletion>)> done) {
+  caf::anon_send(impl_->gateway_for(key), delete_atom::value, key,
+                 DeleteCall{fenceMembers, [done](store::Result<store::GroupDeletion> r) {
+                              if (!r.ok()) return done(http::Answer<http::Deletion>::failure(problem(r.error)));
+                              done(http::Answer<http::Deletion>::success(static_cast<http::Deletion>(*r.value)));
+                            }});
 }
 
 // Within a second, whatever the store does: a store the pod already knows to be down is answered

@@ -63,28 +63,28 @@ class Service : public http::Backend {
   // (the store is unreachable: heartbeats get RETRY until it is).
   bool wait_for_store(group::Millis timeoutMs);
 
-  http::Placement place(const store::GroupKey& key) override;
+  http::Placement place(const protocol::GroupKey& key) override;
   void forwarded(bool answered) override;
   // Where other pods reach this one (ip:port), told to them through the pod registry.
   void set_address(std::string address);
   const std::string& pod_id() const;
-  void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
+  void heartbeat(const protocol::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override;
   void write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
-                    std::function<void(store::Result<store::StreamWrite>)> done) override;
-  void producer_routing(const store::GroupKey& key,
-                        std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override;
+                    std::function<void(http::Answer<http::StreamWritten>)> done) override;
+  void producer_routing(const protocol::GroupKey& key,
+                        std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override;
   void get_stream(const std::string& prefix,
-                  std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override;
-  void list_groups(const std::string& prefix, std::function<void(store::Result<std::vector<std::string>>)> done) override;
-  void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) override;
-  void describe(const store::GroupKey& key,
-                std::function<void(store::Result<std::optional<std::string>>)> done) override;
+                  std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override;
+  void list_groups(const std::string& prefix, std::function<void(http::Answer<std::vector<std::string>>)> done) override;
+  void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override;
+  void describe(const protocol::GroupKey& key,
+                std::function<void(http::Answer<std::optional<std::string>>)> done) override;
   void audit(const std::string& line) override;
-  void remove_member(const store::GroupKey& key, const std::string& memberId,
-                     std::function<void(store::Result<bool>)> done) override;
-  void delete_group(const store::GroupKey& key, bool fenceMembers,
-                    std::function<void(store::Result<store::GroupDeletion>)> done) override;
+  void remove_member(const protocol::GroupKey& key, const std::string& memberId,
+                     std::function<void(http::Answer<bool>)> done) override;
+  void delete_group(const protocol::GroupKey& key, bool fenceMembers,
+                    std::function<void(http::Answer<http::Deletion>)> done) override;
   void ready(std::function<void(bool, std::string)> done) override;
   std::string metrics_text() override;
   Timings timings() const override;

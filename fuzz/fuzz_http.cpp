@@ -10,7 +10,7 @@ using namespace rsc;
 
 namespace {
 struct Fake : http::Backend {
-  void heartbeat(const store::GroupKey&, protocol::HeartbeatRequest req,
+  void heartbeat(const protocol::GroupKey&, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override {
     protocol::HeartbeatResponse r;
     r.responseTo = req.requestId;
@@ -18,34 +18,34 @@ struct Fake : http::Backend {
     done(r);
   }
   void write_stream(const std::string& p, const protocol::StreamRequest& r, bool createOnly,
-                    std::function<void(store::Result<store::StreamWrite>)> done) override {
-    done(store::Result<store::StreamWrite>::success(
+                    std::function<void(http::Answer<http::StreamWritten>)> done) override {
+    done(http::Answer<http::StreamWritten>::success(
         {{p, r.shardCount.value_or(16), 1, r.keyStyle.value_or(protocol::KeyStyle::Plain)},
-         createOnly ? store::StreamWrite::Outcome::Exists : store::StreamWrite::Outcome::Created}));
+         createOnly ? http::StreamWritten::Outcome::Exists : http::StreamWritten::Outcome::Created}));
   }
-  void producer_routing(const store::GroupKey& k,
-                        std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
-    done(store::Result<std::optional<protocol::StreamMetadata>>::success(
+  void producer_routing(const protocol::GroupKey& k,
+                        std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
+    done(http::Answer<std::optional<protocol::StreamMetadata>>::success(
         protocol::StreamMetadata{k.streamPrefix, 8, 1, protocol::KeyStyle::HashTag}));
   }
-  void get_stream(const std::string&, std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
-    done(store::Result<std::optional<protocol::StreamMetadata>>::success(std::nullopt));
+  void get_stream(const std::string&, std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
+    done(http::Answer<std::optional<protocol::StreamMetadata>>::success(std::nullopt));
   }
-  void list_groups(const std::string&, std::function<void(store::Result<std::vector<std::string>>)> done) override {
-    done(store::Result<std::vector<std::string>>::success({}));
+  void list_groups(const std::string&, std::function<void(http::Answer<std::vector<std::string>>)> done) override {
+    done(http::Answer<std::vector<std::string>>::success({}));
   }
-  void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) override {
-    done(store::Result<std::vector<std::string>>::success({"orders"}));
+  void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override {
+    done(http::Answer<std::vector<std::string>>::success({"orders"}));
   }
   void audit(const std::string&) override {}
-  void describe(const store::GroupKey&, std::function<void(store::Result<std::optional<std::string>>)> done) override {
-    done(store::Result<std::optional<std::string>>::failure(store::ErrorKind::Retryable, "down"));
+  void describe(const protocol::GroupKey&, std::function<void(http::Answer<std::optional<std::string>>)> done) override {
+    done(http::Answer<std::optional<std::string>>::failure(http::Problem::Kind::Unavailable, "down"));
   }
-  void remove_member(const store::GroupKey&, const std::string&, std::function<void(store::Result<bool>)> done) override {
-    done(store::Result<bool>::success(false));
+  void remove_member(const protocol::GroupKey&, const std::string&, std::function<void(http::Answer<bool>)> done) override {
+    done(http::Answer<bool>::success(false));
   }
-  void delete_group(const store::GroupKey&, bool, std::function<void(store::Result<store::GroupDeletion>)> done) override {
-    done(store::Result<store::GroupDeletion>::success(store::GroupDeletion::HasLiveMembers));
+  void delete_group(const protocol::GroupKey&, bool, std::function<void(http::Answer<http::Deletion>)> done) override {
+    done(http::Answer<http::Deletion>::success(http::Deletion::HasLiveMembers));
   }
   void ready(std::function<void(bool, std::string)> done) override { done(true, ""); }
   std::string metrics_text() override { return ""; }

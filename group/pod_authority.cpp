@@ -34,6 +34,26 @@ bool PodView::owns_soon(const std::string& groupKey, Millis localNow, Millis wit
   return owns(groupKey, writableFrom);
 }
 
+std::string PodView::why_not_serving(const std::string& groupKey, Millis localNow) const {
+  if (localNow < writableFrom)
+    return "this coordinator pod registered among others and serves no group for " +
+           std::to_string(writableFrom - localNow) + "ms more, until every pod has seen it";
+  if (!may_write(localNow)) return "this coordinator pod's registration has lapsed (the store did not take its last beats)";
+  const auto* o = owner(groupKey, localNow);
+  return "group " + groupKey + " is served by pod " + (o ? o->id : std::string("(none)")) + " now; try again";
+}
+
+PodView::Placement PodView::place(const std::string& groupKey, Millis localNow, bool synced) const {
+  using K = Placement::Kind;
+  if (alone() && may_write(localNow)) return {};  // the common case of one pod: no hashing
+  if (owns(groupKey, localNow) || owns_soon(groupKey, localNow, kOwnsSoonMs)) return {};
+  const auto* o = owner(groupKey, localNow);
+  if (o == nullptr) return {K::Nowhere, {}, {}, synced ? "no pod of the registry serves groups yet" : "not connected to the store yet"};
+  if (o->id == self) return {K::Nowhere, o->id, {}, "this pod's registration has lapsed (the store did not take its last beats)"};
+  if (o->address.empty()) return {K::Nowhere, o->id, {}, "pod " + o->id + " has not published its address yet"};
+  return {K::Elsewhere, o->id, o->address, {}};
+}
+
 std::shared_ptr<const PodView> PodAuthority::beat(Millis localSent, Millis localReceived, Millis storeNow,
                                                   const std::vector<PodSeen>& live) {
   const auto& prev = *view_;

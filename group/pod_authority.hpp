@@ -60,6 +60,19 @@ struct PodView {
   bool owns_soon(const std::string& groupKey, Millis localNow, Millis withinMs) const;
   // No other pod is live: every group is this pod's (what the check-free answer needs, cheaply).
   bool alone() const { return peers.size() == 1 && peers.front().id == self; }
+  // Why this pod does not write the group now, for the RETRY answer.
+  std::string why_not_serving(const std::string& groupKey, Millis localNow) const;
+
+  // Where a call for the group is served: here (this pod serves it, or will within kOwnsSoonMs and
+  // holds what needs a write until then), at another pod's address, or nowhere for now (why).
+  struct Placement {
+    enum class Kind { Here, Elsewhere, Nowhere };
+    Kind kind = Kind::Here;
+    std::string podId;
+    std::string address;
+    std::string why;
+  };
+  Placement place(const std::string& groupKey, Millis localNow, bool synced) const;
 };
 
 class PodAuthority {

@@ -165,6 +165,20 @@ struct Event {
   ShardSet shards;
   std::string detail;
 };
+// The store went back to an older revision than this process had seen for the group.
+struct Rollback {
+  bool detected = false;
+  int64_t seenRevision = 0;
+  int32_t seenGroupEpoch = 0;  // feed to recover_from_rollback
+};
+
+// A group's state as read from the store.
+struct Loaded {
+  bool exists = false;
+  GroupState state;  // storeRevision set; a fresh state with the key's names when !exists
+  Rollback rollback;
+};
+
 std::string to_string(Event::Kind k);
 std::string to_string(const Event& e);
 

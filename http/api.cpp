@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/codec.hpp"
-#include "redis/keys.hpp"
+#include "protocol/partition.hpp"
 
 namespace rsc::http {
 
@@ -210,7 +210,7 @@ std::string producer_routing_json(const protocol::StreamMetadata& m, const std::
   json shards = json::array();
   for (int32_t i = 0; i < m.shardCount; ++i) {
     const auto key = protocol::shard_stream_key(m.streamPrefix, m.keyStyle, i);
-    shards.push_back({{"shardIndex", i}, {"streamKey", key}, {"redisSlot", store::key_slot(key)}});
+    shards.push_back({{"shardIndex", i}, {"streamKey", key}, {"redisSlot", protocol::redis_key_slot(key)}});
   }
   return protocol::dump(json{{"streamPrefix", m.streamPrefix},
                              {"consumerGroup", group},
@@ -222,16 +222,17 @@ std::string producer_routing_json(const protocol::StreamMetadata& m, const std::
                              {"shards", std::move(shards)}});
 }
 
-HttpResponse store_error(const store::Error& e) {
+HttpResponse store_error(const Problem& e) {
+  using K = Problem::Kind;
   switch (e.kind) {
-    case store::ErrorKind::Retryable: {
+    case K::Unavailable: {
       auto r = plain_error(503, "RETRY", e.message);
       r.headers.emplace_back("Retry-After", "1");
       return r;
     }
-    case store::ErrorKind::Invalid: return plain_error(409, "CONFLICT", e.message);
-    case store::ErrorKind::Corrupt: return plain_error(500, "STORE_CORRUPT", e.message);
-    case store::ErrorKind::Fatal: return plain_error(500, "STORE_ERROR", e.message);
+    case K::Conflict: return plain_error(409, "CONFLICT", e.message);
+    case K::Corrupt: return plain_error(500, "STORE_CORRUPT", e.message);
+    case K::Failed: return plain_error(500, "STORE_ERROR", e.message);
   }
   return plain_error(500, "STORE_ERROR", e.message);
 }
@@ -386,7 +387,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
   // A group's heartbeats and admin calls are served by its owner (group/pod_authority.hpp): at
   // another pod, this one forwards them and hands back the answer, so members keep one URL.
   if (rt.kind == K::Heartbeat || rt.kind == K::RemoveMember || rt.kind == K::DeleteGroup) {
-    auto placed = backend.place(store::GroupKey{rt.stream, rt.group});
+    auto placed = backend.place(protocol::GroupKey{rt.stream, rt.group});
     if (placed.kind != Placement::Kind::Here) {
       // Nobody can serve it now: RETRY, as for a store that does not answer.
       auto unavailable = [&backend, kind = rt.kind, member = rt.member, body = req.body](const std::string& why) {
@@ -440,11 +441,11 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       auto n = protocol::decode_stream_request(req.body, post);
       if (!n.ok()) return respond(plain_error(400, "INVALID_REQUEST", n.error.message));
       const auto asked = *n.value;
-      backend.write_stream(rt.stream, asked, post, [respond, post, asked](store::Result<store::StreamWrite> r) {
+      backend.write_stream(rt.stream, asked, post, [respond, post, asked](Answer<StreamWritten> r) {
         if (!r.ok()) return respond(store_error(r.error));
         const auto& w = *r.value;
-        if (w.outcome == store::StreamWrite::Outcome::Created) return respond(json_ok(protocol::encode(w.meta), post ? 201 : 200));
-        if (w.outcome == store::StreamWrite::Outcome::Exists) {
+        if (w.outcome == StreamWritten::Outcome::Created) return respond(json_ok(protocol::encode(w.meta), post ? 201 : 200));
+        if (w.outcome == StreamWritten::Outcome::Exists) {
           // POST on a stream that exists: fine when it is what was asked for, a conflict otherwise.
           const bool same = (!asked.shardCount || *asked.shardCount == w.meta.shardCount) &&
                             (!asked.keyStyle || *asked.keyStyle == w.meta.keyStyle);
@@ -460,7 +461,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       return;
     }
     case K::ProducerRouting:
-      backend.producer_routing({rt.stream, rt.group}, [respond, rt](store::Result<std::optional<protocol::StreamMetadata>> r) {
+      backend.producer_routing({rt.stream, rt.group}, [respond, rt](Answer<std::optional<protocol::StreamMetadata>> r) {
         if (!r.ok()) return respond(store_error(r.error));
         if (!r.value->has_value())
           return respond(plain_error(404, "NOT_FOUND", "no such stream: " + rt.stream + "; create it first (POST or PUT)"));
@@ -468,7 +469,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       });
       return;
     case K::GetStream:
-      backend.get_stream(rt.stream, [respond, s = rt.stream](store::Result<std::optional<protocol::StreamMetadata>> r) {
+      backend.get_stream(rt.stream, [respond, s = rt.stream](Answer<std::optional<protocol::StreamMetadata>> r) {
         if (!r.ok()) return respond(store_error(r.error));
         if (!r.value->has_value()) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
         respond(json_ok(protocol::encode(**r.value)));
@@ -477,7 +478,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::ListStreams: {
       // A token scoped to some streams sees only those.
       const Token* t = decision.token;
-      backend.list_streams([respond, t](store::Result<std::vector<std::string>> r) {
+      backend.list_streams([respond, t](Answer<std::vector<std::string>> r) {
         if (!r.ok()) return respond(store_error(r.error));
         json names = json::array();
         for (const auto& s : *r.value)
@@ -498,13 +499,13 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       return respond(std::move(page));
     }
     case K::ListGroups:
-      backend.list_groups(rt.stream, [respond, s = rt.stream](store::Result<std::vector<std::string>> r) {
+      backend.list_groups(rt.stream, [respond, s = rt.stream](Answer<std::vector<std::string>> r) {
         if (!r.ok()) return respond(store_error(r.error));
         respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", *r.value}})));
       });
       return;
     case K::Describe:
-      backend.describe({rt.stream, rt.group}, [respond, rt](store::Result<std::optional<std::string>> r) {
+      backend.describe({rt.stream, rt.group}, [respond, rt](Answer<std::optional<std::string>> r) {
         if (!r.ok()) return respond(store_error(r.error));
         if (!r.value->has_value())
           return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
@@ -516,16 +517,16 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       if (q && *q != "true" && *q != "false")
         return respond(plain_error(400, "INVALID_REQUEST", "fenceMembers: must be true or false, not '" + *q + "'"));
       const bool fence = q && *q == "true";
-      backend.delete_group({rt.stream, rt.group}, fence, [respond, rt](store::Result<store::GroupDeletion> r) {
+      backend.delete_group({rt.stream, rt.group}, fence, [respond, rt](Answer<Deletion> r) {
         if (!r.ok()) return respond(store_error(r.error));
         switch (*r.value) {
-          case store::GroupDeletion::NotFound:
+          case Deletion::NotFound:
             return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-          case store::GroupDeletion::HasLiveMembers:
+          case Deletion::HasLiveMembers:
             return respond(plain_error(409, "GROUP_NOT_EMPTY",
                                        "group " + rt.stream + "/" + rt.group +
                                            " has live members; remove them first or send ?fenceMembers=true"));
-          case store::GroupDeletion::Deleted:
+          case Deletion::Deleted:
             return respond(json_ok(protocol::dump(
                 json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"deleted", true}})));
         }
@@ -533,7 +534,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       return;
     }
     case K::RemoveMember:
-      backend.remove_member({rt.stream, rt.group}, rt.member, [respond, rt](store::Result<bool> r) {
+      backend.remove_member({rt.stream, rt.group}, rt.member, [respond, rt](Answer<bool> r) {
         if (!r.ok()) return respond(store_error(r.error));
         if (!*r.value) return respond(plain_error(404, "NOT_FOUND", "no live member " + rt.member + " in " + rt.group));
         respond(json_ok(protocol::dump(json{{"memberId", rt.member}, {"state", "FENCED"}})));

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "protocol/types.hpp"
-#include "redis/store.hpp"
 
 namespace rsc::http {
 
@@ -49,6 +48,39 @@ class Forwarder {
                        std::function<void(std::string)> failed) = 0;
 };
 
+// What the coordinator answers this layer: a value, or a problem, named by what it means to an
+// HTTP client (the backend maps its store's errors to these; this layer knows no store).
+struct Problem {
+  enum class Kind {
+    Unavailable,  // the coordinator's store cannot answer now: 503 RETRY with Retry-After
+    Conflict,     // the store refuses what was asked (e.g. shrink a stream): 409
+    Corrupt,      // what is stored cannot be read: 500 STORE_CORRUPT
+    Failed,       // anything else: 500 STORE_ERROR
+  };
+  Kind kind = Kind::Failed;
+  std::string message;
+};
+
+template <typename T>
+struct Answer {
+  std::optional<T> value;
+  Problem error;
+  bool ok() const { return value.has_value(); }
+  static Answer success(T v) { return Answer{std::move(v), {}}; }
+  static Answer failure(Problem p) { return Answer{std::nullopt, std::move(p)}; }
+  static Answer failure(Problem::Kind k, std::string message) { return failure(Problem{k, std::move(message)}); }
+};
+
+// What a stream's PUT or POST came to.
+struct StreamWritten {
+  enum class Outcome { Created, Grown, Same, Exists };
+  protocol::StreamMetadata meta;
+  Outcome outcome = Outcome::Same;
+};
+
+// What an admin's delete of a group came to.
+enum class Deletion { Deleted, NotFound, HasLiveMembers };
+
 // Where a group's calls are served (group/pod_authority.hpp): by this pod, by the pod at
 // `address` (the call is forwarded there), or by none right now (the caller retries).
 struct Placement {
@@ -64,33 +96,33 @@ class Backend {
  public:
   virtual ~Backend() = default;
   // Which pod serves the group's heartbeats and admin calls now. The default: this one.
-  virtual Placement place(const store::GroupKey&) { return {}; }
+  virtual Placement place(const protocol::GroupKey&) { return {}; }
   // A call this pod forwarded was answered by the other pod (or it could not be reached).
   virtual void forwarded(bool /*answered*/) {}
-  virtual void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
+  virtual void heartbeat(const protocol::GroupKey& key, protocol::HeartbeatRequest req,
                          std::function<void(protocol::HeartbeatResponse)> done) = 0;
   // PUT (create or grow) or, with `createOnly`, POST (create; an existing stream is left alone).
   virtual void write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
-                            std::function<void(store::Result<store::StreamWrite>)> done) = 0;
+                            std::function<void(Answer<StreamWritten>)> done) = 0;
   // The stream's metadata for producers, after making sure every shard stream and the group's
   // Redis consumer group exist; std::nullopt when there is no such stream.
-  virtual void producer_routing(const store::GroupKey& key,
-                                std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) = 0;
+  virtual void producer_routing(const protocol::GroupKey& key,
+                                std::function<void(Answer<std::optional<protocol::StreamMetadata>>)> done) = 0;
   virtual void get_stream(const std::string& prefix,
-                          std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) = 0;
+                          std::function<void(Answer<std::optional<protocol::StreamMetadata>>)> done) = 0;
   virtual void list_groups(const std::string& prefix,
-                           std::function<void(store::Result<std::vector<std::string>>)> done) = 0;
+                           std::function<void(Answer<std::vector<std::string>>)> done) = 0;
   // Every stream the coordinator knows (created, or carrying a group), sorted.
-  virtual void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) = 0;
+  virtual void list_streams(std::function<void(Answer<std::vector<std::string>>)> done) = 0;
   // The describe JSON; std::nullopt when the group does not exist.
-  virtual void describe(const store::GroupKey& key,
-                        std::function<void(store::Result<std::optional<std::string>>)> done) = 0;
+  virtual void describe(const protocol::GroupKey& key,
+                        std::function<void(Answer<std::optional<std::string>>)> done) = 0;
   // true when the member existed and was fenced.
-  virtual void remove_member(const store::GroupKey& key, const std::string& memberId,
-                             std::function<void(store::Result<bool>)> done) = 0;
+  virtual void remove_member(const protocol::GroupKey& key, const std::string& memberId,
+                             std::function<void(Answer<bool>)> done) = 0;
   // Deletes an empty group (or, with fenceMembers, fences its live members first).
-  virtual void delete_group(const store::GroupKey& key, bool fenceMembers,
-                            std::function<void(store::Result<store::GroupDeletion>)> done) = 0;
+  virtual void delete_group(const protocol::GroupKey& key, bool fenceMembers,
+                            std::function<void(Answer<Deletion>)> done) = 0;
   virtual void ready(std::function<void(bool ok, std::string why)> done) = 0;
   virtual std::string metrics_text() = 0;
   // The timings every heartbeat answer carries, for answers given before a group is asked (a

@@ -63,4 +63,22 @@ uint32_t fnv1a_shard(std::string_view key, uint32_t shardCount) {
   return shardCount == 0 ? 0 : fnv1a_32(key) % shardCount;
 }
 
+uint16_t redis_crc16(std::string_view data) {
+  uint16_t crc = 0;
+  for (unsigned char c : data) {
+    crc ^= static_cast<uint16_t>(c) << 8;
+    for (int i = 0; i < 8; ++i) crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
+  }
+  return crc;
+}
+
+int redis_key_slot(std::string_view key) {
+  const auto open = key.find('{');
+  if (open != std::string_view::npos) {
+    const auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close != open + 1) key = key.substr(open + 1, close - open - 1);
+  }
+  return redis_crc16(key) & 16383;
+}
+
 }  // namespace rsc::protocol

@@ -17,4 +17,9 @@ uint32_t fnv1a_32(std::string_view data);
 uint32_t murmur3_unbiased_shard(std::string_view key, uint32_t shardCount);
 uint32_t fnv1a_shard(std::string_view key, uint32_t shardCount);
 
+// The Redis Cluster slot of a key (CRC16 of its {hash tag} if it has one, mod 16384): where a
+// producer's writes to a shard stream land, shown in the producer routing answer.
+uint16_t redis_crc16(std::string_view data);
+int redis_key_slot(std::string_view key);
+
 }  // namespace rsc::protocol

@@ -220,7 +220,7 @@ std::vector<Result<Value>> RedisClient::cluster_pipeline(const std::vector<Comma
             t.ask = rd->node;
           }
           again.push_back(t);
-        } else if (cluster::is_transient_cluster_error(r.value->str) && std::chrono::steady_clock::now() < giveUpAt) {
+        } else if (reply_error_resent_in_cluster(r.value->str) && std::chrono::steady_clock::now() < giveUpAt) {
           t.ask.reset();
           stale_ = true;
           backoff = true;

@@ -147,8 +147,4 @@ std::optional<std::string> routing_key(const Command& cmd) {
   return cmd[1];
 }
 
-bool is_transient_cluster_error(std::string_view error) {
-  return error.rfind("TRYAGAIN", 0) == 0 || error.rfind("CLUSTERDOWN", 0) == 0;
-}
-
 }  // namespace rsc::store::cluster

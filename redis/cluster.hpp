@@ -77,8 +77,5 @@ std::vector<NodeBatch> group_by_node(const SlotMap& map, const std::vector<std::
 // the subcommand, SPUBLISH/SSUBSCRIBE the channel; otherwise the first argument.
 std::optional<std::string> routing_key(const Command& cmd);
 
-// The error reply words that say a command was not executed and will pass later: TRYAGAIN (a
-// multi-key command during resharding), CLUSTERDOWN (a slot without a master, e.g. mid-failover).
-bool is_transient_cluster_error(std::string_view error);
 
 }  // namespace rsc::store::cluster

@@ -58,12 +58,7 @@ Value convert(const redisReply* r) {
 void RedisConnection::Free::operator()(redisContext* c) const { redisFree(c); }
 
 Error classify_reply_error(const std::string& message) {
-  static const char* const retryable[] = {"LOADING", "BUSY", "NOSCRIPT", "MASTERDOWN", "TRYAGAIN",
-                                          "CLUSTERDOWN", "READONLY", "OOM", "MOVED", "ASK"};
-  const auto word = message.substr(0, message.find(' '));
-  for (const char* r : retryable)
-    if (word == r) return {ErrorKind::Retryable, "redis: " + message};
-  return {ErrorKind::Fatal, "redis: " + message};
+  return {reply_error_passes(message) ? ErrorKind::Retryable : ErrorKind::Fatal, "redis: " + message};
 }
 
 RedisConnection::RedisConnection(RedisOptions opts) : opts_(std::move(opts)) {}
@@ -188,18 +183,9 @@ Result<std::optional<Value>> RedisConnection::next_push(Millis waitMs) {
   return R::success(convert(static_cast<redisReply*>(raw)));
 }
 
-namespace {
-// A reply that means the store cannot take writes now, though it answered.
-bool store_unavailable(const Value& v) {
-  if (!v.is_error()) return false;
-  const auto word = v.str.substr(0, v.str.find(' '));
-  return word == "LOADING" || word == "BUSY" || word == "MASTERDOWN" || word == "CLUSTERDOWN" || word == "TRYAGAIN";
-}
-}  // namespace
-
 bool store_answered(const std::vector<Result<Value>>& replies) {
   for (const auto& r : replies)
-    if (!r.ok() || store_unavailable(*r.value)) return false;
+    if (!r.ok() || (r.value->is_error() && reply_error_says_store_down(r.value->str))) return false;
   return true;
 }
 

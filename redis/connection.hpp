@@ -56,12 +56,10 @@ struct Value {
 
 using Command = std::vector<std::string>;
 
-// Maps a Redis error reply to retryable or fatal: LOADING, BUSY, NOSCRIPT, MASTERDOWN, TRYAGAIN,
-// CLUSTERDOWN, READONLY and OOM are conditions that pass; anything else (WRONGTYPE, ERR, NOPERM,
-// WRONGPASS...) will not pass by retrying.
+// Maps a Redis error reply to retryable or fatal (redis/result.hpp: reply_error_passes).
 Error classify_reply_error(const std::string& message);
 // What a CallObserver is told of a call: every reply came, and none says the store cannot serve now
-// (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN).
+// (redis/result.hpp: reply_error_says_store_down).
 bool store_answered(const std::vector<Result<Value>>& replies);
 
 class RedisConnection {

@@ -1,5 +1,7 @@
 #include "redis/keys.hpp"
 
+#include "protocol/partition.hpp"
+
 namespace rsc::store {
 
 std::string KeySpace::shard_stream(const std::string& prefix, int32_t shard) const {
@@ -19,22 +21,7 @@ std::string KeySpace::shard_stream(const std::string& prefix, int32_t shard) con
   return out;
 }
 
-uint16_t crc16(std::string_view data) {
-  uint16_t crc = 0;
-  for (unsigned char c : data) {
-    crc ^= static_cast<uint16_t>(c) << 8;
-    for (int i = 0; i < 8; ++i) crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
-  }
-  return crc;
-}
-
-int key_slot(std::string_view key) {
-  const auto open = key.find('{');
-  if (open != std::string_view::npos) {
-    const auto close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close != open + 1) key = key.substr(open + 1, close - open - 1);
-  }
-  return crc16(key) & 16383;
-}
+uint16_t crc16(std::string_view data) { return protocol::redis_crc16(data); }
+int key_slot(std::string_view key) { return protocol::redis_key_slot(key); }
 
 }  // namespace rsc::store

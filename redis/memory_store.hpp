@@ -96,12 +96,5 @@ class MemoryStore : public GroupStore {
   RevisionTracker tracker_;
 };
 
-// Builds the field writes of one CAS (shared by both stores): the fields to set and to delete.
-struct FieldWrites {
-  std::vector<std::pair<std::string, std::string>> set;
-  std::vector<std::string> del;
-  bool full = false;  // replace the whole hash
-};
-FieldWrites field_writes(const group::GroupState& next, const group::Delta* delta);
 
 }  // namespace rsc::store

@@ -5,7 +5,6 @@
 #include <set>
 #include <cstdlib>
 
-#include "redis/memory_store.hpp"
 #include "redis/scripts.hpp"
 #include "redis/state_codec.hpp"
 

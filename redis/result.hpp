@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "protocol/types.hpp"
 
@@ -40,5 +41,17 @@ struct Result {
   static Result failure(ErrorKind k, std::string msg) { return Result{std::nullopt, Error{k, std::move(msg)}}; }
   static Result failure(Error e) { return Result{std::nullopt, std::move(e)}; }
 };
+
+// What a Redis error reply's first word says, from one table of the words rsc knows (any other
+// word, e.g. WRONGTYPE, ERR, NOPERM, is none of these). Three questions, each its own column:
+// - will it pass if tried again later (LOADING, BUSY, NOSCRIPT, MASTERDOWN, TRYAGAIN, CLUSTERDOWN,
+//   READONLY, OOM, MOVED, ASK): the error is Retryable, else Fatal;
+bool reply_error_passes(std::string_view reply);
+// - does it say the store cannot serve now, though it answered (LOADING, BUSY, MASTERDOWN,
+//   CLUSTERDOWN, TRYAGAIN): the pod counts the store as unavailable;
+bool reply_error_says_store_down(std::string_view reply);
+// - is the command re-sent at once, within the cluster retry budget (TRYAGAIN: a multi-key command
+//   during resharding; CLUSTERDOWN: a slot without a master, e.g. mid-failover).
+bool reply_error_resent_in_cluster(std::string_view reply);
 
 }  // namespace rsc::store

@@ -277,4 +277,21 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
   return R::success(std::move(g));
 }
 
+FieldWrites field_writes(const group::GroupState& next, const group::Delta* delta) {
+  FieldWrites w;
+  if (delta == nullptr) {
+    w.full = true;
+    w.set.emplace_back(kGroupField, encode_group_fields(next));
+    for (const auto& [id, m] : next.members) w.set.emplace_back(kMemberFieldPrefix + id, encode_member(m));
+    return w;
+  }
+  if (delta->group) w.set.emplace_back(kGroupField, encode_group_fields(next));
+  for (const auto& id : delta->upserted) {
+    auto it = next.members.find(id);
+    if (it != next.members.end()) w.set.emplace_back(kMemberFieldPrefix + id, encode_member(it->second));
+  }
+  for (const auto& id : delta->removed) w.del.push_back(kMemberFieldPrefix + id);
+  return w;
+}
+
 }  // namespace rsc::store

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "group/state.hpp"
 #include "redis/store.hpp"
@@ -33,5 +34,13 @@ bool is_remnant(const FieldMap& fields);
 int64_t remnant_grants_held_until(const FieldMap& fields);
 // Corrupt errors name the field and say what is wrong with it.
 Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fields);
+
+// Builds the field writes of one CAS (shared by both stores): the fields to set and to delete.
+struct FieldWrites {
+  std::vector<std::pair<std::string, std::string>> set;
+  std::vector<std::string> del;
+  bool full = false;  // replace the whole hash
+};
+FieldWrites field_writes(const group::GroupState& next, const group::Delta* delta);
 
 }  // namespace rsc::store

@@ -17,18 +17,9 @@
 
 namespace rsc::store {
 
-// The store went back to an older revision than this process had seen for the group.
-struct Rollback {
-  bool detected = false;
-  int64_t seenRevision = 0;
-  int32_t seenGroupEpoch = 0;  // feed to group::recover_from_rollback
-};
-
-struct Loaded {
-  bool exists = false;
-  group::GroupState state;  // storeRevision set; a fresh state with the key's names when !exists
-  Rollback rollback;
-};
+// What a read of a group's state brought (group/state.hpp: the core adopts it).
+using Rollback = group::Rollback;
+using Loaded = group::Loaded;
 
 struct CasRequest {
   GroupKey key;

@@ -51,6 +51,29 @@ std::string key_in(int from, int to) {
 
 }  // namespace
 
+// One table of error words answers three questions (redis/result.hpp), each from its own column.
+TEST(ErrorReplies, RetryingStoreDownAndResendingAreThreeQuestionsOfOneTable) {
+  for (const char* w : {"LOADING x", "BUSY x", "MASTERDOWN x", "TRYAGAIN x", "CLUSTERDOWN x"}) {
+    EXPECT_TRUE(reply_error_passes(w)) << w;
+    EXPECT_TRUE(reply_error_says_store_down(w)) << w;
+  }
+  for (const char* w : {"NOSCRIPT x", "READONLY x", "OOM x", "MOVED 1 a:1", "ASK 1 a:1"}) {
+    EXPECT_TRUE(reply_error_passes(w)) << w;
+    EXPECT_FALSE(reply_error_says_store_down(w)) << w;  // the store serves; this call must be redone
+    EXPECT_FALSE(reply_error_resent_in_cluster(w)) << w;
+  }
+  EXPECT_TRUE(reply_error_resent_in_cluster("TRYAGAIN Multiple keys request during rehashing of slot"));
+  EXPECT_TRUE(reply_error_resent_in_cluster("CLUSTERDOWN The cluster is down"));
+  EXPECT_FALSE(reply_error_resent_in_cluster("LOADING Redis is loading"));
+  for (const char* w : {"WRONGTYPE x", "ERR unknown command", "NOPERM x", "BUSYGROUP x", "LOADINGX", ""}) {
+    EXPECT_FALSE(reply_error_passes(w)) << w;
+    EXPECT_FALSE(reply_error_says_store_down(w)) << w;
+    EXPECT_FALSE(reply_error_resent_in_cluster(w)) << w;
+  }
+  EXPECT_EQ(classify_reply_error("OOM command not allowed").kind, ErrorKind::Retryable);
+  EXPECT_EQ(classify_reply_error("WRONGPASS invalid").kind, ErrorKind::Fatal);
+}
+
 TEST(ClusterRouting, AddressesAndRedirectsAreReadAsRedisPrintsThem) {
   EXPECT_EQ(parse_node("127.0.0.1:7001", "h"), (Node{"127.0.0.1", 7001}));
   EXPECT_EQ(parse_node("::1:7001", "h"), (Node{"::1", 7001})) << "IPv6: the port follows the last colon";

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -175,8 +176,17 @@ TEST(Compat, TheReferenceClientsExchangesWork) {
 
   // Growth: the new shard streams get the group's consumer group before anyone reads them.
   ASSERT_EQ(http_call(port, "PUT", "/coord/v1/streams/orders", R"({"shardCount": 6})").status, 200);
-  auto afterGrowth = hb("m-b", client_heartbeat("m-b", gotB.json()["memberEpoch"], given, 1));
-  EXPECT_EQ(afterGrowth.status, 200);
+  // The PUT tells every group of the stream without waiting for them: a heartbeat may come first.
+  // Once an answer carries the new metadata version, the new shards' consumer groups exist.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  int32_t seenVersion = 0;
+  while (seenVersion < 2 && std::chrono::steady_clock::now() < until) {
+    auto afterGrowth = hb("m-b", client_heartbeat("m-b", gotB.json()["memberEpoch"], given, 1));
+    ASSERT_EQ(afterGrowth.status, 200);
+    seenVersion = afterGrowth.json().value("metadataVersion", 0);
+    if (seenVersion < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(seenVersion, 2);
   for (int s = 4; s < 6; ++s) EXPECT_TRUE(has_group(admin, "orders:" + std::to_string(s), "billing")) << s;
   EXPECT_EQ(http_call(port, "GET", "/coord/v1/streams/orders/groups/billing/producer-routing").json()["shardCount"], 6);
 

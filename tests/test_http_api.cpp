@@ -18,14 +18,14 @@ namespace {
 struct FakeBackend : Backend {
   int heartbeats = 0;
   protocol::HeartbeatRequest lastRequest;
-  store::GroupKey lastKey;
+  protocol::GroupKey lastKey;
   protocol::HeartbeatStatus answer = protocol::HeartbeatStatus::OK;
   bool storeDown = false;
   bool readyOk = true;
   std::vector<std::string> deletes;
-  store::GroupDeletion deletion = store::GroupDeletion::Deleted;
+  http::Deletion deletion = http::Deletion::Deleted;
 
-  void heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
+  void heartbeat(const protocol::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override {
     ++heartbeats;
     lastKey = key;
@@ -38,54 +38,54 @@ struct FakeBackend : Backend {
   }
   // A stream "orders" of 16 shards exists; PUT grows it, POST creates others.
   void write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
-                    std::function<void(store::Result<store::StreamWrite>)> done) override {
-    using R = store::Result<store::StreamWrite>;
-    using O = store::StreamWrite::Outcome;
-    if (storeDown) return done(R::failure(store::ErrorKind::Retryable, "down"));
+                    std::function<void(http::Answer<http::StreamWritten>)> done) override {
+    using R = http::Answer<http::StreamWritten>;
+    using O = http::StreamWritten::Outcome;
+    if (storeDown) return done(R::failure(http::Problem::Kind::Unavailable, "down"));
     const int32_t n = req.shardCount.value_or(16);
     lastStreamRequest = req;
     if (prefix != "orders") return done(R::success({{prefix, n, 1, req.keyStyle.value_or(protocol::KeyStyle::Plain)}, O::Created}));
     if (createOnly) return done(R::success({{prefix, 16, 1, protocol::KeyStyle::Plain}, O::Exists}));
-    if (n < 16) return done(R::failure(store::ErrorKind::Invalid, "only grow"));
+    if (n < 16) return done(R::failure(http::Problem::Kind::Conflict, "only grow"));
     done(R::success({{prefix, n, 2, protocol::KeyStyle::Plain}, n == 16 ? O::Same : O::Grown}));
   }
-  void producer_routing(const store::GroupKey& key,
-                        std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
-    using R = store::Result<std::optional<protocol::StreamMetadata>>;
-    if (storeDown) return done(R::failure(store::ErrorKind::Retryable, "down"));
+  void producer_routing(const protocol::GroupKey& key,
+                        std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
+    using R = http::Answer<std::optional<protocol::StreamMetadata>>;
+    if (storeDown) return done(R::failure(http::Problem::Kind::Unavailable, "down"));
     lastKey = key;
     if (key.streamPrefix != "orders") return done(R::success(std::nullopt));
     done(R::success(protocol::StreamMetadata{"orders", 4, 3, protocol::KeyStyle::Plain}));
   }
   protocol::StreamRequest lastStreamRequest;
   void get_stream(const std::string& prefix,
-                  std::function<void(store::Result<std::optional<protocol::StreamMetadata>>)> done) override {
-    using R = store::Result<std::optional<protocol::StreamMetadata>>;
+                  std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
+    using R = http::Answer<std::optional<protocol::StreamMetadata>>;
     if (prefix == "missing") return done(R::success(std::nullopt));
     done(R::success(protocol::StreamMetadata{prefix, 16, 1}));
   }
-  void list_groups(const std::string&, std::function<void(store::Result<std::vector<std::string>>)> done) override {
-    done(store::Result<std::vector<std::string>>::success({"audit", "billing"}));
+  void list_groups(const std::string&, std::function<void(http::Answer<std::vector<std::string>>)> done) override {
+    done(http::Answer<std::vector<std::string>>::success({"audit", "billing"}));
   }
-  void list_streams(std::function<void(store::Result<std::vector<std::string>>)> done) override {
-    using R = store::Result<std::vector<std::string>>;
-    if (storeDown) return done(R::failure(store::ErrorKind::Retryable, "down"));
+  void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override {
+    using R = http::Answer<std::vector<std::string>>;
+    if (storeDown) return done(R::failure(http::Problem::Kind::Unavailable, "down"));
     done(R::success({"audit-log", "orders", "payments"}));
   }
   std::vector<std::string> audits;
   void audit(const std::string& line) override { audits.push_back(line); }
-  void describe(const store::GroupKey& key, std::function<void(store::Result<std::optional<std::string>>)> done) override {
-    using R = store::Result<std::optional<std::string>>;
+  void describe(const protocol::GroupKey& key, std::function<void(http::Answer<std::optional<std::string>>)> done) override {
+    using R = http::Answer<std::optional<std::string>>;
     if (key.consumerGroup == "missing") return done(R::success(std::nullopt));
     done(R::success(std::string(R"({"state":"STABLE"})")));
   }
-  void remove_member(const store::GroupKey&, const std::string& id, std::function<void(store::Result<bool>)> done) override {
-    done(store::Result<bool>::success(id == "a"));
+  void remove_member(const protocol::GroupKey&, const std::string& id, std::function<void(http::Answer<bool>)> done) override {
+    done(http::Answer<bool>::success(id == "a"));
   }
-  void delete_group(const store::GroupKey& key, bool fence,
-                    std::function<void(store::Result<store::GroupDeletion>)> done) override {
+  void delete_group(const protocol::GroupKey& key, bool fence,
+                    std::function<void(http::Answer<http::Deletion>)> done) override {
     deletes.push_back(key.str() + (fence ? " fence" : ""));
-    done(store::Result<store::GroupDeletion>::success(deletion));
+    done(http::Answer<http::Deletion>::success(deletion));
   }
   void ready(std::function<void(bool, std::string)> done) override { done(readyOk, readyOk ? "" : "redis: refused"); }
   std::string metrics_text() override { return "# HELP x y\n"; }
@@ -389,11 +389,11 @@ TEST(Admin, DeletingAGroupIsAnAdminCallWithClearAnswers) {
   auto bad = call(b, {}, "DELETE", g + "?fenceMembers=yes");
   EXPECT_EQ(bad.res.status, 400);
   EXPECT_EQ(b.deletes.size(), 2u) << "a bad flag reaches nothing";
-  b.deletion = store::GroupDeletion::HasLiveMembers;
+  b.deletion = http::Deletion::HasLiveMembers;
   auto busy = call(b, {}, "DELETE", g);
   EXPECT_EQ(busy.res.status, 409);
   EXPECT_NE(json::parse(busy.res.body).at("message").get<std::string>().find("fenceMembers=true"), std::string::npos);
-  b.deletion = store::GroupDeletion::NotFound;
+  b.deletion = http::Deletion::NotFound;
   EXPECT_EQ(call(b, {}, "DELETE", g).res.status, 404);
   auto auth = tokens();
   EXPECT_EQ(call(b, auth, "DELETE", g, "", "", "Bearer member-token-0123456789").res.status, 403);

@@ -1,5 +1,5 @@
 // rsc-core-demo: walks a 12-shard group through joins, a handover and a leave with the pure core
-// and prints each decision. Stands in for the server until rsc-coordinator exists.
+// and prints each decision: the core alone, with no store, actors or HTTP.
 #include <iostream>
 
 #include "group/coordinator.hpp"

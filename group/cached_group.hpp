@@ -1,0 +1,224 @@
+// One group as a pod's runtime holds it: its copy of the stored state and every rule about when
+// that copy may answer, what a step writes and how, and what a store reply changes. Pure: the
+// group actor (actors/group_actor.cpp) owns the queue and the store calls and asks this type what
+// to do; times come in as arguments (the coordinator's clock for the group's rules, the pod's own
+// monotonic clock for its powers, see group/pod_authority.hpp).
+//
+// The life of a copy: `next` says what the work at the front of the queue needs (a load, the
+// deadline lease, a step on the copy); a load or lease reply is `adopt`ed (what the store's past
+// demands is applied at once and written with the next step); a step's outcome is `prepare`d
+// (merged after those changes), then `plan_write` decides between answering from the copy, a
+// revision check, a write, or holding/refusing the work because this pod does not serve the group;
+// `written` or `lost_race` takes the store's answer. `forget` drops everything after a failure.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "group/coordinator.hpp"
+#include "group/freshness.hpp"
+#include "group/pod_authority.hpp"
+#include "group/time_rules.hpp"
+#include "protocol/types.hpp"
+
+namespace rsc::group {
+
+// Heartbeats of one group written together in one compare-and-set, at most.
+inline constexpr std::size_t kMaxBatch = 64;
+
+enum class WorkKind { Heartbeat, Tick, Describe, Remove, Metadata, Delete };
+
+// What the rules need of a queued piece of work (the runtime keeps the payload and the callback).
+struct Ticket {
+  WorkKind kind = WorkKind::Tick;
+  bool join = false;          // a heartbeat with member epoch 0
+  bool deadlineWork = false;  // a tick started by the deadline index: ends by updating it
+  Millis arrivedMs = 0;       // on the coordinator's clock
+  uint64_t arrival = 0;       // CopyConfirmation::arrival() when it arrived
+  int attempts = 0;           // writes lost to other pods so far
+  bool verified = false;      // decided again on a state just read from the store
+};
+
+// What the work at the front of the queue needs now.
+enum class Next {
+  NotSynced,  // no store time yet: nothing can be decided (answered RETRY)
+  TooOld,     // a heartbeat that waited longer than a lease (answered RETRY)
+  Describe,   // read the store's state for it, leaving the copy alone
+  Lease,      // deadline work: take the group mutex, learning whether the group moved
+  Load,       // read the group first
+  Step,       // decide it on the copy
+};
+
+// What a step computed, merged after the changes adopting the copy made, ready to write.
+struct Prepared {
+  Outcome outcome;
+  std::vector<Event> events;
+  std::optional<int32_t> provision;  // shard streams to give the Redis consumer group first
+};
+
+// How a prepared step reaches the store, or why it does not.
+struct WritePlan {
+  enum class Kind {
+    FromCopy,  // nothing to write and the copy answers: answer now, no store call
+    Check,     // nothing to write, but the copy must be confirmed: a revision check
+    Write,     // a compare-and-set of `next`
+    Hold,      // this pod serves the group in `holdMs`: the work waits (first in the queue)
+    Refuse,    // this pod does not serve the group: RETRY with `why`
+  };
+  Kind kind = Kind::FromCopy;
+  int64_t expectedRevision = 0;
+  std::shared_ptr<GroupState> next;  // Check, Write
+  std::shared_ptr<Delta> delta;      // Write: null = the full first write
+  std::optional<Millis> lowerDeadlineTo;
+  // Members other than those answered may have something new to do: tell them (members_to_wake).
+  bool wakeOthers = false;
+  std::vector<Event> events;
+  Millis holdMs = 0;
+  std::string why;
+};
+
+// What a stored write (or a check that found the copy current) means for its answers.
+enum class Stored { Written, Current, Lapsed };
+
+// A store call to retry, or give up on when contended: the error for the caller, or nullopt.
+std::optional<std::string> contended(int& attempts, int maxAttempts, const std::string& groupKey);
+
+// Every live member of `g` fenced (an admin's forced delete: written before the delete is judged).
+Outcome fence_live_members(GroupState g, const std::string& reason, const Config& cfg, Millis now);
+
+class CachedGroup {
+ public:
+  CachedGroup() = default;
+  // `cfg` outlives this (the runtime's configuration, shared by its groups).
+  CachedGroup(std::string key, const Config* cfg) : key_(std::move(key)), cfg_(cfg) {}
+
+  const std::string& key() const { return key_; }
+  bool held() const { return g_.has_value(); }
+  bool exists() const { return exists_; }
+  const GroupState& state() const { return *g_; }  // only when held()
+  GroupState take() { auto g = std::move(*g_); g_.reset(); return g; }
+  CopyConfirmation& calls() { return copy_; }
+  std::optional<int64_t> groups_in_stream() const { return groupsInStream_; }
+
+  // What the front work needs; a delete not yet judged on a fresh read drops the copy (and is
+  // marked verified), as does a join into a group copied before its stream existed.
+  Next next(Ticket& front, Millis now, bool synced);
+
+  // A state read from the store (load, lease, lost race) becomes the copy. Returns the rollback
+  // when one was detected (recovered from here; the runtime logs and counts it). The rollback's
+  // epoch is re-applied to every state adopted until a write carries it; then a grown stream.
+  std::optional<Rollback> adopt(Loaded&& l, const std::optional<protocol::StreamMetadata>& stream, Millis now);
+  // The deadline lease found the group unchanged since the copy, reading its stream too.
+  void stream_read(const std::optional<protocol::StreamMetadata>& stream, Millis now);
+  void loaded(std::optional<int64_t> groupsInStream) { groupsInStream_ = groupsInStream; justLoaded_ = true; }
+  // Store call `call` read or wrote exactly the copy now held.
+  void confirm(uint64_t call, const PodView& view, Millis local);
+  // Whether the copy answers a call that arrived at `arrival` as it is.
+  bool copy_answers(uint64_t arrival, const PodView& view, Millis local) const;
+
+  // A step is about to run on the copy.
+  void begin_step(WorkKind kind);
+  // Under a groups-per-stream limit, a join into a group that does not exist yet: the refusal
+  // (the copy is dropped: counted again at the next join), or nullopt.
+  std::optional<protocol::HeartbeatResponse> refuse_over_limit(const Ticket& t, const protocol::HeartbeatRequest& req,
+                                                               int64_t maxGroupsPerStream, const std::string& stream,
+                                                               const protocol::Timings& timings);
+
+  // One compare-and-set for a run of heartbeats: the tick first (expiry is due whenever anything
+  // happens), then each heartbeat on the state the previous one left.
+  class Batch {
+   public:
+    enum class Fate {
+      Batched,   // answered once the batch is stored
+      Answered,  // an error answer: given now, independent of the write
+      Recheck,   // decided again alone on a state read from the store: stays first in the queue
+    };
+    struct Beat {
+      Fate fate = Fate::Batched;
+      protocol::HeartbeatResponse response;
+      bool unwritten = false;  // the lease renewal was deferred (counted by the runtime)
+    };
+    Beat add(Ticket& t, const protocol::HeartbeatRequest& req);
+    // Whether the next queued work joins this batch (at most kMaxBatch; a heartbeat; not a join
+    // under a groups-per-stream limit into a group that does not exist; not a stale request).
+    bool takes(const Ticket* next) const;
+    std::size_t size() const { return batched_; }
+    // The outcome to write, or nullopt when nothing is stored (the copy is dropped): only error
+    // answers for a group that does not exist, or a recheck before anything was batched. With
+    // only error answers for an existing group the tick's findings are written alone.
+    std::optional<Outcome> finish();
+
+   private:
+    friend class CachedGroup;
+    Batch(CachedGroup& c, const TimeView& tv, int64_t maxGroupsPerStream);
+    CachedGroup& c_;
+    Millis now_;
+    bool fresh_;
+    bool limitApplies_;
+    Outcome total_;
+    std::size_t batched_ = 0;
+    bool stop_ = false;
+    bool dropCopy_ = false;
+  };
+  Batch batch(const TimeView& tv, int64_t maxGroupsPerStream) { return Batch(*this, tv, maxGroupsPerStream); }
+
+  // The step's outcome after what adopting the copy changed (the step's changes win: a member the
+  // step removes stays removed); provisioning first when a shard is about to be handed out.
+  Prepared prepare(Outcome&& o);
+  // The shard streams' consumer group exists on `count` shards now.
+  static void provisioned(Prepared& p, int32_t count);
+  // How the prepared step reaches the store. `oldestArrival`: of the works answered from it
+  // (nullopt: none but ticks). Only the group's owner writes it.
+  WritePlan plan_write(Prepared&& p, std::optional<uint64_t> oldestArrival, const PodView& view, Millis local);
+  // The plan's compare-and-set came back Written at `revision` (call `call`).
+  Stored written(int64_t revision, uint64_t call, const PodView& view, Millis local);
+  // Another pod wrote first (its state when it came with the answer) or held the mutex.
+  std::optional<Rollback> lost_race(std::optional<GroupState>&& current, const Rollback& rollback, uint64_t call,
+                                    const PodView& view, Millis local, Millis now);
+
+  // The revocations these stored events completed: how long each took since it was asked for.
+  std::vector<Millis> handovers_done(const std::vector<Event>& events, Millis now);
+
+  // Deadline work ends by writing this next deadline to the index (nullopt: the entry goes).
+  std::optional<Millis> index_deadline(const TimeView& tv) const;
+  // The admin's delete was stored: Lapsed when this pod stopped serving the group meanwhile (the
+  // delete is then answered RETRY: a pod answering alone may not have seen it).
+  Stored deleted(const PodView& view, Millis local);
+  // Why this pod may not write the group now (nullopt: it may).
+  std::optional<std::string> why_not_writing(const PodView& view, Millis local) const;
+  // This pod may not write (or answer) what it computed: read the group again before the next step.
+  void drop();
+  // A store call failed: nothing of the copy is trusted.
+  void forget();
+
+ private:
+  void merge(Outcome&& o);
+  std::string key_;
+  const Config* cfg_ = nullptr;
+  std::optional<GroupState> g_;  // nullopt: load before use
+  bool exists_ = false;
+  Delta pending_;  // changes made when adopting a loaded state, written with the next step
+  std::vector<Event> pendingEvents_;
+  bool justLoaded_ = false;  // the copy was read from the store for the step about to run
+  std::optional<int32_t> rollbackSeenEpoch_;
+  // The next deadline of the state at the copy's revision (what the deadline index holds, or
+  // earlier): a write that brings it earlier lowers the index.
+  std::optional<Millis> storedDeadline_;
+  std::optional<int64_t> groupsInStream_;  // for a group that does not exist: from its last load
+  CopyConfirmation copy_;
+  // The pod's term in which a store call confirmed the copy while this pod owned the group (0: not).
+  uint64_t copyTerm_ = 0;
+  std::map<std::string, Millis> revokeStarted_;  // member -> when its revocation was asked for
+  std::optional<uint64_t> shapeBefore_;  // shape_signature of the copy the step started from
+  // The write in flight.
+  std::shared_ptr<GroupState> writing_;
+  bool writingCheck_ = false;
+  std::optional<Millis> writingDeadline_;
+};
+
+}  // namespace rsc::group

@@ -1,0 +1,644 @@
+// The rules of a pod's copy of one group (group/cached_group.hpp), one test per rule, on a fake
+// clock: a tiny store kept here plays the store's part (a revision per write), and the pod's
+// view is built by hand. The group actor (test_group_actor) runs the same type over CAF.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "group/cached_group.hpp"
+#include "group/notify.hpp"
+
+namespace rsc::group {
+namespace {
+
+using protocol::HeartbeatRequest;
+using protocol::HeartbeatResponse;
+using protocol::HeartbeatStatus;
+using Fate = CachedGroup::Batch::Fate;
+
+Config config() {
+  Config c;
+  c.heartbeatIntervalMs = 100;
+  c.memberLeaseTtlMs = 1000;
+  c.rebalanceTimeoutMs = 500;
+  return c;
+}
+
+// A pod alone in the registry: it serves every group in [0, 1e9) of its local clock.
+PodView alone(uint64_t term = 1) { return PodView{"p1", term, 0, 1'000'000'000, {{"p1", "", 0}}}; }
+
+class CachedGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stored.streamPrefix = "orders";
+    stored.consumerGroup = "billing";
+    stream.streamPrefix = "orders";
+    stream.shardCount = 4;
+    stream.metadataVersion = 1;
+  }
+
+  // A load as the runtime makes it: the store's state adopted, then confirmed by that call.
+  std::optional<Rollback> load(std::optional<int64_t> groupsInStream = std::nullopt, Rollback rollback = {}) {
+    Loaded l{exists, stored, rollback};
+    l.state.storeRevision = revision;
+    const auto call = c.calls().next_call();
+    auto news = c.adopt(std::move(l), stream, now);
+    c.confirm(call, view, local);
+    c.loaded(groupsInStream);
+    return news;
+  }
+
+  HeartbeatRequest request(const std::string& id, int32_t epoch, std::vector<int32_t> owned = {}) {
+    HeartbeatRequest q;
+    q.requestId = id + "-" + std::to_string(++seq);
+    q.memberId = id;
+    q.memberEpoch = epoch;
+    q.metadataVersion = stream.metadataVersion;
+    q.runtimeConsumerCapacity = {4, 4};
+    for (auto s : owned) q.ownedShards.push_back({s, protocol::ShardAssignmentState::OWNED});
+    return q;
+  }
+
+  // A heartbeat of a stored member owning what it was given.
+  HeartbeatRequest steady(const std::string& id) {
+    const auto& m = stored.members.at(id);
+    return request(id, m.epoch, {m.assigned.begin(), m.assigned.end()});
+  }
+
+  Ticket ticket(const HeartbeatRequest& q) {
+    Ticket t;
+    t.kind = WorkKind::Heartbeat;
+    t.join = q.memberEpoch == 0;
+    t.arrivedMs = now;
+    t.arrival = c.calls().arrival();
+    return t;
+  }
+
+  TimeView tv() const {
+    TimeView v;
+    v.now = now;
+    return v;
+  }
+
+  // One step over these heartbeats, as the runtime runs it; the beats' fates in `beats`.
+  std::optional<Prepared> step(const std::vector<HeartbeatRequest>& qs, std::vector<CachedGroup::Batch::Beat>* beats = nullptr,
+                               int64_t limit = 0) {
+    c.begin_step(WorkKind::Heartbeat);
+    auto b = c.batch(tv(), limit);
+    for (const auto& q : qs) {
+      auto t = ticket(q);
+      auto beat = b.add(t, q);
+      if (beats) beats->push_back(beat);
+    }
+    auto o = b.finish();
+    if (!o) return std::nullopt;
+    auto p = c.prepare(std::move(*o));
+    if (p.provision) CachedGroup::provisioned(p, *p.provision);
+    return p;
+  }
+
+  WritePlan plan(Prepared&& p, std::optional<uint64_t> oldest = std::nullopt) {
+    return c.plan_write(std::move(p), oldest, view, local);
+  }
+
+  // The plan's write reaches the store (a revision more) and comes back.
+  Stored store(const WritePlan& w) {
+    if (w.kind != WritePlan::Kind::Write) {
+      ADD_FAILURE() << "not a write: " << static_cast<int>(w.kind);
+      return Stored::Lapsed;
+    }
+    stored = *w.next;
+    exists = true;
+    ++revision;
+    const auto call = c.calls().next_call();
+    return c.written(revision, call, view, local);
+  }
+
+  // A member joined and stored; returns its answer.
+  HeartbeatResponse joined(const std::string& id) {
+    if (!c.held()) load();
+    std::vector<CachedGroup::Batch::Beat> beats;
+    auto p = step({request(id, 0)}, &beats);
+    EXPECT_TRUE(p.has_value());
+    auto w = plan(std::move(*p));
+    EXPECT_EQ(store(w), Stored::Written);
+    return beats.at(0).response;
+  }
+
+  Config cfg = config();
+  CachedGroup c{"orders/billing", &cfg};
+  GroupState stored;
+  bool exists = false;
+  int64_t revision = 0;
+  protocol::StreamMetadata stream;
+  PodView view = alone();
+  Millis now = 10'000;  // the coordinator's clock
+  Millis local = 500;   // the pod's own
+  int seq = 0;
+};
+
+// --- what the front work needs -------------------------------------------------------------------
+
+TEST_F(CachedGroupTest, NothingIsDecidedBeforeThePodHasTheStoreTime) {
+  load();
+  auto t = ticket(request("a", 0));
+  EXPECT_EQ(c.next(t, now, false), Next::NotSynced);
+  EXPECT_EQ(c.next(t, now, true), Next::Step);
+}
+
+TEST_F(CachedGroupTest, AGroupNotHeldIsReadBeforeAnyStepThenDecidedOnTheCopy) {
+  auto t = ticket(request("a", 0));
+  EXPECT_EQ(c.next(t, now, true), Next::Load);
+  load();
+  EXPECT_EQ(c.next(t, now, true), Next::Step);
+}
+
+TEST_F(CachedGroupTest, AHeartbeatThatWaitedLongerThanALeaseIsRefusedNotDecided) {
+  load();
+  auto t = ticket(request("a", 0));
+  EXPECT_EQ(c.next(t, now + cfg.memberLeaseTtlMs - 1, true), Next::Step);
+  EXPECT_EQ(c.next(t, now + cfg.memberLeaseTtlMs + 1, true), Next::TooOld);
+}
+
+TEST_F(CachedGroupTest, ADeleteIsJudgedOnlyOnAStateJustReadFromTheStore) {
+  load();
+  Ticket del;
+  del.kind = WorkKind::Delete;
+  EXPECT_EQ(c.next(del, now, true), Next::Load);
+  EXPECT_TRUE(del.verified);
+  EXPECT_FALSE(c.held());  // the copy it would have been judged on is gone
+  load();
+  EXPECT_EQ(c.next(del, now, true), Next::Step);
+}
+
+TEST_F(CachedGroupTest, AJoinIntoAGroupCopiedBeforeItsStreamExistedReadsItAgain) {
+  stream.shardCount = 0;
+  stream.metadataVersion = 0;
+  load();
+  ASSERT_EQ(c.state().shardCount, 0);
+  auto leave = ticket(request("a", -1));
+  EXPECT_EQ(c.next(leave, now, true), Next::Step);
+  auto join = ticket(request("a", 0));
+  EXPECT_EQ(c.next(join, now, true), Next::Load);
+}
+
+TEST_F(CachedGroupTest, DeadlineWorkTakesTheLeaseButATickThatLostARaceIsRedoneOnTheFreshCopy) {
+  load();
+  Ticket tick;
+  tick.kind = WorkKind::Tick;
+  tick.deadlineWork = true;
+  EXPECT_EQ(c.next(tick, now, true), Next::Lease);
+  tick.attempts = 1;
+  EXPECT_EQ(c.next(tick, now, true), Next::Step);
+  c.forget();
+  EXPECT_EQ(c.next(tick, now, true), Next::Lease);  // nothing to redo it on: the lease reads it
+  Ticket describe;
+  describe.kind = WorkKind::Describe;
+  EXPECT_EQ(c.next(describe, now, true), Next::Describe);
+}
+
+// --- adopting what the store holds ---------------------------------------------------------------
+
+TEST_F(CachedGroupTest, AdoptingRecoversFromARollbackFirstThenAppliesAGrownStream) {
+  joined("a");
+  stream.shardCount = 8;
+  stream.metadataVersion = 2;
+  const auto news = load(std::nullopt, Rollback{true, revision + 5, 40});
+  ASSERT_TRUE(news.has_value());
+  EXPECT_EQ(news->seenRevision, revision + 5);
+  EXPECT_GT(c.state().groupEpoch, 40);  // past every epoch this pod saw
+  EXPECT_EQ(c.state().shardCount, 8);
+  auto p = step({});
+  ASSERT_TRUE(p.has_value());
+  std::vector<Event::Kind> kinds;
+  for (const auto& e : p->events) kinds.push_back(e.kind);
+  const auto rollback = std::find(kinds.begin(), kinds.end(), Event::Kind::ROLLBACK_GUARD);
+  const auto metadata = std::find(kinds.begin(), kinds.end(), Event::Kind::METADATA_CHANGED);
+  ASSERT_NE(rollback, kinds.end());
+  ASSERT_NE(metadata, kinds.end());
+  EXPECT_LT(rollback - kinds.begin(), metadata - kinds.begin());
+}
+
+TEST_F(CachedGroupTest, ARollbacksEpochIsReappliedToEveryAdoptedStateUntilAWriteCarriesIt) {
+  joined("a");
+  const int32_t storedEpoch = stored.groupEpoch;
+  load(std::nullopt, Rollback{true, revision + 5, 40});
+  EXPECT_GT(c.state().groupEpoch, 40);
+  // Another pod's state (from before the rollback was carried) comes with a lost race: still guarded.
+  auto call = c.calls().next_call();
+  auto other = stored;
+  c.lost_race(std::move(other), {}, call, view, local, now);
+  EXPECT_GT(c.state().groupEpoch, 40);
+  // A write carries it; a state adopted after that is taken as it is.
+  auto p = step({});
+  ASSERT_TRUE(p.has_value());
+  ASSERT_EQ(store(plan(std::move(*p))), Stored::Written);
+  stored.groupEpoch = storedEpoch;  // as if the store went back once more, undetected
+  load();
+  EXPECT_EQ(c.state().groupEpoch, storedEpoch);
+}
+
+// --- a step and its write ------------------------------------------------------------------------
+
+TEST_F(CachedGroupTest, WhatAdoptingChangedIsWrittenWithTheStepAndComesFirst) {
+  joined("a");
+  stream.shardCount = 8;
+  stream.metadataVersion = 2;
+  load();  // the grown stream is applied at once, written with the next step
+  c.begin_step(WorkKind::Remove);
+  auto o = fence_member(c.take(), "a", "removed by admin", cfg, now);
+  auto p = c.prepare(std::move(o));
+  EXPECT_TRUE(p.outcome.delta.group);                  // the adopted metadata
+  EXPECT_EQ(p.outcome.delta.upserted.count("a"), 1u);  // the step's fence
+  ASSERT_FALSE(p.events.empty());
+  EXPECT_EQ(p.events.front().kind, Event::Kind::METADATA_CHANGED);
+  EXPECT_TRUE(std::any_of(p.events.begin() + 1, p.events.end(), [](const Event& e) { return e.kind == Event::Kind::FENCED; }));
+}
+
+TEST_F(CachedGroupTest, TheShardStreamsAreProvisionedBeforeAStateThatHandsOutAShardAndTheGroupRecordsIt) {
+  load();
+  c.begin_step(WorkKind::Heartbeat);
+  auto b = c.batch(tv(), 0);
+  auto q = request("a", 0);
+  auto t = ticket(q);
+  b.add(t, q);
+  auto o = b.finish();
+  ASSERT_TRUE(o.has_value());
+  auto p = c.prepare(std::move(*o));
+  ASSERT_EQ(p.provision, std::optional<int32_t>(4));
+  EXPECT_EQ(p.outcome.state.provisionedShards, 0);
+  CachedGroup::provisioned(p, 4);
+  EXPECT_EQ(p.outcome.state.provisionedShards, 4);
+  EXPECT_TRUE(p.outcome.delta.group);
+  EXPECT_FALSE(p.provision.has_value());
+}
+
+TEST_F(CachedGroupTest, TheFirstWriteIsWholeAndLaterOnesWriteOnlyWhatChanged) {
+  load();
+  auto p = step({request("a", 0)});
+  ASSERT_TRUE(p.has_value());
+  auto first = plan(std::move(*p));
+  EXPECT_EQ(first.delta, nullptr);
+  ASSERT_EQ(store(first), Stored::Written);
+  auto q = step({request("b", 0)});
+  ASSERT_TRUE(q.has_value());
+  auto second = plan(std::move(*q));
+  ASSERT_NE(second.delta, nullptr);
+  EXPECT_EQ(second.delta->upserted.count("b"), 1u);
+}
+
+TEST_F(CachedGroupTest, TheDeadlineIndexIsLoweredOnlyByAWriteThatBringsTheNextDeadlineEarlier) {
+  load();
+  auto p = step({request("a", 0)});
+  auto w = plan(std::move(*p));
+  EXPECT_TRUE(w.lowerDeadlineTo.has_value());  // a new group: the index has no entry yet
+  ASSERT_EQ(store(w), Stored::Written);
+  // Half a lease on, a's renewal is written (its stored lease no longer covers one more lease):
+  // its deadline moves later, so the index keeps its earlier entry.
+  now += cfg.memberLeaseTtlMs / 2;
+  auto later = plan(std::move(*step({steady("a")})));
+  ASSERT_EQ(later.kind, WritePlan::Kind::Write);
+  EXPECT_GT(*next_deadline(*later.next, cfg), *next_deadline(stored, cfg));
+  EXPECT_FALSE(later.lowerDeadlineTo.has_value());
+  ASSERT_EQ(store(later), Stored::Written);
+  // b joins, and a hears it must give shards up: the revoke deadline is earlier than any lease end.
+  now += 10;
+  ASSERT_EQ(store(plan(std::move(*step({request("b", 0)})))), Stored::Written);
+  now += 10;
+  auto revoke = plan(std::move(*step({steady("a")})));
+  ASSERT_EQ(revoke.kind, WritePlan::Kind::Write);
+  ASSERT_FALSE(revoke.next->members.at("a").revoking.empty());
+  ASSERT_TRUE(revoke.lowerDeadlineTo.has_value());
+  EXPECT_EQ(revoke.lowerDeadlineTo, next_deadline(*revoke.next, cfg));
+  EXPECT_LT(*revoke.lowerDeadlineTo, *next_deadline(stored, cfg));
+}
+
+TEST_F(CachedGroupTest, AChangedShapeWakesTheOtherMembersASteadyHeartbeatWakesNobody) {
+  joined("a");
+  for (int i = 0; i < 2; ++i) {  // the second renewal is steady: a owns what it was given
+    now += cfg.memberLeaseTtlMs / 2;
+    auto renew = plan(std::move(*step({steady("a")})));
+    ASSERT_EQ(renew.kind, WritePlan::Kind::Write);
+    if (i == 1) EXPECT_FALSE(renew.wakeOthers);
+    ASSERT_EQ(store(renew), Stored::Written);
+  }
+  auto join = plan(std::move(*step({request("b", 0)})));
+  EXPECT_TRUE(join.wakeOthers);
+  EXPECT_EQ(members_to_wake(nullptr, *join.next, {"b"}), std::vector<std::string>{"a"});
+}
+
+// --- the heartbeat batch -------------------------------------------------------------------------
+
+TEST_F(CachedGroupTest, AJoinOverTheGroupsPerStreamLimitIsRefusedAndTheCopyDropped) {
+  load(3);
+  auto q = request("a", 0);
+  auto t = ticket(q);
+  EXPECT_FALSE(c.refuse_over_limit(t, q, 4, "orders", {}).has_value());
+  auto r = c.refuse_over_limit(t, q, 3, "orders", {100, 500, 1000});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, HeartbeatStatus::INVALID_REQUEST);
+  EXPECT_EQ(r->errorField, std::optional<std::string>("consumerGroup"));
+  EXPECT_EQ(r->memberLeaseTtlMs, 1000);
+  EXPECT_FALSE(c.held());  // counted again at the next join
+  // A group that exists is never refused by the limit.
+  load(3);
+  joined("a");
+  auto q2 = request("b", 0);
+  EXPECT_FALSE(c.refuse_over_limit(ticket(q2), q2, 3, "orders", {}).has_value());
+}
+
+TEST_F(CachedGroupTest, TheTickRunsBeforeTheHeartbeatsOfABatch) {
+  load();
+  joined("a");
+  now += cfg.memberLeaseTtlMs / 2;
+  joined("b");
+  now += cfg.memberLeaseTtlMs / 2 + 10;  // a is silent past its lease; b heartbeats
+  std::vector<CachedGroup::Batch::Beat> beats;
+  auto p = step({steady("b")}, &beats);
+  ASSERT_TRUE(p.has_value());
+  ASSERT_FALSE(p->events.empty());
+  EXPECT_EQ(p->events.front().kind, Event::Kind::EXPIRED);
+  EXPECT_EQ(p->events.front().member, "a");
+  EXPECT_FALSE(p->outcome.state.members.at("a").live());
+}
+
+TEST_F(CachedGroupTest, ABatchTakesAtMost64HeartbeatsAndNothingElse) {
+  load();
+  joined("a");
+  c.begin_step(WorkKind::Heartbeat);
+  auto b = c.batch(tv(), 0);
+  Ticket tick;
+  tick.kind = WorkKind::Tick;
+  EXPECT_FALSE(b.takes(&tick));
+  EXPECT_FALSE(b.takes(nullptr));
+  for (std::size_t i = 0; i < kMaxBatch; ++i) {
+    auto q = request("m" + std::to_string(i), 0);
+    auto t = ticket(q);
+    ASSERT_TRUE(b.takes(&t)) << i;
+    ASSERT_EQ(b.add(t, q).fate, Fate::Batched);
+  }
+  auto q = request("one-more", 0);
+  auto t = ticket(q);
+  EXPECT_FALSE(b.takes(&t));
+  EXPECT_EQ(b.size(), kMaxBatch);
+}
+
+TEST_F(CachedGroupTest, UnderALimitAJoinIntoAGroupThatDoesNotExistYetGoesInABatchOfItsOwn) {
+  load(0);
+  c.begin_step(WorkKind::Heartbeat);
+  auto b = c.batch(tv(), 10);
+  auto q = request("a", 0);
+  auto t = ticket(q);
+  b.add(t, q);
+  auto q2 = request("b", 0);
+  auto t2 = ticket(q2);
+  EXPECT_FALSE(b.takes(&t2));  // the limit is checked for it first
+  auto beat = request("b", 5);
+  auto t3 = ticket(beat);
+  EXPECT_TRUE(b.takes(&t3));  // not a join
+  // Once the group exists, joins batch like any heartbeat.
+  load(0);
+  joined("a");
+  c.begin_step(WorkKind::Heartbeat);
+  auto b2 = c.batch(tv(), 10);
+  auto q4 = request("c", 0);
+  auto t4 = ticket(q4);
+  b2.add(t4, q4);
+  EXPECT_TRUE(b2.takes(&t2));
+}
+
+TEST_F(CachedGroupTest, ARequestThatWaitedTooLongIsLeftOutOfTheBatch) {
+  load();
+  joined("a");
+  auto q = request("b", 0);
+  auto stale = ticket(q);
+  now += cfg.memberLeaseTtlMs + 1;
+  auto fresh = ticket(request("c", 0));
+  c.begin_step(WorkKind::Heartbeat);
+  auto b = c.batch(tv(), 0);
+  auto first = request("d", 0);
+  auto t = ticket(first);
+  b.add(t, first);
+  EXPECT_FALSE(b.takes(&stale));
+  EXPECT_TRUE(b.takes(&fresh));
+}
+
+TEST_F(CachedGroupTest, AnErrorAnswerFromACopyNotJustReadIsDecidedAgainOnAFreshRead) {
+  load();
+  joined("a");  // the copy is now the one written, not one just read
+  std::vector<CachedGroup::Batch::Beat> beats;
+  auto unknown = request("ghost", 7);
+  c.begin_step(WorkKind::Heartbeat);
+  auto b = c.batch(tv(), 0);
+  auto t = ticket(unknown);
+  auto beat = b.add(t, unknown);
+  EXPECT_EQ(beat.fate, Fate::Recheck);
+  EXPECT_TRUE(t.verified);
+  EXPECT_FALSE(b.takes(nullptr));
+  EXPECT_FALSE(b.finish().has_value());  // nothing computed worth keeping
+  EXPECT_FALSE(c.held());
+  // On the state just read it is answered.
+  load();
+  c.begin_step(WorkKind::Heartbeat);
+  auto b2 = c.batch(tv(), 0);
+  Ticket again = ticket(unknown);
+  auto answer = b2.add(again, unknown);
+  EXPECT_EQ(answer.fate, Fate::Answered);
+  EXPECT_EQ(answer.response.status, HeartbeatStatus::UNKNOWN_MEMBER_ID);
+}
+
+TEST_F(CachedGroupTest, ARecheckAfterBatchedHeartbeatsEndsTheBatchWhichIsStillWritten) {
+  load();
+  joined("a");
+  c.begin_step(WorkKind::Heartbeat);
+  auto b = c.batch(tv(), 0);
+  auto join = request("b", 0);
+  auto tj = ticket(join);
+  EXPECT_EQ(b.add(tj, join).fate, Fate::Batched);
+  auto unknown = request("ghost", 7);
+  auto tu = ticket(unknown);
+  EXPECT_EQ(b.add(tu, unknown).fate, Fate::Recheck);
+  auto next = ticket(request("c", 0));
+  EXPECT_FALSE(b.takes(&next));
+  auto o = b.finish();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->state.members.count("b"), 1u);
+}
+
+TEST_F(CachedGroupTest, OnlyErrorAnswersStoreNothingForAGroupThatDoesNotExistAndTheTickAloneForOneThatDoes) {
+  load();
+  std::vector<CachedGroup::Batch::Beat> beats;
+  auto q = request("ghost", 7);
+  EXPECT_FALSE(step({q}, &beats).has_value());  // just read: answered, and nothing to store
+  EXPECT_EQ(beats.at(0).fate, Fate::Answered);
+  EXPECT_FALSE(c.held());
+  load();
+  joined("a");
+  load();
+  beats.clear();
+  auto p = step({q}, &beats);
+  EXPECT_EQ(beats.at(0).fate, Fate::Answered);
+  ASSERT_TRUE(p.has_value());  // the tick's findings, written on their own
+}
+
+// --- ownership and the copy's answers ------------------------------------------------------------
+
+TEST_F(CachedGroupTest, TheOwnerAnswersFromACopyConfirmedInItsTermWithoutAStoreCall) {
+  load();
+  joined("a");
+  const auto arrival = c.calls().arrival();  // after the write: a call arriving now
+  EXPECT_TRUE(c.copy_answers(arrival, view, local));
+  auto p = step({});
+  ASSERT_TRUE(p.has_value());
+  auto w = plan(std::move(*p), arrival);
+  EXPECT_EQ(w.kind, WritePlan::Kind::FromCopy);
+  EXPECT_TRUE(c.held());
+}
+
+TEST_F(CachedGroupTest, ACopyFromAnEarlierTermIsCheckedWithTheStoreOnce) {
+  load();
+  joined("a");
+  view = alone(2);  // the registry changed: a new term
+  const auto arrival = c.calls().arrival();
+  EXPECT_FALSE(c.copy_answers(arrival, view, local));
+  auto p = step({});
+  auto w = plan(std::move(*p), arrival);
+  ASSERT_EQ(w.kind, WritePlan::Kind::Check);
+  EXPECT_FALSE(w.lowerDeadlineTo.has_value());
+  EXPECT_FALSE(w.wakeOthers);
+  EXPECT_EQ(c.written(revision, c.calls().next_call(), view, local), Stored::Current);
+  EXPECT_TRUE(c.copy_answers(c.calls().arrival(), view, local));  // confirmed in term 2
+}
+
+TEST_F(CachedGroupTest, APodThatIsNotTheOwnerChecksBeforeAnsweringFromItsCopy) {
+  load();
+  joined("a");
+  // Another pod is established; whichever of the two owns the group, this pod is made the other.
+  PodView two{"p1", 2, 0, 1'000'000'000, {{"p1", "", 0}, {"p2", "10.0.0.2:8080", 0}}};
+  if (two.owns("orders/billing", local)) two.self = "p2";
+  view = two;
+  ASSERT_FALSE(view.owns("orders/billing", local));
+  const auto arrival = c.calls().arrival();
+  EXPECT_FALSE(c.copy_answers(arrival, view, local));
+  c.confirm(c.calls().next_call(), view, local);
+  EXPECT_TRUE(c.copy_answers(arrival, view, local));                 // a call made after it arrived confirmed it
+  EXPECT_FALSE(c.copy_answers(c.calls().arrival(), view, local));   // but not for a call arriving later
+}
+
+TEST_F(CachedGroupTest, APodAboutToOwnTheGroupHoldsTheWriteUntilItDoes) {
+  load();
+  // Established in 300 ms, alone: it will own every group then.
+  view = PodView{"p1", 1, local + 300, local + 10'000, {{"p1", "", local + 300}}};
+  auto w = plan(std::move(*step({request("a", 0)})));
+  ASSERT_EQ(w.kind, WritePlan::Kind::Hold);
+  EXPECT_EQ(w.holdMs, 301);
+  EXPECT_FALSE(c.held());  // decided again on the store's state then
+}
+
+TEST_F(CachedGroupTest, APodThatDoesNotServeTheGroupRefusesTheWriteAndSaysWhichPodDoes) {
+  load();
+  PodView two{"p1", 2, 0, 1'000'000'000, {{"p1", "", 0}, {"p2", "10.0.0.2:8080", 0}}};
+  if (two.owns("orders/billing", local)) two.self = "p2";
+  view = two;
+  const std::string owner = two.self == "p1" ? "p2" : "p1";
+  auto w = plan(std::move(*step({request("a", 0)})));
+  ASSERT_EQ(w.kind, WritePlan::Kind::Refuse);
+  EXPECT_NE(w.why.find("served by pod " + owner), std::string::npos) << w.why;
+  EXPECT_FALSE(c.held());
+  EXPECT_EQ(c.why_not_writing(view, local), std::optional<std::string>(w.why));
+  EXPECT_FALSE(c.why_not_writing(alone(), local).has_value());
+}
+
+TEST_F(CachedGroupTest, AWriteStoredAfterThisPodsWindowClosedIsNotAnswered) {
+  load();
+  auto w = plan(std::move(*step({request("a", 0)})));
+  ASSERT_EQ(w.kind, WritePlan::Kind::Write);
+  local = 1'000'000'000;  // the window closed while the write was in flight
+  EXPECT_EQ(c.written(1, c.calls().next_call(), view, local), Stored::Lapsed);
+  EXPECT_FALSE(c.held());
+  // A delete stored so is not answered either.
+  local = 500;
+  load();
+  local = 1'000'000'000;
+  EXPECT_EQ(c.deleted(view, local), Stored::Lapsed);
+  local = 500;
+  load();
+  EXPECT_EQ(c.deleted(view, local), Stored::Written);
+  EXPECT_FALSE(c.exists());
+}
+
+TEST_F(CachedGroupTest, AFailedStoreCallForgetsTheCopyAndWhatItConfirmed) {
+  load();
+  joined("a");
+  const auto arrival = c.calls().arrival();
+  ASSERT_TRUE(c.copy_answers(arrival, view, local));
+  c.forget();
+  EXPECT_FALSE(c.held());
+  EXPECT_FALSE(c.copy_answers(arrival, view, local));
+  EXPECT_FALSE(c.copy_answers(0, view, local));
+}
+
+// --- races, deletes, handovers -------------------------------------------------------------------
+
+TEST_F(CachedGroupTest, AWriteLostToAnotherPodIsRetriedUntilTheContentionLimit) {
+  int attempts = 0;
+  EXPECT_FALSE(contended(attempts, 3, "orders/billing").has_value());
+  EXPECT_FALSE(contended(attempts, 3, "orders/billing").has_value());
+  auto why = contended(attempts, 3, "orders/billing");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("contended: 3 attempts"), std::string::npos) << *why;
+}
+
+TEST_F(CachedGroupTest, ALostRaceAdoptsTheWinnersStateAndConfirmsIt) {
+  load();
+  joined("a");
+  auto theirs = stored;
+  theirs.members.erase("a");
+  theirs.storeRevision = revision + 1;
+  auto w = plan(std::move(*step({request("b", 0)})));
+  ASSERT_EQ(w.kind, WritePlan::Kind::Write);
+  const auto call = c.calls().next_call();
+  c.lost_race(std::move(theirs), {}, call, view, local, now);
+  ASSERT_TRUE(c.held());
+  EXPECT_EQ(c.state().members.count("a"), 0u);
+  EXPECT_EQ(c.state().storeRevision, revision + 1);
+  EXPECT_TRUE(c.copy_answers(c.calls().arrival(), view, local));
+  // With no state in the answer (the mutex was held), the copy is read again.
+  c.lost_race(std::nullopt, {}, c.calls().next_call(), view, local, now);
+  EXPECT_FALSE(c.held());
+}
+
+TEST_F(CachedGroupTest, AForcedDeleteFencesEveryLiveMemberFirst) {
+  load();
+  joined("a");
+  joined("b");
+  auto o = fence_live_members(stored, "group deleted by admin", cfg, now);
+  for (const auto& [id, m] : o.state.members) EXPECT_FALSE(m.live()) << id;
+  EXPECT_EQ(o.delta.upserted.size(), 2u);
+  EXPECT_EQ(judge_delete(true, o.state, false), DeleteVerdict::Delete);
+  EXPECT_EQ(judge_delete(true, stored, false), DeleteVerdict::HasLiveMembers);
+}
+
+TEST_F(CachedGroupTest, AHandoverIsTimedFromTheRevokeAskedToTheLastShardGivenUp) {
+  load();
+  joined("a");
+  const Event asked{Event::Kind::REVOKE_REQUESTED, "a", {}, ""};
+  const Event acked{Event::Kind::REVOKE_ACKED, "a", {}, ""};
+  EXPECT_TRUE(c.handovers_done({asked}, 1000).empty());
+  EXPECT_EQ(c.handovers_done({acked}, 1250), std::vector<Millis>{250});
+  EXPECT_TRUE(c.handovers_done({acked}, 1300).empty());  // timed once
+}
+
+TEST_F(CachedGroupTest, TheIndexEntryOfDeadlineWorkIsTheCopysNextDeadlineAndGoesWithTheGroup) {
+  load();
+  EXPECT_FALSE(c.index_deadline(tv()).has_value());  // the group does not exist
+  joined("a");
+  EXPECT_EQ(c.index_deadline(tv()), next_deadline(stored, cfg));
+  ASSERT_TRUE(c.index_deadline(tv()).has_value());
+  TimeView held = tv();
+  held.expiryHeldUntil = *next_deadline(stored, cfg) + 5000;
+  EXPECT_GE(*c.index_deadline(held), *next_deadline(stored, cfg));
+}
+
+}  // namespace
+}  // namespace rsc::group
