@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRSC_SANITIZE=ON -DRSC_BUILD_BENCHMARKS=OFF >/dev/null
-targets=(test_codec test_assignor test_reconcile test_simulation test_time_rules test_membership test_store test_cluster test_group_actor test_http_api)
+targets=(test_codec test_assignor test_reconcile test_simulation test_time_rules test_pod_authority test_cached_group test_membership test_store test_cluster test_group_actor test_http_api)
 cmake --build build-asan -j "${JOBS:-2}" --target "${targets[@]}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export RSC_SIM_SEEDS=40
