@@ -12,6 +12,8 @@
 #include <variant>
 
 #include "actors/actors.hpp"
+#include "actors/group_report.hpp"
+#include "actors/group_work.hpp"
 #include "group/cached_group.hpp"
 #include "group/describe.hpp"
 #include "group/notify.hpp"
@@ -21,38 +23,8 @@
 namespace rsc::actors {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
 using group::WorkKind;
-
-// The kinds of work, in group::WorkKind's order.
-struct Beat {
-  HeartbeatCall call;
-  protocol::HeartbeatResponse response;  // filled by the step, given once stored
-  bool unwritten = false;                // the core deferred the lease renewal (counted when answered)
-};
-struct Tick {};
-struct Describe { DescribeCall call; };
-struct Remove { RemoveCall call; bool removed = false; };
-struct Metadata { protocol::StreamMetadata meta; };
-struct Delete { DeleteCall call; };
-using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete>;
-static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(WorkKind::Delete) + 1);
-
-struct Work {
-  Payload what;
-  group::Ticket t;
-  SteadyClock::time_point arrived = SteadyClock::now();  // for the latency metric
-};
-using WorkPtr = std::shared_ptr<Work>;
-using Batch = std::vector<WorkPtr>;
-
-template <class P>
-WorkPtr make_work(P&& p) {
-  auto w = std::make_shared<Work>();
-  w->what = std::forward<P>(p);
-  w->t.kind = static_cast<WorkKind>(w->what.index());
-  return w;
-}
+using namespace work;
 
 struct GroupActorState {
   store::GroupKey key;
@@ -63,7 +35,7 @@ struct GroupActorState {
   std::list<WorkPtr> queue;  // a deque allocates 576 bytes even empty: one per group held
   bool busy = false;         // a store call is in flight, or work is held (hold)
   bool tickQueued = false;
-  group::RecentEvents recent;  // what this pod saw happen, for describe
+  GroupReport report;  // log lines, metrics, recent events
   group::Millis lastActivity = 0;
   bool retireTimer = false;
   bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
@@ -117,76 +89,25 @@ void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
           });
 }
 
-void finish(Self self, Work& w) {
-  const auto& m = self->state.cfg->metrics;
-  if (auto* b = std::get_if<Beat>(&w.what)) {
-    if (m) {
-      m->heartbeat(b->response.status, std::chrono::duration<double>(SteadyClock::now() - w.arrived).count());
-      if (b->unwritten) m->heartbeats_unwritten(1);
-    }
-    b->call.done(std::move(b->response));
-  } else if (auto* r = std::get_if<Remove>(&w.what)) {
-    r->call.done(store::Result<bool>::success(r->removed));
-  }
-}
-
 protocol::Timings timings(Self self) {
   const auto& c = self->state.cfg->core;
   return {c.heartbeatIntervalMs, c.rebalanceTimeoutMs, c.memberLeaseTtlMs};
 }
-
-void answer_retry(Self self, Work& w, const std::string& why) {
-  auto& b = std::get<Beat>(w.what);
-  b.response = protocol::refusal(b.call.req.requestId, b.call.req.memberId, protocol::HeartbeatStatus::RETRY, why,
-                                 timings(self), {}, b.call.req.memberEpoch);
-  finish(self, w);
-}
-
-// Every call is answered (RETRY or an error) rather than left hanging.
-void fail(Self self, Work& w, const store::Error& e) {
-  if (std::holds_alternative<Beat>(w.what)) return answer_retry(self, w, e.message);
-  if (auto* d = std::get_if<Describe>(&w.what)) return d->call.done(store::Result<std::optional<std::string>>::failure(e));
-  if (auto* r = std::get_if<Remove>(&w.what)) return r->call.done(store::Result<bool>::failure(e));
-  if (auto* d = std::get_if<Delete>(&w.what)) return d->call.done(store::Result<store::GroupDeletion>::failure(e));
-}
+void finish(Self self, Work& w) { answer(w, self->state.cfg->metrics.get()); }
+void answer_retry(Self self, Work& w, const std::string& why) { retry(w, why, timings(self), self->state.cfg->metrics.get()); }
+void fail(Self self, Work& w, const store::Error& e) { work::fail(w, e, timings(self), self->state.cfg->metrics.get()); }
 
 // The store could not answer: the copy is forgotten and everything waiting is answered.
 void store_failed(Self self, const store::Error& e, const Batch& inFlight = {}) {
   auto& st = self->state;
-  if (st.cfg->metrics) st.cfg->metrics->store_error(store::to_string(e.kind));
-  // An unreachable store is the pod's news (actors/pod_context.cpp logs it once).
-  if (e.kind != store::ErrorKind::Retryable)
-    log::error("group " + st.key.str() + ": store error (" + store::to_string(e.kind) + "): " + e.message);
+  st.report.store_failed(e);
   st.c.forget();
   Batch waiting(inFlight);
   waiting.insert(waiting.end(), st.queue.begin(), st.queue.end());
   st.queue.clear();
   st.tickQueued = false;
-  const store::Error answer{e.kind, "coordinator store unavailable: " + e.message};
-  for (auto& w : waiting) fail(self, *w, answer);
-}
-
-void log_rollback(Self self, const std::optional<group::Rollback>& r) {
-  auto& st = self->state;
-  if (!r) return;
-  if (st.cfg->metrics) st.cfg->metrics->rollback_detected();
-  log::error("group " + st.key.str() + ": storeRevision went back from " + std::to_string(r->seenRevision) + " to " +
-             std::to_string(st.c.held() ? st.c.state().storeRevision : 0) + "; fencing epochs the store does not know");
-}
-
-// A stored step: what this pod saw happen, the log and the metrics.
-void record(Self self, const std::vector<group::Event>& events, double computeSeconds) {
-  auto& st = self->state;
-  const auto t = now(self);
-  st.recent.record(events, st.c.state().groupEpoch, t);
-  if (st.cfg->logEvents)
-    for (const auto& e : events) log::info("group " + st.key.str() + ": " + group::to_string(e));
-  const auto handovers = st.c.handovers_done(events, t);
-  if (auto* m = st.cfg->metrics.get()) {
-    m->group_events(events, computeSeconds);
-    for (auto ms : handovers) m->revocation(static_cast<double>(ms) / 1000.0);
-    m->publish_group(st.key.streamPrefix, st.key.consumerGroup, st.c.state());
-  }
+  const store::Error why{e.kind, "coordinator store unavailable: " + e.message};
+  for (auto& w : waiting) fail(self, *w, why);
 }
 
 void finish_deadline_work(Self self) {
@@ -276,7 +197,7 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
             case group::Stored::Current: if (m) m->copy_check(true); return answered(self, ws);
             case group::Stored::Written: break;
           }
-          record(self, *events, computeSeconds);
+          s.report.stored(*events, s.c, computeSeconds, now(self));
           if (wake && !wake->empty()) {  // best effort: a lost message only means the member learns at its next heartbeat
             const auto message = group::notification_message(s.c.state().groupEpoch, *wake);
             self->send(s.store, task_atom::value, StoreTask{[key = s.key, message](store::GroupStore& gs) { gs.notify(key, message); }});
@@ -285,7 +206,7 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
           return answered(self, ws);
         }
         if (m) check ? m->copy_check(false) : r.status == store::CasStatus::Conflict ? m->cas_conflict() : m->mutex_contention();
-        log_rollback(self, s.c.lost_race(std::move(r.current), r.rollback, s.replying, *view(self), local(self), now(self)));
+        s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.replying, *view(self), local(self), now(self)), s.c);
         redo(self, ws);
       }, [=](const store::Error& e) { store_failed(self, e, ws); });
 }
@@ -327,8 +248,7 @@ void start_delete(Self self, const WorkPtr& w) {
           case store::DeleteStatus::Deleted:
             if (s.c.deleted(*view(self), local(self)) == group::Stored::Lapsed)
               return refuse(self, {w}, "this coordinator pod's registration lapsed while it deleted the group");
-            log::info("group " + s.key.str() + ": deleted by admin");
-            if (s.cfg->metrics) s.cfg->metrics->forget_group(s.key.streamPrefix, s.key.consumerGroup);
+            s.report.deleted();
             return del.done(store::Result<D>::success(D::Deleted));
           case store::DeleteStatus::NotFound: s.c.drop(); return del.done(store::Result<D>::success(D::NotFound));
           case store::DeleteStatus::Conflict:  // written meanwhile: judged again on a fresh read
@@ -363,7 +283,7 @@ void step_heartbeats(Self self, WorkPtr w, const group::TimeView& tv, double com
   }
   auto o = batch.finish();
   if (!o) return;
-  if (ws.empty()) ws.push_back(make_work(Tick{}));  // only error answers: the tick's findings alone
+  if (ws.empty()) ws.push_back(make(Tick{}));  // only error answers: the tick's findings alone
   commit(self, std::move(ws), std::move(*o), computeSeconds);
 }
 
@@ -393,7 +313,7 @@ void run_step(Self self, const WorkPtr& w) {
     case group::DeleteVerdict::FenceThenDelete:  // the fencing is written, then the delete judged again
       del.fenceMembers = false;
       st.queue.push_front(w);
-      return commit(self, {make_work(Tick{})}, group::fence_live_members(st.c.take(), "group deleted by admin", cfg, tv.now), seconds());
+      return commit(self, {make(Tick{})}, group::fence_live_members(st.c.take(), "group deleted by admin", cfg, tv.now), seconds());
   }
 }
 
@@ -404,7 +324,7 @@ void start_load(Self self) {
         auto& s = self->state;
         if (!r.loaded.ok()) return store_failed(self, r.loaded.error);
         if (!r.stream.ok()) return store_failed(self, r.stream.error);
-        log_rollback(self, s.c.adopt(std::move(*r.loaded.value), *r.stream.value, now(self)));
+        s.report.rollback(s.c.adopt(std::move(*r.loaded.value), *r.stream.value, now(self)), s.c);
         s.c.confirm(s.replying, *view(self), local(self));
         s.c.loaded(r.groupsInStream);
       }, [=](const store::Error& e) { store_failed(self, e); });
@@ -427,7 +347,7 @@ void start_tick(Self self, const WorkPtr& w) {
           if (m) m->deadline_work("held_elsewhere");
           return;
         }
-        if (lease.status == store::LeaseStatus::Changed) log_rollback(self, s.c.adopt(std::move(*lease.loaded), r.stream, now(self)));
+        if (lease.status == store::LeaseStatus::Changed) s.report.rollback(s.c.adopt(std::move(*lease.loaded), r.stream, now(self)), s.c);
         else s.c.stream_read(r.stream, now(self));
         if (!s.c.held()) return;
         s.c.confirm(s.replying, *view(self), local(self));
@@ -445,7 +365,7 @@ void start_describe(Self self, const WorkPtr& w) {
       [=](LoadReply& r) {
         if (!r.loaded.ok()) return done(R::failure(r.loaded.error));
         std::optional<std::string> body;
-        if (r.loaded.value->exists) body = group::describe_json(r.loaded.value->state, now(self), &self->state.recent);
+        if (r.loaded.value->exists) body = group::describe_json(r.loaded.value->state, now(self), &self->state.report.recent());
         done(R::success(std::move(body)));
       }, [=](const store::Error& e) { done(R::failure(e)); });
 }
@@ -487,11 +407,10 @@ void arm_retirement(Self self, group::Millis in) {
 template <class P>
 void enqueue(Self self, P&& payload, bool deadlineWork = false) {
   auto& st = self->state;
-  auto w = make_work(std::forward<P>(payload));
+  auto w = make(std::forward<P>(payload));
   const auto t = now(self);  // the pod's clock is shared by all its actors: read once per message
   st.lastActivity = t;
   arm_retirement(self, st.cfg->retireAfterMs);
-  if (const auto* b = std::get_if<Beat>(&w->what)) w->t.join = b->call.req.memberEpoch == 0;
   w->t.deadlineWork = deadlineWork;
   w->t.arrivedMs = t;
   w->t.arrival = st.c.calls().arrival();
@@ -505,6 +424,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
   st.key = std::move(key);
   st.cfg = std::move(cfg);
   st.c = group::CachedGroup(st.key.str(), &st.cfg->core);
+  st.report = GroupReport(st.key, st.cfg->metrics.get(), st.cfg->logEvents);
   st.store = std::move(store);
   st.gateway = std::move(gateway);
   st.lastActivity = now(self);

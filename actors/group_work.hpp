@@ -1,0 +1,87 @@
+// The work a group actor queues (actors/group_actor.cpp), and how each kind is answered. Only
+// that file includes this header.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "group/cached_group.hpp"
+#include "protocol/codec.hpp"
+
+namespace rsc::actors::work {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The kinds of work, in group::WorkKind's order.
+struct Beat {
+  HeartbeatCall call;
+  protocol::HeartbeatResponse response;  // filled by the step, given once stored
+  bool unwritten = false;                // the core deferred the lease renewal (counted when answered)
+};
+struct Tick {};
+struct Describe {
+  DescribeCall call;
+};
+struct Remove {
+  RemoveCall call;
+  bool removed = false;
+};
+struct Metadata {
+  protocol::StreamMetadata meta;
+};
+struct Delete {
+  DeleteCall call;
+};
+using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete>;
+static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(group::WorkKind::Delete) + 1);
+
+struct Work {
+  Payload what;
+  group::Ticket t;  // what the rules need of it (group/cached_group.hpp)
+  SteadyClock::time_point arrived = SteadyClock::now();  // for the latency metric
+};
+using WorkPtr = std::shared_ptr<Work>;
+using Batch = std::vector<WorkPtr>;
+
+template <class P>
+WorkPtr make(P&& p) {
+  auto w = std::make_shared<Work>();
+  w->what = std::forward<P>(p);
+  w->t.kind = static_cast<group::WorkKind>(w->what.index());
+  if (const auto* b = std::get_if<Beat>(&w->what)) w->t.join = b->call.req.memberEpoch == 0;
+  return w;
+}
+
+// Gives the work the answer its step filled in (a heartbeat's latency counted).
+inline void answer(Work& w, Metrics* m) {
+  if (auto* b = std::get_if<Beat>(&w.what)) {
+    if (m) {
+      m->heartbeat(b->response.status, std::chrono::duration<double>(SteadyClock::now() - w.arrived).count());
+      if (b->unwritten) m->heartbeats_unwritten(1);
+    }
+    b->call.done(std::move(b->response));
+  } else if (auto* r = std::get_if<Remove>(&w.what)) {
+    r->call.done(store::Result<bool>::success(r->removed));
+  }
+}
+
+// A heartbeat answered RETRY (protocol::refusal: the one builder of refused answers).
+inline void retry(Work& w, const std::string& why, const protocol::Timings& t, Metrics* m) {
+  auto& b = std::get<Beat>(w.what);
+  b.response = protocol::refusal(b.call.req.requestId, b.call.req.memberId, protocol::HeartbeatStatus::RETRY, why, t,
+                                 {}, b.call.req.memberEpoch);
+  answer(w, m);
+}
+
+// Every call is answered (RETRY or an error) rather than left hanging.
+inline void fail(Work& w, const store::Error& e, const protocol::Timings& t, Metrics* m) {
+  if (std::holds_alternative<Beat>(w.what)) return retry(w, e.message, t, m);
+  if (auto* d = std::get_if<Describe>(&w.what)) return d->call.done(store::Result<std::optional<std::string>>::failure(e));
+  if (auto* r = std::get_if<Remove>(&w.what)) return r->call.done(store::Result<bool>::failure(e));
+  if (auto* d = std::get_if<Delete>(&w.what)) return d->call.done(store::Result<store::GroupDeletion>::failure(e));
+}
+
+}  // namespace rsc::actors::work
