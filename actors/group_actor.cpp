@@ -39,11 +39,8 @@ struct GroupActorState {
   group::Millis lastActivity = 0;
   bool retireTimer = false;
   bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
-  // The store call in flight (0: none), asked at (pod clock), and the number of the one replying.
-  uint64_t asking = 0;
-  uint64_t replying = 0;
-  group::Millis askedAt = 0;
-  std::function<void()> giveUp;
+  group::StoreCallLine line;     // the store call in flight (group/freshness.hpp)
+  std::function<void()> giveUp;  // its error half, run when the watchdog gives it up
   bool watchdog = false;
 };
 using Self = caf::stateful_actor<GroupActorState>*;
@@ -64,29 +61,23 @@ template <class Reply, class Args, class OnReply, class OnError>
 void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
   auto& st = self->state;
   const uint64_t seq = st.c.calls().next_call();
+  st.line.begin(seq, local(self));
   st.busy = true;
-  st.asking = seq;
-  st.askedAt = local(self);
   const auto deadline = st.cfg->storeDeadlineMs;
   st.giveUp = [=]() mutable { onError(retryable("the store did not answer within " + std::to_string(deadline) + "ms")); };
   arm_watchdog(self, deadline);
+  auto awaited = [self, seq] {  // a reply of a call given up already is dropped
+    auto& s = self->state;
+    if (!s.line.replied(seq)) return false;
+    s.giveUp = nullptr, s.busy = false;
+    return true;
+  };
   std::apply([&](auto&&... xs) { return self->request(st.store, caf::infinite, std::forward<decltype(xs)>(xs)...); },
              std::move(args))
-      .then(
-          [=](Reply& r) mutable {
-            auto& s = self->state;
-            if (s.asking != seq) return;  // given up already
-            s.asking = 0, s.giveUp = nullptr, s.replying = seq, s.busy = false;
-            onReply(r);
-            pump(self);
-          },
-          [=](caf::error& e) mutable {
-            auto& s = self->state;
-            if (s.asking != seq) return;
-            s.asking = 0, s.giveUp = nullptr, s.busy = false;
-            onError(retryable("store actor: " + self->system().render(e)));
-            pump(self);
-          });
+      .then([=](Reply& r) mutable { if (awaited()) onReply(r), pump(self); },
+            [=](caf::error& e) mutable {
+              if (awaited()) onError(retryable("store actor: " + self->system().render(e))), pump(self);
+            });
 }
 
 protocol::Timings timings(Self self) {
@@ -170,7 +161,13 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
   std::optional<uint64_t> oldest;
   for (const auto& w : ws)
     if (w->t.kind != WorkKind::Tick) oldest = std::min(oldest.value_or(std::numeric_limits<uint64_t>::max()), w->t.arrival);
-  auto plan = st.c.plan_write(std::move(p), oldest, *view(self), local(self));
+  auto answeredNow = [&ws] {  // the heartbeats in this batch are answered anyway
+    std::set<std::string> ids;
+    for (const auto& w : ws)
+      if (const auto* b = std::get_if<Beat>(&w->what)) ids.insert(b->call.req.memberId);
+    return ids;
+  };
+  auto plan = st.c.plan_write(std::move(p), oldest, *view(self), local(self), answeredNow);
   using K = group::WritePlan::Kind;
   if (plan.kind == K::FromCopy) return answered(self, ws);
   if (plan.kind == K::Hold) return hold(self, ws, plan.holdMs);
@@ -178,13 +175,7 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
   const bool check = plan.kind == K::Check;
   CasCall call{st.key, plan.expectedRevision, plan.next, plan.delta, lockToken, 0, plan.lowerDeadlineTo,
                give_up_at(self), check};
-  std::shared_ptr<std::vector<std::string>> wake;
-  if (plan.wakeOthers) {  // the heartbeats in this batch are answered anyway
-    std::set<std::string> answeredNow;
-    for (const auto& w : ws)
-      if (const auto* b = std::get_if<Beat>(&w->what)) answeredNow.insert(b->call.req.memberId);
-    wake = std::make_shared<std::vector<std::string>>(group::members_to_wake(nullptr, *plan.next, answeredNow));
-  }
+  auto wake = std::make_shared<std::vector<std::string>>(std::move(plan.wake));
   auto events = std::make_shared<std::vector<group::Event>>(std::move(plan.events));
   ask_store<CasReply>(self, std::make_tuple(cas_atom::value, std::move(call)), [=](CasReply& reply) {
         auto& s = self->state;
@@ -192,13 +183,13 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
         auto& r = *reply.result.value;
         auto* m = s.cfg->metrics.get();
         if (r.status == store::CasStatus::Written) {
-          switch (s.c.written(r.revision, s.replying, *view(self), local(self))) {
+          switch (s.c.written(r.revision, s.line.replying(), *view(self), local(self))) {
             case group::Stored::Lapsed: return refuse(self, ws, "this coordinator pod's registration lapsed while it wrote");
             case group::Stored::Current: if (m) m->copy_check(true); return answered(self, ws);
             case group::Stored::Written: break;
           }
           s.report.stored(*events, s.c, computeSeconds, now(self));
-          if (wake && !wake->empty()) {  // best effort: a lost message only means the member learns at its next heartbeat
+          if (!wake->empty()) {  // best effort: a lost message only means the member learns at its next heartbeat
             const auto message = group::notification_message(s.c.state().groupEpoch, *wake);
             self->send(s.store, task_atom::value, StoreTask{[key = s.key, message](store::GroupStore& gs) { gs.notify(key, message); }});
             if (m) m->notified(wake->size());
@@ -206,7 +197,7 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
           return answered(self, ws);
         }
         if (m) check ? m->copy_check(false) : r.status == store::CasStatus::Conflict ? m->cas_conflict() : m->mutex_contention();
-        s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.replying, *view(self), local(self), now(self)), s.c);
+        s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.line.replying(), *view(self), local(self), now(self)), s.c);
         redo(self, ws);
       }, [=](const store::Error& e) { store_failed(self, e, ws); });
 }
@@ -325,7 +316,7 @@ void start_load(Self self) {
         if (!r.loaded.ok()) return store_failed(self, r.loaded.error);
         if (!r.stream.ok()) return store_failed(self, r.stream.error);
         s.report.rollback(s.c.adopt(std::move(*r.loaded.value), *r.stream.value, now(self)), s.c);
-        s.c.confirm(s.replying, *view(self), local(self));
+        s.c.confirm(s.line.replying(), *view(self), local(self));
         s.c.loaded(r.groupsInStream);
       }, [=](const store::Error& e) { store_failed(self, e); });
 }
@@ -350,7 +341,7 @@ void start_tick(Self self, const WorkPtr& w) {
         if (lease.status == store::LeaseStatus::Changed) s.report.rollback(s.c.adopt(std::move(*lease.loaded), r.stream, now(self)), s.c);
         else s.c.stream_read(r.stream, now(self));
         if (!s.c.held()) return;
-        s.c.confirm(s.replying, *view(self), local(self));
+        s.c.confirm(s.line.replying(), *view(self), local(self));
         if (!s.c.exists()) return finish_deadline_work(self);  // a deleted group: its index entry goes
         run_step(self, w);
       }, [=](const store::Error& e) { store_failed(self, e); });
@@ -448,13 +439,10 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
       [=](watchdog_atom) {
         auto& s = self->state;
         s.watchdog = false;
-        if (s.asking == 0) return;
-        const auto waited = local(self) - s.askedAt;
-        if (waited < s.cfg->storeDeadlineMs) return arm_watchdog(self, s.cfg->storeDeadlineMs - waited);
-        auto giveUp = std::exchange(s.giveUp, nullptr);
-        s.asking = 0;
+        const auto in = s.line.give_up_in(local(self), s.cfg->storeDeadlineMs);
+        if (in != 0) return in > 0 ? arm_watchdog(self, in) : void();
         s.busy = false;
-        if (giveUp) giveUp();
+        if (auto giveUp = std::exchange(s.giveUp, nullptr)) giveUp();
         pump(self);
       },
       [=](retire_atom) {

@@ -190,7 +190,7 @@ void CachedGroup::provisioned(Prepared& p, int32_t count) {
 }
 
 WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestArrival, const PodView& view,
-                                  Millis local) {
+                                  Millis local, const std::function<std::set<std::string>()>& answered) {
   WritePlan w;
   auto& o = p.outcome;
   const bool check = o.delta.empty() && oldestArrival && !copy_answers(*oldestArrival, view, local);
@@ -220,7 +220,8 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
   if (exists_) w.delta = std::make_shared<Delta>(std::move(o.delta));
   // A steady heartbeat changes nothing anyone waits for; a changed shape may give others work.
   const auto before = std::exchange(shapeBefore_, std::nullopt);
-  w.wakeOthers = !check && (!before || *before != shape_signature(*w.next));
+  if (!check && (!before || *before != shape_signature(*w.next)))
+    w.wake = members_to_wake(nullptr, *w.next, answered ? answered() : std::set<std::string>{});
   w.events = std::move(p.events);
   g_.reset();  // the copy is the write in flight until the store says so
   writing_ = w.next;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,8 +76,9 @@ struct WritePlan {
   std::shared_ptr<GroupState> next;  // Check, Write
   std::shared_ptr<Delta> delta;      // Write: null = the full first write
   std::optional<Millis> lowerDeadlineTo;
-  // Members other than those answered may have something new to do: tell them (members_to_wake).
-  bool wakeOthers = false;
+  // Members other than those the work answers that have something new to do: told at once once
+  // the write is stored (a steady heartbeat changes nothing anyone waits for: nobody).
+  std::vector<std::string> wake;
   std::vector<Event> events;
   Millis holdMs = 0;
   std::string why;
@@ -174,7 +176,9 @@ class CachedGroup {
   static void provisioned(Prepared& p, int32_t count);
   // How the prepared step reaches the store. `oldestArrival`: of the works answered from it
   // (nullopt: none but ticks). Only the group's owner writes it.
-  WritePlan plan_write(Prepared&& p, std::optional<uint64_t> oldestArrival, const PodView& view, Millis local);
+  // `answered`: the members the work answers (asked only when others may need waking).
+  WritePlan plan_write(Prepared&& p, std::optional<uint64_t> oldestArrival, const PodView& view, Millis local,
+                       const std::function<std::set<std::string>()>& answered = {});
   // The plan's compare-and-set came back Written at `revision` (call `call`).
   Stored written(int64_t revision, uint64_t call, const PodView& view, Millis local);
   // Another pod wrote first (its state when it came with the answer) or held the mutex.

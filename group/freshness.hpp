@@ -31,4 +31,36 @@ class CopyConfirmation {
   uint64_t confirmed_ = 0;
 };
 
+// The one store call a group's runtime has in flight, given up after a deadline on the pod's own
+// clock (SPEC §3 rule 8: the time it took is then an outage), and which call a reply belongs to: a
+// reply that comes after its call was given up is dropped.
+class StoreCallLine {
+ public:
+  // A call numbered `n` is made at local time `now`.
+  void begin(uint64_t n, int64_t now) { asking_ = n, askedAt_ = now; }
+  bool in_flight() const { return asking_ != 0; }
+  // A reply (or an error) for call `n` came: whether it is still awaited; it is then the call whose
+  // reply is being handled (what it confirms, CopyConfirmation::confirmed_by).
+  bool replied(uint64_t n) {
+    if (n == 0 || asking_ != n) return false;
+    asking_ = 0;
+    replying_ = n;
+    return true;
+  }
+  uint64_t replying() const { return replying_; }
+  // The watchdog looks at local time `now`: the ms still to wait, or 0 when the call in flight is
+  // given up now (it is then no longer awaited); -1: nothing in flight.
+  int64_t give_up_in(int64_t now, int64_t deadlineMs) {
+    if (asking_ == 0) return -1;
+    if (now - askedAt_ < deadlineMs) return deadlineMs - (now - askedAt_);
+    asking_ = 0;
+    return 0;
+  }
+
+ private:
+  uint64_t asking_ = 0;
+  uint64_t replying_ = 0;
+  int64_t askedAt_ = 0;
+};
+
 }  // namespace rsc::group

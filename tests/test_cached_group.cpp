@@ -319,12 +319,14 @@ TEST_F(CachedGroupTest, AChangedShapeWakesTheOtherMembersASteadyHeartbeatWakesNo
     now += cfg.memberLeaseTtlMs / 2;
     auto renew = plan(std::move(*step({steady("a")})));
     ASSERT_EQ(renew.kind, WritePlan::Kind::Write);
-    if (i == 1) EXPECT_FALSE(renew.wakeOthers);
+    if (i == 1) {
+      EXPECT_TRUE(renew.wake.empty());
+    }
     ASSERT_EQ(store(renew), Stored::Written);
   }
-  auto join = plan(std::move(*step({request("b", 0)})));
-  EXPECT_TRUE(join.wakeOthers);
-  EXPECT_EQ(members_to_wake(nullptr, *join.next, {"b"}), std::vector<std::string>{"a"});
+  auto join = c.plan_write(std::move(*step({request("b", 0)})), std::nullopt, view, local,
+                           [] { return std::set<std::string>{"b"}; });
+  EXPECT_EQ(join.wake, std::vector<std::string>{"a"});  // b is answered anyway
 }
 
 // --- the heartbeat batch -------------------------------------------------------------------------
@@ -505,7 +507,7 @@ TEST_F(CachedGroupTest, ACopyFromAnEarlierTermIsCheckedWithTheStoreOnce) {
   auto w = plan(std::move(*p), arrival);
   ASSERT_EQ(w.kind, WritePlan::Kind::Check);
   EXPECT_FALSE(w.lowerDeadlineTo.has_value());
-  EXPECT_FALSE(w.wakeOthers);
+  EXPECT_TRUE(w.wake.empty());
   EXPECT_EQ(c.written(revision, c.calls().next_call(), view, local), Stored::Current);
   EXPECT_TRUE(c.copy_answers(c.calls().arrival(), view, local));  // confirmed in term 2
 }
@@ -576,6 +578,22 @@ TEST_F(CachedGroupTest, AFailedStoreCallForgetsTheCopyAndWhatItConfirmed) {
   EXPECT_FALSE(c.held());
   EXPECT_FALSE(c.copy_answers(arrival, view, local));
   EXPECT_FALSE(c.copy_answers(0, view, local));
+}
+
+TEST_F(CachedGroupTest, AStoreCallIsGivenUpAtTheDeadlineOnThePodsClockAndItsLateReplyDropped) {
+  StoreCallLine line;
+  EXPECT_EQ(line.give_up_in(0, 1000), -1);  // nothing in flight
+  line.begin(7, 100);
+  EXPECT_TRUE(line.in_flight());
+  EXPECT_EQ(line.give_up_in(600, 1000), 500);  // wait 500 ms more
+  EXPECT_EQ(line.give_up_in(1100, 1000), 0);   // given up now
+  EXPECT_FALSE(line.in_flight());
+  EXPECT_FALSE(line.replied(7));  // the late reply is dropped
+  line.begin(8, 2000);
+  EXPECT_TRUE(line.replied(8));
+  EXPECT_EQ(line.replying(), 8u);
+  EXPECT_FALSE(line.replied(8));  // answered once
+  EXPECT_EQ(line.give_up_in(99'999, 1000), -1);
 }
 
 // --- races, deletes, handovers -------------------------------------------------------------------
