@@ -251,6 +251,11 @@ Membership::Lease Membership::take_shards(int worker, int64_t nowNs) {
   if (nowNs < l.deadlineNs) {
     for (auto& [s, st] : shards_) {
       if (st.revoking || st.dropped || st.busy || s % o_.concurrency != worker) continue;
+      if (st.retryAtNs > nowNs) {  // a failed record's backoff: nothing later on it is read meanwhile
+        if (l.retryAtNs == 0 || st.retryAtNs < l.retryAtNs) l.retryAtNs = st.retryAtNs;
+        continue;
+      }
+      st.retryAtNs = 0;
       st.busy = true;
       l.shards.push_back(s);
       if (st.needsClaim) l.toClaim.push_back(s);
@@ -264,7 +269,8 @@ Membership::Lease Membership::take_shards(int worker, int64_t nowNs) {
 
 int64_t Membership::block_ms(const Lease& l, int64_t nowNs, int64_t capMs) {
   const int64_t leftMs = (l.deadlineNs - nowNs) / 1'000'000 - 20;
-  return std::min(capMs, leftMs);
+  const int64_t untilRetryMs = l.retryAtNs != 0 ? std::max<int64_t>(1, (l.retryAtNs - nowNs) / 1'000'000) : capMs;
+  return std::min({capMs, leftMs, untilRetryMs});
 }
 
 std::optional<int64_t> Membership::begin_record(int32_t shard, int64_t nowNs) {
@@ -289,12 +295,32 @@ bool Membership::record_done(int32_t shard, const std::string& id, bool acked) {
   return acked;
 }
 
-void Membership::record_failed(int32_t shard) {
+void Membership::record_failed(int32_t shard, int64_t nowNs, int64_t retryInMs) {
+  ++counters_.failedAttempts;
   auto it = shards_.find(shard);
   if (it == shards_.end()) return;
   --it->second.inFlight;
   it->second.needsClaim = true;
+  if (retryInMs > 0) {
+    ++counters_.retried;
+    it->second.retryAtNs = nowNs + retryInMs * 1'000'000;
+  }
 }
+
+bool Membership::record_dead_lettered(int32_t shard, const std::string& id, bool attempted) {
+  ++counters_.deadLettered;
+  if (attempted) ++counters_.failedAttempts;
+  return record_done(shard, id, true);
+}
+
+FailureVerdict judge_failure(int64_t deliveries, bool now, const RetryPolicy& p) {
+  if (now || deliveries >= p.maxDeliveries) return {true, 0};
+  int64_t wait = std::max<int64_t>(1, p.backoffMs);
+  for (int64_t d = 1; d < deliveries && wait < p.backoffMaxMs; ++d) wait *= 2;
+  return {false, std::min(wait, std::max<int64_t>(1, p.backoffMaxMs))};
+}
+
+bool over_deliveries(int64_t deliveries, const RetryPolicy& p) { return deliveries > p.maxDeliveries; }
 
 void Membership::claimed(int32_t shard) {
   if (auto it = shards_.find(shard); it != shards_.end()) it->second.needsClaim = false;

@@ -33,7 +33,27 @@ struct MembershipCounters {
   int64_t selfFences = 0;
   int64_t notifications = 0;
   int64_t readInterrupts = 0;  // outstanding reads cut short because a shard they waited on was given up
+  int64_t failedAttempts = 0;  // handler calls that failed (threw)
+  int64_t retried = 0;         // of those, records left pending to be tried again after a backoff
+  int64_t deadLettered = 0;    // records written to the dead-letter stream, then acked
 };
+
+// A record whose handler keeps failing must not stop its shard forever (SPEC §6). Redis counts
+// its deliveries (XREADGROUP and each claim add one; a crash or a handover does not reset it).
+struct RetryPolicy {
+  int64_t maxDeliveries = 5;   // attempts before the record goes to the dead-letter stream
+  int64_t backoffMs = 100;     // before the 2nd attempt; doubled for each later one
+  int64_t backoffMaxMs = 5000;
+};
+struct FailureVerdict {
+  bool deadLetter = false;  // write it to the dead-letter stream and ack it
+  int64_t retryInMs = 0;    // else: the shard waits this long, then the record is claimed again
+};
+// The handler failed on the record's `deliveries`-th delivery (`now`: it said "dead-letter now").
+FailureVerdict judge_failure(int64_t deliveries, bool now, const RetryPolicy& p);
+// A record delivered more often than the policy allows (a crash between its last failed attempt
+// and its dead letter): it goes to the dead-letter stream without another attempt.
+bool over_deliveries(int64_t deliveries, const RetryPolicy& p);
 
 class Membership {
  public:
@@ -79,6 +99,9 @@ class Membership {
     std::vector<int32_t> shards;   // this worker reads these now (held until release)
     std::vector<int32_t> toClaim;  // of those, the ones whose pending entries must be claimed first
     int64_t deadlineNs = 0;        // the self-fence deadline when they were taken
+    // The earliest time a shard of this worker left out for a failed record's backoff is due
+    // (0: none): a read does not block past it.
+    int64_t retryAtNs = 0;
   };
   // Takes the free shards that fall to `worker`. Past the deadline it takes nothing and fences
   // the member (once).
@@ -92,8 +115,12 @@ class Membership {
   // The handler returned and the ack was (or was not) stored. false: stop the batch, the record
   // is claimed again before anything after it on this shard.
   bool record_done(int32_t shard, const std::string& id, bool acked);
-  // The handler threw: not acked, claimed again; the batch stops.
-  void record_failed(int32_t shard);
+  // The handler threw: not acked, claimed again; the batch stops. With `retryInMs` > 0 (a
+  // FailureVerdict) nothing of the shard is read before `nowNs` + that: the record leads the claim.
+  void record_failed(int32_t shard, int64_t nowNs = 0, int64_t retryInMs = 0);
+  // The record was written to the dead-letter stream and acked: it counts as processed.
+  // `attempted`: after a failed handler call (not for one delivered too often to try again).
+  bool record_dead_lettered(int32_t shard, const std::string& id, bool attempted = true);
   void claimed(int32_t shard);           // its pending entries were claimed and processed
   void needs_claim(int32_t shard);       // a read failed: Redis may hold records for us
   void release(const std::vector<int32_t>& shards);  // the worker let go of its lease
@@ -126,6 +153,7 @@ class Membership {
     bool busy = false;        // a worker holds it
     bool needsClaim = true;   // claim what earlier owners (or this member before a fence) left pending
     int inFlight = 0;         // records inside the handler
+    int64_t retryAtNs = 0;    // a failed record waits: the shard is not taken before this
     std::string lastDeliveredId;
     std::optional<int64_t> pending, lag;
     int64_t infoAtNs = 0;

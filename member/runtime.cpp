@@ -31,6 +31,12 @@ int64_t mono_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+std::string dead_letter_key(const std::string& ns, const std::string& streamPrefix, const std::string& group) {
+  store::KeySpace keys;
+  keys.ns = ns;
+  return keys.dead_letters({streamPrefix, group});
+}
+
 std::string member_id_from_environment(const std::string& suffix) {
   std::string ip;
   if (const char* p = std::getenv("POD_IP"); p != nullptr && *p) ip = p;
@@ -80,6 +86,7 @@ struct Runtime::Impl {
   std::vector<int> interruptFds;
   // Set once (under mu) before any shard is read, never changed after.
   std::string keyPattern;
+  std::string deadLetterKey;  // set before the threads start
 
   ~Impl() {
     for (int fd : interruptFds)
@@ -263,21 +270,24 @@ struct Runtime::Impl {
         after_machine();
         if (!start) return false;
       }
+      // A record delivered more often than allowed failed its last attempt before a crash or a
+      // handover: it goes to the dead-letter stream without another.
+      std::optional<std::string> failure;
+      const bool tooOften = over_deliveries(rec.deliveries, opts.retry);
+      bool deadLetterNow = tooOften;
+      if (tooOften) failure = "delivered " + std::to_string(rec.deliveries) + " times";
       try {
-        handler(rec, *start);
+        if (!failure) handler(rec, *start);
+      } catch (const DeadLetterNow& e) {
+        failure = e.what(), deadLetterNow = true;
+      } catch (const std::exception& e) {
+        failure = e.what();
       } catch (...) {
-        // Not acked: the record stays pending and is claimed again (by this member or the next).
-        std::string why = "an exception";
-        try {
-          throw;
-        } catch (const std::exception& e) {
-          why = e.what();
-        } catch (...) {
-        }
-        log("handler threw on shard " + std::to_string(shard) + " record " + rec.id + ": " + why);
-        std::lock_guard<std::mutex> lock(mu);
-        m->record_failed(shard);
-        return false;
+        failure = "an exception";
+      }
+      if (failure) {
+        if (!failed(reader, shard, rec, *failure, deadLetterNow, !tooOften)) return false;
+        continue;
       }
       const std::string ackError = reader.ack(shard, rec.id);
       if (!ackError.empty())
@@ -289,16 +299,48 @@ struct Runtime::Impl {
     return true;
   }
 
+  // The handler failed (or the record must not be tried again): retried after a backoff, or
+  // written to the dead-letter stream and only then acked (a crash between the two leaves a
+  // duplicate dead letter, never a loss). false: the shard's batch stops here.
+  bool failed(ShardReader& reader, int32_t shard, const Record& rec, const std::string& error, bool now, bool attempted) {
+    const auto verdict = judge_failure(rec.deliveries, now, opts.retry);
+    const std::string where = "shard " + std::to_string(shard) + " record " + rec.id + " (delivery " +
+                              std::to_string(rec.deliveries) + " of " + std::to_string(opts.retry.maxDeliveries) + ")";
+    int64_t retryInMs = verdict.retryInMs;
+    if (verdict.deadLetter) {
+      const auto atMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+      std::string e = reader.dead_letter(deadLetterKey, rec, error, memberId, atMs);
+      if (e.empty()) e = reader.ack(shard, rec.id);
+      if (e.empty()) {
+        log("dead-lettered " + where + " to " + deadLetterKey + ": " + error);
+        std::lock_guard<std::mutex> lock(mu);
+        return m->record_dead_lettered(shard, rec.id, attempted);
+      }
+      log("could not dead-letter " + where + ": " + e + "; tried again");
+      retryInMs = std::max<int64_t>(1, opts.retry.backoffMs);
+    } else {
+      log("handler failed on " + where + ": " + error + "; tried again in " + std::to_string(retryInMs) + "ms");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    m->record_failed(shard, mono_ns(), retryInMs);
+    return false;
+  }
+
   // Takes over what earlier owners (or this member, before a fence) left pending.
   bool claim(ShardReader& reader, int32_t shard) {
     // From id 0: records added before any member existed are delivered too.
     if (auto e = reader.ensure_group(shard); !e.empty())
       log("XGROUP CREATE on shard " + std::to_string(shard) + ": " + e);
+    // The first page holds one record: the one a failure left first. While it keeps failing, the
+    // records behind it are not delivered again (Redis counts every delivery).
     std::string cursor = "0-0";
+    int count = 1;
     do {
-      auto page = reader.autoclaim(shard, cursor, opts.readCount);
+      auto page = reader.autoclaim(shard, cursor, count);
       if (!page.ok) return false;
       cursor = page.cursor;
+      count = opts.readCount;
       if (!process(reader, shard, page.records)) return false;
     } while (cursor != "0-0" && !stopping);
     return true;
@@ -389,6 +431,9 @@ Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<
   impl_->opts = std::move(opts);
   impl_->handler = std::move(handler);
   impl_->keyPattern = impl_->opts.streamKeyPattern;
+  impl_->deadLetterKey = impl_->opts.deadLetterKey.empty()
+                             ? dead_letter_key(impl_->opts.redis.ns, impl_->opts.streamPrefix, impl_->opts.group)
+                             : impl_->opts.deadLetterKey;
   impl_->memberId =
       impl_->opts.memberId.empty() ? member_id_from_environment(std::to_string(impl_->opts.concurrency)) : impl_->opts.memberId;
   Membership::Options mo;

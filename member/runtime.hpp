@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,11 +66,31 @@ struct RuntimeOptions {
   std::function<void(const std::vector<int32_t>&)> onAssigned;
   std::function<void(const std::vector<int32_t>&)> onRevoking;
   std::function<void(const std::vector<int32_t>&)> onLost;
+
+  // A record whose handler fails is tried again after a backoff (nothing later on its shard is
+  // processed meanwhile; the member's other shards go on), up to retry.maxDeliveries deliveries as
+  // Redis counts them; then it is written to the group's dead-letter stream and acked.
+  RetryPolicy retry;
+  // The dead-letter stream; empty: dead_letter_key(redis.ns, streamPrefix, group).
+  std::string deadLetterKey;
 };
 
 // The handler runs once per record; the record is acked when it returns. `startNs` is taken
-// before the self-fence check that allowed the call.
+// before the self-fence check that allowed the call. To fail, it throws: RetryLater (or any other
+// exception) counts as a failed attempt and the record is tried again after a backoff, until its
+// deliveries reach the policy's maximum; DeadLetterNow sends it to the dead-letter stream at once.
 using Handler = std::function<void(const Record&, int64_t startNs)>;
+struct RetryLater : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct DeadLetterNow : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The group's dead-letter stream: "<ns>:{<prefix>/<group>}:dead" (the group's hash tag: one
+// Cluster slot with its state). Each entry: id, shard, stream (the shard stream's key),
+// deliveries, error, member, at (ms since the epoch), then the record's fields as "field:<name>".
+std::string dead_letter_key(const std::string& ns, const std::string& streamPrefix, const std::string& group);
 
 // memberId from env POD_IP, else the host's first non-loopback IPv4 address, plus ":" + suffix.
 std::string member_id_from_environment(const std::string& suffix);
@@ -85,7 +106,8 @@ class Runtime {
   bool shutdown(int64_t timeoutMs = 10000);
 
   // processed, heartbeats, heartbeatFailures, rejoins, selfFences, notifications (change
-  // notifications naming this member, each made it heartbeat at once), and:
+  // notifications naming this member, each made it heartbeat at once), failedAttempts, retried,
+  // deadLettered, and:
   struct Stats : MembershipCounters {
     int32_t epoch = 0;
     std::vector<int32_t> owned;

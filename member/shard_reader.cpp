@@ -88,6 +88,21 @@ ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& curso
   p.ok = true;
   p.cursor = r.value->elements[0].str;
   append_entries(r.value->elements[1], shard, p.records);
+  if (p.records.empty()) return p;
+  // The delivery counts (XAUTOCLAIM has just added one to each).
+  auto d = conn_.command({"XPENDING", keyOf_(shard), group_, p.records.front().id, p.records.back().id,
+                          std::to_string(p.records.size()), consumer_});
+  if (!d.ok() || d.value->type != Value::Type::Array) {
+    p.ok = false;
+    p.error = d.ok() ? (d.value->is_error() ? d.value->str : "unexpected XPENDING reply") : d.error.message;
+    return p;
+  }
+  std::map<std::string, int64_t> deliveries;
+  for (const auto& e : d.value->elements)
+    if (e.type == Value::Type::Array && e.elements.size() >= 4 && e.elements[3].type == Value::Type::Integer)
+      deliveries[e.elements[0].str] = e.elements[3].integer;
+  for (auto& rec : p.records)
+    if (auto it = deliveries.find(rec.id); it != deliveries.end()) rec.deliveries = it->second;
   return p;
 }
 
@@ -235,18 +250,35 @@ std::string ShardReader::ack(int32_t shard, const std::string& id) {
   return why(r);
 }
 
+std::string ShardReader::dead_letter(const std::string& key, const Record& r, const std::string& error,
+                                     const std::string& member, int64_t atMs) {
+  store::Command cmd{"XADD",       key,          "*",         "id",     r.id,   "shard",
+                     std::to_string(r.shard), "stream", keyOf_(r.shard), "deliveries", std::to_string(r.deliveries),
+                     "error",      error,        "member",    member,   "at",   std::to_string(atMs)};
+  for (const auto& [k, v] : r.fields) {
+    cmd.push_back("field:" + k);
+    cmd.push_back(v);
+  }
+  return why(conn_.command(cmd));
+}
+
 std::vector<Record> ShardReader::claim_leftovers(int32_t shard, int64_t minIdleMs) {
   std::vector<Record> out;
   const std::string minIdle = std::to_string(minIdleMs);
   auto p = conn_.command({"XPENDING", keyOf_(shard), group_, "IDLE", minIdle, "-", "+", "100"});
   if (!p.ok() || p.value->type != Value::Type::Array || p.value->elements.empty()) return out;
   store::Command claimCmd{"XCLAIM", keyOf_(shard), group_, consumer_, minIdle};
+  std::map<std::string, int64_t> count;
   for (const auto& e : p.value->elements)
-    if (e.type == Value::Type::Array && e.elements.size() >= 2 && e.elements[1].str != consumer_)
+    if (e.type == Value::Type::Array && e.elements.size() >= 4 && e.elements[1].str != consumer_) {
       claimCmd.push_back(e.elements[0].str);
+      if (e.elements[3].type == Value::Type::Integer) count[e.elements[0].str] = e.elements[3].integer + 1;  // XCLAIM adds one
+    }
   if (claimCmd.size() == 5) return out;
   auto c = conn_.command(claimCmd);
   if (c.ok() && c.value->type == Value::Type::Array) append_entries(*c.value, shard, out);
+  for (auto& rec : out)
+    if (auto it = count.find(rec.id); it != count.end()) rec.deliveries = it->second;
   return out;
 }
 

@@ -31,7 +31,8 @@ class ShardReader {
     std::string cursor;  // "0-0": nothing more
     std::vector<Record> records;
   };
-  // One XAUTOCLAIM page: entries pending for anyone in the group, from `cursor`, now this consumer's.
+  // One XAUTOCLAIM page: entries pending for anyone in the group, from `cursor`, now this consumer's,
+  // each with its delivery count (read with XPENDING).
   Page autoclaim(int32_t shard, const std::string& cursor, int count);
   struct Read {
     enum class Outcome { Records, Refused, Lost } outcome = Outcome::Records;
@@ -53,6 +54,9 @@ class ShardReader {
   void set_interrupt_fd(int fd) { interruptFd_ = fd; }
   // "" when the ack was stored, else why not.
   std::string ack(int32_t shard, const std::string& id);
+  // XADD of a dead letter (see runtime.hpp: dead_letter_key) to `key`; "" when stored, else why not.
+  std::string dead_letter(const std::string& key, const Record& r, const std::string& error, const std::string& member,
+                          int64_t atMs);
   // Entries other consumers of the group left pending on the shard, idle for at least minIdleMs,
   // claimed for this consumer (at most 100 at a time).
   std::vector<Record> claim_leftovers(int32_t shard, int64_t minIdleMs);

@@ -20,6 +20,8 @@ struct KeySpace {
   std::string group_lock(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":lock"; }
   // The group's sharded pub/sub channel: members hear of changes here (same slot as its keys).
   std::string notify_channel(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":changes"; }
+  // The group's dead-letter stream (written by its members, read by the coordinator and rsc-admin).
+  std::string dead_letters(const GroupKey& k) const { return ns + ":" + group_tag(k) + ":dead"; }
   // The pod registry and the deadline index share one hash tag: one slot, one node in a cluster.
   std::string pods() const { return ns + ":{coord}:pods"; }
   std::string deadlines() const { return ns + ":{coord}:due"; }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -173,6 +174,154 @@ TEST_F(RuntimeTest, AHandlerThatThrowsLeavesTheRecordPendingAndItIsProcessedAgai
   EXPECT_TRUE(eventually([&] { return done.load() == 1; })) << "claimed again after the throw";
   EXPECT_EQ(attempts.load(), 2);
   EXPECT_TRUE(a.shutdown(5000));
+}
+
+// ---- records that keep failing (SPEC §6: bounded retries, the dead-letter stream) -------------
+
+namespace {
+// The group's dead letters as Redis holds them: one field map per entry, oldest first.
+std::vector<std::map<std::string, std::string>> dead_letters(RedisServer& redis) {
+  std::vector<std::map<std::string, std::string>> out;
+  auto r = redis.admin().command({"XRANGE", member::dead_letter_key("rsc", "orders", "billing"), "-", "+"});
+  if (!r.ok() || r.value->type != store::Value::Type::Array) return out;
+  for (const auto& e : r.value->elements) {
+    std::map<std::string, std::string> f;
+    const auto& kv = e.elements.at(1).elements;
+    for (std::size_t i = 0; i + 1 < kv.size(); i += 2) f[kv[i].str] = kv[i + 1].str;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+int64_t pending_on(RedisServer& redis, int shard) {
+  auto p = redis.admin().command({"XPENDING", "orders:" + std::to_string(shard), "billing"});
+  return p.ok() && p.value->type == store::Value::Type::Array && !p.value->elements.empty() ? p.value->elements[0].integer : -1;
+}
+
+std::string add_record(RedisServer& redis, int shard, const std::string& key) {
+  auto r = redis.admin().command({"XADD", "orders:" + std::to_string(shard), "*", "key", key});
+  return r.ok() ? r.value->str : "";
+}
+}  // namespace
+
+TEST_F(RuntimeTest, ARecordThatAlwaysFailsIsTriedMaxDeliveriesTimesThenDeadLetteredAndItsShardGoesOnInOrder) {
+  add_record(redis, 0, "k0");
+  const std::string poison = add_record(redis, 0, "poison");
+  add_record(redis, 0, "k1");
+  add_record(redis, 0, "k2");
+  auto o = options("a");
+  o.retry = {4, 20, 100};
+  std::mutex mu;
+  std::vector<std::string> seen;
+  std::vector<int64_t> deliveries;
+  int64_t k1Deliveries = 0;
+  member::Runtime a(o, [&](const member::Record& r, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(r.field("key"));
+    if (r.field("key") == "k1") k1Deliveries = r.deliveries;
+    if (r.field("key") == "poison") {
+      deliveries.push_back(r.deliveries);
+      throw std::runtime_error("cannot parse the amount");
+    }
+  });
+  a.start();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !seen.empty() && seen.back() == "k2";
+  })) << "the shard goes on after the dead letter";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(seen, (std::vector<std::string>{"k0", "poison", "poison", "poison", "poison", "k1", "k2"}));
+    EXPECT_EQ(deliveries, (std::vector<int64_t>{1, 2, 3, 4})) << "Redis's delivery count, one per attempt";
+    // Read with the poison record, then delivered once more when the shard went on: not once per
+    // retry of the record ahead of it (each retry claims that record alone).
+    EXPECT_EQ(k1Deliveries, 2);
+  }
+  const auto dead = dead_letters(redis);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].at("id"), poison);
+  EXPECT_EQ(dead[0].at("shard"), "0");
+  EXPECT_EQ(dead[0].at("stream"), "orders:0");
+  EXPECT_EQ(dead[0].at("deliveries"), "4");
+  EXPECT_EQ(dead[0].at("error"), "cannot parse the amount");
+  EXPECT_EQ(dead[0].at("member"), "a");
+  EXPECT_EQ(dead[0].at("field:key"), "poison");
+  EXPECT_GT(std::stoll(dead[0].at("at")), 1'700'000'000'000LL);
+  EXPECT_TRUE(eventually([&] { return pending_on(redis, 0) == 0; })) << "acked after its dead letter was written";
+  const auto st = a.stats();
+  EXPECT_EQ(st.failedAttempts, 4);
+  EXPECT_EQ(st.retried, 3);
+  EXPECT_EQ(st.deadLettered, 1);
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
+TEST_F(RuntimeTest, ARecordThatFailsTwiceThenSucceedsIsNotDeadLetteredAndDeadLetterNowSkipsTheRetries) {
+  auto o = options("a");
+  o.retry = {5, 20, 100};
+  std::atomic<int> flaky{0}, fatal{0}, done{0};
+  member::Runtime a(o, [&](const member::Record& r, int64_t) {
+    if (r.field("key") == "flaky" && flaky.fetch_add(1) < 2) throw member::RetryLater("downstream busy");
+    if (r.field("key") == "fatal") {
+      ++fatal;
+      throw member::DeadLetterNow("schema version 9 is not supported");
+    }
+    ++done;
+  });
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }));
+  add_record(redis, 0, "flaky");
+  add_record(redis, 1, "fatal");
+  add_record(redis, 1, "after");
+  ASSERT_TRUE(eventually([&] { return done.load() == 2; }));
+  EXPECT_EQ(flaky.load(), 3);
+  EXPECT_EQ(fatal.load(), 1) << "not retried";
+  const auto dead = dead_letters(redis);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].at("field:key"), "fatal");
+  EXPECT_EQ(dead[0].at("deliveries"), "1");
+  EXPECT_EQ(dead[0].at("error"), "schema version 9 is not supported");
+  EXPECT_TRUE(eventually([&] { return pending_on(redis, 0) == 0 && pending_on(redis, 1) == 0; }));
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
+// The count is Redis's: a member that dies between two attempts does not reset it, and the next
+// owner makes only the attempts that are left.
+TEST_F(RuntimeTest, AMemberThatDiesBetweenAttemptsLeavesTheNextOwnerOnlyTheAttemptsLeft) {
+  std::atomic<int> attempts{0};
+  std::mutex mu;
+  std::vector<std::string> who;
+  auto handler = [&](const std::string& id) {
+    return [&, id](const member::Record& r, int64_t) {
+      if (r.field("key") != "poison") return;
+      ++attempts;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        who.push_back(id);
+      }
+      throw std::runtime_error("always fails");
+    };
+  };
+  auto oa = options("a");
+  oa.retry = {4, 3000, 3000};  // a dies while it waits
+  auto a = std::make_unique<member::Runtime>(oa, handler("a"));
+  a->start();
+  ASSERT_TRUE(eventually([&] { return a->stats().owned.size() == 2; }));
+  add_record(redis, 0, "poison");
+  ASSERT_TRUE(eventually([&] { return attempts.load() == 1; }));
+  a.reset();  // gone without leaving, in its backoff: the record stays pending with its count
+  auto ob = options("b");
+  ob.retry = {4, 20, 100};
+  member::Runtime b(ob, handler("b"));
+  b.start();
+  ASSERT_TRUE(eventually([&] { return dead_letters(redis).size() == 1; }, 15000)) << "after a's lease ends, b takes shard 0";
+  EXPECT_EQ(attempts.load(), 4);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(who, (std::vector<std::string>{"a", "b", "b", "b"}));
+  }
+  EXPECT_EQ(dead_letters(redis)[0].at("member"), "b");
+  EXPECT_EQ(dead_letters(redis)[0].at("deliveries"), "4");
+  EXPECT_TRUE(b.shutdown(5000));
 }
 
 // Per-key order after a failure: a record whose XACK failed is processed again before anything

@@ -455,6 +455,63 @@ TEST_F(MembershipMachine, AFailedAckOrAThrowingHandlerStopsTheBatchAndTheRecordI
   EXPECT_EQ(m.next_request(now).runtimeConsumerCapacity.availableConcurrency, 1);
 }
 
+TEST_F(MembershipMachine, AFailedRecordsShardWaitsOutItsBackoffWhileTheOtherShardsGoOn) {
+  joined({0, 1, 2});  // worker 0: shards 0 and 2; worker 1: shard 1
+  auto lease = m.take_shards(0, now);
+  ASSERT_EQ(lease.shards, (std::vector<int32_t>{0, 2}));
+  m.claimed(0);
+  m.claimed(2);
+  ASSERT_TRUE(m.begin_record(0, now));
+  m.record_failed(0, now, 200);
+  m.release(lease.shards);
+  auto during = m.take_shards(0, now + 50 * kMs);
+  EXPECT_EQ(during.shards, (std::vector<int32_t>{2})) << "nothing later on shard 0 is read meanwhile";
+  EXPECT_EQ(during.retryAtNs, now + 200 * kMs);
+  EXPECT_EQ(Membership::block_ms(during, now + 50 * kMs, 500), 150) << "a read does not outlast the backoff";
+  m.release(during.shards);
+  EXPECT_EQ(m.take_shards(1, now + 50 * kMs).shards, (std::vector<int32_t>{1})) << "another worker's shard goes on";
+  auto after = m.take_shards(0, now + 200 * kMs);
+  EXPECT_EQ(after.shards, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(after.toClaim, (std::vector<int32_t>{0})) << "the failed record leads the claim";
+  EXPECT_EQ(after.retryAtNs, 0);
+  EXPECT_EQ(m.counters().failedAttempts, 1);
+  EXPECT_EQ(m.counters().retried, 1);
+}
+
+TEST_F(MembershipMachine, ADeadLetteredRecordCountsAsProcessedAndTheBatchGoesOn) {
+  joined({0});
+  auto lease = m.take_shards(0, now);
+  m.claimed(0);
+  ASSERT_TRUE(m.begin_record(0, now));
+  EXPECT_TRUE(m.record_dead_lettered(0, "7-0"));
+  EXPECT_EQ(m.counters().deadLettered, 1);
+  EXPECT_EQ(m.counters().failedAttempts, 1) << "its last attempt failed";
+  EXPECT_EQ(m.counters().processed, 1);
+  ASSERT_TRUE(m.begin_record(0, now));
+  EXPECT_TRUE(m.record_dead_lettered(0, "8-0", /*attempted=*/false));
+  EXPECT_EQ(m.counters().failedAttempts, 1) << "delivered too often: not tried again";
+  m.release(lease.shards);
+  EXPECT_TRUE(m.take_shards(0, now).toClaim.empty());
+}
+
+TEST(RecordFailures, RetriedWithADoublingCappedBackoffUntilTheMaximumDeliveriesThenDeadLettered) {
+  const RetryPolicy p{5, 100, 300};
+  std::vector<int64_t> waits;
+  for (int64_t d = 1; d <= 4; ++d) {
+    const auto v = judge_failure(d, false, p);
+    EXPECT_FALSE(v.deadLetter) << d;
+    waits.push_back(v.retryInMs);
+  }
+  EXPECT_EQ(waits, (std::vector<int64_t>{100, 200, 300, 300}));
+  EXPECT_TRUE(judge_failure(5, false, p).deadLetter) << "the 5th failed delivery is the last";
+  EXPECT_TRUE(judge_failure(9, false, p).deadLetter);
+  EXPECT_TRUE(judge_failure(1, true, p).deadLetter) << "dead-letter now skips the retries";
+  EXPECT_FALSE(over_deliveries(5, p));
+  EXPECT_TRUE(over_deliveries(6, p)) << "failed its last attempt before a crash: no sixth attempt";
+  EXPECT_FALSE(judge_failure(1, false, RetryPolicy{}).deadLetter);
+  EXPECT_EQ(judge_failure(1, false, RetryPolicy{}).retryInMs, 100);
+}
+
 TEST_F(MembershipMachine, ProgressIsReportedAndRefreshedAtMostOnceASecond) {
   joined({0});
   EXPECT_EQ(m.progress_due({0}, now), (std::vector<int32_t>{0}));

@@ -2,6 +2,11 @@
 //   rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX
 //               --group G [--member-id ID]
 //               [--concurrency N] [--process-ms MS] [--log FILE] [--token T]
+//               [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]
+// A record whose handler fails is tried again after a backoff (doubling, capped) until Redis has
+// delivered it --max-deliveries times (default 5), then written to the group's dead-letter stream
+// and acked. --fail-key KEY makes the handler fail on every record whose "key" field is KEY (to try
+// the dead-letter path).
 // With --log, one JSON line per processed record:
 //   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..}
 // (startNs/endNs: CLOCK_MONOTONIC, so logs of processes on one machine can be merged; wallMs: the
@@ -28,7 +33,8 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-consume: " << why << "\n"
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
-               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n";
+               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n"
+               "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n";
   std::exit(2);
 }
 }  // namespace
@@ -37,6 +43,7 @@ int main(int argc, char** argv) {
   member::RuntimeOptions o;
   std::string redis, logPath;
   long processMs = 0;
+  std::string failKey;
   bool redisCluster = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -54,6 +61,10 @@ int main(int argc, char** argv) {
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
     else if (a == "--log") logPath = val();
     else if (a == "--token") o.token = val();
+    else if (a == "--max-deliveries") o.retry.maxDeliveries = std::max(1L, std::atol(val().c_str()));
+    else if (a == "--retry-backoff-ms") o.retry.backoffMs = std::max(1L, std::atol(val().c_str()));
+    else if (a == "--retry-backoff-max-ms") o.retry.backoffMaxMs = std::max(1L, std::atol(val().c_str()));
+    else if (a == "--fail-key") failKey = val();
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown argument " + a);
   }
@@ -90,6 +101,7 @@ int main(int argc, char** argv) {
   member::Runtime* rt = nullptr;
   member::Runtime runtime(o, [&](const member::Record& r, int64_t startNs) {
     if (processMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(processMs));
+    if (!failKey.empty() && r.field("key") == failKey) throw member::RetryLater("--fail-key " + failKey);
     const int64_t endNs = member::mono_ns();
     const int64_t wallMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
@@ -104,7 +116,9 @@ int main(int argc, char** argv) {
   const bool left = rt->shutdown(15000);
   const auto s = rt->stats();
   log::info("rsc-consume " + memberId + ": processed " + std::to_string(s.processed) + " records, " +
-            std::to_string(s.rejoins) + " rejoins, " + std::to_string(s.selfFences) + " self-fences");
+            std::to_string(s.rejoins) + " rejoins, " + std::to_string(s.selfFences) + " self-fences, " +
+            std::to_string(s.failedAttempts) + " failed attempts, " + std::to_string(s.retried) + " retried, " +
+            std::to_string(s.deadLettered) + " dead-lettered");
   if (out) std::fclose(out);
   return left ? 0 : 1;
 }
