@@ -91,7 +91,9 @@ class StreamsRun {
     consumers[id] = std::make_unique<Process>(
         std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", url, "--redis", redis_, "--stream", "orders",
                                  "--group", "billing", "--member-id", memberId.empty() ? id : memberId,
-                                 "--concurrency", "2", "--process-ms", "2", "--log", dir + "/" + id + ".jsonl"},
+                                 "--concurrency", "2", "--process-ms", "2", "--log", dir + "/" + id + ".jsonl",
+                                 "--fail-every", std::to_string(failEvery), "--max-deliveries", "4",
+                                 "--retry-backoff-ms", "20", "--retry-backoff-max-ms", "100"},
         dir + "/" + id + ".out");
   }
   // Whether the process's log has a heartbeat answered `status`.
@@ -157,6 +159,24 @@ class StreamsRun {
   std::unique_ptr<Process> producer;
   std::set<std::string> killed, frozen;
   int64_t stopNs = 0, contNs = 0;
+  // > 0: the consumers' handler fails on every record whose seq is a multiple of this (poison
+  // records: dead-lettered after 4 deliveries, and counted as processed by I4 once there).
+  long failEvery = 0;
+  // The seqs in the group's dead-letter stream (a single Redis).
+  std::set<long> dead_lettered() const {
+    rsc::store::RedisOptions o;
+    std::set<long> out;
+    if (!rsc::store::set_redis_nodes(o, redis_).empty()) return out;
+    rsc::store::RedisClient c(o);
+    auto r = c.command({"XRANGE", "rsc:{orders/billing}:dead", "-", "+"});
+    if (!r.ok() || r.value->type != rsc::store::Value::Type::Array) return out;
+    for (const auto& e : r.value->elements) {
+      const auto& f = e.elements[1].elements;
+      for (std::size_t k = 0; k + 1 < f.size(); k += 2)
+        if (f[k].str == "field:seq") out.insert(std::stol(f[k + 1].str));
+    }
+    return out;
+  }
 };
 
 void StreamsRun::check(const std::set<long>& required, int minHandovers, bool redisFaults) {
@@ -179,8 +199,9 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
       }
     }
   };
+  std::set<long> dead;  // dead letters count as processed (I4), once in the dead-letter stream
   auto missing_of = [&](const std::vector<Rec>& recs) {
-    std::set<long> seen;
+    std::set<long> seen(dead);
     for (const auto& r : recs) seen.insert(r.seq);
     std::vector<long> missing;
     for (long s : required)
@@ -192,6 +213,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(40);
   while (std::chrono::steady_clock::now() < until) {
     load(recs, beats);
+    if (failEvery > 0) dead = dead_lettered();
     if (missing_of(recs).empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -200,6 +222,16 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
   for (const auto& id : ids)
     if (!killed.count(id)) consumers[id]->wait(15000);
   load(recs, beats);
+  if (failEvery > 0) dead = dead_lettered();
+
+  // Only poison records are dead-lettered, and none of them was ever logged as processed.
+  int innocentDead = 0, poisonProcessed = 0, poisonRequired = 0;
+  for (long s : dead) innocentDead += failEvery <= 0 || s % failEvery != 0;
+  for (const auto& r : recs) poisonProcessed += failEvery > 0 && r.seq % failEvery == 0;
+  for (long s : required) poisonRequired += failEvery > 0 && s % failEvery == 0;
+  EXPECT_EQ(innocentDead, 0);
+  EXPECT_EQ(poisonProcessed, 0);
+  if (failEvery > 0) EXPECT_EQ(static_cast<int>(dead.size()), poisonRequired) << "every poison record, once";
 
   // I4: nothing lost.
   const auto missing = missing_of(recs);
@@ -291,7 +323,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
             << killed.size() << " SIGKILLed, " << frozen.size() << " SIGSTOPped); " << pauseExceptions.size()
             << " records whose handler was running when their process froze (the allowed overlap); " << overlaps << " other overlaps; " << lateStarts
             << " starts past a self-fence deadline; " << orderBreaks << " per-key order breaks; " << replays
-            << " entries processed again after a Redis fault\n";
+            << " entries processed again after a Redis fault; " << dead.size() << " dead letters\n";
   for (const auto& e : pauseExceptions) std::cout << "  frozen-handler exception: shard/id " << e << "\n";
   for (const auto& p : problems) std::cout << "  " << p << "\n";
   EXPECT_EQ(overlaps, 0);
@@ -340,6 +372,17 @@ void member_chaos(StreamsRun& run) {
 TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
   RedisServer redis;
   StreamsRun run("127.0.0.1:" + std::to_string(redis.port()), seed_from_env());
+  member_chaos(run);
+  run.check(run.all_records(), 8);
+}
+
+// Issue 27: the same chaos with poison records (every 500th fails always): each is tried 4 times,
+// then dead-lettered; its shard goes on in order; one reader per shard, nothing lost (a dead
+// letter counts as processed once it is in the dead-letter stream).
+TEST(Streams, PoisonRecordsAreDeadLetteredAndTheChaosStillHoldsOneReaderPerShardNothingLost) {
+  RedisServer redis;
+  StreamsRun run("127.0.0.1:" + std::to_string(redis.port()), seed_from_env() + 1);
+  run.failEvery = 500;
   member_chaos(run);
   run.check(run.all_records(), 8);
 }

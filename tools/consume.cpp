@@ -3,10 +3,11 @@
 //               --group G [--member-id ID]
 //               [--concurrency N] [--process-ms MS] [--log FILE] [--token T]
 //               [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]
+//               [--fail-every N]
 // A record whose handler fails is tried again after a backoff (doubling, capped) until Redis has
 // delivered it --max-deliveries times (default 5), then written to the group's dead-letter stream
-// and acked. --fail-key KEY makes the handler fail on every record whose "key" field is KEY (to try
-// the dead-letter path).
+// and acked. --fail-key KEY makes the handler fail on every record whose "key" field is KEY, and
+// --fail-every N on every record whose "seq" field is a multiple of N (to try the dead-letter path).
 // With --log, one JSON line per processed record:
 //   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..}
 // (startNs/endNs: CLOCK_MONOTONIC, so logs of processes on one machine can be merged; wallMs: the
@@ -34,7 +35,8 @@ namespace {
   std::cerr << "rsc-consume: " << why << "\n"
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
                "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n"
-               "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n";
+               "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
+               "                   [--fail-every N]\n";
   std::exit(2);
 }
 }  // namespace
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   std::string redis, logPath;
   long processMs = 0;
   std::string failKey;
+  long failEvery = 0;
   bool redisCluster = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
     else if (a == "--retry-backoff-ms") o.retry.backoffMs = std::max(1L, std::atol(val().c_str()));
     else if (a == "--retry-backoff-max-ms") o.retry.backoffMaxMs = std::max(1L, std::atol(val().c_str()));
     else if (a == "--fail-key") failKey = val();
+    else if (a == "--fail-every") failEvery = std::max(0L, std::atol(val().c_str()));
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown argument " + a);
   }
@@ -102,6 +106,8 @@ int main(int argc, char** argv) {
   member::Runtime runtime(o, [&](const member::Record& r, int64_t startNs) {
     if (processMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(processMs));
     if (!failKey.empty() && r.field("key") == failKey) throw member::RetryLater("--fail-key " + failKey);
+    if (failEvery > 0 && !r.field("seq").empty() && std::atol(r.field("seq").c_str()) % failEvery == 0)
+      throw member::RetryLater("--fail-every " + std::to_string(failEvery));
     const int64_t endNs = member::mono_ns();
     const int64_t wallMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
