@@ -10,8 +10,11 @@
 // Seeded (RSC_STREAMS_SEED) and bounded in time; prints what it checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -575,4 +578,128 @@ TEST(StreamsOnCluster, AFailoverAndAKilledMasterUnderLoadLoseNothingAndKeepOneRe
   EXPECT_LT(after, before) << "the replica was meant to miss the last group writes";
   EXPECT_GE(rollbacks, 1) << "a lost group write went unreported";
   EXPECT_GT(static_cast<long>(present.size()), kRecords * 9 / 10) << "most records survived the faults";
+}
+
+// ---- any language as the handler: rsc-consume --exec and --exec-lines (issue 27) ---------------
+namespace {
+
+// A coordinator on `redis`, a 2-shard stream "orders", records added by the test.
+struct ExecRun {
+  RedisServer redis;
+  Coordinator pod{redis.port(), StreamsRun::fast()};
+  std::string dir = temp_dir();
+  ExecRun() { EXPECT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200); }
+  ~ExecRun() {
+    std::error_code ec;
+    if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
+  }
+  void add(int shard, const std::string& key) {
+    ASSERT_TRUE(redis.admin().command({"XADD", "orders:" + std::to_string(shard), "*", "key", key}).ok());
+  }
+  std::unique_ptr<Process> consumer(const std::string& flag, const std::string& cmd) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(pod.port()),
+                                 "--redis", "127.0.0.1:" + std::to_string(redis.port()), "--stream", "orders", "--group",
+                                 "billing", "--member-id", "x", flag, cmd, "--max-deliveries", "3", "--retry-backoff-ms",
+                                 "20", "--retry-backoff-max-ms", "50"},
+        dir + "/consumer.out");
+  }
+  std::vector<std::map<std::string, std::string>> dead_letters() {
+    std::vector<std::map<std::string, std::string>> out;
+    auto r = redis.admin().command({"XRANGE", "rsc:{orders/billing}:dead", "-", "+"});
+    if (!r.ok() || r.value->type != rsc::store::Value::Type::Array) return out;
+    for (const auto& e : r.value->elements) {
+      std::map<std::string, std::string> f;
+      const auto& kv = e.elements[1].elements;
+      for (std::size_t i = 0; i + 1 < kv.size(); i += 2) f[kv[i].str] = kv[i + 1].str;
+      out.push_back(std::move(f));
+    }
+    return out;
+  }
+  // The "key" of each record the handler saw, in order, from the lines it appended to seen.jsonl.
+  std::vector<std::string> seen() {
+    std::vector<std::string> keys;
+    std::ifstream in(dir + "/seen.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = json::parse(line, nullptr, false);
+      if (!j.is_discarded()) keys.push_back(j["fields"]["key"]);
+    }
+    return keys;
+  }
+};
+
+template <typename F>
+bool within(F f, int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!f()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(Consume, ExecRunsTheCommandPerRecordAndItsExitStatusDecides) {
+  ExecRun run;
+  std::ofstream(run.dir + "/handler.sh") << "rec=$(cat)\n"
+                                            "printf '%s\\n' \"$rec\" >> " + run.dir + "/seen.jsonl\n"
+                                            "case \"$rec\" in\n"
+                                            "  *'\"key\":\"bad\"'*) echo 'no such account' >&2; exit 3;;\n"
+                                            "  *'\"key\":\"later\"'*) [ -e " + run.dir + "/later ] || { touch " + run.dir + "/later; exit 75; };;\n"
+                                            "esac\n";
+  for (const char* k : {"k1", "bad", "k2", "later"}) run.add(0, k);
+  run.add(1, "k3");
+  auto c = run.consumer("--exec", "sh " + run.dir + "/handler.sh");
+  ASSERT_TRUE(within([&] {
+    const auto s = run.seen();
+    return run.dead_letters().size() == 1 && std::count(s.begin(), s.end(), "later") == 2;
+  }, 15000)) << c->output();
+  const auto seen = run.seen();
+  std::vector<std::string> shard0;
+  for (const auto& k : seen)
+    if (k != "k3") shard0.push_back(k);
+  EXPECT_EQ(shard0, (std::vector<std::string>{"k1", "bad", "bad", "bad", "k2", "later", "later"}))
+      << "exit 3 is a failed attempt (3 deliveries), exit 75 retries later; the shard keeps its order";
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), "k3"), 1);
+  const auto dead = run.dead_letters();
+  EXPECT_EQ(dead[0].at("field:key"), "bad");
+  EXPECT_EQ(dead[0].at("deliveries"), "3");
+  EXPECT_EQ(dead[0].at("error"), "exit 3: no such account");
+  c->signal(SIGTERM);
+  EXPECT_EQ(c->wait(10000), 0);
+  EXPECT_NE(c->output().find("4 failed attempts, 3 retried, 1 dead-lettered"), std::string::npos) << c->output();
+}
+
+TEST(Consume, ExecLinesKeepsOneCommandPerWorkerAndItsAnswerLineDecides) {
+  ExecRun run;
+  std::ofstream(run.dir + "/lines.sh") << "while read -r rec; do\n"
+                                          "  printf '%s\\n' \"$rec\" >> " + run.dir + "/seen.jsonl\n"
+                                          "  echo $$ >> " + run.dir + "/pids\n"
+                                          "  case \"$rec\" in\n"
+                                          "    *'\"key\":\"bad\"'*) echo 'dead schema 9 is not supported';;\n"
+                                          "    *'\"key\":\"flaky\"'*) if [ -e " + run.dir + "/flaky ]; then echo ok; else touch " + run.dir + "/flaky; echo 'retry busy'; fi;;\n"
+                                          "    *) echo ok;;\n"
+                                          "  esac\n"
+                                          "done\n";
+  for (const char* k : {"k1", "bad", "flaky", "k2"}) run.add(0, k);
+  auto c = run.consumer("--exec-lines", "sh " + run.dir + "/lines.sh");
+  ASSERT_TRUE(within([&] {
+    const auto s = run.seen();
+    return !s.empty() && s.back() == "k2";
+  }, 15000)) << c->output();
+  EXPECT_EQ(run.seen(), (std::vector<std::string>{"k1", "bad", "flaky", "flaky", "k2"}));
+  const auto dead = run.dead_letters();
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].at("field:key"), "bad");
+  EXPECT_EQ(dead[0].at("deliveries"), "1") << "dead: no retries";
+  EXPECT_EQ(dead[0].at("error"), "schema 9 is not supported");
+  c->signal(SIGTERM);
+  EXPECT_EQ(c->wait(10000), 0);
+  // One long-lived command served the worker (one worker: --concurrency 1), not one per record.
+  std::ifstream pids(run.dir + "/pids");
+  std::set<std::string> distinct;
+  for (std::string p; std::getline(pids, p);) distinct.insert(p);
+  EXPECT_EQ(distinct.size(), 1u);
 }

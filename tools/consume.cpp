@@ -3,11 +3,15 @@
 //               --group G [--member-id ID]
 //               [--concurrency N] [--process-ms MS] [--log FILE] [--token T]
 //               [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]
-//               [--fail-every N]
+//               [--fail-every N] [--exec CMD | --exec-lines CMD]
 // A record whose handler fails is tried again after a backoff (doubling, capped) until Redis has
 // delivered it --max-deliveries times (default 5), then written to the group's dead-letter stream
 // and acked. --fail-key KEY makes the handler fail on every record whose "key" field is KEY, and
 // --fail-every N on every record whose "seq" field is a multiple of N (to try the dead-letter path).
+// --exec CMD runs `sh -c CMD` for each record, the record as one JSON object on its stdin: exit 0
+// done, exit 75 retry later, anything else a failed attempt. --exec-lines CMD keeps one CMD per
+// worker running, one JSON record per line in, one answer line per record out ("ok", "retry
+// [why]", "dead [why]"); see tools/exec_handler.hpp.
 // With --log, one JSON line per processed record:
 //   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..}
 // (startNs/endNs: CLOCK_MONOTONIC, so logs of processes on one machine can be merged; wallMs: the
@@ -27,6 +31,7 @@
 #include "log/log.hpp"
 #include "member/runtime.hpp"
 #include "redis/client.hpp"
+#include "tools/exec_handler.hpp"
 
 using namespace rsc;
 
@@ -36,7 +41,7 @@ namespace {
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
                "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
-               "                   [--fail-every N]\n";
+               "                   [--fail-every N] [--exec CMD | --exec-lines CMD]\n";
   std::exit(2);
 }
 }  // namespace
@@ -47,6 +52,7 @@ int main(int argc, char** argv) {
   long processMs = 0;
   std::string failKey;
   long failEvery = 0;
+  std::string execCmd, execLines;
   bool redisCluster = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -69,12 +75,16 @@ int main(int argc, char** argv) {
     else if (a == "--retry-backoff-max-ms") o.retry.backoffMaxMs = std::max(1L, std::atol(val().c_str()));
     else if (a == "--fail-key") failKey = val();
     else if (a == "--fail-every") failEvery = std::max(0L, std::atol(val().c_str()));
+    else if (a == "--exec") execCmd = val();
+    else if (a == "--exec-lines") execLines = val();
     else if (a == "--help" || a == "-h") usage("help");
     else usage("unknown argument " + a);
   }
   if (redis.empty() || o.streamPrefix.empty() || o.group.empty()) usage("--redis, --stream and --group are required");
   if (auto e = store::set_redis_nodes(o.redis, redis); !e.empty()) usage("--redis: " + e);
   if (redisCluster) o.redis.cluster = true;
+  if (!execCmd.empty() && !execLines.empty()) usage("--exec and --exec-lines: one or the other");
+  ::signal(SIGPIPE, SIG_IGN);  // a command that exits early must not take the consumer with it
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -108,6 +118,8 @@ int main(int argc, char** argv) {
     if (!failKey.empty() && r.field("key") == failKey) throw member::RetryLater("--fail-key " + failKey);
     if (failEvery > 0 && !r.field("seq").empty() && std::atol(r.field("seq").c_str()) % failEvery == 0)
       throw member::RetryLater("--fail-every " + std::to_string(failEvery));
+    if (!execCmd.empty()) tools::run_per_record(execCmd, r);
+    if (!execLines.empty()) tools::run_on_child(execLines, r);
     const int64_t endNs = member::mono_ns();
     const int64_t wallMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
