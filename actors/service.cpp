@@ -1,5 +1,7 @@
 #include "actors/service.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -225,8 +227,22 @@ void Service::audit(const std::string& line) { log::info(line); }
 
 void Service::describe(const protocol::GroupKey& key,
                        std::function<void(http::Answer<std::optional<std::string>>)> done) {
+  // The group's view (its actor), then how many dead letters it has (the store): added to it.
+  auto store = impl_->any_store();
   caf::anon_send(impl_->gateway_for(key), describe_atom::value, key,
-                 DescribeCall{[done](store::Result<std::optional<std::string>> r) { done(answer(std::move(r))); }});
+                 DescribeCall{[done, key, store](store::Result<std::optional<std::string>> r) {
+                   if (!r.ok() || !r.value->has_value()) return done(answer(std::move(r)));
+                   auto body = std::make_shared<std::string>(std::move(**r.value));
+                   caf::anon_send(store, task_atom::value, StoreTask{[done, key, body](store::GroupStore& s) {
+                                    auto j = nlohmann::json::parse(*body, nullptr, false);
+                                    auto dead = s.dead_letters(key, 1);
+                                    if (j.is_object() && dead.ok()) {
+                                      j["deadLetters"] = dead.value->total;
+                                      *body = j.dump();
+                                    }
+                                    done(http::Answer<std::optional<std::string>>::success(std::move(*body)));
+                                  }});
+                 }});
 }
 
 void Service::remove_member(const protocol::GroupKey& key, const std::string& memberId,
@@ -242,6 +258,23 @@ void Service::delete_group(const protocol::GroupKey& key, bool fenceMembers,
                               if (!r.ok()) return done(http::Answer<http::Deletion>::failure(problem(r.error)));
                               done(http::Answer<http::Deletion>::success(static_cast<http::Deletion>(*r.value)));
                             }});
+}
+
+void Service::dead_letters(const protocol::GroupKey& key, int64_t limit,
+                           std::function<void(http::Answer<protocol::DeadLetterPage>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value,
+                 StoreTask{[=](store::GroupStore& s) { done(answer(s.dead_letters(key, limit))); }});
+}
+
+void Service::redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
+                      std::function<void(http::Answer<int64_t>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   auto r = s.redrive(key, deadLetterIds, limit);
+                   if (r.ok() && *r.value > 0)
+                     log::info("group " + key.str() + ": " + std::to_string(*r.value) +
+                               " dead letter(s) written back to their shard streams");
+                   done(answer(std::move(r)));
+                 }});
 }
 
 // Within a second, whatever the store does: a store the pod already knows to be down is answered

@@ -47,6 +47,14 @@ struct Fake : http::Backend {
   void delete_group(const protocol::GroupKey&, bool, std::function<void(http::Answer<http::Deletion>)> done) override {
     done(http::Answer<http::Deletion>::success(http::Deletion::HasLiveMembers));
   }
+  void dead_letters(const protocol::GroupKey&, int64_t,
+                    std::function<void(http::Answer<protocol::DeadLetterPage>)> done) override {
+    done(http::Answer<protocol::DeadLetterPage>::success({}));
+  }
+  void redrive(const protocol::GroupKey&, std::vector<std::string>, int64_t,
+               std::function<void(http::Answer<int64_t>)> done) override {
+    done(http::Answer<int64_t>::success(0));
+  }
   void ready(std::function<void(bool, std::string)> done) override { done(true, ""); }
   std::string metrics_text() override { return ""; }
   Timings timings() const override { return {3000, 60000, 15000}; }

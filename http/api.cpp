@@ -118,6 +118,8 @@ const std::vector<ServedRoute>& served_routes() {
       {"DELETE", g},
       {"GET", g + "/producer-routing"},
       {"DELETE", g + "/members/{memberId}"},
+      {"GET", g + "/dead-letters"},
+      {"POST", g + "/dead-letters/redrive"},
       {"GET", "/metrics"},
       {"HEAD", "/metrics"},
       {"GET", "/healthz"},
@@ -173,6 +175,8 @@ Routed route(const std::string& method, const std::string& target) {
       }
       if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);
       if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
+      if (p.size() == 7 && p[6] == "dead-letters") return only("GET", K::DeadLetters, s, p[5]);
+      if (p.size() == 8 && p[6] == "dead-letters" && p[7] == "redrive") return only("POST", K::Redrive, s, p[5]);
       if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
     }
   }
@@ -220,6 +224,27 @@ std::string producer_routing_json(const protocol::StreamMetadata& m, const std::
                              {"streamKeyPattern", protocol::stream_key_pattern(m.streamPrefix, m.keyStyle)},
                              {"partitioner", protocol::kPartitionerName},
                              {"shards", std::move(shards)}});
+}
+
+// A stream entry id: MS-SEQ, both decimal.
+bool valid_stream_id(const std::string& id) {
+  const auto dash = id.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 >= id.size() || id.size() > 41) return false;
+  for (std::size_t i = 0; i < id.size(); ++i)
+    if (i != dash && !std::isdigit(static_cast<unsigned char>(id[i]))) return false;
+  return true;
+}
+
+json dead_letters_json(const std::string& stream, const std::string& group, const protocol::DeadLetterPage& page) {
+  json items = json::array();
+  for (const auto& d : page.items) {
+    json fields = json::object();
+    for (const auto& [k, v] : d.fields) fields[k] = v;
+    items.push_back({{"deadLetterId", d.deadLetterId}, {"id", d.id}, {"shard", d.shard}, {"stream", d.stream},
+                     {"deliveries", d.deliveries}, {"error", d.error}, {"member", d.member}, {"atMs", d.atMs},
+                     {"fields", std::move(fields)}});
+  }
+  return json{{"streamPrefix", stream}, {"consumerGroup", group}, {"total", page.total}, {"deadLetters", std::move(items)}};
 }
 
 HttpResponse store_error(const Problem& e) {
@@ -294,7 +319,7 @@ std::string audit_line(const std::string& caller, const std::string& action, con
   if (answer.status >= 200 && answer.status < 300) {
     outcome = "ok";
     if (body.is_object()) {
-      for (const char* field : {"shardCount", "metadataVersion", "keyStyle", "state", "deleted"})
+      for (const char* field : {"shardCount", "metadataVersion", "keyStyle", "state", "deleted", "redriven"})
         if (body.contains(field)) outcome += std::string(" ") + field + "=" + body[field].dump();
     }
   } else {
@@ -328,6 +353,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                        : rt.kind == K::PutStream    ? "put-stream"
                        : rt.kind == K::DeleteGroup  ? "delete-group"
                        : rt.kind == K::RemoveMember ? "remove-member"
+                       : rt.kind == K::Redrive      ? "redrive-dead-letters"
                                                     : nullptr;
   // Who called is known after authorization; only an admin call keeps a place for it.
   auto caller = action == nullptr ? nullptr : std::make_shared<std::string>(caller_of(auth, {}));
@@ -363,7 +389,9 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::PutStream:
     case K::PostStream:
     case K::DeleteGroup:
-    case K::RemoveMember: need = Need::Admin; break;
+    case K::RemoveMember:
+    case K::DeadLetters:  // what members could not process: the records' data, for operators
+    case K::Redrive: need = Need::Admin; break;
     case K::Metrics: need = auth.metricsPublic ? Need::Public : Need::Member; break;
     default: need = Need::Public;
   }
@@ -540,6 +568,53 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         respond(json_ok(protocol::dump(json{{"memberId", rt.member}, {"state", "FENCED"}})));
       });
       return;
+    case K::DeadLetters: {
+      int64_t limit = 100;
+      if (const auto q = query_param(req.target, "count")) {
+        char* end = nullptr;
+        limit = std::strtoll(q->c_str(), &end, 10);
+        if (q->empty() || *end != '\0' || limit < 1 || limit > 1000)
+          return respond(plain_error(400, "INVALID_REQUEST", "count: a number from 1 to 1000, not '" + *q + "'"));
+      }
+      backend.dead_letters({rt.stream, rt.group}, limit, [respond, rt](Answer<protocol::DeadLetterPage> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        respond(json_ok(protocol::dump(dead_letters_json(rt.stream, rt.group, *r.value))));
+      });
+      return;
+    }
+    case K::Redrive: {
+      // {"deadLetterIds": ["..."]} or {"all": true} (at most 1000 at a time).
+      const auto body = json::parse(req.body, nullptr, false);
+      std::vector<std::string> ids;
+      bool all = false;
+      std::string bad;
+      if (!body.is_object()) {
+        bad = "the body must be a JSON object: {\"deadLetterIds\": [...]} or {\"all\": true}";
+      } else {
+        if (body.contains("all") && !body["all"].is_boolean()) bad = "all: true or false";
+        all = body.contains("all") && body["all"].is_boolean() && body["all"].get<bool>();
+        if (body.contains("deadLetterIds")) {
+          if (!body["deadLetterIds"].is_array()) bad = "deadLetterIds: an array of dead-letter ids";
+          else
+            for (const auto& x : body["deadLetterIds"]) {
+              if (!x.is_string() || !valid_stream_id(x.get<std::string>())) {
+                bad = "deadLetterIds: each one an entry id like 1700000000000-0";
+                break;
+              }
+              ids.push_back(x.get<std::string>());
+            }
+        }
+        if (bad.empty() && all == !ids.empty()) bad = "name dead letters (deadLetterIds) or ask for all of them, one of the two";
+        if (bad.empty() && ids.size() > 1000) bad = "deadLetterIds: at most 1000 at a time";
+      }
+      if (!bad.empty()) return respond(plain_error(400, "INVALID_REQUEST", bad));
+      backend.redrive({rt.stream, rt.group}, std::move(ids), 1000, [respond, rt](Answer<int64_t> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        respond(json_ok(protocol::dump(
+            json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"redriven", *r.value}})));
+      });
+      return;
+    }
     case K::Metrics:
       return respond({200, backend.metrics_text(), "text/plain; version=0.0.4; charset=utf-8", {}});
     case K::Health: return respond(json_ok(R"({"status":"UP"})"));

@@ -123,6 +123,13 @@ class Backend {
   // Deletes an empty group (or, with fenceMembers, fences its live members first).
   virtual void delete_group(const protocol::GroupKey& key, bool fenceMembers,
                             std::function<void(Answer<Deletion>)> done) = 0;
+  // The group's dead letters (written by its members): how many, and the oldest `limit`.
+  virtual void dead_letters(const protocol::GroupKey& key, int64_t limit,
+                            std::function<void(Answer<protocol::DeadLetterPage>)> done) = 0;
+  // Writes dead letters (by deadLetterId; none: the oldest `limit`) back to their shard streams and
+  // removes them from the dead-letter stream: how many were.
+  virtual void redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
+                       std::function<void(Answer<int64_t>)> done) = 0;
   virtual void ready(std::function<void(bool ok, std::string why)> done) = 0;
   virtual std::string metrics_text() = 0;
   // The timings every heartbeat answer carries, for answers given before a group is asked (a
@@ -181,6 +188,8 @@ struct Route {
     Describe,
     DeleteGroup,
     RemoveMember,
+    DeadLetters,
+    Redrive,
     ListStreams,
     StatusPage,
     Metrics,

@@ -219,4 +219,21 @@ struct GroupKey {
   friend bool operator<(const GroupKey& a, const GroupKey& b) { return a.str() < b.str(); }
 };
 
+// A record a member gave up on, as the group's dead-letter stream holds it (written by the member
+// runtime: member/runtime.hpp, dead_letter_key).
+struct DeadLetter {
+  std::string deadLetterId;  // its entry id in the dead-letter stream (what a redrive names)
+  std::string id;            // the record's entry id in its shard stream
+  int32_t shard = 0;
+  std::string stream;        // the shard stream's key
+  int64_t deliveries = 0;
+  std::string error, member;
+  int64_t atMs = 0;
+  std::vector<std::pair<std::string, std::string>> fields;  // the record's own
+};
+struct DeadLetterPage {
+  int64_t total = 0;  // in the dead-letter stream now
+  std::vector<DeadLetter> items;  // the oldest first
+};
+
 }  // namespace rsc::protocol

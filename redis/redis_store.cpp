@@ -398,6 +398,79 @@ Result<int64_t> RedisStore::count_stream_groups(const std::string& streamPrefix)
   return Result<int64_t>::success(r.value->integer);
 }
 
+namespace {
+// One XRANGE entry of the dead-letter stream.
+std::optional<protocol::DeadLetter> dead_letter_of(const Value& e) {
+  if (e.type != Value::Type::Array || e.elements.size() < 2) return std::nullopt;
+  auto f = field_map(e.elements[1]);
+  if (!f) return std::nullopt;
+  protocol::DeadLetter d;
+  d.deadLetterId = e.elements[0].str;
+  auto num = [](const std::string& v) { return std::strtoll(v.c_str(), nullptr, 10); };
+  for (const auto& [k, v] : *f) {
+    if (k == "id") d.id = v;
+    else if (k == "shard") d.shard = static_cast<int32_t>(num(v));
+    else if (k == "stream") d.stream = v;
+    else if (k == "deliveries") d.deliveries = num(v);
+    else if (k == "error") d.error = v;
+    else if (k == "member") d.member = v;
+    else if (k == "at") d.atMs = num(v);
+  }
+  // The record's own fields, in the order the member wrote them.
+  const auto& kv = e.elements[1].elements;
+  for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
+    if (kv[i].str.rfind("field:", 0) == 0) d.fields.emplace_back(kv[i].str.substr(6), kv[i + 1].str);
+  return d;
+}
+}  // namespace
+
+Result<protocol::DeadLetterPage> RedisStore::dead_letters(const GroupKey& key, int64_t limit) {
+  using R = Result<protocol::DeadLetterPage>;
+  const auto k = keys_.dead_letters(key);
+  auto r = run({{"XLEN", k}, {"XRANGE", k, "-", "+", "COUNT", std::to_string(std::max<int64_t>(1, limit))}});
+  for (const auto& x : r)
+    if (!x.ok()) return R::failure(x.error);
+  if (r[0].value->type != Value::Type::Integer) return reply_failure<protocol::DeadLetterPage>(*r[0].value, "dead letters");
+  if (r[1].value->type != Value::Type::Array) return reply_failure<protocol::DeadLetterPage>(*r[1].value, "dead letters");
+  protocol::DeadLetterPage page;
+  page.total = r[0].value->integer;
+  for (const auto& e : r[1].value->elements)
+    if (auto d = dead_letter_of(e)) page.items.push_back(std::move(*d));
+  return R::success(std::move(page));
+}
+
+Result<int64_t> RedisStore::redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) {
+  using R = Result<int64_t>;
+  const auto k = keys_.dead_letters(key);
+  std::vector<Command> reads;
+  if (deadLetterIds.empty()) {
+    reads.push_back({"XRANGE", k, "-", "+", "COUNT", std::to_string(std::max<int64_t>(1, limit))});
+  } else {
+    for (const auto& id : deadLetterIds) reads.push_back({"XRANGE", k, id, id});
+  }
+  std::vector<protocol::DeadLetter> chosen;
+  for (auto& r : run(reads)) {
+    if (!r.ok()) return R::failure(r.error);
+    if (r.value->type != Value::Type::Array) return reply_failure<int64_t>(*r.value, "redrive");
+    for (const auto& e : r.value->elements)
+      if (auto d = dead_letter_of(e)) chosen.push_back(std::move(*d));
+  }
+  int64_t done = 0;
+  for (const auto& d : chosen) {
+    if (d.stream.empty() || d.fields.empty()) continue;  // nothing to write back
+    // Written back first, removed after: a failure in between leaves it in both, never in neither.
+    Command add{"XADD", d.stream, "*"};
+    for (const auto& [f, v] : d.fields) add.push_back(f), add.push_back(v);
+    auto a = run({add}).front();
+    if (!a.ok()) return R::failure(a.error);
+    if (a.value->is_error()) return reply_failure<int64_t>(*a.value, "redrive to " + d.stream);
+    auto del = run({{"XDEL", k, d.deadLetterId}}).front();
+    if (!del.ok()) return R::failure(del.error);
+    ++done;
+  }
+  return R::success(done);
+}
+
 Result<std::vector<GroupKey>> RedisStore::list_groups() {
   using R = Result<std::vector<GroupKey>>;
   auto r = run({{"SMEMBERS", keys_.group_index()}}).front();

@@ -134,6 +134,17 @@ class GroupStore {
   virtual Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision,
                                             int64_t grantsHeldUntilMs = 0) = 0;
   virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
+  // The group's dead letters: how many, and the oldest `limit`.
+  virtual Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) {
+    (void)key, (void)limit;
+    return Result<protocol::DeadLetterPage>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
+  }
+  // Writes these dead letters (by deadLetterId; none: the oldest `limit`) back to the end of their
+  // shard streams, each removed from the dead-letter stream once written: how many were.
+  virtual Result<int64_t> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) {
+    (void)key, (void)deadLetterIds, (void)limit;
+    return Result<int64_t>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
+  }
 
   // Every group ever written (and not deleted), so a restarted pod finds them.
   virtual Result<std::vector<GroupKey>> list_groups() = 0;

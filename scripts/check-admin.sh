@@ -87,6 +87,32 @@ expect "401 said" "HTTP 401" "$err"
 check "a member token may read" 0 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" list-groups orders
 check "a member token may not delete" 1 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" delete-group orders billing --fence-members
 expect "403 said" "HTTP 403" "$err"
+# Dead letters, as a member runtime writes them (see README: records that keep failing).
+dead='rsc:{orders/billing}:dead'
+d1=$(redis-cli -p "$rport" XADD "$dead" '*' id 1-1 shard 0 stream orders:0 deliveries 5 error 'cannot parse' \
+  member m1 at 1700000000000 field:key k1 field:seq 7)
+redis-cli -p "$rport" XADD "$dead" '*' id 1-2 shard 1 stream orders:1 deliveries 1 error 'schema 9' member m2 at 1700000000001 \
+  field:key k2 field:seq 8 >/dev/null
+check "describe counts dead letters" 0 "${A[@]}" describe orders billing
+expect "describe: DEAD-LETTERS" "DEAD-LETTERS 2" "$out"
+check "dead-letters" 0 "${A[@]}" dead-letters orders billing
+expect "dead-letters: the count" "DEAD LETTERS of orders/billing: 2" "$out"
+expect "dead-letters: a row" "$d1  0      1-1        5           1700000000000  m1      cannot parse" "$out"
+check "dead-letters --count 1 --output json" 0 "${A[@]}" dead-letters orders billing --count 1 --output json
+expect "dead-letters json: one of two" '"total": 2' "$out"
+[ "$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["deadLetters"]))' <<<"$out")" = 1 ] ||
+  { echo "FAIL: --count 1 listed more than one" >&2; failures=$((failures + 1)); }
+check "a member token may not list dead letters" 1 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" dead-letters orders billing
+check "redrive names none" 2 "${A[@]}" redrive orders billing
+check "--all elsewhere" 2 "${A[@]}" describe orders billing --all
+check "redrive --id" 0 "${A[@]}" redrive orders billing --id "$d1"
+expect "redrive says how many" "1 dead letter(s) of orders/billing written back" "$out"
+[ "$(redis-cli -p "$rport" XLEN "$dead")" = 1 ] || { echo "FAIL: redrive --id left $(redis-cli -p "$rport" XLEN "$dead")" >&2; failures=$((failures + 1)); }
+expect "the record is back at the end of its shard" "k1" "$(redis-cli -p "$rport" XREVRANGE orders:0 + - COUNT 1)"
+check "redrive --all" 0 "${A[@]}" redrive orders billing --all
+[ "$(redis-cli -p "$rport" XLEN "$dead")" = 0 ] || { echo "FAIL: redrive --all left dead letters" >&2; failures=$((failures + 1)); }
+expect "the second one too" "k2" "$(redis-cli -p "$rport" XREVRANGE orders:1 + - COUNT 1)"
+
 check "delete-group --fence-members" 0 "${A[@]}" delete-group orders billing --fence-members
 expect "delete-group says so" "group orders/billing deleted" "$out"
 
@@ -99,7 +125,7 @@ check "bad shard count" 2 "${A[@]}" create-stream s zero
 check "bad output" 2 "${A[@]}" list-streams --output yaml
 check "--fence-members elsewhere" 2 "${A[@]}" describe orders billing --fence-members
 check "--help" 0 "${A[@]}" --help
-for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group; do
+for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group dead-letters redrive; do
   check "$c --help" 0 "${A[@]}" "$c" --help
   expect "$c --help shows its usage" "usage: rsc-admin [options] $c" "$out"
 done
@@ -108,13 +134,14 @@ check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" lis
 # The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
 audits=$(grep ' audit ' "$dir/pod.log" || true)
 n=$(grep -c ' audit ' <<<"$audits" || true)
-[ "$n" -eq 10 ] || { echo "FAIL: $n audit lines, want 10 (the setup's stream + 9 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+[ "$n" -eq 12 ] || { echo "FAIL: $n audit lines, want 12 (the setup's stream + 11 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
 expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
 expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
 expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"
 expect "audit: member removed" 'caller=ops action=remove-member target=orders/billing/m2 status=200' "$audits"
 expect "audit: unnamed token, refused" 'caller=token#1 action=delete-group target=orders/billing status=403' "$audits"
 expect "audit: deleted" 'caller=ops action=delete-group target=orders/billing status=200 outcome="ok deleted=true"' "$audits"
+expect "audit: redriven" 'caller=ops action=redrive-dead-letters target=orders/billing status=200 outcome="ok redriven=1"' "$audits"
 if grep -q -e "$adminToken" -e "$memberToken" "$dir/pod.log"; then
   echo "FAIL: a token is in the log" >&2
   failures=$((failures + 1))

@@ -24,6 +24,8 @@ struct FakeBackend : Backend {
   bool readyOk = true;
   std::vector<std::string> deletes;
   http::Deletion deletion = http::Deletion::Deleted;
+  int64_t lastLimit = 0;
+  std::vector<std::string> lastIds;
 
   void heartbeat(const protocol::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override {
@@ -87,6 +89,32 @@ struct FakeBackend : Backend {
     deletes.push_back(key.str() + (fence ? " fence" : ""));
     done(http::Answer<http::Deletion>::success(deletion));
   }
+  void dead_letters(const protocol::GroupKey& key, int64_t limit,
+                    std::function<void(http::Answer<protocol::DeadLetterPage>)> done) override {
+    lastKey = key;
+    lastLimit = limit;
+    protocol::DeadLetterPage page;
+    page.total = 2;
+    protocol::DeadLetter d;
+    d.deadLetterId = "1700000000001-0";
+    d.id = "1700000000000-3";
+    d.shard = 3;
+    d.stream = "orders:3";
+    d.deliveries = 5;
+    d.error = "cannot parse";
+    d.member = "m-a";
+    d.atMs = 1700000000001;
+    d.fields = {{"key", "k1"}, {"seq", "42"}};
+    page.items.push_back(d);
+    done(http::Answer<protocol::DeadLetterPage>::success(page));
+  }
+  void redrive(const protocol::GroupKey& key, std::vector<std::string> ids, int64_t limit,
+               std::function<void(http::Answer<int64_t>)> done) override {
+    lastKey = key;
+    lastIds = ids;
+    lastLimit = limit;
+    done(http::Answer<int64_t>::success(ids.empty() ? 2 : static_cast<int64_t>(ids.size())));
+  }
   void ready(std::function<void(bool, std::string)> done) override { done(readyOk, readyOk ? "" : "redis: refused"); }
   std::string metrics_text() override { return "# HELP x y\n"; }
   Timings timings() const override { return {3000, 60000, 15000}; }
@@ -144,6 +172,9 @@ TEST(Routing, EveryEndpointOfTheSpecIsRouted) {
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing/members/a").route->kind, K::RemoveMember);
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing").route->kind, K::DeleteGroup);
   EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing").error.allow, "GET, DELETE");
+  EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups/billing/dead-letters?count=5").route->kind, K::DeadLetters);
+  EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing/dead-letters/redrive").route->kind, K::Redrive);
+  EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing/dead-letters").error.allow, "GET");
   EXPECT_EQ(route("GET", "/metrics").route->kind, K::Metrics);
   EXPECT_EQ(route("GET", "/healthz").route->kind, K::Health);
   EXPECT_EQ(route("GET", "/readyz?verbose=1").route->kind, K::Ready);
@@ -281,6 +312,60 @@ TEST(Auth, AdminCallsNeedTheAdminRoleAndProbesArePublic) {
   EXPECT_EQ(call(b, auth, "GET", "/metrics").res.status, 200);
   EXPECT_EQ(call(b, auth, "GET", "/healthz").res.status, 200);
   EXPECT_EQ(call(b, auth, "GET", "/readyz").res.status, 200);
+}
+
+// The dead letters hold records' data: listing and re-sending them is for admins, and a re-send is
+// audited like every admin action.
+TEST(Admin, DeadLettersAreListedAndRedrivenByAdminsWithClearErrors) {
+  FakeBackend b;
+  const auto auth = tokens();
+  const std::string list = "/coord/v1/streams/orders/groups/billing/dead-letters";
+  const std::string redrive = list + "/redrive";
+  const std::string admin = "Bearer admin-token-0123456789", member = "Bearer member-token-0123456789";
+  EXPECT_EQ(call(b, auth, "GET", list, "", "", member).res.status, 403);
+  EXPECT_EQ(call(b, auth, "POST", redrive, R"({"all": true})", "application/json", member).res.status, 403);
+  auto got = call(b, auth, "GET", list + "?count=10", "", "", admin);
+  ASSERT_EQ(got.res.status, 200) << got.res.body;
+  EXPECT_EQ(b.lastLimit, 10);
+  EXPECT_EQ(b.lastKey.str(), "orders/billing");
+  const auto j = json::parse(got.res.body);
+  EXPECT_EQ(j.at("total"), 2);
+  ASSERT_EQ(j.at("deadLetters").size(), 1u);
+  const auto& d = j.at("deadLetters")[0];
+  EXPECT_EQ(d.at("deadLetterId"), "1700000000001-0");
+  EXPECT_EQ(d.at("id"), "1700000000000-3");
+  EXPECT_EQ(d.at("shard"), 3);
+  EXPECT_EQ(d.at("stream"), "orders:3");
+  EXPECT_EQ(d.at("deliveries"), 5);
+  EXPECT_EQ(d.at("error"), "cannot parse");
+  EXPECT_EQ(d.at("member"), "m-a");
+  EXPECT_EQ(d.at("atMs"), 1700000000001);
+  EXPECT_EQ(d.at("fields").at("seq"), "42");
+  EXPECT_EQ(call(b, auth, "GET", list, "", "", admin).res.status, 200);
+  EXPECT_EQ(b.lastLimit, 100) << "the default page";
+  for (const char* bad : {"0", "1001", "ten", ""})
+    EXPECT_EQ(call(b, auth, "GET", list + "?count=" + bad, "", "", admin).res.status, 400) << bad;
+
+  b.audits.clear();
+  auto one = call(b, auth, "POST", redrive, R"({"deadLetterIds": ["1700000000001-0"]})", "application/json", admin);
+  ASSERT_EQ(one.res.status, 200) << one.res.body;
+  EXPECT_EQ(json::parse(one.res.body).at("redriven"), 1);
+  EXPECT_EQ(b.lastIds, (std::vector<std::string>{"1700000000001-0"}));
+  auto all = call(b, auth, "POST", redrive, R"({"all": true})", "application/json", admin);
+  ASSERT_EQ(all.res.status, 200);
+  EXPECT_EQ(json::parse(all.res.body).at("redriven"), 2);
+  EXPECT_TRUE(b.lastIds.empty());
+  ASSERT_EQ(b.audits.size(), 2u);
+  EXPECT_NE(b.audits[0].find("redrive-dead-letters"), std::string::npos) << b.audits[0];
+  EXPECT_NE(b.audits[0].find("orders/billing"), std::string::npos) << b.audits[0];
+  for (const char* bad : {R"({})", R"({"all": true, "deadLetterIds": ["1-0"]})", R"({"all": "yes"})",
+                          R"({"deadLetterIds": ["abc"]})", R"({"deadLetterIds": "1-0"})", R"([1])", "nope"}) {
+    const auto before = b.lastIds;
+    b.lastIds = {"untouched"};
+    auto r = call(b, auth, "POST", redrive, bad, "application/json", admin);
+    EXPECT_EQ(r.res.status, 400) << bad;
+    EXPECT_EQ(b.lastIds, (std::vector<std::string>{"untouched"})) << "nothing asked of the store: " << bad;
+  }
 }
 
 TEST(Auth, GlobPatterns) {

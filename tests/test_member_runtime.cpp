@@ -324,6 +324,49 @@ TEST_F(RuntimeTest, AMemberThatDiesBetweenAttemptsLeavesTheNextOwnerOnlyTheAttem
   EXPECT_TRUE(b.shutdown(5000));
 }
 
+// An operator sees the dead letter through the coordinator and, once the cause is fixed, sends it
+// back to its shard, where the group processes it.
+TEST_F(RuntimeTest, ADeadLetterIsListedByTheCoordinatorAndRedrivenToItsShardWhereItIsProcessed) {
+  auto o = options("a");
+  o.retry = {2, 20, 50};
+  std::atomic<bool> fixed{false};
+  std::atomic<int> done{0};
+  member::Runtime a(o, [&](const member::Record& r, int64_t) {
+    if (r.field("key") != "bad") return;
+    if (!fixed) throw std::runtime_error("downstream refuses");
+    ++done;
+  });
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }));
+  const std::string original = add_record(redis, 0, "bad");
+  ASSERT_TRUE(eventually([&] { return dead_letters(redis).size() == 1; }));
+  const std::string path = "/coord/v1/streams/orders/groups/billing/dead-letters";
+  auto list = http_call(coord->port(), "GET", path);
+  ASSERT_EQ(list.status, 200) << list.body;
+  const auto j = list.json();
+  EXPECT_EQ(j["total"], 1);
+  ASSERT_EQ(j["deadLetters"].size(), 1u);
+  const auto& d = j["deadLetters"][0];
+  EXPECT_EQ(d["id"], original);
+  EXPECT_EQ(d["shard"], 0);
+  EXPECT_EQ(d["stream"], "orders:0");
+  EXPECT_EQ(d["deliveries"], 2);
+  EXPECT_EQ(d["error"], "downstream refuses");
+  EXPECT_EQ(d["member"], "a");
+  EXPECT_EQ(d["fields"]["key"], "bad");
+  EXPECT_EQ(describe()["deadLetters"], 1) << "describe counts them";
+  fixed = true;
+  auto redrive = http_call(coord->port(), "POST", path + "/redrive",
+                           json{{"deadLetterIds", {d["deadLetterId"].get<std::string>()}}}.dump());
+  ASSERT_EQ(redrive.status, 200) << redrive.body;
+  EXPECT_EQ(redrive.json()["redriven"], 1);
+  EXPECT_TRUE(eventually([&] { return done.load() == 1; })) << "processed once it is back on its shard";
+  EXPECT_TRUE(dead_letters(redis).empty());
+  EXPECT_EQ(describe()["deadLetters"], 0);
+  EXPECT_TRUE(eventually([&] { return pending_on(redis, 0) == 0; }));
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
 // Per-key order after a failure: a record whose XACK failed is processed again before anything
 // after it on its shard. Redis refuses XACK to the member's ACL user until the record has been
 // tried three times; the records of one key must then be seen in order, a record repeated only

@@ -234,7 +234,9 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
   for (long s : required) poisonRequired += failEvery > 0 && s % failEvery == 0;
   EXPECT_EQ(innocentDead, 0);
   EXPECT_EQ(poisonProcessed, 0);
-  if (failEvery > 0) EXPECT_EQ(static_cast<int>(dead.size()), poisonRequired) << "every poison record, once";
+  if (failEvery > 0) {
+    EXPECT_EQ(static_cast<int>(dead.size()), poisonRequired) << "every poison record, once";
+  }
 
   // I4: nothing lost.
   const auto missing = missing_of(recs);

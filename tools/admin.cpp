@@ -42,6 +42,14 @@ const std::vector<Command>& commands() {
       {"remove-member", "STREAM GROUP MEMBER", "Fences MEMBER: its shards go to the others.", 3},
       {"delete-group", "STREAM GROUP [--fence-members]",
        "Deletes the group. A group with live members is refused unless --fence-members.", 2},
+      {"dead-letters", "STREAM GROUP [--count N]",
+       "The records the group's members gave up on (the oldest N, default 100): each one's\n"
+       "dead-letter id, shard, record id, deliveries, when, member and error.",
+       2},
+      {"redrive", "STREAM GROUP (--id DEAD-LETTER-ID ... | --all)",
+       "Writes dead letters back to the end of their shard streams (a new entry id: they come\n"
+       "after what was written since), then removes them from the dead-letter stream.",
+       2},
   };
   return all;
 }
@@ -140,7 +148,8 @@ void print_describe(const json& d) {
   std::cout << "GROUP " << text(d.value("streamPrefix", json())) << "/" << text(d.value("consumerGroup", json()))
             << "  STATE " << text(d.value("state", json())) << "  GROUP-EPOCH " << text(d.value("groupEpoch", json()))
             << "  ASSIGNMENT-EPOCH " << text(d.value("assignmentEpoch", json())) << "  SHARDS "
-            << text(d.value("shardCount", json())) << "  MEMBERS " << d.value("members", json::array()).size() << "\n\n";
+            << text(d.value("shardCount", json())) << "  MEMBERS " << d.value("members", json::array()).size()
+            << "  DEAD-LETTERS " << text(d.value("deadLetters", json())) << "\n\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : d.value("shards", json::array())) {
     std::string state = text(s.value("state", json()));
@@ -180,7 +189,9 @@ int main(int argc, char** argv) {
   std::string token = std::getenv("RSC_TOKEN") ? std::getenv("RSC_TOKEN") : "";
   std::string output = "table", keyStyle;
   long timeoutMs = 10000;
-  bool help = false, fence = false, keyStyleGiven = false;
+  bool help = false, fence = false, keyStyleGiven = false, all = false;
+  std::vector<std::string> deadIds;
+  std::string count;
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -198,6 +209,9 @@ int main(int argc, char** argv) {
       timeoutMs = std::strtol(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || timeoutMs <= 0) bad_usage("--timeout-ms: '" + v + "' is not a positive number");
     } else if (a == "--fence-members") fence = true;
+    else if (a == "--all") all = true;
+    else if (a == "--id") deadIds.push_back(value("a dead-letter id"));
+    else if (a == "--count") count = value("a number");
     else if (a == "--key-style") {
       keyStyle = value("plain or hashtag");
       keyStyleGiven = true;
@@ -227,6 +241,9 @@ int main(int argc, char** argv) {
   if (fence && std::string(cmd->name) != "delete-group") bad_usage("--fence-members is for delete-group", cmd);
   if (keyStyleGiven && std::string(cmd->name) != "create-stream") bad_usage("--key-style is for create-stream", cmd);
   if (keyStyleGiven && keyStyle != "plain" && keyStyle != "hashtag") bad_usage("--key-style: plain or hashtag", cmd);
+  if (!count.empty() && std::string(cmd->name) != "dead-letters") bad_usage("--count is for dead-letters", cmd);
+  if ((all || !deadIds.empty()) && std::string(cmd->name) != "redrive") bad_usage("--id and --all are for redrive", cmd);
+  if (std::string(cmd->name) == "redrive" && all == !deadIds.empty()) bad_usage("redrive: --id ID (repeatable) or --all", cmd);
 
   std::string method = "GET", path, body;
   const std::string name = cmd->name;
@@ -255,6 +272,13 @@ int main(int argc, char** argv) {
   } else if (name == "delete-group") {
     method = "DELETE";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + (fence ? "?fenceMembers=true" : "");
+  } else if (name == "dead-letters") {
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/dead-letters" +
+           (count.empty() ? "" : "?count=" + seg(count));
+  } else if (name == "redrive") {
+    method = "POST";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/dead-letters/redrive";
+    body = all ? json{{"all", true}}.dump() : json{{"deadLetterIds", deadIds}}.dump();
   }
 
   std::string err;
@@ -296,6 +320,19 @@ int main(int argc, char** argv) {
     std::cout << "member " << args[2] << " of " << args[0] << "/" << args[1] << ": " << text(j.value("state", json())) << "\n";
   } else if (name == "delete-group") {
     std::cout << "group " << args[0] << "/" << args[1] << " deleted\n";
+  } else if (name == "dead-letters") {
+    const auto items = j.value("deadLetters", json::array());
+    std::cout << "DEAD LETTERS of " << args[0] << "/" << args[1] << ": " << text(j.value("total", json())) << " (the oldest "
+              << items.size() << " shown)\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& d : items)
+      rows.push_back({text(d.value("deadLetterId", json())), text(d.value("shard", json())), text(d.value("id", json())),
+                      text(d.value("deliveries", json())), text(d.value("atMs", json())), text(d.value("member", json())),
+                      text(d.value("error", json()))});
+    table(std::cout, {"DEAD-LETTER-ID", "SHARD", "RECORD-ID", "DELIVERIES", "AT-MS", "MEMBER", "ERROR"}, rows);
+  } else if (name == "redrive") {
+    std::cout << text(j.value("redriven", json())) << " dead letter(s) of " << args[0] << "/" << args[1]
+              << " written back to their shard streams\n";
   }
   return kOk;
 }
