@@ -334,6 +334,7 @@ void start_tick(Self self, const WorkPtr& w) {
           return store_failed(self, r.result.error);
         }
         auto& lease = *r.result.value;
+        if (r.deadLetters) s.report.dead_letters(*r.deadLetters);
         if (lease.status == store::LeaseStatus::NotHolder) {
           if (m) m->deadline_work("held_elsewhere");
           return;

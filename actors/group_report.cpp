@@ -29,6 +29,10 @@ void GroupReport::store_failed(const store::Error& e) {
     log::error("group " + key_.str() + ": store error (" + store::to_string(e.kind) + "): " + e.message);
 }
 
+void GroupReport::dead_letters(int64_t n) {
+  if (metrics_) metrics_->dead_letters(key_.streamPrefix, key_.consumerGroup, n);
+}
+
 void GroupReport::deleted() {
   log::info("group " + key_.str() + ": deleted by admin");
   if (metrics_) metrics_->forget_group(key_.streamPrefix, key_.consumerGroup);

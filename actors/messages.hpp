@@ -118,6 +118,8 @@ struct LeaseReply {
   // The group's stream as it is now (read while the lease is this pod's): a stream that grew
   // reaches the group's owner through its deadline work.
   std::optional<protocol::StreamMetadata> stream;
+  // How many dead letters the group has (for /metrics; refreshed with each deadline work).
+  std::optional<int64_t> deadLetters;
 };
 struct FinishCall {
   store::GroupKey key;

@@ -138,6 +138,7 @@ struct Metrics::Impl {
     std::string stream, group;
     std::array<double, 6> counts{};
     double lag = 0, pending = 0, capMax = 0, capAvail = 0, epoch = 0;
+    double deadLetters = -1;  // not read yet
     double pendingShards = 0, revokingShards = 0;  // shards not where the target wants them yet
   };
   std::unordered_map<std::string, GroupGauges> perGroup;
@@ -244,6 +245,16 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
   cur.revokingShards = next.revokingShards;
 }
 
+void Metrics::dead_letters(const std::string& stream, const std::string& group, int64_t n) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto [it, fresh] = impl_->perGroup.try_emplace(stream + "/" + group);
+  if (fresh) {
+    it->second.stream = stream;
+    it->second.group = group;
+  }
+  it->second.deadLetters = static_cast<double>(n);
+}
+
 // A group that left this pod's memory leaves /metrics too (its member counts and its series).
 void Metrics::forget_group(const std::string& stream, const std::string& group) {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -268,6 +279,9 @@ std::string Metrics::text() const {
   auto capacity =
       gauge("rsc_group_capacity", "Sum of the members' reported consumer capacity, per group (kind=max|available)");
   auto epoch = gauge("rsc_group_epoch", "Group epoch, per group");
+  auto dead = gauge("rsc_group_dead_letters",
+                    "Records the group's members gave up on, in its dead-letter stream (read with the group's "
+                    "deadline work and by describe), per group");
   auto unsettled = gauge("rsc_group_shards_unsettled",
                          "Shards not yet where the group's target puts them, per group (kind=pending: waiting for "
                          "their holder to let go; kind=revoking: being let go); 0 once the group converged");
@@ -294,9 +308,10 @@ std::string Metrics::text() const {
       sample(epoch, *g, g->epoch);
       sample(unsettled, *g, g->pendingShards, "pending");
       sample(unsettled, *g, g->revokingShards, "revoking");
+      if (g->deadLetters >= 0) sample(dead, *g, g->deadLetters);
     }
   }
-  for (auto* f : {&lag, &pending, &capacity, &epoch, &unsettled}) families.push_back(std::move(*f));
+  for (auto* f : {&lag, &pending, &capacity, &epoch, &unsettled, &dead}) families.push_back(std::move(*f));
   prometheus::TextSerializer s;
   return s.Serialize(families);
 }

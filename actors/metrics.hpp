@@ -51,6 +51,8 @@ class Metrics {
   // Replaces this group's contribution to the member-state totals and its per-group gauges.
   void publish_group(const std::string& stream, const std::string& group, const group::GroupState& g);
   void forget_group(const std::string& stream, const std::string& group);
+  // The group's dead letters now (rsc_group_dead_letters; a group not read yet has no series).
+  void dead_letters(const std::string& stream, const std::string& group, int64_t n);
 
   std::string text() const;  // the exposition format for GET /metrics
 

@@ -229,13 +229,15 @@ void Service::describe(const protocol::GroupKey& key,
                        std::function<void(http::Answer<std::optional<std::string>>)> done) {
   // The group's view (its actor), then how many dead letters it has (the store): added to it.
   auto store = impl_->any_store();
+  auto metrics = impl_->metrics;
   caf::anon_send(impl_->gateway_for(key), describe_atom::value, key,
-                 DescribeCall{[done, key, store](store::Result<std::optional<std::string>> r) {
+                 DescribeCall{[done, key, store, metrics](store::Result<std::optional<std::string>> r) {
                    if (!r.ok() || !r.value->has_value()) return done(answer(std::move(r)));
                    auto body = std::make_shared<std::string>(std::move(**r.value));
-                   caf::anon_send(store, task_atom::value, StoreTask{[done, key, body](store::GroupStore& s) {
+                   caf::anon_send(store, task_atom::value, StoreTask{[done, key, body, metrics](store::GroupStore& s) {
                                     auto j = nlohmann::json::parse(*body, nullptr, false);
-                                    auto dead = s.dead_letters(key, 1);
+                                    auto dead = s.dead_letters(key, 0);
+                                    if (dead.ok() && metrics) metrics->dead_letters(key.streamPrefix, key.consumerGroup, dead.value->total);
                                     if (j.is_object() && dead.ok()) {
                                       j["deadLetters"] = dead.value->total;
                                       *body = j.dump();

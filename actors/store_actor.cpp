@@ -95,11 +95,13 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         for (std::size_t i = 0; i < batch.size(); ++i) batch[i].rp.deliver(CasReply{std::move(results[i])});
       },
       [=](lease_atom, const LeaseCall& c) -> LeaseReply {
-        if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>(), std::nullopt};
-        LeaseReply reply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision), std::nullopt};
+        if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>(), std::nullopt, std::nullopt};
+        LeaseReply reply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision), std::nullopt, std::nullopt};
         if (reply.result.ok() && reply.result.value->status != store::LeaseStatus::NotHolder) {
           auto m = self->state.store->get_stream(c.key.streamPrefix);
           if (m.ok()) reply.stream = *m.value;  // best effort: a failed read leaves the stream as cached
+          auto d = self->state.store->dead_letters(c.key, 0);
+          if (d.ok()) reply.deadLetters = d.value->total;  // best effort too
         }
         return reply;
       },

@@ -427,13 +427,16 @@ std::optional<protocol::DeadLetter> dead_letter_of(const Value& e) {
 Result<protocol::DeadLetterPage> RedisStore::dead_letters(const GroupKey& key, int64_t limit) {
   using R = Result<protocol::DeadLetterPage>;
   const auto k = keys_.dead_letters(key);
-  auto r = run({{"XLEN", k}, {"XRANGE", k, "-", "+", "COUNT", std::to_string(std::max<int64_t>(1, limit))}});
+  std::vector<Command> cmds{{"XLEN", k}};
+  if (limit > 0) cmds.push_back({"XRANGE", k, "-", "+", "COUNT", std::to_string(limit)});
+  auto r = run(cmds);
   for (const auto& x : r)
     if (!x.ok()) return R::failure(x.error);
   if (r[0].value->type != Value::Type::Integer) return reply_failure<protocol::DeadLetterPage>(*r[0].value, "dead letters");
-  if (r[1].value->type != Value::Type::Array) return reply_failure<protocol::DeadLetterPage>(*r[1].value, "dead letters");
   protocol::DeadLetterPage page;
   page.total = r[0].value->integer;
+  if (limit <= 0) return R::success(std::move(page));
+  if (r[1].value->type != Value::Type::Array) return reply_failure<protocol::DeadLetterPage>(*r[1].value, "dead letters");
   for (const auto& e : r[1].value->elements)
     if (auto d = dead_letter_of(e)) page.items.push_back(std::move(*d));
   return R::success(std::move(page));

@@ -134,7 +134,7 @@ class GroupStore {
   virtual Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision,
                                             int64_t grantsHeldUntilMs = 0) = 0;
   virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
-  // The group's dead letters: how many, and the oldest `limit`.
+  // The group's dead letters: how many, and the oldest `limit` (0: only how many).
   virtual Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) {
     (void)key, (void)limit;
     return Result<protocol::DeadLetterPage>::failure(ErrorKind::Fatal, "this store keeps no dead letters");

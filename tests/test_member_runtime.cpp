@@ -340,6 +340,14 @@ TEST_F(RuntimeTest, ADeadLetterIsListedByTheCoordinatorAndRedrivenToItsShardWher
   ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }));
   const std::string original = add_record(redis, 0, "bad");
   ASSERT_TRUE(eventually([&] { return dead_letters(redis).size() == 1; }));
+  // The group's deadline work (every lease or so) reads the count for /metrics, without a describe.
+  auto metric = [&] {
+    const auto body = http_call(coord->port(), "GET", "/metrics").body;
+    const std::string name = "rsc_group_dead_letters{group=\"billing\",stream=\"orders\"} ";
+    const auto at = body.find(name);
+    return at == std::string::npos ? std::string("absent") : body.substr(at + name.size(), body.find('\n', at) - at - name.size());
+  };
+  EXPECT_TRUE(eventually([&] { return metric() == "1"; }, 8000)) << metric();
   const std::string path = "/coord/v1/streams/orders/groups/billing/dead-letters";
   auto list = http_call(coord->port(), "GET", path);
   ASSERT_EQ(list.status, 200) << list.body;
@@ -363,6 +371,7 @@ TEST_F(RuntimeTest, ADeadLetterIsListedByTheCoordinatorAndRedrivenToItsShardWher
   EXPECT_TRUE(eventually([&] { return done.load() == 1; })) << "processed once it is back on its shard";
   EXPECT_TRUE(dead_letters(redis).empty());
   EXPECT_EQ(describe()["deadLetters"], 0);
+  EXPECT_EQ(metric(), "0") << "describe refreshed it too";
   EXPECT_TRUE(eventually([&] { return pending_on(redis, 0) == 0; }));
   EXPECT_TRUE(a.shutdown(5000));
 }
