@@ -65,6 +65,9 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
       [=](remove_atom, const store::GroupKey& key, RemoveCall& c) {
         self->send(group_for(self, key), remove_atom::value, std::move(c));
       },
+      [=](reset_atom, const store::GroupKey& key, ResetCall& c) {
+        self->send(group_for(self, key), reset_atom::value, std::move(c));
+      },
       [=](delete_atom, const store::GroupKey& key, DeleteCall& c) {
         self->send(group_for(self, key), delete_atom::value, std::move(c));
       },

@@ -250,6 +250,22 @@ void start_delete(Self self, const WorkPtr& w) {
       }, [=](const store::Error& e) { store_failed(self, e, {w}); });
 }
 
+// The admin's reset of the group's position on every shard, judged like a delete (no live member)
+// on a state just read from the store.
+void start_reset(Self self, const WorkPtr& w) {
+  auto& st = self->state;
+  if (auto why = st.c.why_not_writing(*view(self), local(self))) return refuse(self, {w}, *why);
+  const auto& to = std::get<Reset>(w->what).call.to;
+  ask_store<ResetStoreReply>(self, std::make_tuple(reset_atom::value, ResetStoreCall{st.key, st.c.state().shardCount, to}),
+      [=](ResetStoreReply& r) {
+        auto& call = std::get<Reset>(w->what).call;
+        if (!r.result.ok() && r.result.error.kind == store::ErrorKind::Retryable) return store_failed(self, r.result.error, {w});
+        if (!r.result.ok()) return call.done(store::Result<store::OffsetsReset>::failure(r.result.error));
+        self->state.report.offsets_reset(call.to, *r.result.value);
+        call.done(store::Result<store::OffsetsReset>::success({store::OffsetsReset::Outcome::Reset, *r.result.value}));
+      }, [=](const store::Error& e) { store_failed(self, e, {w}); });
+}
+
 // Heartbeats queued behind the first are computed on the same state and written with it.
 void step_heartbeats(Self self, WorkPtr w, const group::TimeView& tv, double computeSeconds) {
   auto& st = self->state;
@@ -295,6 +311,20 @@ void run_step(Self self, const WorkPtr& w) {
   }
   if (auto* m = std::get_if<Metadata>(&w->what))
     return commit(self, {w}, group::apply_metadata(st.c.take(), m->meta.shardCount, m->meta.metadataVersion, cfg, tv.now), seconds());
+  if (auto* rs = std::get_if<Reset>(&w->what)) {
+    using O = store::OffsetsReset::Outcome;
+    switch (group::judge_delete(st.c.exists(), st.c.state(), rs->call.fenceMembers)) {  // the same rule
+      case group::DeleteVerdict::NotFound: return rs->call.done(store::Result<store::OffsetsReset>::success({O::NotFound, 0}));
+      case group::DeleteVerdict::HasLiveMembers:
+        return rs->call.done(store::Result<store::OffsetsReset>::success({O::HasLiveMembers, 0}));
+      case group::DeleteVerdict::Delete: return start_reset(self, w);
+      case group::DeleteVerdict::FenceThenDelete:  // the fencing is written, then the reset judged again
+        rs->call.fenceMembers = false;
+        st.queue.push_front(w);
+        return commit(self, {make(Tick{})}, group::fence_live_members(st.c.take(), "offsets reset by admin", cfg, tv.now), seconds());
+    }
+    return;
+  }
   auto& del = std::get<Delete>(w->what).call;
   using D = store::GroupDeletion;
   switch (group::judge_delete(st.c.exists(), st.c.state(), del.fenceMembers)) {
@@ -426,6 +456,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
       [=](describe_atom, DescribeCall& c) { enqueue(self, Describe{std::move(c)}); },
       [=](remove_atom, RemoveCall& c) { enqueue(self, Remove{std::move(c), false}); },
       [=](delete_atom, DeleteCall& c) { enqueue(self, Delete{std::move(c)}); },
+      [=](reset_atom, ResetCall& c) { enqueue(self, Reset{std::move(c)}); },
       [=](meta_atom, const protocol::StreamMetadata& m) { enqueue(self, Metadata{m}); },
       // The pod found this group due in the deadline index, and the duty is this pod's.
       [=](due_atom) {

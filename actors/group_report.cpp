@@ -33,6 +33,10 @@ void GroupReport::dead_letters(int64_t n) {
   if (metrics_) metrics_->dead_letters(key_.streamPrefix, key_.consumerGroup, n);
 }
 
+void GroupReport::offsets_reset(const std::string& to, int32_t shards) {
+  log::info("group " + key_.str() + ": position reset to " + to + " on " + std::to_string(shards) + " shard streams by admin");
+}
+
 void GroupReport::deleted() {
   log::info("group " + key_.str() + ": deleted by admin");
   if (metrics_) metrics_->forget_group(key_.streamPrefix, key_.consumerGroup);

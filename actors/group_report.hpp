@@ -28,6 +28,7 @@ class GroupReport {
   // A store call failed (an unreachable store is the pod's news, logged once by the pod).
   void store_failed(const store::Error& e);
   void deleted();
+  void offsets_reset(const std::string& to, int32_t shards);
   // How many dead letters the group has now (read with its deadline work, or by describe).
   void dead_letters(int64_t n);
   const group::RecentEvents& recent() const { return recent_; }

@@ -35,8 +35,11 @@ struct Metadata {
 struct Delete {
   DeleteCall call;
 };
-using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete>;
-static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(group::WorkKind::Delete) + 1);
+struct Reset {
+  ResetCall call;
+};
+using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete, Reset>;
+static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(group::WorkKind::ResetOffsets) + 1);
 
 struct Work {
   Payload what;
@@ -82,6 +85,7 @@ inline void fail(Work& w, const store::Error& e, const protocol::Timings& t, Met
   if (auto* d = std::get_if<Describe>(&w.what)) return d->call.done(store::Result<std::optional<std::string>>::failure(e));
   if (auto* r = std::get_if<Remove>(&w.what)) return r->call.done(store::Result<bool>::failure(e));
   if (auto* d = std::get_if<Delete>(&w.what)) return d->call.done(store::Result<store::GroupDeletion>::failure(e));
+  if (auto* r = std::get_if<Reset>(&w.what)) return r->call.done(store::Result<store::OffsetsReset>::failure(e));
 }
 
 }  // namespace rsc::actors::work

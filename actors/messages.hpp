@@ -31,6 +31,7 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using due_atom = caf::atom_constant<caf::atom("due")>;
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using reset_atom = caf::atom_constant<caf::atom("reset")>;
 using retire_atom = caf::atom_constant<caf::atom("retire")>;
 using retired_atom = caf::atom_constant<caf::atom("retired")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
@@ -73,6 +74,12 @@ struct DescribeCall {
 struct RemoveCall {
   std::string memberId;
   std::function<void(store::Result<bool>)> done;
+};
+// An admin's reset of the group's position on every shard (`to`: a Redis id, "0" or "$").
+struct ResetCall {
+  std::string to;
+  bool fenceMembers = false;
+  std::function<void(store::Result<store::OffsetsReset>)> done;
 };
 struct DeleteCall {
   bool fenceMembers = false;
@@ -135,6 +142,14 @@ struct DeleteStoreCall {
   int64_t expectedRevision = 0;
   int64_t grantsHeldUntilMs = 0;  // group::grants_held_after_delete
 };
+struct ResetStoreCall {
+  store::GroupKey key;
+  int32_t shardCount = 0;
+  std::string to;
+};
+struct ResetStoreReply {
+  store::Result<int32_t> result;
+};
 struct DeleteStoreReply {
   store::Result<store::DeleteStatus> result;
 };
@@ -167,6 +182,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::LeaseCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::LeaseReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::StoreTask)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ProvisionCall)

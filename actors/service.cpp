@@ -131,6 +131,9 @@ http::Answer<T> answer(store::Result<T>&& r) {
 }
 static_assert(static_cast<int>(http::StreamWritten::Outcome::Exists) == static_cast<int>(store::StreamWrite::Outcome::Exists) &&
               static_cast<int>(http::StreamWritten::Outcome::Grown) == static_cast<int>(store::StreamWrite::Outcome::Grown));
+static_assert(static_cast<int>(http::OffsetsReset::Outcome::HasLiveMembers) ==
+                  static_cast<int>(store::OffsetsReset::Outcome::HasLiveMembers) &&
+              static_cast<int>(http::OffsetsReset::Outcome::NotFound) == static_cast<int>(store::OffsetsReset::Outcome::NotFound));
 static_assert(static_cast<int>(http::Deletion::HasLiveMembers) == static_cast<int>(store::GroupDeletion::HasLiveMembers) &&
               static_cast<int>(http::Deletion::NotFound) == static_cast<int>(store::GroupDeletion::NotFound));
 }  // namespace
@@ -260,6 +263,16 @@ void Service::delete_group(const protocol::GroupKey& key, bool fenceMembers,
                               if (!r.ok()) return done(http::Answer<http::Deletion>::failure(problem(r.error)));
                               done(http::Answer<http::Deletion>::success(static_cast<http::Deletion>(*r.value)));
                             }});
+}
+
+void Service::reset_offsets(const protocol::GroupKey& key, std::string position, bool fenceMembers,
+                            std::function<void(http::Answer<http::OffsetsReset>)> done) {
+  caf::anon_send(impl_->gateway_for(key), reset_atom::value, key,
+                 ResetCall{std::move(position), fenceMembers, [done](store::Result<store::OffsetsReset> r) {
+                             using A = http::Answer<http::OffsetsReset>;
+                             if (!r.ok()) return done(A::failure(problem(r.error)));
+                             done(A::success({static_cast<http::OffsetsReset::Outcome>(r.value->outcome), r.value->shards}));
+                           }});
 }
 
 void Service::dead_letters(const protocol::GroupKey& key, int64_t limit,

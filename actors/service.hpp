@@ -85,6 +85,8 @@ class Service : public http::Backend {
                      std::function<void(http::Answer<bool>)> done) override;
   void delete_group(const protocol::GroupKey& key, bool fenceMembers,
                     std::function<void(http::Answer<http::Deletion>)> done) override;
+  void reset_offsets(const protocol::GroupKey& key, std::string position, bool fenceMembers,
+                     std::function<void(http::Answer<http::OffsetsReset>)> done) override;
   void dead_letters(const protocol::GroupKey& key, int64_t limit,
                     std::function<void(http::Answer<protocol::DeadLetterPage>)> done) override;
   void redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,

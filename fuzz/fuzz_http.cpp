@@ -47,6 +47,10 @@ struct Fake : http::Backend {
   void delete_group(const protocol::GroupKey&, bool, std::function<void(http::Answer<http::Deletion>)> done) override {
     done(http::Answer<http::Deletion>::success(http::Deletion::HasLiveMembers));
   }
+  void reset_offsets(const protocol::GroupKey&, std::string, bool,
+                     std::function<void(http::Answer<http::OffsetsReset>)> done) override {
+    done(http::Answer<http::OffsetsReset>::success({}));
+  }
   void dead_letters(const protocol::GroupKey&, int64_t,
                     std::function<void(http::Answer<protocol::DeadLetterPage>)> done) override {
     done(http::Answer<protocol::DeadLetterPage>::success({}));

@@ -47,6 +47,7 @@ Next CachedGroup::next(Ticket& front, Millis now, bool synced) {
     case WorkKind::Tick: return front.attempts > 0 && g_ ? Next::Step : Next::Lease;  // a lost race is redone on the fresh copy
     case WorkKind::Describe: return Next::Describe;
     case WorkKind::Delete:
+    case WorkKind::ResetOffsets:
       if (!front.verified) {  // judged on a fresh read only
         front.verified = true;
         g_.reset();

@@ -120,6 +120,7 @@ const std::vector<ServedRoute>& served_routes() {
       {"DELETE", g + "/members/{memberId}"},
       {"GET", g + "/dead-letters"},
       {"POST", g + "/dead-letters/redrive"},
+      {"POST", g + "/reset-offsets"},
       {"GET", "/metrics"},
       {"HEAD", "/metrics"},
       {"GET", "/healthz"},
@@ -176,6 +177,7 @@ Routed route(const std::string& method, const std::string& target) {
       if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);
       if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
       if (p.size() == 7 && p[6] == "dead-letters") return only("GET", K::DeadLetters, s, p[5]);
+      if (p.size() == 7 && p[6] == "reset-offsets") return only("POST", K::ResetOffsets, s, p[5]);
       if (p.size() == 8 && p[6] == "dead-letters" && p[7] == "redrive") return only("POST", K::Redrive, s, p[5]);
       if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
     }
@@ -225,6 +227,23 @@ std::string producer_routing_json(const protocol::StreamMetadata& m, const std::
                              {"partitioner", protocol::kPartitionerName},
                              {"shards", std::move(shards)}});
 }
+
+// A stream entry id: MS-SEQ, both decimal.
+bool valid_stream_id(const std::string& id);
+
+}  // namespace
+
+std::optional<std::string> reset_position(const std::string& to) {
+  if (to == "earliest") return std::string("0");
+  if (to == "latest") return std::string("$");
+  if (valid_stream_id(to)) return to;
+  if (to.empty() || to.size() > 19 || to.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const unsigned long long ms = std::stoull(to);
+  if (ms == 0) return std::string("0");
+  return std::to_string(ms - 1) + "-18446744073709551615";  // every id of ms - 1, so delivery starts at ms
+}
+
+namespace {
 
 // A stream entry id: MS-SEQ, both decimal.
 bool valid_stream_id(const std::string& id) {
@@ -319,7 +338,7 @@ std::string audit_line(const std::string& caller, const std::string& action, con
   if (answer.status >= 200 && answer.status < 300) {
     outcome = "ok";
     if (body.is_object()) {
-      for (const char* field : {"shardCount", "metadataVersion", "keyStyle", "state", "deleted", "redriven"})
+      for (const char* field : {"shardCount", "metadataVersion", "keyStyle", "state", "deleted", "redriven", "position", "shards"})
         if (body.contains(field)) outcome += std::string(" ") + field + "=" + body[field].dump();
     }
   } else {
@@ -354,6 +373,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                        : rt.kind == K::DeleteGroup  ? "delete-group"
                        : rt.kind == K::RemoveMember ? "remove-member"
                        : rt.kind == K::Redrive      ? "redrive-dead-letters"
+                       : rt.kind == K::ResetOffsets ? "reset-offsets"
                                                     : nullptr;
   // Who called is known after authorization; only an admin call keeps a place for it.
   auto caller = action == nullptr ? nullptr : std::make_shared<std::string>(caller_of(auth, {}));
@@ -391,7 +411,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::DeleteGroup:
     case K::RemoveMember:
     case K::DeadLetters:  // what members could not process: the records' data, for operators
-    case K::Redrive: need = Need::Admin; break;
+    case K::Redrive:
+    case K::ResetOffsets: need = Need::Admin; break;
     case K::Metrics: need = auth.metricsPublic ? Need::Public : Need::Member; break;
     default: need = Need::Public;
   }
@@ -414,7 +435,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
 
   // A group's heartbeats and admin calls are served by its owner (group/pod_authority.hpp): at
   // another pod, this one forwards them and hands back the answer, so members keep one URL.
-  if (rt.kind == K::Heartbeat || rt.kind == K::RemoveMember || rt.kind == K::DeleteGroup) {
+  if (rt.kind == K::Heartbeat || rt.kind == K::RemoveMember || rt.kind == K::DeleteGroup || rt.kind == K::ResetOffsets) {
     auto placed = backend.place(protocol::GroupKey{rt.stream, rt.group});
     if (placed.kind != Placement::Kind::Here) {
       // Nobody can serve it now: RETRY, as for a store that does not answer.
@@ -612,6 +633,39 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         if (!r.ok()) return respond(store_error(r.error));
         respond(json_ok(protocol::dump(
             json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"redriven", *r.value}})));
+      });
+      return;
+    }
+    case K::ResetOffsets: {
+      const auto body = json::parse(req.body, nullptr, false);
+      std::optional<std::string> position;
+      std::string to, bad;
+      bool fence = false;
+      if (!body.is_object() || !body.contains("to") || !body["to"].is_string()) {
+        bad = "the body must be {\"to\": \"earliest\" | \"latest\" | an entry id | a time in ms, \"fenceMembers\": false}";
+      } else {
+        to = body["to"].get<std::string>();
+        position = reset_position(to);
+        if (!position) bad = "to: earliest, latest, an entry id like 1700000000000-0 or a time in ms since the epoch, not '" + to + "'";
+        if (body.contains("fenceMembers")) {
+          if (!body["fenceMembers"].is_boolean()) bad = "fenceMembers: true or false";
+          else fence = body["fenceMembers"].get<bool>();
+        }
+      }
+      if (!bad.empty()) return respond(plain_error(400, "INVALID_REQUEST", bad));
+      backend.reset_offsets({rt.stream, rt.group}, *position, fence, [respond, rt, to, p = *position](Answer<OffsetsReset> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        switch (r.value->outcome) {
+          case OffsetsReset::Outcome::NotFound:
+            return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+          case OffsetsReset::Outcome::HasLiveMembers:
+            return respond(plain_error(409, "GROUP_NOT_EMPTY",
+                                       "group " + rt.stream + "/" + rt.group +
+                                           " has live members: stop them first or send \"fenceMembers\": true"));
+          case OffsetsReset::Outcome::Reset:
+            return respond(json_ok(protocol::dump(json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"to", to},
+                                                       {"position", p}, {"shards", r.value->shards}})));
+        }
       });
       return;
     }

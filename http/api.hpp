@@ -81,6 +81,19 @@ struct StreamWritten {
 // What an admin's delete of a group came to.
 enum class Deletion { Deleted, NotFound, HasLiveMembers };
 
+// What an admin's reset of a group's position came to (`shards` moved when Reset).
+struct OffsetsReset {
+  enum class Outcome { Reset, NotFound, HasLiveMembers };
+  Outcome outcome = Outcome::Reset;
+  int32_t shards = 0;
+};
+
+// Where a reset puts the group on every shard, as XGROUP SETID takes it: "earliest" ("0": every
+// record is delivered again), "latest" ("$": only records added from now), an entry id (delivery
+// resumes after it), or a time in ms since the epoch (delivery resumes at the first record added
+// at or after it). nullopt: none of those.
+std::optional<std::string> reset_position(const std::string& to);
+
 // Where a group's calls are served (group/pod_authority.hpp): by this pod, by the pod at
 // `address` (the call is forwarded there), or by none right now (the caller retries).
 struct Placement {
@@ -123,6 +136,10 @@ class Backend {
   // Deletes an empty group (or, with fenceMembers, fences its live members first).
   virtual void delete_group(const protocol::GroupKey& key, bool fenceMembers,
                             std::function<void(Answer<Deletion>)> done) = 0;
+  // Moves the group's position on every shard stream to `position` (reset_position), refused while
+  // it has live members unless `fenceMembers` (they are fenced first).
+  virtual void reset_offsets(const protocol::GroupKey& key, std::string position, bool fenceMembers,
+                             std::function<void(Answer<OffsetsReset>)> done) = 0;
   // The group's dead letters (written by its members): how many, and the oldest `limit`.
   virtual void dead_letters(const protocol::GroupKey& key, int64_t limit,
                             std::function<void(Answer<protocol::DeadLetterPage>)> done) = 0;
@@ -190,6 +207,7 @@ struct Route {
     RemoveMember,
     DeadLetters,
     Redrive,
+    ResetOffsets,
     ListStreams,
     StatusPage,
     Metrics,

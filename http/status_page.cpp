@@ -26,6 +26,7 @@ main { padding:1rem; max-width:1200px; margin:0 auto; }
 .card h2 { font-size:1rem; margin:0 0 .4rem; }
 .card h3 { font-size:.95rem; margin:.8rem 0 .3rem; }
 .meta { color:var(--mute); font-size:.85rem; }
+.dead { color:var(--bad); font-size:.85rem; font-weight:600; }
 .badge { display:inline-block; padding:0 .45rem; border-radius:10px; font-size:.78rem; font-weight:600; color:#fff; background:var(--mute); vertical-align:middle; }
 .badge.STABLE, .badge.ACTIVE, .badge.OWNED { background:var(--ok); }
 .badge.ASSIGNING, .badge.RECONCILING, .badge.STARTING, .badge.DRAINING, .badge.LEAVING, .badge.REVOKING, .badge.PENDING { background:var(--warn); }
@@ -123,6 +124,10 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
       el("span", {cls: "badge " + d.state, text: d.state})]));
     box.appendChild(el("div", {cls: "meta", text: "group epoch " + d.groupEpoch + " · assignment epoch " + d.assignmentEpoch +
       " · metadata version " + d.metadataVersion + " · " + d.shardCount + " shards · " + (d.members || []).length + " members"}));
+    if (typeof d.deadLetters === "number" && d.deadLetters > 0)
+      box.appendChild(el("div", {cls: "dead", "data-dead-letters": String(d.deadLetters),
+        text: d.deadLetters + " dead letter" + (d.deadLetters === 1 ? "" : "s") +
+              " (records its members gave up on: rsc-admin dead-letters " + d.streamPrefix + " " + d.consumerGroup + ")"}));
 
     var mt = el("table", {"data-table": "members"}, [el("thead", null, [el("tr", null,
       ["MEMBER", "STATE", "EPOCH", "HEARTBEAT AGE", "CAPACITY", "ASSIGNED", "REVOKING", "WAITING FOR"].map(function (h) { return el("th", {text: h}); }))])]);

@@ -592,6 +592,29 @@ Result<int32_t> RedisStore::provision(const GroupKey& key, int32_t shardCount, c
   return R::success(created);
 }
 
+Result<int32_t> RedisStore::reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to) {
+  using R = Result<int32_t>;
+  auto meta = get_stream(key.streamPrefix);
+  if (!meta.ok()) return R::failure(meta.error);
+  const auto style = meta.value->has_value() ? (*meta.value)->keyStyle : protocol::KeyStyle::Plain;
+  std::vector<Command> cmds;
+  for (int32_t i = 0; i < shardCount; ++i)
+    cmds.push_back({"XGROUP", "SETID", protocol::shard_stream_key(key.streamPrefix, style, i), key.consumerGroup, to});
+  auto replies = run(cmds);
+  int32_t moved = 0;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    auto r = std::move(replies[i]);
+    if (!r.ok()) return R::failure(r.error);
+    if (r.value->is_error() && r.value->str.rfind("NOGROUP", 0) == 0) {  // not provisioned there yet: create it at `to`
+      r = run({{"XGROUP", "CREATE", cmds[i][2], key.consumerGroup, to, "MKSTREAM"}}).front();
+      if (!r.ok()) return R::failure(r.error);
+    }
+    if (r.value->is_error()) return reply_failure<int32_t>(*r.value, "XGROUP SETID " + cmds[i][2] + " " + key.consumerGroup);
+    ++moved;
+  }
+  return R::success(moved);
+}
+
 std::optional<Error> RedisStore::ensure_scripts() {
   if (!cas_.sha.empty()) return std::nullopt;  // known once loaded; NOSCRIPT reloads them
   auto p = ping();  // connecting loads the scripts

@@ -31,6 +31,7 @@ class RedisStore : public GroupStore {
   Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision, int64_t grantsHeldUntilMs = 0) override;
   Result<int64_t> count_stream_groups(const std::string& streamPrefix) override;
   Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) override;
+  Result<int32_t> reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to) override;
   Result<int64_t> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;

@@ -88,6 +88,12 @@ struct StreamWrite {
 enum class DeleteStatus { Deleted, Conflict, NotFound };
 // What an admin's delete of a group came to.
 enum class GroupDeletion { Deleted, NotFound, HasLiveMembers };
+// What an admin's reset of a group's offsets came to: `shards` moved when Reset.
+struct OffsetsReset {
+  enum class Outcome { Reset, NotFound, HasLiveMembers };
+  Outcome outcome = Outcome::Reset;
+  int32_t shards = 0;
+};
 
 class GroupStore {
  public:
@@ -134,6 +140,12 @@ class GroupStore {
   virtual Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision,
                                             int64_t grantsHeldUntilMs = 0) = 0;
   virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
+  // Moves the group's position on each of the stream's `shardCount` shard streams to `to` (a Redis
+  // entry id, "0" or "$"; XGROUP SETID, the group created there at `to` if missing): how many.
+  virtual Result<int32_t> reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to) {
+    (void)key, (void)shardCount, (void)to;
+    return Result<int32_t>::failure(ErrorKind::Fatal, "this store has no shard streams");
+  }
   // The group's dead letters: how many, and the oldest `limit` (0: only how many).
   virtual Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) {
     (void)key, (void)limit;

@@ -113,6 +113,15 @@ check "redrive --all" 0 "${A[@]}" redrive orders billing --all
 [ "$(redis-cli -p "$rport" XLEN "$dead")" = 0 ] || { echo "FAIL: redrive --all left dead letters" >&2; failures=$((failures + 1)); }
 expect "the second one too" "k2" "$(redis-cli -p "$rport" XREVRANGE orders:1 + - COUNT 1)"
 
+# Kafka's --reset-offsets: refused while members read, done once they are fenced.
+check "reset-offsets with live members" 1 "${A[@]}" reset-offsets orders billing --to latest
+expect "reset-offsets: why" "GROUP_NOT_EMPTY" "$err"
+check "reset-offsets needs --to" 2 "${A[@]}" reset-offsets orders billing
+check "reset-offsets --to nonsense" 1 "${A[@]}" reset-offsets orders billing --to yesterday --fence-members
+check "reset-offsets --fence-members" 0 "${A[@]}" reset-offsets orders billing --to 1700000000000-5 --fence-members
+expect "reset-offsets says where" 'position 1700000000000-5 (1700000000000-5) on 4 shard streams' "$out"
+expect "XGROUP SETID on each shard" "1700000000000-5" "$(redis-cli -p "$rport" XINFO GROUPS orders:3)"
+
 check "delete-group --fence-members" 0 "${A[@]}" delete-group orders billing --fence-members
 expect "delete-group says so" "group orders/billing deleted" "$out"
 
@@ -125,7 +134,7 @@ check "bad shard count" 2 "${A[@]}" create-stream s zero
 check "bad output" 2 "${A[@]}" list-streams --output yaml
 check "--fence-members elsewhere" 2 "${A[@]}" describe orders billing --fence-members
 check "--help" 0 "${A[@]}" --help
-for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group dead-letters redrive; do
+for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group dead-letters redrive reset-offsets; do
   check "$c --help" 0 "${A[@]}" "$c" --help
   expect "$c --help shows its usage" "usage: rsc-admin [options] $c" "$out"
 done
@@ -134,7 +143,7 @@ check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" lis
 # The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
 audits=$(grep ' audit ' "$dir/pod.log" || true)
 n=$(grep -c ' audit ' <<<"$audits" || true)
-[ "$n" -eq 12 ] || { echo "FAIL: $n audit lines, want 12 (the setup's stream + 11 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+[ "$n" -eq 15 ] || { echo "FAIL: $n audit lines, want 15 (the setup's stream + 14 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
 expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
 expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
 expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"
@@ -142,6 +151,8 @@ expect "audit: member removed" 'caller=ops action=remove-member target=orders/bi
 expect "audit: unnamed token, refused" 'caller=token#1 action=delete-group target=orders/billing status=403' "$audits"
 expect "audit: deleted" 'caller=ops action=delete-group target=orders/billing status=200 outcome="ok deleted=true"' "$audits"
 expect "audit: redriven" 'caller=ops action=redrive-dead-letters target=orders/billing status=200 outcome="ok redriven=1"' "$audits"
+expect "audit: reset refused" 'caller=ops action=reset-offsets target=orders/billing status=409 outcome="refused GROUP_NOT_EMPTY' "$audits"
+expect "audit: reset" 'caller=ops action=reset-offsets target=orders/billing status=200 outcome="ok position=\"1700000000000-5\" shards=4"' "$audits"
 if grep -q -e "$adminToken" -e "$memberToken" "$dir/pod.log"; then
   echo "FAIL: a token is in the log" >&2
   failures=$((failures + 1))

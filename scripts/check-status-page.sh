@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The status page in a real browser (run by ctest): Debian's chromium, headless, against a real
 # coordinator and redis-server with two members in the middle of a handover. The rendered DOM must
-# show the stream, the group, both members and the right owner and state of every shard; with
+# show the stream, the group, both members, the right owner and state of every shard and the
+# group's dead letters; with
 # auth on and no token, the page shows its sign-in prompt and no data. Screenshots (a laptop and
 # a phone) are saved in the temp dir, or in SCREENSHOT_DIR when set.
 #   bash scripts/check-status-page.sh [BUILD_DIR]
@@ -27,6 +28,11 @@ port=$(free_port)
 pids+=($!)
 for _ in $(seq 1 100); do curl -sf "localhost:$port/readyz" >/dev/null && break; sleep 0.05; done
 python3 scripts/lib/handover.py "http://127.0.0.1:$port" orders billing >"$dir/handover.json"
+# Two records its members gave up on, as the member runtime writes them: the page counts them.
+for i in 1 2; do
+  redis-cli -p "$rport" XADD 'rsc:{orders/billing}:dead' '*' id "1-$i" shard 0 stream orders:0 deliveries 5 \
+    error 'cannot parse' member m1 at 1700000000000 field:key "k$i" >/dev/null
+done
 chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom.html"
 chrome --window-size=1280,900 --screenshot="$shots/status-laptop.png" "http://127.0.0.1:$port/" >/dev/null
 chrome --window-size=390,844 --screenshot="$shots/status-phone.png" "http://127.0.0.1:$port/" >/dev/null
@@ -74,10 +80,11 @@ for s in range(4):
 text = " ".join(dom.text)
 check("1700000000000-7" in text, "shard 0's last delivered id (m1's report) is shown")
 check(find(**{"data-kind": "revoke"}), "the recent events show the revocation")
+check(find(**{"data-dead-letters": "2"}), "the group's two dead letters are counted")
 if failures:
     print("check-status-page: FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
     sys.exit(1)
-print("check-status-page: the DOM shows orders/billing, m1 and m2, and each shard's owner and handover")
+print("check-status-page: the DOM shows orders/billing, m1 and m2, each shard's owner and handover, and its 2 dead letters")
 PY
 
 # 2. Auth on, no token: the sign-in prompt, no data.

@@ -169,6 +169,10 @@ TEST_F(CachedGroupTest, ADeleteIsJudgedOnlyOnAStateJustReadFromTheStore) {
   EXPECT_FALSE(c.held());  // the copy it would have been judged on is gone
   load();
   EXPECT_EQ(c.next(del, now, true), Next::Step);
+  Ticket reset;  // an offsets reset is judged the same way (no live member, on a fresh read)
+  reset.kind = WorkKind::ResetOffsets;
+  EXPECT_EQ(c.next(reset, now, true), Next::Load);
+  EXPECT_TRUE(reset.verified);
 }
 
 TEST_F(CachedGroupTest, AJoinIntoAGroupCopiedBeforeItsStreamExistedReadsItAgain) {

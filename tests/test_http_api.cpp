@@ -89,6 +89,16 @@ struct FakeBackend : Backend {
     deletes.push_back(key.str() + (fence ? " fence" : ""));
     done(http::Answer<http::Deletion>::success(deletion));
   }
+  std::string lastPosition;
+  bool lastFence = false;
+  http::OffsetsReset::Outcome resetOutcome = http::OffsetsReset::Outcome::Reset;
+  void reset_offsets(const protocol::GroupKey& key, std::string position, bool fence,
+                     std::function<void(http::Answer<http::OffsetsReset>)> done) override {
+    lastKey = key;
+    lastPosition = position;
+    lastFence = fence;
+    done(http::Answer<http::OffsetsReset>::success({resetOutcome, 4}));
+  }
   void dead_letters(const protocol::GroupKey& key, int64_t limit,
                     std::function<void(http::Answer<protocol::DeadLetterPage>)> done) override {
     lastKey = key;
@@ -365,6 +375,49 @@ TEST(Admin, DeadLettersAreListedAndRedrivenByAdminsWithClearErrors) {
     auto r = call(b, auth, "POST", redrive, bad, "application/json", admin);
     EXPECT_EQ(r.res.status, 400) << bad;
     EXPECT_EQ(b.lastIds, (std::vector<std::string>{"untouched"})) << "nothing asked of the store: " << bad;
+  }
+}
+
+// Kafka's --reset-offsets: the position is XGROUP SETID's; refused while members read unless they are
+// fenced first; audited.
+TEST(Admin, OffsetsAreResetToEarliestLatestAnIdOrATimeOnlyForAGroupNobodyReads) {
+  EXPECT_EQ(reset_position("earliest"), std::optional<std::string>("0"));
+  EXPECT_EQ(reset_position("latest"), std::optional<std::string>("$"));
+  EXPECT_EQ(reset_position("1700000000000-5"), std::optional<std::string>("1700000000000-5"));
+  EXPECT_EQ(reset_position("1700000000000"), std::optional<std::string>("1699999999999-18446744073709551615"))
+      << "a time: delivery resumes at the first record added at or after it";
+  EXPECT_EQ(reset_position("0"), std::optional<std::string>("0"));
+  for (const char* bad : {"", "soon", "-1", "1-", "1-x", "12345678901234567890", "EARLIEST"})
+    EXPECT_FALSE(reset_position(bad).has_value()) << bad;
+
+  FakeBackend b;
+  const auto auth = tokens();
+  const std::string path = "/coord/v1/streams/orders/groups/billing/reset-offsets";
+  const std::string admin = "Bearer admin-token-0123456789";
+  EXPECT_EQ(call(b, auth, "POST", path, R"({"to": "earliest"})", "application/json", "Bearer member-token-0123456789").res.status, 403);
+  b.audits.clear();
+  auto ok = call(b, auth, "POST", path, R"({"to": "latest"})", "application/json", admin);
+  ASSERT_EQ(ok.res.status, 200) << ok.res.body;
+  EXPECT_EQ(b.lastPosition, "$");
+  EXPECT_FALSE(b.lastFence);
+  const auto j = json::parse(ok.res.body);
+  EXPECT_EQ(j.at("to"), "latest");
+  EXPECT_EQ(j.at("position"), "$");
+  EXPECT_EQ(j.at("shards"), 4);
+  ASSERT_EQ(b.audits.size(), 1u);
+  EXPECT_NE(b.audits[0].find("action=reset-offsets target=orders/billing status=200"), std::string::npos) << b.audits[0];
+  EXPECT_EQ(call(b, auth, "POST", path, R"({"to": "earliest", "fenceMembers": true})", "application/json", admin).res.status, 200);
+  EXPECT_TRUE(b.lastFence);
+  b.resetOutcome = http::OffsetsReset::Outcome::HasLiveMembers;
+  auto busy = call(b, auth, "POST", path, R"({"to": "earliest"})", "application/json", admin);
+  EXPECT_EQ(busy.res.status, 409);
+  EXPECT_EQ(json::parse(busy.res.body).at("error"), "GROUP_NOT_EMPTY");
+  b.resetOutcome = http::OffsetsReset::Outcome::NotFound;
+  EXPECT_EQ(call(b, auth, "POST", path, R"({"to": "earliest"})", "application/json", admin).res.status, 404);
+  for (const char* bad : {R"({})", R"({"to": 5})", R"({"to": "yesterday"})", R"({"to": "latest", "fenceMembers": "yes"})", "x"}) {
+    b.lastPosition = "untouched";
+    EXPECT_EQ(call(b, auth, "POST", path, bad, "application/json", admin).res.status, 400) << bad;
+    EXPECT_EQ(b.lastPosition, "untouched") << "nothing asked: " << bad;
   }
 }
 

@@ -376,6 +376,31 @@ TEST_F(RuntimeTest, ADeadLetterIsListedByTheCoordinatorAndRedrivenToItsShardWher
   EXPECT_TRUE(a.shutdown(5000));
 }
 
+// Kafka's --reset-offsets: refused while a member reads; once the group is empty, "earliest" makes
+// the next member process every record again.
+TEST_F(RuntimeTest, AResetToEarliestOfAGroupNobodyReadsDeliversEveryRecordAgain) {
+  std::atomic<int> seenA{0}, seenB{0};
+  auto a = std::make_unique<member::Runtime>(options("a"), [&](const member::Record&, int64_t) { ++seenA; });
+  a->start();
+  ASSERT_TRUE(eventually([&] { return a->stats().owned.size() == 2; }));
+  for (const char* k : {"k1", "k2", "k3"}) add_record(redis, 0, k);
+  add_record(redis, 1, "k4");
+  ASSERT_TRUE(eventually([&] { return seenA.load() == 4; }));
+  const std::string path = "/coord/v1/streams/orders/groups/billing/reset-offsets";
+  auto busy = http_call(coord->port(), "POST", path, R"({"to": "earliest"})");
+  EXPECT_EQ(busy.status, 409) << busy.body;
+  ASSERT_TRUE(a->shutdown(5000));
+  a.reset();
+  ASSERT_TRUE(eventually([&] { return http_call(coord->port(), "POST", path, R"({"to": "earliest"})").status == 200; }))
+      << "once the member has left";
+  member::Runtime b(options("b"), [&](const member::Record&, int64_t) { ++seenB; });
+  b.start();
+  EXPECT_TRUE(eventually([&] { return seenB.load() == 4; })) << "every record once more";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(seenB.load(), 4);
+  EXPECT_TRUE(b.shutdown(5000));
+}
+
 // Per-key order after a failure: a record whose XACK failed is processed again before anything
 // after it on its shard. Redis refuses XACK to the member's ACL user until the record has been
 // tried three times; the records of one key must then be seen in order, a record repeated only

@@ -46,6 +46,12 @@ const std::vector<Command>& commands() {
        "The records the group's members gave up on (the oldest N, default 100): each one's\n"
        "dead-letter id, shard, record id, deliveries, when, member and error.",
        2},
+      {"reset-offsets", "STREAM GROUP --to earliest|latest|ID|TIME-MS [--fence-members]",
+       "Moves the group's position on every shard (XGROUP SETID), as Kafka's --reset-offsets:\n"
+       "earliest delivers every record again, latest only new ones, an entry id resumes after it,\n"
+       "a time in ms at the first record added then or later. Refused while the group has live\n"
+       "members unless --fence-members (fenced first: their shards wait for their leases to end).",
+       2},
       {"redrive", "STREAM GROUP (--id DEAD-LETTER-ID ... | --all)",
        "Writes dead letters back to the end of their shard streams (a new entry id: they come\n"
        "after what was written since), then removes them from the dead-letter stream.",
@@ -191,7 +197,7 @@ int main(int argc, char** argv) {
   long timeoutMs = 10000;
   bool help = false, fence = false, keyStyleGiven = false, all = false;
   std::vector<std::string> deadIds;
-  std::string count;
+  std::string count, to;
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -212,6 +218,7 @@ int main(int argc, char** argv) {
     else if (a == "--all") all = true;
     else if (a == "--id") deadIds.push_back(value("a dead-letter id"));
     else if (a == "--count") count = value("a number");
+    else if (a == "--to") to = value("earliest, latest, an entry id or a time in ms");
     else if (a == "--key-style") {
       keyStyle = value("plain or hashtag");
       keyStyleGiven = true;
@@ -238,7 +245,10 @@ int main(int argc, char** argv) {
   if (args.size() != cmd->argc)
     bad_usage(std::string(cmd->name) + " takes " + std::to_string(cmd->argc) + " argument(s), got " + std::to_string(args.size()), cmd);
   if (output != "table" && output != "json") bad_usage("--output: table or json, not '" + output + "'", cmd);
-  if (fence && std::string(cmd->name) != "delete-group") bad_usage("--fence-members is for delete-group", cmd);
+  if (fence && std::string(cmd->name) != "delete-group" && std::string(cmd->name) != "reset-offsets")
+    bad_usage("--fence-members is for delete-group and reset-offsets", cmd);
+  if (!to.empty() && std::string(cmd->name) != "reset-offsets") bad_usage("--to is for reset-offsets", cmd);
+  if (std::string(cmd->name) == "reset-offsets" && to.empty()) bad_usage("reset-offsets: --to earliest|latest|ID|TIME-MS", cmd);
   if (keyStyleGiven && std::string(cmd->name) != "create-stream") bad_usage("--key-style is for create-stream", cmd);
   if (keyStyleGiven && keyStyle != "plain" && keyStyle != "hashtag") bad_usage("--key-style: plain or hashtag", cmd);
   if (!count.empty() && std::string(cmd->name) != "dead-letters") bad_usage("--count is for dead-letters", cmd);
@@ -275,6 +285,10 @@ int main(int argc, char** argv) {
   } else if (name == "dead-letters") {
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/dead-letters" +
            (count.empty() ? "" : "?count=" + seg(count));
+  } else if (name == "reset-offsets") {
+    method = "POST";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/reset-offsets";
+    body = json{{"to", to}, {"fenceMembers", fence}}.dump();
   } else if (name == "redrive") {
     method = "POST";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/dead-letters/redrive";
@@ -330,6 +344,9 @@ int main(int argc, char** argv) {
                       text(d.value("deliveries", json())), text(d.value("atMs", json())), text(d.value("member", json())),
                       text(d.value("error", json()))});
     table(std::cout, {"DEAD-LETTER-ID", "SHARD", "RECORD-ID", "DELIVERIES", "AT-MS", "MEMBER", "ERROR"}, rows);
+  } else if (name == "reset-offsets") {
+    std::cout << "group " << args[0] << "/" << args[1] << ": position " << text(j.value("position", json())) << " ("
+              << to << ") on " << text(j.value("shards", json())) << " shard streams\n";
   } else if (name == "redrive") {
     std::cout << text(j.value("redriven", json())) << " dead letter(s) of " << args[0] << "/" << args[1]
               << " written back to their shard streams\n";
