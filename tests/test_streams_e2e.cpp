@@ -598,13 +598,14 @@ struct ExecRun {
   void add(int shard, const std::string& key) {
     ASSERT_TRUE(redis.admin().command({"XADD", "orders:" + std::to_string(shard), "*", "key", key}).ok());
   }
-  std::unique_ptr<Process> consumer(const std::string& flag, const std::string& cmd) {
+  std::unique_ptr<Process> consumer(const std::string& flag, const std::string& cmd, const std::string& id = "x",
+                                    const std::string& backoffMs = "20") {
     return std::make_unique<Process>(
         std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(pod.port()),
                                  "--redis", "127.0.0.1:" + std::to_string(redis.port()), "--stream", "orders", "--group",
-                                 "billing", "--member-id", "x", flag, cmd, "--max-deliveries", "3", "--retry-backoff-ms",
-                                 "20", "--retry-backoff-max-ms", "50"},
-        dir + "/consumer.out");
+                                 "billing", "--member-id", id, flag, cmd, "--max-deliveries", "3", "--retry-backoff-ms",
+                                 backoffMs, "--retry-backoff-max-ms", backoffMs},
+        dir + "/consumer-" + id + ".out");
   }
   std::vector<std::map<std::string, std::string>> dead_letters() {
     std::vector<std::map<std::string, std::string>> out;
@@ -704,4 +705,38 @@ TEST(Consume, ExecLinesKeepsOneCommandPerWorkerAndItsAnswerLineDecides) {
   std::set<std::string> distinct;
   for (std::string p; std::getline(pids, p);) distinct.insert(p);
   EXPECT_EQ(distinct.size(), 1u);
+}
+
+// The count is Redis's, across processes: a consumer SIGKILLed while it waits to try a poison record
+// again leaves it pending with its count; the next owner makes only the attempts that are left.
+TEST(Consume, APoisonRecordIsTriedExactlyMaxDeliveriesTimesAcrossASigkillAndAHandover) {
+  ExecRun run;
+  std::ofstream(run.dir + "/fail.sh") << "rec=$(cat)\n"
+                                         "case \"$rec\" in *'\"key\":\"poison\"'*) echo tried >> " + run.dir + "/attempts; exit 1;; esac\n";
+  auto attempts = [&] {
+    std::ifstream in(run.dir + "/attempts");
+    int n = 0;
+    for (std::string l; std::getline(in, l);) ++n;
+    return n;
+  };
+  run.add(0, "poison");
+  auto a = run.consumer("--exec", "sh " + run.dir + "/fail.sh", "a", "5000");  // a waits 5 s before trying again
+  ASSERT_TRUE(within([&] { return attempts() == 1; }, 10000)) << a->output();
+  // Pending for a, delivered once.
+  auto p = run.redis.admin().command({"XPENDING", "orders:0", "billing", "-", "+", "10"});
+  ASSERT_TRUE(p.ok() && p.value->type == rsc::store::Value::Type::Array && p.value->elements.size() == 1u);
+  EXPECT_EQ(p.value->elements[0].elements[1].str, "a");
+  EXPECT_EQ(p.value->elements[0].elements[3].integer, 1);
+  a->signal(SIGKILL);
+  a->wait(5000);
+  auto b = run.consumer("--exec", "sh " + run.dir + "/fail.sh", "b", "20");
+  ASSERT_TRUE(within([&] { return run.dead_letters().size() == 1; }, 15000)) << "b takes shard 0 once a's lease ends\n"
+                                                                            << b->output();
+  EXPECT_EQ(attempts(), 3) << "one by a, two by b: three deliveries in all";
+  const auto dead = run.dead_letters();
+  EXPECT_EQ(dead[0].at("member"), "b");
+  EXPECT_EQ(dead[0].at("deliveries"), "3");
+  EXPECT_EQ(dead[0].at("error"), "exit 1");
+  b->signal(SIGTERM);
+  EXPECT_EQ(b->wait(10000), 0);
 }
