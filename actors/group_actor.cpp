@@ -206,9 +206,11 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
 // about to be handed out (failing, nothing is written and the work gets RETRY).
 void commit(Self self, Batch ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
   auto& st = self->state;
-  auto p = std::make_shared<group::Prepared>(st.c.prepare(std::move(o)));
-  if (!p->provision) return write(self, ws, std::move(*p), computeSeconds, lockToken);
-  const int32_t count = *p->provision;
+  auto prepared = st.c.prepare(std::move(o));
+  // The common case (nothing to provision; a steady heartbeat) allocates nothing here.
+  if (!prepared.provision) return write(self, ws, std::move(prepared), computeSeconds, lockToken);
+  const int32_t count = *prepared.provision;
+  auto p = std::make_shared<group::Prepared>(std::move(prepared));
   auto failed = [=](const store::Error& e) {
     const auto why = "could not create the shard streams' consumer group " + self->state.key.consumerGroup + ": " + e.message;
     store_failed(self, {e.kind, why}, ws);
