@@ -6,7 +6,6 @@
 // its own but the retirement and store watchdogs: deadline work is started by the pod
 // (actors/pod_actor.cpp) when the store's deadline index says it is due.
 #include <chrono>
-#include <limits>
 #include <list>
 #include <tuple>
 #include <variant>
@@ -14,6 +13,7 @@
 #include "actors/actors.hpp"
 #include "actors/group_report.hpp"
 #include "actors/group_work.hpp"
+#include "actors/store_asker.hpp"
 #include "group/cached_group.hpp"
 #include "group/describe.hpp"
 #include "group/notify.hpp"
@@ -39,14 +39,12 @@ struct GroupActorState {
   group::Millis lastActivity = 0;
   bool retireTimer = false;
   bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
-  group::StoreCallLine line;     // the store call in flight (group/freshness.hpp)
-  std::function<void()> giveUp;  // its error half, run when the watchdog gives it up
-  bool watchdog = false;
+  StoreAsker asker;       // the store call in flight (actors/store_asker.hpp)
 };
 using Self = caf::stateful_actor<GroupActorState>*;
 
 void pump(Self self);
-void arm_watchdog(Self self, group::Millis in);
+void store_failed(Self self, const store::Error& e, const Batch& inFlight = {});
 
 group::Millis now(Self self) { return self->state.cfg->pod->now(); }
 group::Millis local(Self self) { return self->state.cfg->pod->local_now(); }
@@ -54,30 +52,17 @@ std::shared_ptr<const group::PodView> view(Self self) { return self->state.cfg->
 SteadyTime give_up_at(Self self) { return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg->storeDeadlineMs); }
 store::Error retryable(std::string why) { return {store::ErrorKind::Retryable, std::move(why)}; }
 
-// A store request without CAF's per-request timeout (a clock entry per request wakes CAF's clock
-// thread once per heartbeat): the watchdog gives it up after the store deadline and a late reply
-// is dropped. Either half gets the call's outcome; while onReply runs, state.replying is its number.
+// One store call at a time, given up after the store deadline; then the queue goes on. Without an
+// error half, a failure fails the batch `ws` (store_failed).
 template <class Reply, class Args, class OnReply, class OnError>
-void ask_store(Self self, Args args, OnReply onReply, OnError onError) {
+void ask(Self self, Args args, OnReply onReply, OnError onError) {
   auto& st = self->state;
-  const uint64_t seq = st.c.calls().next_call();
-  st.line.begin(seq, local(self));
-  st.busy = true;
-  const auto deadline = st.cfg->storeDeadlineMs;
-  st.giveUp = [=]() mutable { onError(retryable("the store did not answer within " + std::to_string(deadline) + "ms")); };
-  arm_watchdog(self, deadline);
-  auto awaited = [self, seq] {  // a reply of a call given up already is dropped
-    auto& s = self->state;
-    if (!s.line.replied(seq)) return false;
-    s.giveUp = nullptr, s.busy = false;
-    return true;
-  };
-  std::apply([&](auto&&... xs) { return self->request(st.store, caf::infinite, std::forward<decltype(xs)>(xs)...); },
-             std::move(args))
-      .then([=](Reply& r) mutable { if (awaited()) onReply(r), pump(self); },
-            [=](caf::error& e) mutable {
-              if (awaited()) onError(retryable("store actor: " + self->system().render(e))), pump(self);
-            });
+  ask_store<Reply>(self, st.store, st.c.calls().next_call(), local(self), st.cfg->storeDeadlineMs, std::move(args),
+                   std::move(onReply), std::move(onError), pump);
+}
+template <class Reply, class Args, class OnReply>
+void ask(Self self, const Batch& ws, Args args, OnReply onReply) {
+  ask<Reply>(self, std::move(args), std::move(onReply), [=](const store::Error& e) { store_failed(self, e, ws); });
 }
 
 protocol::Timings timings(Self self) {
@@ -89,7 +74,7 @@ void answer_retry(Self self, Work& w, const std::string& why) { retry(w, why, ti
 void fail(Self self, Work& w, const store::Error& e) { work::fail(w, e, timings(self), self->state.cfg->metrics.get()); }
 
 // The store could not answer: the copy is forgotten and everything waiting is answered.
-void store_failed(Self self, const store::Error& e, const Batch& inFlight = {}) {
+void store_failed(Self self, const store::Error& e, const Batch& inFlight) {
   auto& st = self->state;
   st.report.store_failed(e);
   st.c.forget();
@@ -106,10 +91,10 @@ void finish_deadline_work(Self self) {
   if (!st.c.held()) return;
   FinishCall call{st.key, st.cfg->podToken, st.c.index_deadline(st.cfg->pod->time_view(st.cfg->core)),
                   st.c.state().storeRevision};
-  ask_store<FinishReply>(self, std::make_tuple(finish_atom::value, std::move(call)), [=](FinishReply& r) {
-        if (!r.result.ok()) return store_failed(self, r.result.error);
-        if (self->state.cfg->metrics) self->state.cfg->metrics->deadline_work("done");
-      }, [=](const store::Error& e) { store_failed(self, e); });
+  ask<FinishReply>(self, {}, std::make_tuple(finish_atom::value, std::move(call)), [=](FinishReply& r) {
+    if (!r.result.ok()) return store_failed(self, r.result.error);
+    if (self->state.cfg->metrics) self->state.cfg->metrics->deadline_work("done");
+  });
 }
 
 void answered(Self self, const Batch& ws) {
@@ -156,34 +141,27 @@ void redo(Self self, const Batch& ws) {
   }
 }
 
-void write(Self self, const Batch& ws, group::Prepared&& p, double computeSeconds, const std::string& lockToken) {
+// The step's outcome goes to the store, or is answered from the copy (group::WritePlan); a write
+// that hands a shard out first has the store actor give the shard streams their consumer group.
+void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
   auto& st = self->state;
-  std::optional<uint64_t> oldest;
-  for (const auto& w : ws)
-    if (w->t.kind != WorkKind::Tick) oldest = std::min(oldest.value_or(std::numeric_limits<uint64_t>::max()), w->t.arrival);
-  auto answeredNow = [&ws] {  // the heartbeats in this batch are answered anyway
-    std::set<std::string> ids;
-    for (const auto& w : ws)
-      if (const auto* b = std::get_if<Beat>(&w->what)) ids.insert(b->call.req.memberId);
-    return ids;
-  };
-  auto plan = st.c.plan_write(std::move(p), oldest, *view(self), local(self), answeredNow);
+  auto plan = st.c.plan_write(st.c.prepare(std::move(o)), oldest_arrival(ws), *view(self), local(self), [&ws] { return members_in(ws); });
   using K = group::WritePlan::Kind;
   if (plan.kind == K::FromCopy) return answered(self, ws);
   if (plan.kind == K::Hold) return hold(self, ws, plan.holdMs);
   if (plan.kind == K::Refuse) return refuse(self, ws, plan.why);
   const bool check = plan.kind == K::Check;
   CasCall call{st.key, plan.expectedRevision, plan.next, plan.delta, lockToken, 0, plan.lowerDeadlineTo,
-               give_up_at(self), check};
+               give_up_at(self), check, plan.provision, st.cfg->start_id(st.key)};
   auto wake = std::make_shared<std::vector<std::string>>(std::move(plan.wake));
   auto events = std::make_shared<std::vector<group::Event>>(std::move(plan.events));
-  ask_store<CasReply>(self, std::make_tuple(cas_atom::value, std::move(call)), [=](CasReply& reply) {
+  ask<CasReply>(self, ws, std::make_tuple(cas_atom::value, std::move(call)), [=](CasReply& reply) {
         auto& s = self->state;
         if (!reply.result.ok()) return store_failed(self, reply.result.error, ws);
         auto& r = *reply.result.value;
         auto* m = s.cfg->metrics.get();
         if (r.status == store::CasStatus::Written) {
-          switch (s.c.written(r.revision, s.line.replying(), *view(self), local(self))) {
+          switch (s.c.written(r.revision, s.asker.line.replying(), *view(self), local(self))) {
             case group::Stored::Lapsed: return refuse(self, ws, "this coordinator pod's registration lapsed while it wrote");
             case group::Stored::Current: if (m) m->copy_check(true); return answered(self, ws);
             case group::Stored::Written: break;
@@ -197,34 +175,9 @@ void write(Self self, const Batch& ws, group::Prepared&& p, double computeSecond
           return answered(self, ws);
         }
         if (m) check ? m->copy_check(false) : r.status == store::CasStatus::Conflict ? m->cas_conflict() : m->mutex_contention();
-        s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.line.replying(), *view(self), local(self), now(self)), s.c);
+        s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.asker.line.replying(), *view(self), local(self), now(self)), s.c);
         redo(self, ws);
-      }, [=](const store::Error& e) { store_failed(self, e, ws); });
-}
-
-// The step's outcome goes to the store; the shard streams' consumer group first when a shard is
-// about to be handed out (failing, nothing is written and the work gets RETRY).
-void commit(Self self, Batch ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
-  auto& st = self->state;
-  auto prepared = st.c.prepare(std::move(o));
-  // The common case (nothing to provision; a steady heartbeat) allocates nothing here.
-  if (!prepared.provision) return write(self, ws, std::move(prepared), computeSeconds, lockToken);
-  const int32_t count = *prepared.provision;
-  auto p = std::make_shared<group::Prepared>(std::move(prepared));
-  auto failed = [=](const store::Error& e) {
-    const auto why = "could not create the shard streams' consumer group " + self->state.key.consumerGroup + ": " + e.message;
-    store_failed(self, {e.kind, why}, ws);
-  };
-  ask_store<ProvisionReply>(self, std::make_tuple(provision_atom::value, ProvisionCall{st.key, count, st.cfg->start_id(st.key), give_up_at(self)}),
-      [=](ProvisionReply& r) {
-        if (!r.result.ok()) return failed(r.result.error);
-        auto& s = self->state;
-        if (*r.result.value > 0)
-          log::info("group " + s.key.str() + ": created the consumer group on " + std::to_string(*r.result.value) + " of " +
-                    std::to_string(count) + " shard streams (start " + s.cfg->start_id(s.key) + ")");
-        group::CachedGroup::provisioned(*p, count);
-        write(self, ws, std::move(*p), computeSeconds, lockToken);
-      }, failed);
+      });
 }
 
 // The admin's delete, judged on a state just read from the store.
@@ -232,7 +185,7 @@ void start_delete(Self self, const WorkPtr& w) {
   auto& st = self->state;
   if (auto why = st.c.why_not_writing(*view(self), local(self))) return refuse(self, {w}, *why);
   const DeleteStoreCall call{st.key, st.c.state().storeRevision, group::grants_held_after_delete(st.c.state(), now(self))};
-  ask_store<DeleteStoreReply>(self, std::make_tuple(delete_atom::value, call), [=](DeleteStoreReply& r) {
+  ask<DeleteStoreReply>(self, {w}, std::make_tuple(delete_atom::value, call), [=](DeleteStoreReply& r) {
         auto& s = self->state;
         if (!r.result.ok()) return store_failed(self, r.result.error, {w});
         auto& del = std::get<Delete>(w->what).call;
@@ -249,7 +202,7 @@ void start_delete(Self self, const WorkPtr& w) {
             w->t.verified = false;
             return redo(self, {w});
         }
-      }, [=](const store::Error& e) { store_failed(self, e, {w}); });
+      });
 }
 
 // The admin's reset of the group's position on every shard, judged like a delete (no live member)
@@ -258,14 +211,14 @@ void start_reset(Self self, const WorkPtr& w) {
   auto& st = self->state;
   if (auto why = st.c.why_not_writing(*view(self), local(self))) return refuse(self, {w}, *why);
   const auto& to = std::get<Reset>(w->what).call.to;
-  ask_store<ResetStoreReply>(self, std::make_tuple(reset_atom::value, ResetStoreCall{st.key, st.c.state().shardCount, to}),
+  ask<ResetStoreReply>(self, {w}, std::make_tuple(reset_atom::value, ResetStoreCall{st.key, st.c.state().shardCount, to}),
       [=](ResetStoreReply& r) {
         auto& call = std::get<Reset>(w->what).call;
         if (!r.result.ok() && r.result.error.kind == store::ErrorKind::Retryable) return store_failed(self, r.result.error, {w});
         if (!r.result.ok()) return call.done(store::Result<store::OffsetsReset>::failure(r.result.error));
         self->state.report.offsets_reset(call.to, *r.result.value);
         call.done(store::Result<store::OffsetsReset>::success({store::OffsetsReset::Outcome::Reset, *r.result.value}));
-      }, [=](const store::Error& e) { store_failed(self, e, {w}); });
+      });
 }
 
 // Heartbeats queued behind the first are computed on the same state and written with it.
@@ -313,44 +266,26 @@ void run_step(Self self, const WorkPtr& w) {
   }
   if (auto* m = std::get_if<Metadata>(&w->what))
     return commit(self, {w}, group::apply_metadata(st.c.take(), m->meta.shardCount, m->meta.metadataVersion, cfg, tv.now), seconds());
-  if (auto* rs = std::get_if<Reset>(&w->what)) {
-    using O = store::OffsetsReset::Outcome;
-    switch (group::judge_delete(st.c.exists(), st.c.state(), rs->call.fenceMembers)) {  // the same rule
-      case group::DeleteVerdict::NotFound: return rs->call.done(store::Result<store::OffsetsReset>::success({O::NotFound, 0}));
-      case group::DeleteVerdict::HasLiveMembers:
-        return rs->call.done(store::Result<store::OffsetsReset>::success({O::HasLiveMembers, 0}));
-      case group::DeleteVerdict::Delete: return start_reset(self, w);
-      case group::DeleteVerdict::FenceThenDelete:  // the fencing is written, then the reset judged again
-        rs->call.fenceMembers = false;
-        st.queue.push_front(w);
-        return commit(self, {make(Tick{})}, group::fence_live_members(st.c.take(), "offsets reset by admin", cfg, tv.now), seconds());
-    }
-    return;
-  }
-  auto& del = std::get<Delete>(w->what).call;
-  using D = store::GroupDeletion;
-  switch (group::judge_delete(st.c.exists(), st.c.state(), del.fenceMembers)) {
-    case group::DeleteVerdict::NotFound: return del.done(store::Result<D>::success(D::NotFound));
-    case group::DeleteVerdict::HasLiveMembers: return del.done(store::Result<D>::success(D::HasLiveMembers));
-    case group::DeleteVerdict::Delete: return start_delete(self, w);
-    case group::DeleteVerdict::FenceThenDelete:  // the fencing is written, then the delete judged again
-      del.fenceMembers = false;
-      st.queue.push_front(w);
-      return commit(self, {make(Tick{})}, group::fence_live_members(st.c.take(), "group deleted by admin", cfg, tv.now), seconds());
-  }
+  // A delete or an offsets reset: judged by the same rule (group::judge_delete).
+  const auto verdict = group::judge_delete(st.c.exists(), st.c.state(), fence_members(*w));
+  if (answer_verdict(*w, verdict)) return;
+  if (verdict == group::DeleteVerdict::Delete) return std::holds_alternative<Delete>(w->what) ? start_delete(self, w) : start_reset(self, w);
+  fence_members(*w) = false;  // the fencing is written, then the work is judged again
+  st.queue.push_front(w);
+  commit(self, {make(Tick{})}, group::fence_live_members(st.c.take(), fence_reason(*w), cfg, tv.now), seconds());
 }
 
 void start_load(Self self) {
   auto& st = self->state;
   LoadCall call{st.key, st.cfg->defaultShardCount, st.queue.front()->t.join, st.cfg->maxGroupsPerStream > 0, give_up_at(self)};
-  ask_store<LoadReply>(self, std::make_tuple(load_atom::value, std::move(call)), [=](LoadReply& r) {
+  ask<LoadReply>(self, {}, std::make_tuple(load_atom::value, std::move(call)), [=](LoadReply& r) {
         auto& s = self->state;
         if (!r.loaded.ok()) return store_failed(self, r.loaded.error);
         if (!r.stream.ok()) return store_failed(self, r.stream.error);
         s.report.rollback(s.c.adopt(std::move(*r.loaded.value), *r.stream.value, now(self)), s.c);
-        s.c.confirm(s.line.replying(), *view(self), local(self));
+        s.c.confirm(s.asker.line.replying(), *view(self), local(self));
         s.c.loaded(r.groupsInStream);
-      }, [=](const store::Error& e) { store_failed(self, e); });
+      });
 }
 
 // Deadline work: holding the group mutex (no other pod judges the same deadlines meanwhile), the
@@ -358,7 +293,7 @@ void start_load(Self self) {
 void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   LeaseCall call{st.key, st.cfg->podToken, st.cfg->mutexTtlMs, st.c.held() ? st.c.state().storeRevision : -1, give_up_at(self)};
-  ask_store<LeaseReply>(self, std::make_tuple(lease_atom::value, std::move(call)), [=](LeaseReply& r) {
+  ask<LeaseReply>(self, {}, std::make_tuple(lease_atom::value, std::move(call)), [=](LeaseReply& r) {
         auto& s = self->state;
         auto* m = s.cfg->metrics.get();
         if (!r.result.ok()) {
@@ -374,10 +309,10 @@ void start_tick(Self self, const WorkPtr& w) {
         if (lease.status == store::LeaseStatus::Changed) s.report.rollback(s.c.adopt(std::move(*lease.loaded), r.stream, now(self)), s.c);
         else s.c.stream_read(r.stream, now(self));
         if (!s.c.held()) return;
-        s.c.confirm(s.line.replying(), *view(self), local(self));
+        s.c.confirm(s.asker.line.replying(), *view(self), local(self));
         if (!s.c.exists()) return finish_deadline_work(self);  // a deleted group: its index entry goes
         run_step(self, w);
-      }, [=](const store::Error& e) { store_failed(self, e); });
+      });
 }
 
 // Describe shows the store's state (other pods write too), read without touching the copy.
@@ -385,7 +320,7 @@ void start_describe(Self self, const WorkPtr& w) {
   auto& st = self->state;
   using R = store::Result<std::optional<std::string>>;
   auto done = [w](R r) { std::get<Describe>(w->what).call.done(std::move(r)); };
-  ask_store<LoadReply>(self, std::make_tuple(load_atom::value, LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self)}),
+  ask<LoadReply>(self, std::make_tuple(load_atom::value, LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self)}),
       [=](LoadReply& r) {
         if (!r.loaded.ok()) return done(R::failure(r.loaded.error));
         std::optional<std::string> body;
@@ -411,13 +346,6 @@ void pump(Self self) {
     }
   }
   if (st.retiring && !st.busy && st.queue.empty()) self->quit();
-}
-
-void arm_watchdog(Self self, group::Millis in) {
-  auto& st = self->state;
-  if (st.watchdog) return;
-  st.watchdog = true;
-  self->delayed_send(self, std::chrono::milliseconds(std::max<group::Millis>(1, in)), watchdog_atom::value);
 }
 
 // An idle actor asks the gateway to forget it, then quits (group/time_rules: should_retire).
@@ -461,24 +389,10 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
       [=](reset_atom, ResetCall& c) { enqueue(self, Reset{std::move(c)}); },
       [=](meta_atom, const protocol::StreamMetadata& m) { enqueue(self, Metadata{m}); },
       // The pod found this group due in the deadline index, and the duty is this pod's.
-      [=](due_atom) {
-        if (std::exchange(self->state.tickQueued, true)) return;
-        enqueue(self, Tick{}, true);
-      },
+      [=](due_atom) { if (!std::exchange(self->state.tickQueued, true)) enqueue(self, Tick{}, true); },
       // This pod serves the group now (hold): what waited goes on.
-      [=](resume_atom) {
-        self->state.busy = false;
-        pump(self);
-      },
-      [=](watchdog_atom) {
-        auto& s = self->state;
-        s.watchdog = false;
-        const auto in = s.line.give_up_in(local(self), s.cfg->storeDeadlineMs);
-        if (in != 0) return in > 0 ? arm_watchdog(self, in) : void();
-        s.busy = false;
-        if (auto giveUp = std::exchange(s.giveUp, nullptr)) giveUp();
-        pump(self);
-      },
+      [=](resume_atom) { self->state.busy = false, pump(self); },
+      [=](watchdog_atom) { if (store_watchdog_fired(self, local(self), self->state.cfg->storeDeadlineMs)) pump(self); },
       [=](retire_atom) {
         auto& s = self->state;
         s.retireTimer = false;
@@ -489,10 +403,7 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
           arm_retirement(self, s.lastActivity + s.cfg->retireAfterMs - t);
       },
       // The gateway forgot this actor: nothing new reaches it.
-      [=](retired_atom) {
-        self->state.retiring = true;
-        pump(self);
-      },
+      [=](retired_atom) { self->state.retiring = true, pump(self); },
   };
 }
 

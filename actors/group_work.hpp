@@ -2,8 +2,13 @@
 // that file includes this header.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -86,6 +91,46 @@ inline void fail(Work& w, const store::Error& e, const protocol::Timings& t, Met
   if (auto* r = std::get_if<Remove>(&w.what)) return r->call.done(store::Result<bool>::failure(e));
   if (auto* d = std::get_if<Delete>(&w.what)) return d->call.done(store::Result<store::GroupDeletion>::failure(e));
   if (auto* r = std::get_if<Reset>(&w.what)) return r->call.done(store::Result<store::OffsetsReset>::failure(e));
+}
+
+// The oldest arrival of the batch's work other than ticks (the copy must be at least as fresh).
+inline std::optional<uint64_t> oldest_arrival(const Batch& ws) {
+  std::optional<uint64_t> oldest;
+  for (const auto& w : ws)
+    if (w->t.kind != group::WorkKind::Tick) oldest = std::min(oldest.value_or(std::numeric_limits<uint64_t>::max()), w->t.arrival);
+  return oldest;
+}
+
+// The members whose heartbeats are in the batch (answered anyway: not woken).
+inline std::set<std::string> members_in(const Batch& ws) {
+  std::set<std::string> ids;
+  for (const auto& w : ws)
+    if (const auto* b = std::get_if<Beat>(&w->what)) ids.insert(b->call.req.memberId);
+  return ids;
+}
+
+// A delete and an offsets reset are judged by the same rule (group::judge_delete): whether the
+// admin asked for live members to be fenced, and what the fencing writes on them.
+inline bool& fence_members(Work& w) {
+  if (auto* d = std::get_if<Delete>(&w.what)) return d->call.fenceMembers;
+  return std::get<Reset>(w.what).call.fenceMembers;
+}
+inline const char* fence_reason(const Work& w) {
+  return std::holds_alternative<Delete>(w.what) ? "group deleted by admin" : "offsets reset by admin";
+}
+// Answers a verdict that needs no store call (not found; has live members): false for the others.
+inline bool answer_verdict(Work& w, group::DeleteVerdict v) {
+  using V = group::DeleteVerdict;
+  if (v != V::NotFound && v != V::HasLiveMembers) return false;
+  const bool missing = v == V::NotFound;
+  if (auto* d = std::get_if<Delete>(&w.what)) {
+    using D = store::GroupDeletion;
+    d->call.done(store::Result<D>::success(missing ? D::NotFound : D::HasLiveMembers));
+  } else {
+    using O = store::OffsetsReset::Outcome;
+    std::get<Reset>(w.what).call.done(store::Result<store::OffsetsReset>::success({missing ? O::NotFound : O::HasLiveMembers, 0}));
+  }
+  return true;
 }
 
 }  // namespace rsc::actors::work

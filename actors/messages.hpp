@@ -37,7 +37,6 @@ using retired_atom = caf::atom_constant<caf::atom("retired")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
-using provision_atom = caf::atom_constant<caf::atom("provision")>;
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
@@ -109,6 +108,10 @@ struct CasCall {
   std::optional<group::Millis> lowerDeadlineTo;
   SteadyTime deadline = SteadyTime::max();
   bool verifyOnly = false;  // see store::CasRequest
+  // The shard streams to give the Redis consumer group (from startId) before the write; when
+  // that fails, nothing is written (group::WritePlan::provision).
+  int32_t provisionShards = 0;
+  std::string startId = "0";
 };
 struct CasReply {
   store::Result<store::CasResult> result;
@@ -153,15 +156,6 @@ struct ResetStoreReply {
 struct DeleteStoreReply {
   store::Result<store::DeleteStatus> result;
 };
-struct ProvisionCall {
-  store::GroupKey key;
-  int32_t shardCount = 0;
-  std::string startId = "0";
-  SteadyTime deadline = SteadyTime::max();
-};
-struct ProvisionReply {
-  store::Result<int32_t> result;
-};
 // Any other store work, run on the store actor's thread; it answers through its own callback.
 struct StoreTask {
   std::function<void(store::GroupStore&)> run;
@@ -187,8 +181,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishReply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ProvisionCall)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ProvisionReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteStoreCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteStoreReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<rsc::store::GroupKey>)

@@ -1,5 +1,6 @@
 // The store actor: the only owner of a GroupStore (and so of its hiredis connection).
 #include "actors/actors.hpp"
+#include "log/log.hpp"
 
 namespace rsc::actors {
 namespace {
@@ -15,6 +16,19 @@ bool gave_up(SteadyTime deadline) { return std::chrono::steady_clock::now() > de
 template <typename T>
 store::Result<T> gone() {
   return store::Result<T>::failure(store::ErrorKind::Retryable, "the call waited past its deadline; not run");
+}
+
+// A write that hands a shard out for the first time needs the shard streams and the group's
+// Redis consumer group: made first (idempotent), and on failure the write is not made.
+std::optional<store::Error> provision(store::GroupStore& s, const CasCall& c) {
+  if (c.provisionShards <= 0) return std::nullopt;
+  auto r = s.provision(c.key, c.provisionShards, c.startId);
+  if (!r.ok())
+    return store::Error{r.error.kind, "could not create the shard streams' consumer group " + c.key.consumerGroup + ": " + r.error.message};
+  if (*r.value > 0)
+    log::info("group " + c.key.str() + ": created the consumer group on " + std::to_string(*r.value) + " of " +
+              std::to_string(c.provisionShards) + " shard streams (start " + c.startId + ")");
+  return std::nullopt;
 }
 
 struct StoreState {
@@ -73,6 +87,8 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         for (auto& p : all) {
           if (gave_up(p.call.deadline))  // its group stopped waiting (and answered RETRY): not written
             p.rp.deliver(CasReply{gone<store::CasResult>()});
+          else if (auto e = provision(*self->state.store, p.call))  // the data plane first, or no write
+            p.rp.deliver(CasReply{store::Result<store::CasResult>::failure(*e)});
           else
             batch.push_back(std::move(p));
         }
@@ -107,10 +123,6 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
       },
       [=](finish_atom, const FinishCall& c) -> FinishReply {
         return FinishReply{self->state.store->finish_deadline_work(c.key, c.token, c.due, c.revision)};
-      },
-      [=](provision_atom, const ProvisionCall& c) -> ProvisionReply {
-        if (gave_up(c.deadline)) return ProvisionReply{gone<int32_t>()};
-        return ProvisionReply{self->state.store->provision(c.key, c.shardCount, c.startId)};
       },
       [=](delete_atom, const DeleteStoreCall& c) -> DeleteStoreReply {
         return DeleteStoreReply{self->state.store->delete_group(c.key, c.expectedRevision, c.grantsHeldUntilMs)};

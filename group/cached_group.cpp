@@ -194,6 +194,7 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
                                   Millis local, const std::function<std::set<std::string>()>& answered) {
   WritePlan w;
   auto& o = p.outcome;
+  if (p.provision) w.provision = *p.provision, provisioned(p, *p.provision);
   const bool check = o.delta.empty() && oldestArrival && !copy_answers(*oldestArrival, view, local);
   if (o.delta.empty() && !check) {
     g_ = std::move(o.state);

@@ -80,6 +80,9 @@ struct WritePlan {
   // the write is stored (a steady heartbeat changes nothing anyone waits for: nobody).
   std::vector<std::string> wake;
   std::vector<Event> events;
+  // Write: the shard streams to give the Redis consumer group first (0: none). `next` records
+  // them as provisioned, so the write must not be made when that fails.
+  int32_t provision = 0;
   Millis holdMs = 0;
   std::string why;
 };

@@ -126,38 +126,6 @@ std::vector<Result<CasResult>> MemoryStore::compare_and_set(const std::vector<Ca
   return out;
 }
 
-Result<bool> MemoryStore::try_lock(const GroupKey& key, const std::string& token, Millis ttl) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Error e;
-  if (injected_failure(e)) return Result<bool>::failure(e);
-  auto& l = locks_[key.str()];
-  const Millis now = clock_();
-  if (!l.token.empty() && l.expiresAt > now) return Result<bool>::success(false);
-  l = Lock{token, now + ttl};
-  return Result<bool>::success(true);
-}
-
-Result<bool> MemoryStore::extend_lock(const GroupKey& key, const std::string& token, Millis ttl) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Error e;
-  if (injected_failure(e)) return Result<bool>::failure(e);
-  auto& l = locks_[key.str()];
-  const Millis now = clock_();
-  if (l.token != token || l.expiresAt <= now) return Result<bool>::success(false);
-  l.expiresAt = now + ttl;
-  return Result<bool>::success(true);
-}
-
-Result<bool> MemoryStore::unlock(const GroupKey& key, const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Error e;
-  if (injected_failure(e)) return Result<bool>::failure(e);
-  auto& l = locks_[key.str()];
-  if (l.token != token || l.expiresAt <= clock_()) return Result<bool>::success(false);
-  l = Lock{};
-  return Result<bool>::success(true);
-}
-
 Result<TickLease> MemoryStore::tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
                                           int64_t knownRevision) {
   {

@@ -21,9 +21,6 @@ class MemoryStore : public GroupStore {
   Result<Loaded> load(const GroupKey& key) override;
   std::vector<Result<CasResult>> compare_and_set(const std::vector<CasRequest>& batch) override;
   using GroupStore::compare_and_set;
-  Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
-  Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
-  Result<bool> unlock(const GroupKey& key, const std::string& token) override;
   Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
                                int64_t knownRevision) override;
   Result<bool> finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,

@@ -46,7 +46,6 @@ RedisStore::RedisStore(RedisOptions opts)
       conn_(opts),
       cas_{scripts::kCas, {}},
       unlock_{scripts::kUnlock, {}},
-      extend_{scripts::kExtend, {}},
       putStream_{scripts::kPutStream, {}},
       tickLease_{scripts::kTickLease, {}},
       setDeadline_{scripts::kSetDeadline, {}},
@@ -58,7 +57,7 @@ RedisStore::RedisStore(RedisOptions opts)
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &extend_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
+  for (Script* s : {&cas_, &unlock_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -234,30 +233,6 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
     out.push_back(R::success(std::move(r)));
   }
   return out;
-}
-
-Result<bool> RedisStore::try_lock(const GroupKey& key, const std::string& token, Millis ttl) {
-  auto r = run({{"SET", keys_.group_lock(key), token, "NX", "PX", std::to_string(ttl)}}).front();
-  if (!r.ok()) return Result<bool>::failure(r.error);
-  if (r.value->is_nil()) return Result<bool>::success(false);
-  if (r.value->type == Value::Type::Status && r.value->str == "OK") return Result<bool>::success(true);
-  return reply_failure<bool>(*r.value, "lock " + key.str());
-}
-
-Result<bool> RedisStore::extend_lock(const GroupKey& key, const std::string& token, Millis ttl) {
-  if (auto e = ensure_scripts()) return Result<bool>::failure(*e);
-  auto r = run({evalsha(extend_, {keys_.group_lock(key)}, {token, std::to_string(ttl)})}).front();
-  if (!r.ok()) return Result<bool>::failure(r.error);
-  if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "extend " + key.str());
-  return Result<bool>::success(r.value->integer == 1);
-}
-
-Result<bool> RedisStore::unlock(const GroupKey& key, const std::string& token) {
-  if (auto e = ensure_scripts()) return Result<bool>::failure(*e);
-  auto r = run({evalsha(unlock_, {keys_.group_lock(key)}, {token})}).front();
-  if (!r.ok()) return Result<bool>::failure(r.error);
-  if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "unlock " + key.str());
-  return Result<bool>::success(r.value->integer == 1);
 }
 
 Result<TickLease> RedisStore::tick_lease(const GroupKey& key, const std::string& token, Millis ttl,

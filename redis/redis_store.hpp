@@ -16,9 +16,6 @@ class RedisStore : public GroupStore {
   Result<Loaded> load(const GroupKey& key) override;
   std::vector<Result<CasResult>> compare_and_set(const std::vector<CasRequest>& batch) override;
   using GroupStore::compare_and_set;
-  Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
-  Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) override;
-  Result<bool> unlock(const GroupKey& key, const std::string& token) override;
   Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
                                int64_t knownRevision) override;
   Result<bool> finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
@@ -67,7 +64,7 @@ class RedisStore : public GroupStore {
   Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
   Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;
 
-  Script cas_, unlock_, extend_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
+  Script cas_, unlock_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

@@ -59,12 +59,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 )lua";
 
-// KEYS[1] mutex; ARGV[1] token, ARGV[2] ttl ms. Extends only our own lock.
-inline constexpr const char* kExtend = R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-)lua";
-
 // KEYS[1] stream metadata hash; ARGV[1] shard count, ARGV[2] key style ('' = the stream's, or
 // plain for a new one), ARGV[3] 'create' (leave an existing stream alone) or 'put'. Create or
 // grow, never shrink; the key style is set once. A stream without one predates the choice and

@@ -104,11 +104,6 @@ class GroupStore {
   virtual std::vector<Result<CasResult>> compare_and_set(const std::vector<CasRequest>& batch) = 0;
   Result<CasResult> compare_and_set(const CasRequest& r) { return compare_and_set(std::vector<CasRequest>{r}).front(); }
 
-  // The per-group mutex: SET NX PX with a random token; extend / unlock only with our token.
-  virtual Result<bool> try_lock(const GroupKey& key, const std::string& token, Millis ttl) = 0;
-  virtual Result<bool> extend_lock(const GroupKey& key, const std::string& token, Millis ttl) = 0;
-  virtual Result<bool> unlock(const GroupKey& key, const std::string& token) = 0;
-
   // Takes or renews the tick lease for `token`; NotHolder while another pod holds it.
   virtual Result<TickLease> tick_lease(const GroupKey& key, const std::string& token, Millis ttl,
                                        int64_t knownRevision) = 0;

@@ -92,9 +92,7 @@ class CachedGroupTest : public ::testing::Test {
     }
     auto o = b.finish();
     if (!o) return std::nullopt;
-    auto p = c.prepare(std::move(*o));
-    if (p.provision) CachedGroup::provisioned(p, *p.provision);
-    return p;
+    return c.prepare(std::move(*o));
   }
 
   WritePlan plan(Prepared&& p, std::optional<uint64_t> oldest = std::nullopt) {
@@ -265,16 +263,22 @@ TEST_F(CachedGroupTest, TheShardStreamsAreProvisionedBeforeAStateThatHandsOutASh
   auto b = c.batch(tv(), 0);
   auto q = request("a", 0);
   auto t = ticket(q);
-  b.add(t, q);
+  const auto answer = b.add(t, q).response;
   auto o = b.finish();
   ASSERT_TRUE(o.has_value());
   auto p = c.prepare(std::move(*o));
   ASSERT_EQ(p.provision, std::optional<int32_t>(4));
   EXPECT_EQ(p.outcome.state.provisionedShards, 0);
-  CachedGroup::provisioned(p, 4);
-  EXPECT_EQ(p.outcome.state.provisionedShards, 4);
-  EXPECT_TRUE(p.outcome.delta.group);
-  EXPECT_FALSE(p.provision.has_value());
+  auto w = plan(std::move(p));
+  ASSERT_EQ(w.kind, WritePlan::Kind::Write);
+  EXPECT_EQ(w.provision, 4) << "the write asks for the shard streams first";
+  EXPECT_EQ(w.next->provisionedShards, 4) << "and records them, written only if they were made";
+  // Once recorded, a later step provisions nothing.
+  ASSERT_EQ(store(w), Stored::Written);
+  ASSERT_TRUE(answer.assignment.has_value());
+  auto again = step({request("a", answer.memberEpoch, answer.assignment->assignedShards)});
+  ASSERT_TRUE(again.has_value());
+  EXPECT_FALSE(again->provision.has_value());
 }
 
 TEST_F(CachedGroupTest, TheFirstWriteIsWholeAndLaterOnesWriteOnlyWhatChanged) {

@@ -39,11 +39,6 @@ class Forward : public GroupStore {
     return s_.compare_and_set(b);
   }
   using GroupStore::compare_and_set;
-  Result<bool> try_lock(const GroupKey& k, const std::string& t, Millis ttl) override { return s_.try_lock(k, t, ttl); }
-  Result<bool> extend_lock(const GroupKey& k, const std::string& t, Millis ttl) override {
-    return s_.extend_lock(k, t, ttl);
-  }
-  Result<bool> unlock(const GroupKey& k, const std::string& t) override { return s_.unlock(k, t); }
   Result<TickLease> tick_lease(const GroupKey& k, const std::string& t, Millis ttl, int64_t rev) override {
     return s_.tick_lease(k, t, ttl, rev);
   }
@@ -156,6 +151,17 @@ using RedisBackend = RedisBackendOn<SingleRedis>;
 using RedisClusterBackend = RedisBackendOn<ClusterRedis>;
 
 const GroupKey kKey{"orders", "billing"};
+
+// Another pod holds the group mutex the way production takes it: with the deadline work's lease
+// (the only way besides a write), and releases it when that work is done (only its own).
+bool take_mutex(GroupStore& s, const std::string& token, Millis ttl = 5000) {
+  auto r = s.tick_lease(kKey, token, ttl, 0);
+  return r.ok() && r.value->status != LeaseStatus::NotHolder;
+}
+void release_mutex(GroupStore& s, const std::string& token) {
+  auto r = s.finish_deadline_work(kKey, token, std::nullopt, 0);
+  EXPECT_TRUE(r.ok()) << r.error.message;
+}
 
 // A realistic group: two members through a handover, with progress and replay memory.
 group::GroupState sample_group(const GroupKey& key = kKey) {
@@ -304,27 +310,26 @@ TYPED_TEST(StoreContract, ADeltaWritesOnlyWhatChangedAndDeletesRemovedMembers) {
   EXPECT_EQ(after.at("rev"), "2");
 }
 
-TYPED_TEST(StoreContract, TheMutexIsExclusiveAndOnlyItsHolderMayExtendOrReleaseIt) {
+TYPED_TEST(StoreContract, TheMutexIsExclusiveAndOnlyItsHolderMayRenewOrReleaseIt) {
   auto p1 = this->backend.pod();
   auto p2 = this->backend.pod();
   const auto t1 = random_token(), t2 = random_token();
   EXPECT_EQ(t1.size(), 32u) << "128 bits in hex";
   EXPECT_NE(t1, t2);
-  EXPECT_TRUE(*p1->try_lock(kKey, t1, 5000).value);
-  EXPECT_FALSE(*p2->try_lock(kKey, t2, 5000).value);
-  EXPECT_FALSE(*p2->extend_lock(kKey, t2, 5000).value);
-  EXPECT_FALSE(*p2->unlock(kKey, t2).value);
-  EXPECT_FALSE(*p2->try_lock(kKey, t2, 5000).value) << "a foreign unlock must not free it";
-  EXPECT_TRUE(*p1->extend_lock(kKey, t1, 5000).value);
-  EXPECT_TRUE(*p1->unlock(kKey, t1).value);
-  EXPECT_TRUE(*p2->try_lock(kKey, t2, 5000).value);
+  EXPECT_TRUE(take_mutex(*p1, t1));
+  EXPECT_FALSE(take_mutex(*p2, t2));
+  release_mutex(*p2, t2);
+  EXPECT_FALSE(take_mutex(*p2, t2)) << "a foreign release must not free it";
+  EXPECT_TRUE(take_mutex(*p1, t1)) << "its holder renews it";
+  release_mutex(*p1, t1);
+  EXPECT_TRUE(take_mutex(*p2, t2)) << "its holder's release frees it";
 }
 
 TYPED_TEST(StoreContract, AWriteWhileAnotherPodHoldsTheMutexIsRefused) {
   auto p1 = this->backend.pod();
   auto p2 = this->backend.pod();
   const auto s = sample_group();
-  ASSERT_TRUE(*p2->try_lock(kKey, "pod-2-token", 5000).value);
+  ASSERT_TRUE(take_mutex(*p2, "pod-2-token"));
   auto req = create(kKey, s);
   req.lockToken = "pod-1-token";
   auto w = p1->compare_and_set(req);
@@ -341,8 +346,9 @@ TYPED_TEST(StoreContract, AWriteTakesAndExtendsTheMutexForItsPod) {
   req.lockToken = "pod-1-token";
   req.lockTtlMs = 5000;
   ASSERT_EQ(p1->compare_and_set(req).value->status, CasStatus::Written);
-  EXPECT_FALSE(*p2->try_lock(kKey, "pod-2-token", 5000).value);
-  EXPECT_TRUE(*p1->unlock(kKey, "pod-1-token").value);
+  EXPECT_FALSE(take_mutex(*p2, "pod-2-token"));
+  release_mutex(*p1, "pod-1-token");
+  EXPECT_TRUE(take_mutex(*p2, "pod-2-token")) << "the writer's release frees it";
 }
 
 TYPED_TEST(StoreContract, OnePodAtATimeHoldsTheTickLeaseAndLearnsWhetherTheGroupMoved) {
@@ -366,7 +372,7 @@ TYPED_TEST(StoreContract, DeadlineWorkHoldsTheGroupMutexAndReleasesItWhenDone) {
   auto p1 = this->backend.pod();
   auto p2 = this->backend.pod();
   ASSERT_EQ(p1->tick_lease(kKey, "pod-1", 5000, 0).value->status, LeaseStatus::Unchanged);
-  EXPECT_FALSE(*p2->try_lock(kKey, "pod-2", 5000).value) << "the lease is the group mutex";
+  EXPECT_FALSE(take_mutex(*p2, "pod-2")) << "the lease is the group mutex";
   ASSERT_TRUE(p1->finish_deadline_work(kKey, "pod-1", std::nullopt, 0).ok());
   EXPECT_NE(p2->tick_lease(kKey, "pod-2", 5000, 0).value->status, LeaseStatus::NotHolder) << "released when done";
 }
@@ -534,7 +540,7 @@ TYPED_TEST(StoreContract, AWriteWithLockTtlZeroOnlyChecksTheMutex) {
   req.lockToken = "pod-1-token";
   req.lockTtlMs = 0;
   ASSERT_EQ(p1->compare_and_set(req).value->status, CasStatus::Written);
-  EXPECT_TRUE(*p2->try_lock(kKey, "pod-2-token", 5000).value) << "the heartbeat write left the mutex free";
+  EXPECT_TRUE(take_mutex(*p2, "pod-2-token")) << "the heartbeat write left the mutex free";
 }
 
 TYPED_TEST(StoreContract, EveryCreatedGroupIsListed) {
@@ -830,7 +836,7 @@ TEST_F(RedisStoreTest, ConcurrentPodsLoseNoUpdateAndApplyNoneTwice) {
           state = std::move(next);
           state.storeRevision = r.value->revision;
           ++u;
-          if (u % 2 == 0) store.unlock(kKey, token);
+          if (u % 2 == 0) release_mutex(store, token);
         } else if (r.value->status == CasStatus::Conflict) {
           ++conflicts;
           state = *r.value->current;
@@ -840,7 +846,7 @@ TEST_F(RedisStoreTest, ConcurrentPodsLoseNoUpdateAndApplyNoneTwice) {
           state = store.load(kKey).value->state;
         }
       }
-      store.unlock(kKey, token);
+      release_mutex(store, token);
     });
   }
   for (auto& th : threads) th.join();
@@ -874,10 +880,10 @@ TEST_F(RedisStoreTest, APodPausedPastTheMutexTtlIsRejectedAndCannotFreeAnotherPo
   // a wakes and writes on its stale view: refused.
   CasRequest ra{kKey, 1, &s, nullptr, "token-a", 150};
   EXPECT_EQ(a.compare_and_set(ra).value->status, CasStatus::Locked);
-  EXPECT_FALSE(*a.unlock(kKey, "token-a").value) << "a's release must not free b's lock";
-  EXPECT_FALSE(*a.try_lock(kKey, "token-a", 150).value);
+  release_mutex(a, "token-a");
+  EXPECT_FALSE(take_mutex(a, "token-a", 150)) << "a's release must not free b's lock";
   // Even with b's lock gone, the revision check rejects a's stale write.
-  ASSERT_TRUE(*b.unlock(kKey, "token-b").value);
+  release_mutex(b, "token-b");
   auto stale = a.compare_and_set(ra);
   EXPECT_EQ(stale.value->status, CasStatus::Conflict);
   EXPECT_EQ(stale.value->revision, 2);
