@@ -5,6 +5,7 @@
 // copy of the group's state; this file only moves work, replies and answers. It has no timer of
 // its own but the retirement and store watchdogs: deadline work is started by the pod
 // (actors/pod_actor.cpp) when the store's deadline index says it is due.
+#include <algorithm>
 #include <chrono>
 #include <list>
 #include <tuple>
@@ -65,13 +66,8 @@ void ask(Self self, const Batch& ws, Args args, OnReply onReply) {
   ask<Reply>(self, std::move(args), std::move(onReply), [=](const store::Error& e) { store_failed(self, e, ws); });
 }
 
-protocol::Timings timings(Self self) {
-  const auto& c = self->state.cfg->core;
-  return {c.heartbeatIntervalMs, c.rebalanceTimeoutMs, c.memberLeaseTtlMs};
-}
 void finish(Self self, Work& w) { answer(w, self->state.cfg->metrics.get()); }
-void answer_retry(Self self, Work& w, const std::string& why) { retry(w, why, timings(self), self->state.cfg->metrics.get()); }
-void fail(Self self, Work& w, const store::Error& e) { work::fail(w, e, timings(self), self->state.cfg->metrics.get()); }
+void fail(Self self, Work& w, const store::Error& e) { work::fail(w, e, self->state.cfg->timings(), self->state.cfg->metrics.get()); }
 
 // The store could not answer: the copy is forgotten and everything waiting is answered.
 void store_failed(Self self, const store::Error& e, const Batch& inFlight) {
@@ -97,13 +93,10 @@ void finish_deadline_work(Self self) {
   });
 }
 
+// The batch is answered; deadline work among it is finished (the deadline index updated).
 void answered(Self self, const Batch& ws) {
-  bool deadline = false;
-  for (const auto& w : ws) {
-    deadline = deadline || w->t.deadlineWork;
-    finish(self, *w);
-  }
-  if (deadline) finish_deadline_work(self);
+  for (const auto& w : ws) finish(self, *w);
+  if (std::any_of(ws.begin(), ws.end(), [](const WorkPtr& w) { return w->t.deadlineWork; })) finish_deadline_work(self);
 }
 
 // Work this pod may not do for the group now: RETRY; a grown stream is left to the group's owner,
@@ -116,29 +109,34 @@ void refuse(Self self, const Batch& ws, const std::string& why) {
   }
 }
 
-// The work waits, first in the queue, until this pod serves the group; then it is decided again.
-void hold(Self self, const Batch& ws, group::Millis ms) {
+// The batch goes first in the queue again, in its order.
+void requeue(Self self, const Batch& ws) {
   auto& st = self->state;
   for (auto it = ws.rbegin(); it != ws.rend(); ++it) {
-    if ((*it)->t.kind == WorkKind::Tick && !(*it)->t.deadlineWork) continue;  // redone with the next step
     st.queue.push_front(*it);
     st.tickQueued = st.tickQueued || (*it)->t.kind == WorkKind::Tick;
   }
-  st.busy = true;
+}
+
+// The work waits, first in the queue, until this pod serves the group; then it is decided again
+// (a tick that is not deadline work is redone with the next step anyway).
+void hold(Self self, const Batch& ws, group::Millis ms) {
+  Batch kept;
+  for (const auto& w : ws)
+    if (w->t.kind != WorkKind::Tick || w->t.deadlineWork) kept.push_back(w);
+  requeue(self, kept);
+  self->state.busy = true;
   self->delayed_send(self, std::chrono::milliseconds(ms), resume_atom::value);
 }
 
 // Work that lost a race with another pod goes first again, or is given up on when contended.
 void redo(Self self, const Batch& ws) {
-  auto& st = self->state;
-  for (auto it = ws.rbegin(); it != ws.rend(); ++it) {
-    if (auto why = group::contended((*it)->t.attempts, st.cfg->maxCasAttempts, st.key.str())) {
-      fail(self, **it, retryable(*why));
-      continue;
-    }
-    st.queue.push_front(*it);
-    st.tickQueued = st.tickQueued || (*it)->t.kind == WorkKind::Tick;
+  Batch again;
+  for (const auto& w : ws) {
+    if (auto why = group::contended(w->t.attempts, self->state.cfg->maxCasAttempts, self->state.key.str())) fail(self, *w, retryable(*why));
+    else again.push_back(w);
   }
+  requeue(self, again);
 }
 
 // The step's outcome goes to the store, or is answered from the copy (group::WritePlan); a write
@@ -225,7 +223,7 @@ void start_reset(Self self, const WorkPtr& w) {
 void step_heartbeats(Self self, WorkPtr w, const group::TimeView& tv, double computeSeconds) {
   auto& st = self->state;
   auto& first = std::get<Beat>(w->what);
-  if (auto r = st.c.refuse_over_limit(w->t, first.call.req, st.cfg->maxGroupsPerStream, st.key.streamPrefix, timings(self))) {
+  if (auto r = st.c.refuse_over_limit(w->t, first.call.req, st.cfg->maxGroupsPerStream, st.key.streamPrefix, st.cfg->timings())) {
     first.response = std::move(*r);
     return finish(self, *w);
   }
@@ -339,7 +337,7 @@ void pump(Self self) {
     if (w->t.kind == WorkKind::Tick) st.tickQueued = false;
     switch (next) {
       case group::Next::NotSynced: fail(self, *w, retryable("coordinator store unavailable: not connected to the store yet")); break;
-      case group::Next::TooOld: answer_retry(self, *w, "the request waited longer than a lease; send a fresh one"); break;
+      case group::Next::TooOld: fail(self, *w, retryable("the request waited longer than a lease; send a fresh one")); break;
       case group::Next::Describe: return start_describe(self, w);
       case group::Next::Lease: return start_tick(self, w);
       default: run_step(self, w); break;

@@ -56,6 +56,8 @@ struct GroupActorConfig {
   bool logEvents = true;
   std::string consumerGroupStartId = "0";  // where a new Redis consumer group starts reading
   std::map<std::string, std::string> consumerGroupStartFor;  // "<prefix>/<group>" -> "0" | "$"
+  // The timings every answer carries (the member paces itself by them).
+  protocol::Timings timings() const { return {core.heartbeatIntervalMs, core.rebalanceTimeoutMs, core.memberLeaseTtlMs}; }
   const std::string& start_id(const store::GroupKey& key) const {
     auto it = consumerGroupStartFor.find(key.str());
     return it == consumerGroupStartFor.end() ? consumerGroupStartId : it->second;
