@@ -68,6 +68,11 @@ struct PodActorConfig {
   group::Millis podLeaseMs = 5000;
   std::size_t dueLimit = 5000;
   std::function<void(const store::GroupKey&)> onDue;
+  // Lag sampling (SPEC §8): every lagIntervalMs (0: off) this pod reads XINFO GROUPS of the streams
+  // whose sampling duty is its own, at most lagBudgetMs of store calls per beat, into `metrics`.
+  group::Millis lagIntervalMs = 0;
+  group::Millis lagBudgetMs = 100;
+  std::shared_ptr<Metrics> metrics;
 };
 caf::actor spawn_pod_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store,
                            std::shared_ptr<PodContext> pod, PodActorConfig cfg, bool detached);

@@ -318,11 +318,14 @@ void start_describe(Self self, const WorkPtr& w) {
   auto& st = self->state;
   using R = store::Result<std::optional<std::string>>;
   auto done = [w](R r) { std::get<Describe>(w->what).call.done(std::move(r)); };
-  ask<LoadReply>(self, std::make_tuple(load_atom::value, LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self)}),
+  ask<LoadReply>(self, std::make_tuple(load_atom::value, LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self), true}),
       [=](LoadReply& r) {
         if (!r.loaded.ok()) return done(R::failure(r.loaded.error));
         std::optional<std::string> body;
-        if (r.loaded.value->exists) body = group::describe_json(r.loaded.value->state, now(self), &self->state.report.recent());
+        std::optional<group::GroupLag> lag;
+        if (r.reading) lag = group::group_lag(*r.reading, self->state.key.consumerGroup);
+        if (r.loaded.value->exists)
+          body = group::describe_json(r.loaded.value->state, now(self), &self->state.report.recent(), lag ? &*lag : nullptr);
         done(R::success(std::move(body)));
       }, [=](const store::Error& e) { done(R::failure(e)); });
 }

@@ -94,11 +94,13 @@ struct LoadCall {
   bool createStream = false;  // a heartbeat creates a missing stream; a describe must not
   bool countGroups = false;   // for a group that does not exist: how many the stream has
   SteadyTime deadline = SteadyTime::max();  // the caller gave up after this: not run
+  bool readStream = false;    // describe: the shard streams as Redis holds them too (best effort)
 };
 struct LoadReply {
   store::Result<store::Loaded> loaded;
   store::Result<protocol::StreamMetadata> stream;  // created with the default count if missing
   std::optional<int64_t> groupsInStream;
+  std::optional<group::StreamReading> reading;  // readStream: when it could be read
 };
 struct CasCall {
   store::GroupKey key;

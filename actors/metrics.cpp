@@ -130,6 +130,22 @@ struct Metrics::Impl {
                                        .Add({});
   prometheus::Family<prometheus::Gauge>& members =
       BuildGauge().Name("rsc_members").Help("Members by lifecycle state").Register(*registry);
+  prometheus::Family<prometheus::Counter>& lagRounds =
+      BuildCounter()
+          .Name("rsc_lag_sampling_rounds_total")
+          .Help("Rounds in which this pod read XINFO GROUPS of the streams it samples (result=ok|failed)")
+          .Register(*registry);
+  prometheus::Histogram& lagRoundSeconds =
+      BuildHistogram()
+          .Name("rsc_lag_sampling_round_seconds")
+          .Help("How long one lag sampling round of this pod took")
+          .Register(*registry)
+          .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.02, 0.1, 0.5, 2, 10});
+  struct StreamLag {
+    std::map<std::string, group::GroupLag> byGroup;
+    std::optional<int64_t> length;
+  };
+  std::map<std::string, StreamLag> streamLag;  // guarded by mu
   std::mutex mu;
   // What each group contributes. The per-group series are built when /metrics is read, from
   // this compact map: a prometheus-cpp gauge with its label sets costs about 450 bytes, five per
@@ -255,6 +271,22 @@ void Metrics::dead_letters(const std::string& stream, const std::string& group, 
   it->second.deadLetters = static_cast<double>(n);
 }
 
+void Metrics::stream_lag(const std::string& stream, const std::map<std::string, group::GroupLag>& byGroup,
+                         std::optional<int64_t> length) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->streamLag[stream] = Impl::StreamLag{byGroup, length};
+}
+
+void Metrics::forget_stream_lag(const std::string& stream) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->streamLag.erase(stream);
+}
+
+void Metrics::lag_round(bool ok, double seconds) {
+  impl_->lagRounds.Add({{"result", ok ? "ok" : "failed"}}).Increment();
+  impl_->lagRoundSeconds.Observe(seconds);
+}
+
 // A group that left this pod's memory leaves /metrics too (its member counts and its series).
 void Metrics::forget_group(const std::string& stream, const std::string& group) {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -311,7 +343,40 @@ std::string Metrics::text() const {
       if (g->deadLetters >= 0) sample(dead, *g, g->deadLetters);
     }
   }
-  for (auto* f : {&lag, &pending, &capacity, &epoch, &unsettled, &dead}) families.push_back(std::move(*f));
+  auto rlag = gauge("rsc_stream_group_lag",
+                    "Records on the group's shards not yet delivered to it, as Redis reports them (XINFO GROUPS), "
+                    "members or not; summed over the shards whose lag Redis knows (a lower bound while "
+                    "rsc_stream_group_lag_unknown_shards > 0); exported by the one pod that samples the stream");
+  auto runknown = gauge("rsc_stream_group_lag_unknown_shards",
+                        "Shards whose lag for the group Redis cannot tell (records deleted or trimmed in the range, "
+                        "or the group not on the shard yet)");
+  auto rpending = gauge("rsc_stream_group_pending",
+                        "Records delivered to the group's consumers and not acked, as Redis reports them");
+  auto rlength = gauge("rsc_stream_length", "Records in the stream's shard streams (XLEN summed)");
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (const auto& [stream, sl] : impl_->streamLag) {
+      for (const auto& [group, g] : sl.byGroup) {
+        auto add = [&, &group = group](prometheus::MetricFamily& f, double v) {
+          prometheus::ClientMetric m;
+          m.label = {{"group", group}, {"stream", stream}};
+          m.gauge.value = v;
+          f.metric.push_back(std::move(m));
+        };
+        add(rlag, static_cast<double>(g.knownLag));
+        add(runknown, static_cast<double>(g.unknownShards));
+        add(rpending, static_cast<double>(g.pending));
+      }
+      if (sl.length) {
+        prometheus::ClientMetric m;
+        m.label = {{"stream", stream}};
+        m.gauge.value = static_cast<double>(*sl.length);
+        rlength.metric.push_back(std::move(m));
+      }
+    }
+  }
+  for (auto* f : {&lag, &pending, &capacity, &epoch, &unsettled, &dead, &rlag, &runknown, &rpending, &rlength})
+    families.push_back(std::move(*f));
   prometheus::TextSerializer s;
   return s.Serialize(families);
 }

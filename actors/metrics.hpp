@@ -7,6 +7,7 @@
 #include <string>
 
 #include "group/state.hpp"
+#include "group/stream_lag.hpp"
 
 namespace prometheus {
 class Registry;
@@ -53,6 +54,13 @@ class Metrics {
   void forget_group(const std::string& stream, const std::string& group);
   // The group's dead letters now (rsc_group_dead_letters; a group not read yet has no series).
   void dead_letters(const std::string& stream, const std::string& group, int64_t n);
+  // What the stream's last lag sample found (this pod samples it): replaces the stream's series
+  // (rsc_stream_group_lag, _lag_unknown_shards, _pending per group; rsc_stream_length).
+  void stream_lag(const std::string& stream, const std::map<std::string, group::GroupLag>& byGroup,
+                  std::optional<int64_t> length);
+  // Another pod samples the stream now, or it is gone: its series leave this pod's /metrics.
+  void forget_stream_lag(const std::string& stream);
+  void lag_round(bool ok, double seconds);  // a sampling round of this pod: counted and timed
 
   std::string text() const;  // the exposition format for GET /metrics
 

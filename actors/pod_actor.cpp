@@ -6,8 +6,11 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <deque>
+#include <set>
 
 #include "actors/actors.hpp"
+#include "group/stream_lag.hpp"
 #include "log/log.hpp"
 
 namespace rsc::actors {
@@ -23,6 +26,13 @@ struct PodState {
   std::size_t lastLive = 0;
   std::string publishedAddress;  // this pod's address as the registry held it at the last beat
   std::chrono::steady_clock::time_point lastTrim = std::chrono::steady_clock::now();
+  // Lag sampling: the round in progress (streams still to read), when it started, what it read.
+  std::optional<group::Millis> lastLagRound;
+  std::deque<std::string> lagQueue;
+  std::set<std::string> lagRead;     // this round: streams whose duty is this pod's
+  std::set<std::string> lagSampled;  // streams whose series this pod exports
+  bool lagRoundOk = true;
+  std::chrono::steady_clock::time_point lagRoundStart;
 };
 
 
@@ -85,6 +95,56 @@ void beat(Self self) {
     if (st.pod->has_duty(key.str())) st.cfg.onDue(key);
 }
 
+// Lag sampling (SPEC §8): each stream is read by the one live pod whose duty it is (rendezvous
+// over the live pods, like a group's deadline work), whether or not its groups have members. A
+// round lists the streams, then reads at most lagBudgetMs of them per beat, so that a pod with
+// many streams never delays its own registration; at its end, series of streams that are no
+// longer this pod's leave /metrics (a stream whose read failed keeps its last figures).
+void sample_lag(Self self) {
+  auto& st = self->state;
+  auto* m = st.cfg.metrics.get();
+  if (m == nullptr) return;
+  const auto begin = std::chrono::steady_clock::now();
+  if (st.lagQueue.empty()) {
+    if (!group::lag_round_due(st.lastLagRound, st.pod->local_now(), st.cfg.lagIntervalMs)) return;
+    st.lastLagRound = st.pod->local_now();
+    auto streams = st.store->list_streams();
+    if (!streams.ok()) return m->lag_round(false, 0);
+    st.lagRead.clear();
+    st.lagRoundOk = true;
+    st.lagRoundStart = begin;
+    for (const auto& s : *streams.value)
+      if (st.pod->has_duty(group::lag_duty_key(s))) st.lagQueue.push_back(s), st.lagRead.insert(s);
+    if (st.lagQueue.empty() && st.lagSampled.empty()) return;
+  }
+  const auto budget = std::chrono::milliseconds(st.cfg.lagBudgetMs);
+  while (!st.lagQueue.empty() && std::chrono::steady_clock::now() - begin < budget) {
+    const auto stream = std::move(st.lagQueue.front());
+    st.lagQueue.pop_front();
+    auto reading = st.store->read_stream(stream);
+    if (!reading.ok()) {
+      st.lagRoundOk = false;
+      continue;
+    }
+    if (!reading.value->has_value()) {
+      st.lagRead.erase(stream);
+      continue;
+    }
+    auto groups = st.store->list_stream_groups(stream);
+    const auto& r = **reading.value;
+    int64_t length = 0;
+    for (const auto& shard : r.shards) length += shard.length.value_or(0);
+    m->stream_lag(stream, group::lag_by_group(r, groups.ok() ? *groups.value : std::vector<std::string>{}), length);
+  }
+  if (!st.lagQueue.empty()) return;  // the round goes on at the next beat
+  for (const auto& s : st.lagSampled)
+    if (!st.lagRead.count(s)) m->forget_stream_lag(s);
+  if (st.lagRead.size() != st.lagSampled.size())
+    log::info("pod " + st.pod->pod_id() + ": samples the lag of " + std::to_string(st.lagRead.size()) + " stream(s)");
+  st.lagSampled = st.lagRead;
+  m->lag_round(st.lagRoundOk, std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lagRoundStart).count());
+}
+
 caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std::shared_ptr<PodContext> pod,
                         PodActorConfig cfg) {
   self->state.store = std::move(store);
@@ -102,6 +162,7 @@ caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std
   return {
       [=](beat_atom) {
         beat(self);
+        sample_lag(self);
         trim_memory(self);
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.beatMs), beat_atom::value);
       },

@@ -86,6 +86,8 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   PodActorConfig pc;
   pc.beatMs = cfg.beat_ms();
   pc.podLeaseMs = cfg.podLeaseMs;
+  pc.lagIntervalMs = cfg.lagIntervalMs;
+  pc.metrics = metrics;
   auto gateways = impl_->gateways;
   pc.onDue = [gateways](const store::GroupKey& key) {
     caf::anon_send(gateways[gateway_index(key, gateways.size())], due_atom::value, key);

@@ -39,6 +39,7 @@ struct ServiceConfig {
   group::Millis storeDeadlineMs = 1000;  // a heartbeat's store call not answered by then: RETRY
   group::Millis storeStallMs = 500;      // a round trip slower than this is an outage
   group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
+  group::Millis lagIntervalMs = 10000;   // lag sampling from Redis (XINFO GROUPS) per stream; 0 = off
   int64_t maxGroupsPerStream = 0;        // 0 = no limit
   std::string consumerGroupStartId = "0";  // where a group's Redis consumer groups start: 0 or $
   std::map<std::string, std::string> consumerGroupStartFor;  // per group ("<prefix>/<group>")

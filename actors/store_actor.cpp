@@ -67,6 +67,10 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
           }
           r.groupsInStream = *n.value;
         }
+        if (c.readStream && r.loaded.value->exists) {
+          auto read = s.read_stream(c.key.streamPrefix);
+          if (read.ok() && read.value->has_value()) r.reading = std::move(**read.value);
+        }
         return r;
       },
       // Writes that arrive together go out as one pipeline: the flush message queues behind them.

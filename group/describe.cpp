@@ -7,7 +7,7 @@
 
 namespace rsc::group {
 
-std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent) {
+std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent, const GroupLag* redis) {
   using json = nlohmann::json;
   json members = json::array();
   for (const auto& [id, m] : g.members) {
@@ -81,6 +81,14 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     e["lastDeliveredId"] = p && p->lastDeliveredId ? json(*p->lastDeliveredId) : json(nullptr);
     e["pending"] = p && p->pending ? json(*p->pending) : json(nullptr);
     e["lag"] = p && p->lag ? json(*p->lag) : json(nullptr);
+    if (redis != nullptr && s < redis->shards.size()) {
+      const auto& r = redis->shards[s];
+      e["redis"] = r.onShard ? json{{"lastDeliveredId", r.lastDeliveredId},
+                                    {"entriesRead", r.entriesRead ? json(*r.entriesRead) : json(nullptr)},
+                                    {"lag", r.lag ? json(*r.lag) : json(nullptr)},
+                                    {"pending", r.pending}}
+                             : json(nullptr);
+    }
     shards.push_back(std::move(e));
   }
   json target = json::object();
@@ -99,6 +107,13 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
          {"shardOwners", std::move(owners)},
          {"shards", std::move(shards)}};
   if (g.rollbackGuardUntilMs > now) j["rollbackGuardInMs"] = g.rollbackGuardUntilMs - now;
+  if (redis != nullptr) {
+    const auto lag = redis->lag();
+    j["redisLag"] = {{"records", lag ? json(*lag) : json(nullptr)},
+                     {"knownRecords", redis->knownLag},
+                     {"unknownShards", redis->unknownShards},
+                     {"pending", redis->pending}};
+  }
   if (recent != nullptr) {
     json events = json::array();
     for (const auto& r : recent->items()) {

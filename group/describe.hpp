@@ -5,10 +5,15 @@
 
 #include "group/recent_events.hpp"
 #include "group/state.hpp"
+#include "group/stream_lag.hpp"
 
 namespace rsc::group {
 
-// With `recent`, the answer carries "recentEvents" (oldest first), each with its age.
-std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent = nullptr);
+// With `recent`, the answer carries "recentEvents" (oldest first), each with its age. With
+// `redis`, each shard carries "redis" (the group's position there as Redis reports it: lag null
+// when Redis cannot tell) and the group "redisLag" (the sums; "records" null unless every shard's
+// lag is known).
+std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent = nullptr,
+                          const GroupLag* redis = nullptr);
 
 }  // namespace rsc::group

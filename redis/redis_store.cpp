@@ -567,6 +567,64 @@ Result<int32_t> RedisStore::provision(const GroupKey& key, int32_t shardCount, c
   return R::success(created);
 }
 
+namespace {
+// One entry of XINFO GROUPS (a flat field/value array in RESP2). Redis 7 adds entries-read and
+// lag, nil when it cannot tell; older servers lack them: unknown too.
+std::optional<group::ShardGroupReading> group_reading(const Value& v) {
+  if (v.type != Value::Type::Array || v.elements.size() % 2 != 0) return std::nullopt;
+  group::ShardGroupReading g;
+  bool named = false;
+  for (std::size_t i = 0; i + 1 < v.elements.size(); i += 2) {
+    const auto& f = v.elements[i].str;
+    const auto& x = v.elements[i + 1];
+    if (f == "name") g.group = x.str, named = true;
+    else if (f == "last-delivered-id") g.lastDeliveredId = x.str;
+    else if (f == "pending") g.pending = as_int(x).value_or(0);
+    else if (f == "entries-read") g.entriesRead = x.is_nil() ? std::nullopt : as_int(x);
+    else if (f == "lag") g.lag = x.is_nil() ? std::nullopt : as_int(x);
+  }
+  if (!named) return std::nullopt;
+  return g;
+}
+}  // namespace
+
+Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::string& streamPrefix) {
+  using R = Result<std::optional<group::StreamReading>>;
+  auto meta = get_stream(streamPrefix);
+  if (!meta.ok()) return R::failure(meta.error);
+  if (!meta.value->has_value()) return R::success(std::nullopt);
+  const auto& m = **meta.value;
+  std::vector<Command> cmds;
+  for (int32_t i = 0; i < m.shardCount; ++i) {
+    const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
+    cmds.push_back({"XLEN", key});
+    cmds.push_back({"XINFO", "GROUPS", key});
+  }
+  group::StreamReading out;
+  out.shardCount = m.shardCount;
+  if (cmds.empty()) return R::success(std::move(out));
+  auto replies = run(cmds);
+  for (int32_t i = 0; i < m.shardCount; ++i) {
+    auto& len = replies[2 * static_cast<std::size_t>(i)];
+    auto& info = replies[2 * static_cast<std::size_t>(i) + 1];
+    if (!len.ok()) return R::failure(len.error);
+    if (!info.ok()) return R::failure(info.error);
+    group::ShardReading s;
+    s.shard = i;
+    s.length = as_int(*len.value);
+    if (info.value->is_error()) {  // "ERR no such key": the shard stream does not exist
+      if (info.value->str.find("no such key") == std::string::npos)
+        return reply_failure<std::optional<group::StreamReading>>(*info.value, "XINFO GROUPS " + cmds[2 * i + 1][2]);
+    } else if (info.value->type == Value::Type::Array) {
+      s.exists = true;
+      for (const auto& e : info.value->elements)
+        if (auto g = group_reading(e)) s.groups.push_back(std::move(*g));
+    }
+    out.shards.push_back(std::move(s));
+  }
+  return R::success(std::move(out));
+}
+
 Result<int32_t> RedisStore::reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to) {
   using R = Result<int32_t>;
   auto meta = get_stream(key.streamPrefix);

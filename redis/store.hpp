@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "group/state.hpp"
+#include "group/stream_lag.hpp"
 #include "protocol/types.hpp"
 #include "redis/result.hpp"
 
@@ -151,6 +152,13 @@ class GroupStore {
   virtual Result<int64_t> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) {
     (void)key, (void)deadLetterIds, (void)limit;
     return Result<int64_t>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
+  }
+
+  // Each shard stream of the stream as Redis holds it (XINFO GROUPS and XLEN, one round trip):
+  // every consumer group's position, whether or not any member is alive. nullopt: no such stream.
+  virtual Result<std::optional<group::StreamReading>> read_stream(const std::string& streamPrefix) {
+    (void)streamPrefix;
+    return Result<std::optional<group::StreamReading>>::failure(ErrorKind::Fatal, "this store has no shard streams");
   }
 
   // Every group ever written (and not deleted), so a restarted pod finds them.

@@ -106,6 +106,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "store-deadline") c.service.storeDeadlineMs = v;
   else if (key == "store-stall") c.service.storeStallMs = v;
   else if (key == "group-retire-after") c.service.groupRetireAfterMs = v;
+  else if (key == "lag-interval") c.service.lagIntervalMs = v;
   else if (key == "max-groups-per-stream") c.service.maxGroupsPerStream = v;
   else throw Bad{name + ": unknown setting"};
 }
@@ -114,7 +115,7 @@ const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "
                                         "lease-renewal-slack",
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
                                         "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
-                                        "store-deadline", "store-stall", "group-retire-after", "max-groups-per-stream",
+                                        "store-deadline", "store-stall", "group-retire-after", "lag-interval", "max-groups-per-stream",
                                         "max-connections"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
@@ -246,6 +247,9 @@ void validate(const Config& c) {
   if (s.storeStallMs >= s.core.memberLeaseTtlMs)
     throw Bad{"store-stall (" + std::to_string(s.storeStallMs) + "ms) must be below member-lease-ttl (" +
               std::to_string(s.core.memberLeaseTtlMs) + "ms)"};
+  if (s.lagIntervalMs != 0 && s.lagIntervalMs < 1000)
+    throw Bad{"lag-interval (" + std::to_string(s.lagIntervalMs) +
+              "ms) must be 0 (no lag sampling) or at least 1000ms: each round reads every shard of every stream"};
   if (s.podLeaseMs < 3 * 50)
     throw Bad{"pod-lease (" + std::to_string(s.podLeaseMs) + "ms) must be at least 150ms"};
   if (s.podLeaseMs >= s.core.memberLeaseTtlMs)
@@ -263,7 +267,7 @@ std::string usage() {
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
-         "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N]\n"
+         "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N] [--lag-interval-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "advertise (where the other pods forward the calls of the groups this pod serves) the listen\n"
@@ -274,7 +278,8 @@ std::string usage() {
          "rebalance timeout; 0: every heartbeat is written),\n"
          "pod lease a third of the member lease (at most 5000ms; it must stay below the member lease),\n"
          "store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
-         "idle groups leave memory after 3 leases, no limit of groups per stream, connections at most\n"
+         "idle groups leave memory after 3 leases, lag read from Redis (XINFO GROUPS) every 10000ms\n"
+         "(0: off), no limit of groups per stream, connections at most\n"
          "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
          "cores (at least one) as actor scheduler threads, a group's Redis consumer\n"
          "groups created at 0 (records produced before the group existed are read; $: only new ones).\n"
@@ -387,7 +392,7 @@ std::string summary(const Config& c) {
      << " http-threads=" << c.http.threads << " scheduler-threads=" << actors::scheduler_threads(c.service.schedulerThreads)
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
      << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
-     << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
+     << "ms lag-interval=" << c.service.lagIntervalMs << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
   return os.str();
 }
 

@@ -740,3 +740,119 @@ TEST(Consume, APoisonRecordIsTriedExactlyMaxDeliveriesTimesAcrossASigkillAndAHan
   b->signal(SIGTERM);
   EXPECT_EQ(b->wait(10000), 0);
 }
+
+// ---- what Redis holds: lag read by the coordinator, members or not (issue 28) ------------------
+namespace {
+
+const std::string kLag = R"(rsc_stream_group_lag{group="billing",stream="orders"})";
+const std::string kUnknown = R"(rsc_stream_group_lag_unknown_shards{group="billing",stream="orders"})";
+const std::string kPending = R"(rsc_stream_group_pending{group="billing",stream="orders"})";
+
+std::vector<std::string> lag_args() {
+  auto a = StreamsRun::fast();
+  a.insert(a.end(), {"--lag-interval-ms", "1000"});
+  return a;
+}
+
+// A consumer of "orders" for "billing" with the built-in handler.
+std::unique_ptr<Process> lag_consumer(int coordinatorPort, int redisPort, const std::string& dir, const std::string& id) {
+  return std::make_unique<Process>(
+      std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(coordinatorPort),
+                               "--redis", "127.0.0.1:" + std::to_string(redisPort), "--stream", "orders", "--group",
+                               "billing", "--member-id", id},
+      dir + "/" + id + ".out");
+}
+
+void add_records(RedisServer& redis, int shard, int n) {
+  auto admin = redis.admin();
+  for (int i = 0; i < n; ++i)
+    ASSERT_TRUE(admin.command({"XADD", "orders:" + std::to_string(shard), "*", "seq", std::to_string(i)}).ok());
+}
+
+json describe_billing(int port) { return http_call(port, "GET", "/coord/v1/streams/orders/groups/billing").json(); }
+
+}  // namespace
+
+TEST(Lag, ReadFromRedisWithNoMemberAliveThenZeroOnceConsumersCatchUpAndUnknownAfterAnXdel) {
+  RedisServer redis;
+  Coordinator pod(redis.port(), lag_args());
+  const auto dir = temp_dir();
+  ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
+  {  // a consumer joins (the group's consumer group is made on both shards), then leaves
+    auto c = lag_consumer(pod.port(), redis.port(), dir, "first");
+    ASSERT_TRUE(within([&] { return metric(pod.port(), kUnknown) == 0 && metric(pod.port(), kLag) == 0; }, 15000))
+        << c->output() << pod.log();
+    c->signal(SIGTERM);
+    ASSERT_EQ(c->wait(10000), 0);
+  }
+  add_records(redis, 0, 600);
+  add_records(redis, 1, 400);
+  ASSERT_TRUE(within([&] { return metric(pod.port(), kLag) == 1000; }, 8000))
+      << "no member is alive, and the lag is still seen: " << metric(pod.port(), kLag);
+  EXPECT_EQ(metric(pod.port(), kUnknown), 0);
+  EXPECT_EQ(metric(pod.port(), R"(rsc_stream_length{stream="orders"})"), 1000);
+  auto d = describe_billing(pod.port());
+  EXPECT_EQ(d["redisLag"]["records"], 1000) << d.dump();
+  EXPECT_EQ(d["shards"][0]["redis"]["lag"], 600);
+  EXPECT_EQ(d["shards"][1]["redis"]["lag"], 400);
+  EXPECT_TRUE(d["shards"][0]["lag"].is_null()) << "no member reported it: the members' figure stays unknown";
+
+  auto c = lag_consumer(pod.port(), redis.port(), dir, "second");
+  ASSERT_TRUE(within([&] { return metric(pod.port(), kLag) == 0 && metric(pod.port(), kPending) == 0; }, 20000))
+      << c->output();
+  c->signal(SIGTERM);
+  ASSERT_EQ(c->wait(10000), 0);
+
+  // Records after the group's position, one of them deleted: Redis cannot tell the lag on shard 0.
+  auto admin = redis.admin();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(admin.command({"XADD", "orders:0", "*", "seq", "late"}).value->str);
+  ASSERT_TRUE(admin.command({"XDEL", "orders:0", ids[1]}).ok());
+  ASSERT_TRUE(within([&] { return metric(pod.port(), kUnknown) == 1; }, 8000)) << metric(pod.port(), kUnknown);
+  d = describe_billing(pod.port());
+  EXPECT_TRUE(d["shards"][0]["redis"]["lag"].is_null()) << "unknown, never 0: " << d["shards"][0].dump();
+  EXPECT_TRUE(d["redisLag"]["records"].is_null()) << d["redisLag"].dump();
+  EXPECT_EQ(d["redisLag"]["unknownShards"], 1);
+  EXPECT_EQ(d["shards"][1]["redis"]["lag"], 0);
+  std::error_code ec;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
+}
+
+TEST(Lag, OnePodOfThreeSamplesAStreamAndAnotherTakesOverWhenItDies) {
+  RedisServer redis;
+  std::vector<std::unique_ptr<Coordinator>> pods;
+  for (int i = 0; i < 3; ++i) pods.push_back(std::make_unique<Coordinator>(redis.port(), lag_args()));
+  const auto dir = temp_dir();
+  ASSERT_EQ(http_call(pods[0]->port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 4})").status, 200);
+  {
+    auto c = lag_consumer(pods[0]->port(), redis.port(), dir, "first");
+    auto provisioned = [&] {
+      for (const auto& p : pods)
+        if (metric(p->port(), kUnknown) == 0) return true;
+      return false;
+    };
+    ASSERT_TRUE(within(provisioned, 15000)) << c->output();
+    c->signal(SIGTERM);
+    ASSERT_EQ(c->wait(10000), 0);
+  }
+  for (int s = 0; s < 4; ++s) add_records(redis, s, 5);
+  // Which pods export the stream's lag (each pod's /metrics read once).
+  auto exporters = [&](std::set<std::size_t> among) {
+    std::vector<std::size_t> out;
+    for (auto i : among)
+      if (metric(pods[i]->port(), kLag) == 20) out.push_back(i);
+    return out;
+  };
+  ASSERT_TRUE(within([&] { return exporters({0, 1, 2}).size() == 1; }, 10000));
+  for (int k = 0; k < 6; ++k) {  // and it stays one pod, round after round
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(exporters({0, 1, 2}).size(), 1u) << "check " << k;
+  }
+  const auto sampler = exporters({0, 1, 2}).at(0);
+  ASSERT_EQ(::kill(pods[sampler]->pid(), SIGKILL), 0);
+  std::set<std::size_t> rest{0, 1, 2};
+  rest.erase(sampler);
+  ASSERT_TRUE(within([&] { return exporters(rest).size() == 1; }, 15000)) << "nobody took the sampling over";
+  std::error_code ec;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
+}

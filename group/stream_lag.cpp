@@ -1,0 +1,48 @@
+#include "group/stream_lag.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace rsc::group {
+
+GroupLag group_lag(const StreamReading& reading, const std::string& group) {
+  GroupLag g;
+  g.shards.resize(static_cast<std::size_t>(std::max<int32_t>(0, reading.shardCount)));
+  for (std::size_t i = 0; i < g.shards.size(); ++i) g.shards[i].shard = static_cast<int32_t>(i);
+  for (const auto& s : reading.shards) {
+    if (s.shard < 0 || static_cast<std::size_t>(s.shard) >= g.shards.size() || !s.exists) continue;
+    for (const auto& r : s.groups) {
+      if (r.group != group) continue;
+      auto& out = g.shards[static_cast<std::size_t>(s.shard)];
+      out.onShard = true;
+      out.lastDeliveredId = r.lastDeliveredId;
+      out.entriesRead = r.entriesRead;
+      out.lag = r.lag;
+      out.pending = r.pending;
+    }
+  }
+  for (const auto& s : g.shards) {
+    g.pending += s.pending;
+    if (s.lag) g.knownLag += *s.lag;
+    else ++g.unknownShards;
+  }
+  return g;
+}
+
+std::map<std::string, GroupLag> lag_by_group(const StreamReading& reading, const std::vector<std::string>& known) {
+  std::set<std::string> names(known.begin(), known.end());
+  for (const auto& s : reading.shards)
+    for (const auto& r : s.groups) names.insert(r.group);
+  std::map<std::string, GroupLag> out;
+  for (const auto& n : names) out.emplace(n, group_lag(reading, n));
+  return out;
+}
+
+bool lag_round_due(std::optional<int64_t> last, int64_t now, int64_t intervalMs) {
+  if (intervalMs <= 0) return false;
+  return !last || now - *last >= intervalMs;
+}
+
+std::string lag_duty_key(const std::string& streamPrefix) { return "lag-sampling/" + streamPrefix; }
+
+}  // namespace rsc::group

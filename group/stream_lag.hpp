@@ -1,0 +1,71 @@
+// What Redis itself says of each consumer group's position on a stream's shards (XINFO GROUPS):
+// lag and pending whether or not any member is alive. Pure: the Redis store reads the shards, this
+// file says what the readings mean. SPEC §8: lag Redis cannot tell is unknown, never 0.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rsc::group {
+
+// One consumer group on one shard stream, as XINFO GROUPS reports it.
+struct ShardGroupReading {
+  std::string group;
+  std::string lastDeliveredId;
+  std::optional<int64_t> entriesRead;  // nil: Redis cannot tell
+  std::optional<int64_t> lag;          // nil: Redis cannot tell (records deleted or trimmed in the range)
+  int64_t pending = 0;                 // delivered to a consumer, not acked yet
+};
+
+// One shard stream as read: whether it exists and the consumer groups on it.
+struct ShardReading {
+  int32_t shard = 0;
+  bool exists = false;
+  std::optional<int64_t> length;  // XLEN, when read
+  std::vector<ShardGroupReading> groups;
+};
+
+// A stream's shards, read together (one pipelined round trip).
+struct StreamReading {
+  int32_t shardCount = 0;
+  std::vector<ShardReading> shards;
+};
+
+// A group's position on one shard.
+struct ShardLag {
+  int32_t shard = 0;
+  bool onShard = false;  // the shard stream has the group's Redis consumer group
+  std::string lastDeliveredId;
+  std::optional<int64_t> entriesRead;
+  std::optional<int64_t> lag;  // unknown when not on the shard or Redis cannot tell
+  int64_t pending = 0;
+};
+
+// A group's position on every shard of its stream, and the sums over them.
+struct GroupLag {
+  std::vector<ShardLag> shards;  // one per shard, in shard order
+  int64_t knownLag = 0;          // the sum over shards whose lag is known: a lower bound
+  int32_t unknownShards = 0;     // shards whose lag is unknown
+  int64_t pending = 0;
+  // The group's lag: known only when it is known on every shard.
+  std::optional<int64_t> lag() const { return unknownShards == 0 ? std::optional<int64_t>(knownLag) : std::nullopt; }
+};
+
+// `group`'s position on each of the reading's shards (a shard the reading lacks, or without the
+// group's consumer group, is unknown).
+GroupLag group_lag(const StreamReading& reading, const std::string& group);
+
+// Every group of the stream: those the reading found on some shard and those in `known` (the
+// coordinator's groups of the stream, possibly not on any shard yet: unknown everywhere).
+std::map<std::string, GroupLag> lag_by_group(const StreamReading& reading, const std::vector<std::string>& known);
+
+// Lag sampling runs every `intervalMs` (0: never); `last` is when the previous round ran.
+bool lag_round_due(std::optional<int64_t> last, int64_t now, int64_t intervalMs);
+
+// The name under which one pod of the live pods samples a stream (rendezvous over the pods).
+std::string lag_duty_key(const std::string& streamPrefix);
+
+}  // namespace rsc::group

@@ -1,0 +1,79 @@
+// What XINFO GROUPS readings mean for a group's lag (group/stream_lag.hpp): pure, no Redis.
+#include "group/stream_lag.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace rsc::group;
+
+namespace {
+
+ShardGroupReading on(const std::string& group, std::optional<int64_t> lag, int64_t pending = 0,
+                     std::string lastId = "0-0") {
+  return {group, std::move(lastId), lag ? std::optional<int64_t>(100) : std::nullopt, lag, pending};
+}
+
+StreamReading two_shards(std::vector<ShardGroupReading> s0, std::vector<ShardGroupReading> s1) {
+  StreamReading r;
+  r.shardCount = 2;
+  r.shards = {{0, true, std::nullopt, std::move(s0)}, {1, true, std::nullopt, std::move(s1)}};
+  return r;
+}
+
+}  // namespace
+
+TEST(StreamLag, AGroupsLagIsTheSumOverItsShardsWhenEveryOneIsKnown) {
+  const auto g = group_lag(two_shards({on("billing", 7, 2, "5-0")}, {on("billing", 3, 1)}), "billing");
+  ASSERT_EQ(g.shards.size(), 2u);
+  EXPECT_EQ(g.lag(), std::optional<int64_t>(10));
+  EXPECT_EQ(g.pending, 3);
+  EXPECT_EQ(g.unknownShards, 0);
+  EXPECT_TRUE(g.shards[0].onShard);
+  EXPECT_EQ(g.shards[0].lastDeliveredId, "5-0");
+  EXPECT_EQ(g.shards[0].lag, std::optional<int64_t>(7));
+}
+
+TEST(StreamLag, LagRedisCannotTellIsUnknownNeverZero) {
+  const auto g = group_lag(two_shards({on("billing", std::nullopt)}, {on("billing", 4)}), "billing");
+  EXPECT_FALSE(g.shards[0].lag.has_value());
+  EXPECT_FALSE(g.lag().has_value()) << "one unknown shard makes the group's lag unknown";
+  EXPECT_EQ(g.knownLag, 4) << "what is known is kept, as a lower bound";
+  EXPECT_EQ(g.unknownShards, 1);
+}
+
+TEST(StreamLag, AShardWithoutTheGroupOrMissingFromTheReadingIsUnknown) {
+  StreamReading r;
+  r.shardCount = 3;
+  r.shards = {{0, true, std::nullopt, {on("billing", 0)}}, {1, true, std::nullopt, {on("audit", 5)}}};
+  const auto g = group_lag(r, "billing");
+  ASSERT_EQ(g.shards.size(), 3u);
+  EXPECT_TRUE(g.shards[0].onShard);
+  EXPECT_EQ(g.shards[0].lag, std::optional<int64_t>(0)) << "read to the end: a known 0";
+  EXPECT_FALSE(g.shards[1].onShard) << "another group's figures are not this group's";
+  EXPECT_FALSE(g.shards[1].lag.has_value());
+  EXPECT_FALSE(g.shards[2].lag.has_value()) << "a shard not read";
+  EXPECT_EQ(g.unknownShards, 2);
+  EXPECT_FALSE(g.lag().has_value());
+}
+
+TEST(StreamLag, AShardStreamThatDoesNotExistTellsNothing) {
+  StreamReading r;
+  r.shardCount = 1;
+  r.shards = {{0, false, std::nullopt, {on("billing", 0)}}};
+  EXPECT_FALSE(group_lag(r, "billing").lag().has_value());
+}
+
+TEST(StreamLag, EveryGroupFoundOnAShardOrKnownToTheCoordinatorIsListed) {
+  const auto all = lag_by_group(two_shards({on("billing", 1)}, {on("audit", 2)}), {"billing", "fresh"});
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all.at("billing").unknownShards, 1);
+  EXPECT_EQ(all.at("audit").knownLag, 2);
+  EXPECT_EQ(all.at("fresh").unknownShards, 2) << "a group not provisioned yet: unknown, not 0";
+}
+
+TEST(StreamLag, RoundsComeOnceAnIntervalHasPassedAndNeverWhenOff) {
+  EXPECT_TRUE(lag_round_due(std::nullopt, 0, 10'000)) << "the first round at once";
+  EXPECT_FALSE(lag_round_due(1'000, 10'999, 10'000));
+  EXPECT_TRUE(lag_round_due(1'000, 11'000, 10'000));
+  EXPECT_FALSE(lag_round_due(std::nullopt, 50'000, 0)) << "0 turns sampling off";
+  EXPECT_NE(lag_duty_key("orders"), lag_duty_key("payments"));
+}
