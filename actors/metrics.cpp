@@ -142,7 +142,7 @@ struct Metrics::Impl {
           .Register(*registry)
           .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.02, 0.1, 0.5, 2, 10});
   struct StreamLag {
-    std::map<std::string, group::GroupLag> byGroup;
+    group::LagByGroup byGroup;
     std::optional<int64_t> length;
   };
   std::map<std::string, StreamLag> streamLag;  // guarded by mu
@@ -271,10 +271,10 @@ void Metrics::dead_letters(const std::string& stream, const std::string& group, 
   it->second.deadLetters = static_cast<double>(n);
 }
 
-void Metrics::stream_lag(const std::string& stream, const std::map<std::string, group::GroupLag>& byGroup,
+void Metrics::stream_lag(const std::string& stream, group::LagByGroup byGroup,
                          std::optional<int64_t> length) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->streamLag[stream] = Impl::StreamLag{byGroup, length};
+  impl_->streamLag[stream] = Impl::StreamLag{std::move(byGroup), length};
 }
 
 void Metrics::forget_stream_lag(const std::string& stream) {

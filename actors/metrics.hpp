@@ -56,7 +56,7 @@ class Metrics {
   void dead_letters(const std::string& stream, const std::string& group, int64_t n);
   // What the stream's last lag sample found (this pod samples it): replaces the stream's series
   // (rsc_stream_group_lag, _lag_unknown_shards, _pending per group; rsc_stream_length).
-  void stream_lag(const std::string& stream, const std::map<std::string, group::GroupLag>& byGroup,
+  void stream_lag(const std::string& stream, group::LagByGroup byGroup,
                   std::optional<int64_t> length);
   // Another pod samples the stream now, or it is gone: its series leave this pod's /metrics.
   void forget_stream_lag(const std::string& stream);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <set>
 
 #include "actors/actors.hpp"
@@ -31,6 +32,7 @@ struct PodState {
   std::deque<std::string> lagQueue;
   std::set<std::string> lagRead;     // this round: streams whose duty is this pod's
   std::set<std::string> lagSampled;  // streams whose series this pod exports
+  std::map<std::string, group::GroupsRead> groupsRead;  // when each stream's groups were last read
   bool lagRoundOk = true;
   std::chrono::steady_clock::time_point lagRoundStart;
 };
@@ -121,11 +123,22 @@ void sample_lag(Self self) {
   while (!st.lagQueue.empty() && std::chrono::steady_clock::now() - begin < budget) {
     const auto stream = std::move(st.lagQueue.front());
     st.lagQueue.pop_front();
+    auto fingerprint = st.store->stream_fingerprint(stream);
+    if (!fingerprint.ok()) {
+      st.lagRoundOk = false;
+      continue;
+    }
+    const auto at = st.pod->local_now();
+    const auto last = st.groupsRead.find(stream);
+    if (!group::groups_read_due(last == st.groupsRead.end() ? std::nullopt : std::optional<group::GroupsRead>(last->second),
+                                *fingerprint.value, at, st.cfg.lagIntervalMs))
+      continue;  // nothing changed that the last figures do not show
     auto reading = st.store->read_stream(stream);
     if (!reading.ok()) {
       st.lagRoundOk = false;
       continue;
     }
+    st.groupsRead[stream] = group::GroupsRead{*fingerprint.value, at};
     if (!reading.value->has_value()) {
       st.lagRead.erase(stream);
       continue;
@@ -138,7 +151,7 @@ void sample_lag(Self self) {
   }
   if (!st.lagQueue.empty()) return;  // the round goes on at the next beat
   for (const auto& s : st.lagSampled)
-    if (!st.lagRead.count(s)) m->forget_stream_lag(s);
+    if (!st.lagRead.count(s)) m->forget_stream_lag(s), st.groupsRead.erase(s);
   if (st.lagRead.size() != st.lagSampled.size())
     log::info("pod " + st.pod->pod_id() + ": samples the lag of " + std::to_string(st.lagRead.size()) + " stream(s)");
   st.lagSampled = st.lagRead;

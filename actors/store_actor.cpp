@@ -68,7 +68,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
           r.groupsInStream = *n.value;
         }
         if (c.readStream && r.loaded.value->exists) {
-          auto read = s.read_stream(c.key.streamPrefix);
+          auto read = s.read_stream(c.key.streamPrefix, c.key.consumerGroup);
           if (read.ok() && read.value->has_value()) r.reading = std::move(**read.value);
         }
         return r;

@@ -29,18 +29,33 @@ GroupLag group_lag(const StreamReading& reading, const std::string& group) {
   return g;
 }
 
-std::map<std::string, GroupLag> lag_by_group(const StreamReading& reading, const std::vector<std::string>& known) {
-  std::set<std::string> names(known.begin(), known.end());
-  for (const auto& s : reading.shards)
-    for (const auto& r : s.groups) names.insert(r.group);
-  std::map<std::string, GroupLag> out;
-  for (const auto& n : names) out.emplace(n, group_lag(reading, n));
+LagByGroup lag_by_group(const StreamReading& reading, const std::vector<std::string>& known) {
+  const auto shards = std::max<int32_t>(0, reading.shardCount);
+  LagByGroup out;
+  out.reserve(known.size() + (reading.shards.empty() ? 0 : reading.shards.front().groups.size()));
+  for (const auto& n : known) out[n];
+  // unknownShards counts the shards where the lag is known until the end.
+  for (const auto& s : reading.shards) {
+    if (s.shard < 0 || s.shard >= shards || !s.exists) continue;
+    for (const auto& r : s.groups) {
+      auto& sum = out[r.group];
+      sum.pending += r.pending;
+      if (r.lag) sum.knownLag += *r.lag, ++sum.unknownShards;
+    }
+  }
+  for (auto& [name, sum] : out) sum.unknownShards = shards - sum.unknownShards;
   return out;
 }
 
 bool lag_round_due(std::optional<int64_t> last, int64_t now, int64_t intervalMs) {
   if (intervalMs <= 0) return false;
   return !last || now - *last >= intervalMs;
+}
+
+bool groups_read_due(const std::optional<GroupsRead>& last, const std::string& fingerprint, int64_t now,
+                     int64_t intervalMs) {
+  if (!last || last->fingerprint != fingerprint || fingerprint.empty()) return true;
+  return now - last->at >= kGroupsReadEvery * intervalMs;
 }
 
 std::string lag_duty_key(const std::string& streamPrefix) { return "lag-sampling/" + streamPrefix; }

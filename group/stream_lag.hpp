@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace rsc::group {
@@ -58,12 +59,34 @@ struct GroupLag {
 // group's consumer group, is unknown).
 GroupLag group_lag(const StreamReading& reading, const std::string& group);
 
+// A group's sums over the shards (what /metrics shows per group).
+struct LagSums {
+  int64_t knownLag = 0;
+  int32_t unknownShards = 0;
+  int64_t pending = 0;
+};
+
 // Every group of the stream: those the reading found on some shard and those in `known` (the
-// coordinator's groups of the stream, possibly not on any shard yet: unknown everywhere).
-std::map<std::string, GroupLag> lag_by_group(const StreamReading& reading, const std::vector<std::string>& known);
+// coordinator's groups of the stream, possibly not on any shard yet: unknown everywhere). One pass
+// over the reading: a stream with many groups costs its entries, not groups x entries.
+using LagByGroup = std::unordered_map<std::string, LagSums>;
+LagByGroup lag_by_group(const StreamReading& reading, const std::vector<std::string>& known);
 
 // Lag sampling runs every `intervalMs` (0: never); `last` is when the previous round ran.
 bool lag_round_due(std::optional<int64_t> last, int64_t now, int64_t intervalMs);
+
+// XINFO GROUPS lists every group of a shard: a stream with many groups makes a large reply. A
+// round first reads each shard's cheap fingerprint (XINFO STREAM: last id, length, groups, entries
+// added, last deletion) and reads the groups again only when it changed (records added, deleted or
+// trimmed, a group created) or when the last groups read is `kGroupsReadEvery` rounds old (the
+// members' reads and acks show in no fingerprint: lag falling is seen that late at most).
+inline constexpr int64_t kGroupsReadEvery = 4;
+struct GroupsRead {
+  std::string fingerprint;
+  int64_t at = 0;
+};
+bool groups_read_due(const std::optional<GroupsRead>& last, const std::string& fingerprint, int64_t now,
+                     int64_t intervalMs);
 
 // The name under which one pod of the live pods samples a stream (rendezvous over the pods).
 std::string lag_duty_key(const std::string& streamPrefix);

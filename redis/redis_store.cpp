@@ -570,15 +570,15 @@ Result<int32_t> RedisStore::provision(const GroupKey& key, int32_t shardCount, c
 namespace {
 // One entry of XINFO GROUPS (a flat field/value array in RESP2). Redis 7 adds entries-read and
 // lag, nil when it cannot tell; older servers lack them: unknown too.
-std::optional<group::ShardGroupReading> group_reading(const Value& v) {
+std::optional<group::ShardGroupReading> group_reading(Value& v) {
   if (v.type != Value::Type::Array || v.elements.size() % 2 != 0) return std::nullopt;
   group::ShardGroupReading g;
   bool named = false;
   for (std::size_t i = 0; i + 1 < v.elements.size(); i += 2) {
     const auto& f = v.elements[i].str;
-    const auto& x = v.elements[i + 1];
-    if (f == "name") g.group = x.str, named = true;
-    else if (f == "last-delivered-id") g.lastDeliveredId = x.str;
+    auto& x = v.elements[i + 1];
+    if (f == "name") g.group = std::move(x.str), named = true;
+    else if (f == "last-delivered-id") g.lastDeliveredId = std::move(x.str);
     else if (f == "pending") g.pending = as_int(x).value_or(0);
     else if (f == "entries-read") g.entriesRead = x.is_nil() ? std::nullopt : as_int(x);
     else if (f == "lag") g.lag = x.is_nil() ? std::nullopt : as_int(x);
@@ -588,37 +588,58 @@ std::optional<group::ShardGroupReading> group_reading(const Value& v) {
 }
 }  // namespace
 
-Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::string& streamPrefix) {
+Result<std::string> RedisStore::stream_fingerprint(const std::string& streamPrefix) {
+  using R = Result<std::string>;
+  auto meta = get_stream(streamPrefix);
+  if (!meta.ok()) return R::failure(meta.error);
+  if (!meta.value->has_value()) return R::success(std::string());
+  const auto& m = **meta.value;
+  std::vector<Command> cmds;
+  for (int32_t i = 0; i < m.shardCount; ++i)
+    cmds.push_back({"XINFO", "STREAM", protocol::shard_stream_key(streamPrefix, m.keyStyle, i)});
+  std::string out = std::to_string(m.shardCount);
+  for (auto& r : run(cmds)) {
+    if (!r.ok()) return R::failure(r.error);
+    out += '|';
+    if (r.value->is_error()) continue;  // no such shard stream (yet)
+    const auto& v = r.value->elements;
+    for (std::size_t i = 0; i + 1 < v.size(); i += 2) {
+      const auto& f = v[i].str;
+      if (f == "length" || f == "last-generated-id" || f == "groups" || f == "entries-added" ||
+          f == "max-deleted-entry-id")
+        out += (v[i + 1].type == Value::Type::Integer ? std::to_string(v[i + 1].integer) : v[i + 1].str) + ',';
+    }
+  }
+  return R::success(std::move(out));
+}
+
+// One shard at a time: XINFO GROUPS lists every group of the shard, so a stream with many groups
+// makes a large reply; reading shard by shard keeps one such reply in memory at once.
+Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::string& streamPrefix,
+                                                                   const std::string& onlyGroup) {
   using R = Result<std::optional<group::StreamReading>>;
   auto meta = get_stream(streamPrefix);
   if (!meta.ok()) return R::failure(meta.error);
   if (!meta.value->has_value()) return R::success(std::nullopt);
   const auto& m = **meta.value;
-  std::vector<Command> cmds;
-  for (int32_t i = 0; i < m.shardCount; ++i) {
-    const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
-    cmds.push_back({"XLEN", key});
-    cmds.push_back({"XINFO", "GROUPS", key});
-  }
   group::StreamReading out;
   out.shardCount = m.shardCount;
-  if (cmds.empty()) return R::success(std::move(out));
-  auto replies = run(cmds);
   for (int32_t i = 0; i < m.shardCount; ++i) {
-    auto& len = replies[2 * static_cast<std::size_t>(i)];
-    auto& info = replies[2 * static_cast<std::size_t>(i) + 1];
-    if (!len.ok()) return R::failure(len.error);
-    if (!info.ok()) return R::failure(info.error);
+    const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
+    auto replies = run({{"XLEN", key}, {"XINFO", "GROUPS", key}});
+    for (const auto& r : replies)
+      if (!r.ok()) return R::failure(r.error);
     group::ShardReading s;
     s.shard = i;
-    s.length = as_int(*len.value);
-    if (info.value->is_error()) {  // "ERR no such key": the shard stream does not exist
-      if (info.value->str.find("no such key") == std::string::npos)
-        return reply_failure<std::optional<group::StreamReading>>(*info.value, "XINFO GROUPS " + cmds[2 * i + 1][2]);
-    } else if (info.value->type == Value::Type::Array) {
+    s.length = as_int(*replies[0].value);
+    Value& info = *replies[1].value;
+    if (info.is_error()) {  // "ERR no such key": the shard stream does not exist
+      if (info.str.find("no such key") == std::string::npos)
+        return reply_failure<std::optional<group::StreamReading>>(info, "XINFO GROUPS " + key);
+    } else if (info.type == Value::Type::Array) {
       s.exists = true;
-      for (const auto& e : info.value->elements)
-        if (auto g = group_reading(e)) s.groups.push_back(std::move(*g));
+      for (auto& e : info.elements)
+        if (auto g = group_reading(e); g && (onlyGroup.empty() || g->group == onlyGroup)) s.groups.push_back(std::move(*g));
     }
     out.shards.push_back(std::move(s));
   }

@@ -35,7 +35,9 @@ class RedisStore : public GroupStore {
   Result<std::vector<std::string>> list_streams() override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
-  Result<std::optional<group::StreamReading>> read_stream(const std::string& streamPrefix) override;
+  Result<std::string> stream_fingerprint(const std::string& streamPrefix) override;
+  Result<std::optional<group::StreamReading>> read_stream(const std::string& streamPrefix,
+                                                          const std::string& onlyGroup = {}) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
   // Groups whose revision this store remembers (rollback detection); a group that does not exist is not one.

@@ -155,10 +155,19 @@ class GroupStore {
   }
 
   // Each shard stream of the stream as Redis holds it (XINFO GROUPS and XLEN, one round trip):
-  // every consumer group's position, whether or not any member is alive. nullopt: no such stream.
-  virtual Result<std::optional<group::StreamReading>> read_stream(const std::string& streamPrefix) {
-    (void)streamPrefix;
+  // every consumer group's position, whether or not any member is alive (only `onlyGroup`'s when
+  // given). nullopt: no such stream.
+  virtual Result<std::optional<group::StreamReading>> read_stream(const std::string& streamPrefix,
+                                                                  const std::string& onlyGroup = {}) {
+    (void)streamPrefix, (void)onlyGroup;
     return Result<std::optional<group::StreamReading>>::failure(ErrorKind::Fatal, "this store has no shard streams");
+  }
+
+  // A fingerprint of the stream's shards that changes when records are added, deleted or trimmed
+  // or a consumer group is created (XINFO STREAM of each, one round trip); "" when unknown.
+  virtual Result<std::string> stream_fingerprint(const std::string& streamPrefix) {
+    (void)streamPrefix;
+    return Result<std::string>::success(std::string());
   }
 
   // Every group ever written (and not deleted), so a restarted pod finds them.

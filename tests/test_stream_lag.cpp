@@ -66,8 +66,36 @@ TEST(StreamLag, EveryGroupFoundOnAShardOrKnownToTheCoordinatorIsListed) {
   const auto all = lag_by_group(two_shards({on("billing", 1)}, {on("audit", 2)}), {"billing", "fresh"});
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all.at("billing").unknownShards, 1);
+  EXPECT_EQ(all.at("billing").knownLag, 1);
   EXPECT_EQ(all.at("audit").knownLag, 2);
+  EXPECT_EQ(all.at("audit").unknownShards, 1);
   EXPECT_EQ(all.at("fresh").unknownShards, 2) << "a group not provisioned yet: unknown, not 0";
+  EXPECT_EQ(all.at("fresh").knownLag, 0);
+}
+
+TEST(StreamLag, TheSumsOfEveryGroupAgreeWithEachGroupsOwnReading) {
+  StreamReading r;
+  r.shardCount = 3;
+  r.shards = {{0, true, std::nullopt, {on("a", 3, 1), on("b", std::nullopt, 2)}},
+              {1, true, std::nullopt, {on("a", 4), on("b", 5, 1)}},
+              {2, false, std::nullopt, {on("a", 9, 9)}}};  // a shard that does not exist tells nothing
+  for (const auto& [name, sums] : lag_by_group(r, {})) {
+    const auto g = group_lag(r, name);
+    EXPECT_EQ(sums.knownLag, g.knownLag) << name;
+    EXPECT_EQ(sums.unknownShards, g.unknownShards) << name;
+    EXPECT_EQ(sums.pending, g.pending) << name;
+  }
+  EXPECT_EQ(lag_by_group(r, {}).at("a").knownLag, 7);
+}
+
+TEST(StreamLag, GroupsAreReadAgainWhenTheShardsChangedOrTheLastReadIsFourRoundsOld) {
+  EXPECT_TRUE(groups_read_due(std::nullopt, "a", 0, 10'000)) << "never read";
+  const GroupsRead last{"a", 1'000};
+  EXPECT_FALSE(groups_read_due(last, "a", 11'000, 10'000)) << "nothing added, deleted or created: skipped";
+  EXPECT_TRUE(groups_read_due(last, "b", 11'000, 10'000)) << "the fingerprint moved";
+  EXPECT_FALSE(groups_read_due(last, "a", 40'999, 10'000));
+  EXPECT_TRUE(groups_read_due(last, "a", 41'000, 10'000)) << "reads and acks show in no fingerprint: read anyway";
+  EXPECT_TRUE(groups_read_due(GroupsRead{"", 1'000}, "", 2'000, 10'000)) << "no fingerprint: always read";
 }
 
 TEST(StreamLag, RoundsComeOnceAnIntervalHasPassedAndNeverWhenOff) {
