@@ -129,6 +129,14 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
         text: d.deadLetters + " dead letter" + (d.deadLetters === 1 ? "" : "s") +
               " (records its members gave up on: rsc-admin dead-letters " + d.streamPrefix + " " + d.consumerGroup + ")"}));
 
+    if (d.redisLag) {  // from Redis (XINFO GROUPS), members or not
+      var rl = d.redisLag;
+      box.appendChild(el("div", {cls: "meta", "data-redis-lag": rl.records === null ? "unknown" : String(rl.records),
+        text: "lag " + (rl.records === null ? "unknown on " + rl.unknownShards + " shard" + (rl.unknownShards === 1 ? "" : "s") +
+                        " (at least " + rl.knownRecords + ")" : rl.records) +
+              " records · " + rl.pending + " delivered, not acked (read from Redis)"}));
+    }
+
     var mt = el("table", {"data-table": "members"}, [el("thead", null, [el("tr", null,
       ["MEMBER", "STATE", "EPOCH", "HEARTBEAT AGE", "CAPACITY", "ASSIGNED", "REVOKING", "WAITING FOR"].map(function (h) { return el("th", {text: h}); }))])]);
     var mb = el("tbody");
@@ -145,13 +153,18 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     box.appendChild(el("div", {cls: "scroll"}, [mt]));
 
     var st = el("table", {"data-table": "shards"}, [el("thead", null, [el("tr", null,
-      ["SHARD", "OWNER", "STATE", "PENDING FOR", "PENDING", "LAG", "LAST-DELIVERED-ID"].map(function (h) { return el("th", {text: h}); }))])]);
+      ["SHARD", "OWNER", "STATE", "PENDING FOR", "PENDING", "LAG", "LAST-DELIVERED-ID", "REDIS: LAG", "PENDING", "LAST-DELIVERED-ID"].map(function (h) { return el("th", {text: h}); }))])]);
     var sb = el("tbody");
     (d.shards || []).forEach(function (r) {
       var tr = el("tr", {"data-shard": String(r.shardIndex), "data-owner": r.owner || "", "data-state": r.state,
                          "data-pending-for": r.pendingFor || "", "data-revoking-by": r.revokingBy || ""});
+      // What the shard's member reported, then what Redis holds (members or not; lag may be unknown).
+      var rr = r.redis || {};
+      var rlag = r.redis ? (rr.lag === null ? "unknown" : rr.lag) : null;
+      tr.setAttribute("data-redis-lag", rlag === null ? "" : String(rlag));
       [cell(r.shardIndex), cell(r.owner), el("td", null, [el("span", {cls: "badge " + r.state, text: r.state})]),
-       cell(r.pendingFor), cell(r.pending), cell(r.lag), cell(r.lastDeliveredId)].forEach(function (c) { tr.appendChild(c); });
+       cell(r.pendingFor), cell(r.pending), cell(r.lag), cell(r.lastDeliveredId), cell(rlag), cell(rr.pending),
+       cell(rr.lastDeliveredId)].forEach(function (c) { tr.appendChild(c); });
       sb.appendChild(tr);
     });
     st.appendChild(sb);

@@ -57,6 +57,8 @@ expect "describe: the heading" "GROUP orders/billing" "$out"
 expect "describe: the shard table" "SHARD  OWNER  STATE" "$out"
 expect "describe: the member table" "MEMBER  STATE" "$out"
 expect "describe: progress of shard 0" "1700000000000-7" "$out"
+expect "describe: the lag read from Redis, members or not" "LAG 0 records, 0 delivered and not acked (read from Redis)" "$out"
+expect "describe: Redis's figures per shard" "REDIS-LAG" "$out"
 for s in $(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["moving"])))' "$dir/handover.json"); do
   row=$(grep -E "^$s +" <<<"$out" || true)
   expect "describe: shard $s is handed from m1 to m2" "m1     REVOKING->m2" "$row"

@@ -33,6 +33,8 @@ for i in 1 2; do
   redis-cli -p "$rport" XADD 'rsc:{orders/billing}:dead' '*' id "1-$i" shard 0 stream orders:0 deliveries 5 \
     error 'cannot parse' member m1 at 1700000000000 field:key "k$i" >/dev/null
 done
+# Three records on shard 1 nobody has read yet: Redis's lag for the group there is 3.
+for i in 1 2 3; do redis-cli -p "$rport" XADD orders:1 '*' key "r$i" >/dev/null; done
 chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom.html"
 chrome --window-size=1280,900 --screenshot="$shots/status-laptop.png" "http://127.0.0.1:$port/" >/dev/null
 chrome --window-size=390,844 --screenshot="$shots/status-phone.png" "http://127.0.0.1:$port/" >/dev/null
@@ -77,14 +79,17 @@ for s in range(4):
               f"shard {s} is being handed from m1 to m2 (page says {r.get('data-state')}, for {r.get('data-pending-for')!r})")
     else:
         check(r.get("data-state") == "OWNED" and r.get("data-pending-for") == "", f"shard {s} stays with m1")
+    want = "3" if s == 1 else "0"
+    check(r.get("data-redis-lag") == want, f"shard {s}: Redis's lag {want} is shown (page says {r.get('data-redis-lag')!r})")
 text = " ".join(dom.text)
 check("1700000000000-7" in text, "shard 0's last delivered id (m1's report) is shown")
 check(find(**{"data-kind": "revoke"}), "the recent events show the revocation")
 check(find(**{"data-dead-letters": "2"}), "the group's two dead letters are counted")
+check(find(**{"data-redis-lag": "3"}), "the group's lag read from Redis (3 records) is shown")
 if failures:
     print("check-status-page: FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
     sys.exit(1)
-print("check-status-page: the DOM shows orders/billing, m1 and m2, each shard's owner and handover, and its 2 dead letters")
+print("check-status-page: the DOM shows orders/billing, m1 and m2, each shard's owner and handover, Redis's lag and its 2 dead letters")
 PY
 
 # 2. Auth on, no token: the sign-in prompt, no data.

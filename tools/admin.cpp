@@ -155,15 +155,28 @@ void print_describe(const json& d) {
             << "  STATE " << text(d.value("state", json())) << "  GROUP-EPOCH " << text(d.value("groupEpoch", json()))
             << "  ASSIGNMENT-EPOCH " << text(d.value("assignmentEpoch", json())) << "  SHARDS "
             << text(d.value("shardCount", json())) << "  MEMBERS " << d.value("members", json::array()).size()
-            << "  DEAD-LETTERS " << text(d.value("deadLetters", json())) << "\n\n";
+            << "  DEAD-LETTERS " << text(d.value("deadLetters", json())) << "\n";
+  if (const auto rl = d.value("redisLag", json()); rl.is_object()) {
+    const auto records = rl.value("records", json());
+    std::cout << "LAG " << (records.is_null() ? "unknown on " + text(rl.value("unknownShards", json())) + " shard(s) (at least " +
+                                                    text(rl.value("knownRecords", json())) + ")"
+                                              : text(records))
+              << " records, " << text(rl.value("pending", json())) << " delivered and not acked (read from Redis)\n";
+  }
+  std::cout << "\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : d.value("shards", json::array())) {
     std::string state = text(s.value("state", json()));
     if (!s.value("pendingFor", json()).is_null()) state += "->" + text(s["pendingFor"]);
+    // What the shard's member reported, then what Redis holds (members or not; lag may be unknown).
+    const auto r = s.value("redis", json());
+    const auto rlag = r.is_object() ? r.value("lag", json()) : json();
     rows.push_back({text(s.value("shardIndex", json())), text(s.value("owner", json())), state,
-                    text(s.value("pending", json())), text(s.value("lag", json())), text(s.value("lastDeliveredId", json()))});
+                    text(s.value("pending", json())), text(s.value("lag", json())), text(s.value("lastDeliveredId", json())),
+                    r.is_object() && rlag.is_null() ? "unknown" : text(rlag),
+                    r.is_object() ? text(r.value("pending", json())) : text(json())});
   }
-  table(std::cout, {"SHARD", "OWNER", "STATE", "PENDING", "LAG", "LAST-DELIVERED-ID"}, rows);
+  table(std::cout, {"SHARD", "OWNER", "STATE", "PENDING", "LAG", "LAST-DELIVERED-ID", "REDIS-LAG", "REDIS-PENDING"}, rows);
   rows.clear();
   for (const auto& m : d.value("members", json::array())) {
     const auto cap = m.value("runtimeConsumerCapacity", json::object());
