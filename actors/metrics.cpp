@@ -156,6 +156,7 @@ struct Metrics::Impl {
     double lag = 0, pending = 0, capMax = 0, capAvail = 0, epoch = 0;
     double deadLetters = -1;  // not read yet
     double pendingShards = 0, revokingShards = 0;  // shards not where the target wants them yet
+    double live = 0;                               // live members
   };
   std::unordered_map<std::string, GroupGauges> perGroup;
   std::array<prometheus::Gauge*, 6> stateGauges{};
@@ -238,6 +239,7 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
     }
     next.pendingShards += static_cast<double>(m.pending().size());
     next.revokingShards += static_cast<double>(m.revoking.size());
+    next.live += 1;
     next.capMax += m.capacity.runtimeMaxConcurrency;
     next.capAvail += m.capacity.availableConcurrency;
   }
@@ -257,6 +259,7 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
   cur.capMax = next.capMax;
   cur.capAvail = next.capAvail;
   cur.epoch = next.epoch;
+  cur.live = next.live;
   cur.pendingShards = next.pendingShards;
   cur.revokingShards = next.revokingShards;
 }
@@ -311,6 +314,8 @@ std::string Metrics::text() const {
   auto capacity =
       gauge("rsc_group_capacity", "Sum of the members' reported consumer capacity, per group (kind=max|available)");
   auto epoch = gauge("rsc_group_epoch", "Group epoch, per group");
+  auto live = gauge("rsc_group_members_live",
+                    "Live members, per group (exported by the pod serving the group while its actor is in memory)");
   auto dead = gauge("rsc_group_dead_letters",
                     "Records the group's members gave up on, in its dead-letter stream (read with the group's "
                     "deadline work and by describe), per group");
@@ -338,6 +343,7 @@ std::string Metrics::text() const {
       sample(capacity, *g, g->capAvail, "available");
       sample(capacity, *g, g->capMax, "max");
       sample(epoch, *g, g->epoch);
+      sample(live, *g, g->live);
       sample(unsettled, *g, g->pendingShards, "pending");
       sample(unsettled, *g, g->revokingShards, "revoking");
       if (g->deadLetters >= 0) sample(dead, *g, g->deadLetters);
@@ -375,7 +381,7 @@ std::string Metrics::text() const {
       }
     }
   }
-  for (auto* f : {&lag, &pending, &capacity, &epoch, &unsettled, &dead, &rlag, &runknown, &rpending, &rlength})
+  for (auto* f : {&lag, &pending, &capacity, &epoch, &live, &unsettled, &dead, &rlag, &runknown, &rpending, &rlength})
     families.push_back(std::move(*f));
   prometheus::TextSerializer s;
   return s.Serialize(families);

@@ -112,6 +112,10 @@ try:
     deadline = time.time() + 10
     while time.time() < deadline and get(c["readinessProbe"]["httpGet"]["path"]) != 200:
         time.sleep(0.1)
+    try:
+        metrics_body = urllib.request.urlopen(f"http://127.0.0.1:{cport}{ann['prometheus.io/path']}", timeout=2).read().decode()
+    except Exception:
+        metrics_body = ""
     for what, path in [("readiness", c["readinessProbe"]["httpGet"]["path"]), ("liveness", c["livenessProbe"]["httpGet"]["path"]),
                        ("scrape", ann["prometheus.io/path"]), ("ServiceMonitor", sm["spec"]["endpoints"][0]["path"])]:
         check(get(path) == 200, f"{what} path {path} answers 200")
@@ -131,6 +135,26 @@ flags = [a for a in cons["args"] if a.startswith("--")]
 check(all(f in usage.stdout + usage.stderr for f in flags), f"rsc-consume knows {', '.join(flags)}")
 check(cons["command"][0] == "/usr/local/bin/rsc-consume" and "build/rsc-consume /out/rsc-consume" in dockerfile
       and "COPY --from=build /out/ /usr/local/bin/" in dockerfile, "the image carries rsc-consume where the consumer runs it")
+
+# The KEDA example scales that consumer, from zero, on a lag series the coordinator exports.
+with open(os.path.join(k8s, "keda", "scaledobject.yaml")) as f:
+    so = yaml.safe_load(f)
+spec = so["spec"]
+check(so["kind"] == "ScaledObject" and so["apiVersion"].startswith("keda.sh/"), "the KEDA example is a ScaledObject")
+check(spec["scaleTargetRef"]["name"] == "orders-billing-consumer", "it scales the example consumer")
+check(spec["minReplicaCount"] == 0 and "activationThreshold" in spec["triggers"][0]["metadata"],
+      "it scales from zero, with an activation threshold")
+shards = int(cm.get("RSC_DEFAULT_SHARD_COUNT", "16"))
+check(0 < spec["maxReplicaCount"] <= shards, f"no more replicas than shards ({spec['maxReplicaCount']} <= {shards})")
+trig = spec["triggers"][0]
+query = trig["metadata"]["query"]
+cargs = cons["args"]
+stream, group = cargs[cargs.index("--stream") + 1], cargs[cargs.index("--group") + 1]
+check(trig["type"] == "prometheus" and f'stream="{stream}"' in query and f'group="{group}"' in query,
+      f"its query names the consumer's stream and group ({query})")
+names = set(re.findall(r"\b(rsc_[a-z_]+)", query))
+check(names and all(f"# TYPE {n} gauge" in metrics_body for n in names),
+      f"the coordinator exports {', '.join(sorted(names))} as a gauge")
 
 print(f"check-manifests: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
