@@ -755,12 +755,16 @@ std::vector<std::string> lag_args() {
 }
 
 // A consumer of "orders" for "billing" with the built-in handler.
-std::unique_ptr<Process> lag_consumer(int coordinatorPort, int redisPort, const std::string& dir, const std::string& id) {
+// `redis`: what --redis takes (one node, or a cluster's seeds).
+std::unique_ptr<Process> lag_consumer(int coordinatorPort, const std::string& redis, const std::string& dir,
+                                      const std::string& id) {
   return std::make_unique<Process>(
       std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(coordinatorPort),
-                               "--redis", "127.0.0.1:" + std::to_string(redisPort), "--stream", "orders", "--group",
-                               "billing", "--member-id", id},
+                               "--redis", redis, "--stream", "orders", "--group", "billing", "--member-id", id},
       dir + "/" + id + ".out");
+}
+std::unique_ptr<Process> lag_consumer(int coordinatorPort, int redisPort, const std::string& dir, const std::string& id) {
+  return lag_consumer(coordinatorPort, "127.0.0.1:" + std::to_string(redisPort), dir, id);
 }
 
 void add_records(RedisServer& redis, int shard, int n) {
@@ -853,6 +857,32 @@ TEST(Lag, OnePodOfThreeSamplesAStreamAndAnotherTakesOverWhenItDies) {
   std::set<std::size_t> rest{0, 1, 2};
   rest.erase(sampler);
   ASSERT_TRUE(within([&] { return exporters(rest).size() == 1; }, 15000)) << "nobody took the sampling over";
+  std::error_code ec;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
+}
+
+// The same on a Redis Cluster: the shards' XINFO GROUPS are read on the master of each shard's slot.
+TEST(LagOnCluster, ReadFromEveryMasterWithNoMemberAlive) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  Coordinator pod(cl.seeds(), lag_args());
+  const auto dir = temp_dir();
+  ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 16})").status, 200);
+  {
+    auto c = lag_consumer(pod.port(), cl.seeds(), dir, "first");
+    ASSERT_TRUE(within([&] { return metric(pod.port(), kUnknown) == 0 && metric(pod.port(), kLag) == 0; }, 20000))
+        << c->output() << pod.log();
+    c->signal(SIGTERM);
+    ASSERT_EQ(c->wait(10000), 0);
+  }
+  rsc::store::RedisClient redis(cl.client_options());
+  for (int i = 0; i < kShards; ++i)
+    for (int k = 0; k < 5; ++k) ASSERT_TRUE(redis.command({"XADD", shard_key(i), "*", "seq", std::to_string(k)}).ok());
+  ASSERT_TRUE(within([&] { return metric(pod.port(), kLag) == 5 * kShards; }, 10000)) << metric(pod.port(), kLag);
+  const auto d = describe_billing(pod.port());
+  EXPECT_EQ(d["redisLag"]["records"], 5 * kShards) << d.dump();
+  for (int i = 0; i < kShards; ++i) EXPECT_EQ(d["shards"][i]["redis"]["lag"], 5) << i;
+  EXPECT_EQ(cl.crossslot_errors(), 0) << "no command spanned two slots";
   std::error_code ec;
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
 }
