@@ -141,6 +141,22 @@ struct Metrics::Impl {
           .Help("How long one lag sampling round of this pod took")
           .Register(*registry)
           .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.02, 0.1, 0.5, 2, 10});
+  prometheus::Family<prometheus::Counter>& trimmed =
+      BuildCounter()
+          .Name("rsc_stream_trimmed_records_total")
+          .Help("Records this pod trimmed from the stream's shard streams under its retention policy")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& trimmedUnread =
+      BuildCounter()
+          .Name("rsc_stream_trimmed_unread_records_total")
+          .Help("Of those, records the group had not read yet (maxLen and maxAgeMs only; never under "
+                "processedByAllGroups)")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& trimmedUnknown =
+      BuildCounter()
+          .Name("rsc_stream_trimmed_unread_unknown_total")
+          .Help("Shard trims where Redis could not tell how many of the trimmed records the group had not read")
+          .Register(*registry);
   struct StreamLag {
     group::LagByGroup byGroup;
     std::optional<int64_t> length;
@@ -283,6 +299,14 @@ void Metrics::stream_lag(const std::string& stream, group::LagByGroup byGroup,
 void Metrics::forget_stream_lag(const std::string& stream) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->streamLag.erase(stream);
+}
+
+void Metrics::trimmed(const std::string& stream, const group::TrimOutcome& t) {
+  if (t.trimmed > 0) impl_->trimmed.Add({{"stream", stream}}).Increment(static_cast<double>(t.trimmed));
+  for (const auto& [g, n] : t.unread)
+    if (n > 0) impl_->trimmedUnread.Add({{"stream", stream}, {"group", g}}).Increment(static_cast<double>(n));
+  for (const auto& [g, n] : t.unknownShards)
+    impl_->trimmedUnknown.Add({{"stream", stream}, {"group", g}}).Increment(static_cast<double>(n));
 }
 
 void Metrics::lag_round(bool ok, double seconds) {

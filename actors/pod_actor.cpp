@@ -123,6 +123,15 @@ void sample_lag(Self self) {
   while (!st.lagQueue.empty() && std::chrono::steady_clock::now() - begin < budget) {
     const auto stream = std::move(st.lagQueue.front());
     st.lagQueue.pop_front();
+    // The stream's retention first (each round: an age bound moves with time, acks move
+    // processedByAllGroups); what it trims moves the fingerprint, so the figures follow.
+    if (auto retention = st.store->get_retention(stream); !retention.ok()) {
+      st.lagRoundOk = false;
+    } else if (const auto trim = group::trim_for(*retention.value, st.pod->now()); trim.mode != group::Trim::Mode::None) {
+      auto t = st.store->trim_stream(stream, trim);
+      if (t.ok()) m->trimmed(stream, *t.value);
+      else st.lagRoundOk = false, log::warn("stream " + stream + ": retention not applied: " + t.error.message);
+    }
     auto fingerprint = st.store->stream_fingerprint(stream);
     if (!fingerprint.ok()) {
       st.lagRoundOk = false;

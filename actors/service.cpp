@@ -188,6 +188,11 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
                        }
                    }
                    if (!r.ok()) return done(http::Answer<http::StreamWritten>::failure(problem(r.error)));
+                   if (req.retention && r.value->outcome != store::StreamWrite::Outcome::Exists) {  // set with it
+                     auto set = s.set_retention(prefix, *req.retention);
+                     if (!set.ok()) return done(http::Answer<http::StreamWritten>::failure(problem(set.error)));
+                     log::info("stream " + prefix + ": retention " + protocol::encode_retention(*req.retention));
+                   }
                    done(http::Answer<http::StreamWritten>::success(
                        {r.value->meta, static_cast<http::StreamWritten::Outcome>(r.value->outcome)}));
                  }});
@@ -217,6 +222,28 @@ void Service::get_stream(const std::string& prefix,
                          std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,
                  StoreTask{[=](store::GroupStore& s) { done(answer(s.get_stream(prefix))); }});
+}
+
+void Service::get_retention(const std::string& prefix,
+                            std::function<void(http::Answer<std::optional<protocol::Retention>>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   using A = http::Answer<std::optional<protocol::Retention>>;
+                   auto meta = s.get_stream(prefix);
+                   if (!meta.ok()) return done(A::failure(problem(meta.error)));
+                   if (!meta.value->has_value()) return done(A::success(std::nullopt));
+                   auto r = s.get_retention(prefix);
+                   if (!r.ok()) return done(A::failure(problem(r.error)));
+                   done(A::success(*r.value));
+                 }});
+}
+
+void Service::set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   auto set = s.set_retention(prefix, r);
+                   if (set.ok() && *set.value)
+                     log::info("stream " + prefix + ": retention " + protocol::encode_retention(r));
+                   done(answer(std::move(set)));
+                 }});
 }
 
 void Service::list_groups(const std::string& prefix, std::function<void(http::Answer<std::vector<std::string>>)> done) {

@@ -86,6 +86,9 @@ class Service : public http::Backend {
                      std::function<void(http::Answer<bool>)> done) override;
   void delete_group(const protocol::GroupKey& key, bool fenceMembers,
                     std::function<void(http::Answer<http::Deletion>)> done) override;
+  void get_retention(const std::string& prefix,
+                     std::function<void(http::Answer<std::optional<protocol::Retention>>)> done) override;
+  void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) override;
   void reset_offsets(const protocol::GroupKey& key, std::string position, bool fenceMembers,
                      std::function<void(http::Answer<http::OffsetsReset>)> done) override;
   void dead_letters(const protocol::GroupKey& key, int64_t limit,

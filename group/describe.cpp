@@ -86,7 +86,8 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
       e["redis"] = r.onShard ? json{{"lastDeliveredId", r.lastDeliveredId},
                                     {"entriesRead", r.entriesRead ? json(*r.entriesRead) : json(nullptr)},
                                     {"lag", r.lag ? json(*r.lag) : json(nullptr)},
-                                    {"pending", r.pending}}
+                                    {"pending", r.pending},
+                                    {"length", r.length ? json(*r.length) : json(nullptr)}}
                              : json(nullptr);
     }
     shards.push_back(std::move(e));

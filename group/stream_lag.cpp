@@ -11,6 +11,7 @@ GroupLag group_lag(const StreamReading& reading, const std::string& group) {
   for (std::size_t i = 0; i < g.shards.size(); ++i) g.shards[i].shard = static_cast<int32_t>(i);
   for (const auto& s : reading.shards) {
     if (s.shard < 0 || static_cast<std::size_t>(s.shard) >= g.shards.size() || !s.exists) continue;
+    g.shards[static_cast<std::size_t>(s.shard)].length = s.length;
     for (const auto& r : s.groups) {
       if (r.group != group) continue;
       auto& out = g.shards[static_cast<std::size_t>(s.shard)];
@@ -56,6 +57,17 @@ bool groups_read_due(const std::optional<GroupsRead>& last, const std::string& f
                      int64_t intervalMs) {
   if (!last || last->fingerprint != fingerprint || fingerprint.empty()) return true;
   return now - last->at >= kGroupsReadEvery * intervalMs;
+}
+
+Trim trim_for(const protocol::Retention& r, int64_t storeNowMs) {
+  using K = protocol::Retention::Kind;
+  switch (r.kind) {
+    case K::MaxLen: return {Trim::Mode::MaxLen, std::to_string(r.value)};
+    case K::MaxAgeMs: return {Trim::Mode::MinId, std::to_string(std::max<int64_t>(0, storeNowMs - r.value)) + "-0"};
+    case K::ProcessedByAllGroups: return {Trim::Mode::ProcessedByAllGroups, ""};
+    case K::None: break;
+  }
+  return {};
 }
 
 std::string lag_duty_key(const std::string& streamPrefix) { return "lag-sampling/" + streamPrefix; }

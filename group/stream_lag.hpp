@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "protocol/types.hpp"
+
 namespace rsc::group {
 
 // One consumer group on one shard stream, as XINFO GROUPS reports it.
@@ -43,6 +45,7 @@ struct ShardLag {
   std::optional<int64_t> entriesRead;
   std::optional<int64_t> lag;  // unknown when not on the shard or Redis cannot tell
   int64_t pending = 0;
+  std::optional<int64_t> length;  // the shard stream's length, when read
 };
 
 // A group's position on every shard of its stream, and the sums over them.
@@ -87,6 +90,25 @@ struct GroupsRead {
 };
 bool groups_read_due(const std::optional<GroupsRead>& last, const std::string& fingerprint, int64_t now,
                      int64_t intervalMs);
+
+// How a round applies a stream's retention to each of its shard streams (SPEC §8): nothing, XTRIM
+// MAXLEN ~ N, XTRIM MINID ~ (the store's now - the maximum age), or MINID ~ the lowest id some
+// group of the shard has not yet read and acked (found by the store atomically with the trim).
+// "~": Redis removes whole nodes only, never a record the bound keeps; much cheaper than exact.
+struct Trim {
+  enum class Mode { None, MaxLen, MinId, ProcessedByAllGroups };
+  Mode mode = Mode::None;
+  std::string arg;
+};
+Trim trim_for(const protocol::Retention& r, int64_t storeNowMs);
+
+// What a trim of a stream's shards removed: how many records, and per group how many of them it
+// had not read yet (never under processedByAllGroups), or on how many shards Redis could not tell.
+struct TrimOutcome {
+  int64_t trimmed = 0;
+  std::map<std::string, int64_t> unread;
+  std::map<std::string, int64_t> unknownShards;
+};
 
 // The name under which one pod of the live pods samples a stream (rendezvous over the pods).
 std::string lag_duty_key(const std::string& streamPrefix);

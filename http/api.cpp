@@ -121,6 +121,8 @@ const std::vector<ServedRoute>& served_routes() {
       {"GET", g + "/dead-letters"},
       {"POST", g + "/dead-letters/redrive"},
       {"POST", g + "/reset-offsets"},
+      {"GET", s + "/retention"},
+      {"PUT", s + "/retention"},
       {"GET", "/metrics"},
       {"HEAD", "/metrics"},
       {"GET", "/healthz"},
@@ -166,6 +168,11 @@ Routed route(const std::string& method, const std::string& target) {
       if (method == "PUT") return {Route{K::PutStream, s, {}, {}}, {}};
       if (method == "POST") return {Route{K::PostStream, s, {}, {}}, {}};
       return method_not_allowed(method, "GET, PUT, POST");
+    }
+    if (p.size() == 5 && p[4] == "retention") {
+      if (method == "GET") return {Route{K::GetRetention, s, {}, {}}, {}};
+      if (method == "PUT") return {Route{K::PutRetention, s, {}, {}}, {}};
+      return method_not_allowed(method, "GET, PUT");
     }
     if (p[4] == "groups") {
       if (p.size() == 5) return only("GET", K::ListGroups, s);
@@ -374,6 +381,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                        : rt.kind == K::RemoveMember ? "remove-member"
                        : rt.kind == K::Redrive      ? "redrive-dead-letters"
                        : rt.kind == K::ResetOffsets ? "reset-offsets"
+                       : rt.kind == K::PutRetention ? "set-retention"
                                                     : nullptr;
   // Who called is known after authorization; only an admin call keeps a place for it.
   auto caller = action == nullptr ? nullptr : std::make_shared<std::string>(caller_of(auth, {}));
@@ -402,6 +410,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
   switch (rt.kind) {
     case K::Heartbeat:
     case K::GetStream:
+    case K::GetRetention:
     case K::ListGroups:
     case K::ListStreams:
     case K::Describe:
@@ -412,7 +421,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::RemoveMember:
     case K::DeadLetters:  // what members could not process: the records' data, for operators
     case K::Redrive:
-    case K::ResetOffsets: need = Need::Admin; break;
+    case K::ResetOffsets:
+    case K::PutRetention: need = Need::Admin; break;
     case K::Metrics: need = auth.metricsPublic ? Need::Public : Need::Member; break;
     default: need = Need::Public;
   }
@@ -429,7 +439,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     if (decision.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return respond(std::move(r));
   }
-  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream || rt.kind == K::PostStream) && !is_json(req.contentType))
+  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream || rt.kind == K::PostStream || rt.kind == K::PutRetention) &&
+      !is_json(req.contentType))
     return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE",
                                "Content-Type must be application/json, not '" + req.contentType + "'"));
 
@@ -517,6 +528,23 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         respond(json_ok(producer_routing_json(**r.value, rt.group)));
       });
       return;
+    case K::GetRetention:
+      backend.get_retention(rt.stream, [respond, s = rt.stream](Answer<std::optional<protocol::Retention>> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        if (!r.value->has_value()) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
+        respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(**r.value)}})));
+      });
+      return;
+    case K::PutRetention: {
+      auto asked = protocol::decode_retention_body(req.body);
+      if (!asked.ok()) return respond(plain_error(400, "INVALID_REQUEST", asked.error.message));
+      backend.set_retention(rt.stream, *asked.value, [respond, s = rt.stream, r = *asked.value](Answer<bool> set) {
+        if (!set.ok()) return respond(store_error(set.error));
+        if (!*set.value) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
+        respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(r)}})));
+      });
+      return;
+    }
     case K::GetStream:
       backend.get_stream(rt.stream, [respond, s = rt.stream](Answer<std::optional<protocol::StreamMetadata>> r) {
         if (!r.ok()) return respond(store_error(r.error));

@@ -147,6 +147,17 @@ class Backend {
   // removes them from the dead-letter stream: how many were.
   virtual void redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
                        std::function<void(Answer<int64_t>)> done) = 0;
+  // The stream's retention policy; nullopt: no such stream.
+  virtual void get_retention(const std::string& prefix,
+                             std::function<void(Answer<std::optional<protocol::Retention>>)> done) {
+    (void)prefix;
+    done(Answer<std::optional<protocol::Retention>>::failure(Problem::Kind::Failed, "no retention here"));
+  }
+  // Sets it; false: no such stream.
+  virtual void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(Answer<bool>)> done) {
+    (void)prefix, (void)r;
+    done(Answer<bool>::failure(Problem::Kind::Failed, "no retention here"));
+  }
   virtual void ready(std::function<void(bool ok, std::string why)> done) = 0;
   virtual std::string metrics_text() = 0;
   // The timings every heartbeat answer carries, for answers given before a group is asked (a
@@ -208,6 +219,8 @@ struct Route {
     DeadLetters,
     Redrive,
     ResetOffsets,
+    GetRetention,
+    PutRetention,
     ListStreams,
     StatusPage,
     Metrics,

@@ -603,6 +603,35 @@ Decoded<int32_t> decode_shard_count_body(std::string_view body) {
   });
 }
 
+static Retention retention_from(const json& j, const std::string& at) {
+  as_object(j, at);
+  const auto policy = as_string(require(j, at, "policy"), join(at, "policy"), 64);
+  const json* v = find(j, "value");
+  const bool valued = v != nullptr && !v->is_null();
+  Retention r;
+  if (policy == "maxLen" || policy == "maxAgeMs") {
+    if (!valued) fail(join(at, "value"), "is required for " + policy);
+    r.kind = policy == "maxLen" ? Retention::Kind::MaxLen : Retention::Kind::MaxAgeMs;
+    r.value = as_int(*v, join(at, "value"), policy == "maxLen" ? 1 : kMinRetentionAgeMs, int64_t{1} << 53);
+  } else if (policy == "none" || policy == "processedByAllGroups") {
+    if (valued) fail(join(at, "value"), "takes no value with " + policy);
+    r.kind = policy == "none" ? Retention::Kind::None : Retention::Kind::ProcessedByAllGroups;
+  } else {
+    fail(join(at, "policy"), "must be none, maxLen, maxAgeMs or processedByAllGroups, not '" + policy + "'");
+  }
+  return r;
+}
+
+Decoded<Retention> decode_retention_body(std::string_view body) {
+  return guarded<Retention>([&] { return retention_from(parse_body(body), ""); });
+}
+
+json to_json(const Retention& r) {
+  json j{{"policy", std::string(to_string(r.kind))}};
+  if (r.kind == Retention::Kind::MaxLen || r.kind == Retention::Kind::MaxAgeMs) j["value"] = r.value;
+  return j;
+}
+
 Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post) {
   return guarded<StreamRequest>([&] {
     json j = parse_body(body);
@@ -616,6 +645,7 @@ Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post) {
     r.keyStyle = optional_key_style(j);
     if (const json* v = find(j, "requestedBy"); v != nullptr && !v->is_null()) r.requestedBy = as_string(*v, "requestedBy", 256);
     if (const json* v = find(j, "reason"); v != nullptr && !v->is_null()) r.reason = as_string(*v, "reason", 1024);
+    if (const json* v = find(j, "retention"); v != nullptr && !v->is_null()) r.retention = retention_from(*v, "retention");
     return r;
   });
 }

@@ -43,9 +43,14 @@ Decoded<HeartbeatResponse> decode_heartbeat_response_json(const nlohmann::json& 
 // {"shardCount": N} with 1 <= N <= kMaxShardCount.
 Decoded<int32_t> decode_shard_count_body(std::string_view body);
 // A PUT body ({"shardCount": N, "keyStyle"?}) or, with `post`, a POST body
-// ({"initialShardCount"?: N, "keyStyle"?, "requestedBy"?, "reason"?}).
+// ({"initialShardCount"?: N, "keyStyle"?, "requestedBy"?, "reason"?}); both may carry "retention"
+// (the decode_retention_body object).
 Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post);
 Decoded<StreamMetadata> decode_stream_metadata(std::string_view body);
+// {"policy": "none" | "maxLen" | "maxAgeMs" | "processedByAllGroups", "value"?: N}: maxLen needs
+// N >= 1 records per shard, maxAgeMs N >= kMinRetentionAgeMs; the others take no value.
+Decoded<Retention> decode_retention_body(std::string_view body);
+nlohmann::json to_json(const Retention& r);
 
 inline constexpr int32_t kMaxShardCount = 65536;
 

@@ -1,6 +1,8 @@
 #include "protocol/types.hpp"
 
 #include <array>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace rsc::protocol {
@@ -58,6 +60,37 @@ std::string_view to_string(GroupStateName s) { return lookup(kGroup, s); }
 std::optional<HeartbeatStatus> heartbeat_status_from(std::string_view s) { return reverse(kStatus, s); }
 std::optional<ShardAssignmentState> shard_state_from(std::string_view s) { return reverse(kShard, s); }
 std::optional<MemberLifecycleState> lifecycle_from(std::string_view s) { return reverse(kLife, s); }
+
+std::string_view to_string(Retention::Kind k) {
+  switch (k) {
+    case Retention::Kind::MaxLen: return "maxLen";
+    case Retention::Kind::MaxAgeMs: return "maxAgeMs";
+    case Retention::Kind::ProcessedByAllGroups: return "processedByAllGroups";
+    case Retention::Kind::None: break;
+  }
+  return "none";
+}
+
+std::string encode_retention(const Retention& r) {
+  std::string s(to_string(r.kind));
+  if (r.kind == Retention::Kind::MaxLen || r.kind == Retention::Kind::MaxAgeMs) s += ":" + std::to_string(r.value);
+  return s;
+}
+
+std::optional<Retention> decode_retention(std::string_view s) {
+  if (s.empty() || s == "none") return Retention{};
+  if (s == "processedByAllGroups") return Retention{Retention::Kind::ProcessedByAllGroups, 0};
+  const auto colon = s.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const auto kind = s.substr(0, colon);
+  const std::string num(s.substr(colon + 1));
+  char* end = nullptr;
+  const long long v = std::strtoll(num.c_str(), &end, 10);
+  if (num.empty() || *end != '\0' || v < 1) return std::nullopt;
+  if (kind == "maxLen") return Retention{Retention::Kind::MaxLen, v};
+  if (kind == "maxAgeMs" && v >= kMinRetentionAgeMs) return Retention{Retention::Kind::MaxAgeMs, v};
+  return std::nullopt;
+}
 
 std::string_view to_string(KeyStyle s) { return s == KeyStyle::HashTag ? "hashtag" : "plain"; }
 

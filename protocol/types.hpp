@@ -192,9 +192,23 @@ inline constexpr std::string_view kPartitionerName = "murmur3_x86_32-unbiased";
 
 // The body of PUT (`shardCount`) or POST (`initialShardCount`, `requestedBy`, `reason`) on a
 // stream; `keyStyle` optional in both.
+// A stream's retention policy (SPEC §8): what one pod at a time trims from its shard streams.
+struct Retention {
+  enum class Kind { None, MaxLen, MaxAgeMs, ProcessedByAllGroups };
+  Kind kind = Kind::None;
+  int64_t value = 0;  // MaxLen: records per shard; MaxAgeMs: milliseconds
+  friend bool operator==(const Retention& a, const Retention& b) { return a.kind == b.kind && a.value == b.value; }
+};
+std::string_view to_string(Retention::Kind k);  // "none" | "maxLen" | "maxAgeMs" | "processedByAllGroups"
+// As kept in the stream's metadata hash: "none", "maxLen:N", "maxAgeMs:N", "processedByAllGroups".
+std::string encode_retention(const Retention& r);
+std::optional<Retention> decode_retention(std::string_view s);  // "" is none
+inline constexpr int64_t kMinRetentionAgeMs = 1000;
+
 struct StreamRequest {
   std::optional<int32_t> shardCount;  // POST may leave it to the coordinator's default
   std::optional<KeyStyle> keyStyle;
+  std::optional<Retention> retention;  // set with the stream when given
   std::string requestedBy, reason;    // POST: who asked and why, for the log
 };
 

@@ -46,6 +46,8 @@ RedisStore::RedisStore(RedisOptions opts)
       conn_(opts),
       cas_{scripts::kCas, {}},
       unlock_{scripts::kUnlock, {}},
+      setRetention_{scripts::kSetRetention, {}},
+      trim_{scripts::kTrim, {}},
       putStream_{scripts::kPutStream, {}},
       tickLease_{scripts::kTickLease, {}},
       setDeadline_{scripts::kSetDeadline, {}},
@@ -57,7 +59,7 @@ RedisStore::RedisStore(RedisOptions opts)
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
+  for (Script* s : {&cas_, &unlock_, &setRetention_, &trim_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -587,6 +589,52 @@ std::optional<group::ShardGroupReading> group_reading(Value& v) {
   return g;
 }
 }  // namespace
+
+Result<protocol::Retention> RedisStore::get_retention(const std::string& streamPrefix) {
+  using R = Result<protocol::Retention>;
+  auto r = run({{"HGET", keys_.stream_meta(streamPrefix), "retention"}}).front();
+  if (!r.ok()) return R::failure(r.error);
+  if (r.value->is_nil()) return R::success({});
+  if (r.value->is_error()) return reply_failure<protocol::Retention>(*r.value, "retention of " + streamPrefix);
+  auto p = protocol::decode_retention(r.value->str);
+  if (!p) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": retention '" + r.value->str + "'");
+  return R::success(*p);
+}
+
+Result<bool> RedisStore::set_retention(const std::string& streamPrefix, const protocol::Retention& p) {
+  if (auto e = ensure_scripts()) return Result<bool>::failure(*e);
+  auto r = run({evalsha(setRetention_, {keys_.stream_meta(streamPrefix)}, {protocol::encode_retention(p)})}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "retention of " + streamPrefix);
+  return Result<bool>::success(r.value->integer == 1);
+}
+
+Result<group::TrimOutcome> RedisStore::trim_stream(const std::string& streamPrefix, const group::Trim& t) {
+  using R = Result<group::TrimOutcome>;
+  group::TrimOutcome out;
+  if (t.mode == group::Trim::Mode::None) return R::success(out);
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  auto meta = get_stream(streamPrefix);
+  if (!meta.ok()) return R::failure(meta.error);
+  if (!meta.value->has_value()) return R::success(out);
+  const auto& m = **meta.value;
+  const char* mode = t.mode == group::Trim::Mode::MaxLen ? "maxlen" : t.mode == group::Trim::Mode::MinId ? "minid" : "processed";
+  std::vector<Command> cmds;
+  for (int32_t i = 0; i < m.shardCount; ++i)
+    cmds.push_back(evalsha(trim_, {protocol::shard_stream_key(streamPrefix, m.keyStyle, i)}, {mode, t.arg}));
+  for (auto& r : run(cmds)) {
+    if (!r.ok()) return R::failure(r.error);
+    const Value& v = *r.value;
+    if (v.type != Value::Type::Array || v.elements.empty()) return reply_failure<group::TrimOutcome>(v, "trim " + streamPrefix);
+    out.trimmed += as_int(v.elements[0]).value_or(0);
+    for (std::size_t i = 1; i + 1 < v.elements.size(); i += 2) {
+      const auto n = as_int(v.elements[i + 1]).value_or(-1);
+      if (n < 0) ++out.unknownShards[v.elements[i].str];
+      else out.unread[v.elements[i].str] += n;
+    }
+  }
+  return R::success(std::move(out));
+}
 
 Result<std::string> RedisStore::stream_fingerprint(const std::string& streamPrefix) {
   using R = Result<std::string>;

@@ -36,6 +36,9 @@ class RedisStore : public GroupStore {
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<std::string> stream_fingerprint(const std::string& streamPrefix) override;
+  Result<protocol::Retention> get_retention(const std::string& streamPrefix) override;
+  Result<bool> set_retention(const std::string& streamPrefix, const protocol::Retention& r) override;
+  Result<group::TrimOutcome> trim_stream(const std::string& streamPrefix, const group::Trim& t) override;
   Result<std::optional<group::StreamReading>> read_stream(const std::string& streamPrefix,
                                                           const std::string& onlyGroup = {}) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
@@ -67,7 +70,7 @@ class RedisStore : public GroupStore {
   Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
   Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;
 
-  Script cas_, unlock_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
+  Script cas_, unlock_, setRetention_, trim_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

@@ -180,4 +180,73 @@ if tonumber(ARGV[2]) > 0 then redis.call('HSET', KEYS[1], 'dg', ARGV[2]) end
 return {'DELETED', rev + 1}
 )lua";
 
+// KEYS[1] stream metadata hash; ARGV[1] the encoded retention policy. 0: no such stream.
+inline constexpr const char* kSetRetention = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'retention', ARGV[1])
+return 1
+)lua";
+
+// KEYS[1] one shard stream; ARGV[1] 'maxlen' | 'minid' | 'processed', ARGV[2] its bound. Trims (~,
+// whole nodes only) and says, per consumer group, how many of the trimmed records it had not read:
+// its lag before minus the records left, when its last delivered id is before the first one left
+// (else none); -1 when Redis could not tell its lag. 'processed' trims below the lowest id some
+// group has pending (else the one after its last delivered id); a shard without groups is kept.
+// One key: atomic with the reading, and fine on a Redis Cluster.
+// -> {trimmed, group, unread, group, unread, ...}
+inline constexpr const char* kTrim = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+local function get(g, f)
+  for i = 1, #g, 2 do if g[i] == f then return g[i + 1] end end
+  return nil
+end
+local function split(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq), ms
+end
+local function less(a, b)
+  local am, as = split(a)
+  local bm, bs = split(b)
+  return am < bm or (am == bm and as < bs)
+end
+local bound = ARGV[2]
+if ARGV[1] == 'processed' then
+  if #groups == 0 then return {0} end
+  bound = nil
+  for _, g in ipairs(groups) do
+    local keep = redis.call('XPENDING', KEYS[1], get(g, 'name'))[2]
+    if not keep then
+      local _, seq, ms = split(get(g, 'last-delivered-id'))
+      keep = ms .. '-' .. string.format('%.0f', seq + 1)
+    end
+    if bound == nil or less(keep, bound) then bound = keep end
+  end
+end
+local trimmed
+if ARGV[1] == 'maxlen' then
+  trimmed = redis.call('XTRIM', KEYS[1], 'MAXLEN', '~', bound)
+else
+  trimmed = redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
+end
+local out = {trimmed}
+if trimmed == 0 then return out end
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+local left = redis.call('XLEN', KEYS[1])
+for _, g in ipairs(groups) do
+  local lag = get(g, 'lag')
+  local unread = -1
+  if lag then
+    if #first == 0 or less(get(g, 'last-delivered-id'), first[1][1]) then
+      unread = math.max(0, lag - left)
+    else
+      unread = 0
+    end
+  end
+  table.insert(out, get(g, 'name'))
+  table.insert(out, unread)
+end
+return out
+)lua";
+
 }  // namespace rsc::store::scripts

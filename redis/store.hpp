@@ -170,6 +170,21 @@ class GroupStore {
     return Result<std::string>::success(std::string());
   }
 
+  // The stream's retention policy (none when never set), and setting it (false: no such stream).
+  virtual Result<protocol::Retention> get_retention(const std::string& streamPrefix) {
+    (void)streamPrefix;
+    return Result<protocol::Retention>::success({});
+  }
+  virtual Result<bool> set_retention(const std::string& streamPrefix, const protocol::Retention& r) {
+    (void)streamPrefix, (void)r;
+    return Result<bool>::failure(ErrorKind::Fatal, "this store has no shard streams");
+  }
+  // Applies a trim to every shard stream of the stream (group/stream_lag.hpp: trim_for).
+  virtual Result<group::TrimOutcome> trim_stream(const std::string& streamPrefix, const group::Trim& t) {
+    (void)streamPrefix, (void)t;
+    return Result<group::TrimOutcome>::failure(ErrorKind::Fatal, "this store has no shard streams");
+  }
+
   // Every group ever written (and not deleted), so a restarted pod finds them.
   virtual Result<std::vector<GroupKey>> list_groups() = 0;
   virtual Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) = 0;

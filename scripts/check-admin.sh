@@ -124,6 +124,21 @@ check "reset-offsets --fence-members" 0 "${A[@]}" reset-offsets orders billing -
 expect "reset-offsets says where" 'position 1700000000000-5 (1700000000000-5) on 4 shard streams' "$out"
 expect "XGROUP SETID on each shard" "1700000000000-5" "$(redis-cli -p "$rport" XINFO GROUPS orders:3)"
 
+# Retention: shown, set, refused with a reason; the audit trail names it.
+check "retention" 0 "${A[@]}" retention orders
+expect "retention: none at first" "stream orders: retention none" "$out"
+check "set-retention max-len" 0 "${A[@]}" set-retention orders max-len=100000
+expect "set-retention says so" "stream orders: retention maxLen 100000" "$out"
+check "retention after" 0 "${A[@]}" retention orders
+expect "retention: kept" "retention maxLen 100000" "$out"
+check "set-retention too short an age" 1 "${A[@]}" set-retention orders max-age-ms=10
+expect "set-retention: why" "at least 1000" "$err"
+check "set-retention nonsense" 2 "${A[@]}" set-retention orders forever
+check "set-retention on no stream" 1 "${A[@]}" set-retention nope none
+check "set-retention processed" 0 "${A[@]}" set-retention orders processed-by-all-groups
+expect "set-retention processed says so" "retention processedByAllGroups" "$out"
+check "set-retention none" 0 "${A[@]}" set-retention orders none
+
 check "delete-group --fence-members" 0 "${A[@]}" delete-group orders billing --fence-members
 expect "delete-group says so" "group orders/billing deleted" "$out"
 
@@ -136,7 +151,7 @@ check "bad shard count" 2 "${A[@]}" create-stream s zero
 check "bad output" 2 "${A[@]}" list-streams --output yaml
 check "--fence-members elsewhere" 2 "${A[@]}" describe orders billing --fence-members
 check "--help" 0 "${A[@]}" --help
-for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group dead-letters redrive reset-offsets; do
+for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group dead-letters redrive reset-offsets retention set-retention; do
   check "$c --help" 0 "${A[@]}" "$c" --help
   expect "$c --help shows its usage" "usage: rsc-admin [options] $c" "$out"
 done
@@ -145,12 +160,14 @@ check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" lis
 # The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
 audits=$(grep ' audit ' "$dir/pod.log" || true)
 n=$(grep -c ' audit ' <<<"$audits" || true)
-[ "$n" -eq 15 ] || { echo "FAIL: $n audit lines, want 15 (the setup's stream + 14 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+[ "$n" -eq 20 ] || { echo "FAIL: $n audit lines, want 20 (the setup's stream + 19 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
 expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
 expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
 expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"
 expect "audit: member removed" 'caller=ops action=remove-member target=orders/billing/m2 status=200' "$audits"
 expect "audit: unnamed token, refused" 'caller=token#1 action=delete-group target=orders/billing status=403' "$audits"
+expect "audit: retention set" 'caller=ops action=set-retention target=orders status=200' "$audits"
+expect "audit: retention refused" 'caller=ops action=set-retention target=orders status=400' "$audits"
 expect "audit: deleted" 'caller=ops action=delete-group target=orders/billing status=200 outcome="ok deleted=true"' "$audits"
 expect "audit: redriven" 'caller=ops action=redrive-dead-letters target=orders/billing status=200 outcome="ok redriven=1"' "$audits"
 expect "audit: reset refused" 'caller=ops action=reset-offsets target=orders/billing status=409 outcome="refused GROUP_NOT_EMPTY' "$audits"

@@ -572,3 +572,43 @@ TEST(FastDecode, UnusualButValidBodiesAreLeftToTheFullDecoder) {
     EXPECT_FALSE(decode_heartbeat_request(body, "member-a").ok()) << body;
   }
 }
+
+TEST(Retention, EveryPolicyRoundTripsThroughTheStoredFormAndBadOnesAreRefused) {
+  using K = rsc::protocol::Retention::Kind;
+  for (const auto& r : {rsc::protocol::Retention{}, rsc::protocol::Retention{K::MaxLen, 5},
+                        rsc::protocol::Retention{K::MaxAgeMs, 60000}, rsc::protocol::Retention{K::ProcessedByAllGroups, 0}}) {
+    const auto back = rsc::protocol::decode_retention(rsc::protocol::encode_retention(r));
+    ASSERT_TRUE(back.has_value()) << rsc::protocol::encode_retention(r);
+    EXPECT_EQ(*back, r);
+  }
+  EXPECT_EQ(rsc::protocol::decode_retention(""), rsc::protocol::Retention{}) << "never set: none";
+  for (const char* bad : {"maxLen:0", "maxLen:", "maxLen:x", "maxAgeMs:999", "forever", "maxLen"})
+    EXPECT_FALSE(rsc::protocol::decode_retention(bad).has_value()) << bad;
+}
+
+TEST(Retention, TheApiBodyNamesThePolicyAndItsValueOnlyWhereItTakesOne) {
+  auto ok = rsc::protocol::decode_retention_body(R"({"policy": "maxAgeMs", "value": 3600000})");
+  ASSERT_TRUE(ok.ok()) << ok.error.message;
+  EXPECT_EQ(ok.value->kind, rsc::protocol::Retention::Kind::MaxAgeMs);
+  EXPECT_EQ(ok.value->value, 3600000);
+  EXPECT_EQ(rsc::protocol::to_json(*ok.value).dump(), R"({"policy":"maxAgeMs","value":3600000})");
+  const std::vector<std::pair<const char*, const char*>> bad{
+      {R"({"policy": "maxLen"})", "value: is required for maxLen"},
+      {R"({"policy": "maxLen", "value": 0})", "value: must be at least 1"},
+      {R"({"policy": "maxAgeMs", "value": 10})", "value: must be at least 1000"},
+      {R"({"policy": "processedByAllGroups", "value": 1})", "value: takes no value"},
+      {R"({"policy": "forever"})", "policy: must be none, maxLen, maxAgeMs or processedByAllGroups"},
+      {R"({})", "policy: is required"}};
+  for (const auto& [body, why] : bad) {
+    auto r = rsc::protocol::decode_retention_body(body);
+    EXPECT_FALSE(r.ok()) << body;
+    EXPECT_NE(r.error.message.find(why), std::string::npos) << body << " -> " << r.error.message;
+  }
+  auto put = rsc::protocol::decode_stream_request(R"({"shardCount": 4, "retention": {"policy": "maxLen", "value": 9}})", false);
+  ASSERT_TRUE(put.ok()) << put.error.message;
+  ASSERT_TRUE(put.value->retention.has_value());
+  EXPECT_EQ(put.value->retention->value, 9);
+  auto badPut = rsc::protocol::decode_stream_request(R"({"shardCount": 4, "retention": {"policy": "maxLen"}})", false);
+  EXPECT_FALSE(badPut.ok());
+  EXPECT_NE(badPut.error.message.find("retention.value"), std::string::npos) << badPut.error.message;
+}

@@ -105,3 +105,16 @@ TEST(StreamLag, RoundsComeOnceAnIntervalHasPassedAndNeverWhenOff) {
   EXPECT_FALSE(lag_round_due(std::nullopt, 50'000, 0)) << "0 turns sampling off";
   EXPECT_NE(lag_duty_key("orders"), lag_duty_key("payments"));
 }
+
+TEST(StreamLag, EachPolicyBecomesItsTrimAtTheStoresTime) {
+  using K = rsc::protocol::Retention::Kind;
+  using M = rsc::group::Trim::Mode;
+  EXPECT_EQ(rsc::group::trim_for({}, 5000).mode, M::None);
+  const auto len = rsc::group::trim_for({K::MaxLen, 100}, 5000);
+  EXPECT_EQ(len.mode, M::MaxLen);
+  EXPECT_EQ(len.arg, "100");
+  const auto age = rsc::group::trim_for({K::MaxAgeMs, 60000}, 1'700'000'060'000);
+  EXPECT_EQ(age.mode, M::MinId);
+  EXPECT_EQ(age.arg, "1700000000000-0") << "records older than the age go";
+  EXPECT_EQ(rsc::group::trim_for({K::ProcessedByAllGroups, 0}, 5000).mode, M::ProcessedByAllGroups);
+}

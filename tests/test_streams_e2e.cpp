@@ -799,6 +799,7 @@ TEST(Lag, ReadFromRedisWithNoMemberAliveThenZeroOnceConsumersCatchUpAndUnknownAf
   EXPECT_EQ(d["redisLag"]["records"], 1000) << d.dump();
   EXPECT_EQ(d["shards"][0]["redis"]["lag"], 600);
   EXPECT_EQ(d["shards"][1]["redis"]["lag"], 400);
+  EXPECT_EQ(d["shards"][0]["redis"]["length"], 600);
   EXPECT_TRUE(d["shards"][0]["lag"].is_null()) << "no member reported it: the members' figure stays unknown";
 
   auto c = lag_consumer(pod.port(), redis.port(), dir, "second");
@@ -885,4 +886,121 @@ TEST(LagOnCluster, ReadFromEveryMasterWithNoMemberAlive) {
   EXPECT_EQ(cl.crossslot_errors(), 0) << "no command spanned two slots";
   std::error_code ec;
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
+}
+
+// ---- retention: what one pod trims, and what it counts (issue 28) -------------------------------
+namespace {
+
+// A 1-shard stream "orders" on its own redis-server; Redis makes a node of every 10 records, so
+// that "~" trimming (whole nodes only) can be seen on a hundred records.
+struct RetentionRun {
+  RedisServer redis;
+  Coordinator pod{redis.port(), lag_args()};
+  rsc::store::RedisConnection admin = redis.admin();
+  explicit RetentionRun(const std::string& body = R"({"shardCount": 1})") {
+    EXPECT_TRUE(admin.command({"CONFIG", "SET", "stream-node-max-entries", "10"}).ok());
+    EXPECT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", body).status, 200);
+  }
+  // Atomically (one script: no round sees half of it): groups `fast` and `slow` from the start,
+  // 100 records, fast reads and acks them all, slow reads `slowRead` and acks `slowAcked`.
+  void two_groups(int slowRead, int slowAcked) {
+    auto r = admin.command({"EVAL", R"(
+      redis.call('XGROUP', 'CREATE', KEYS[1], 'fast', '0', 'MKSTREAM')
+      redis.call('XGROUP', 'CREATE', KEYS[1], 'slow', '0')
+      for i = 1, 100 do redis.call('XADD', KEYS[1], '*', 'seq', i) end
+      for _, e in ipairs(redis.call('XREADGROUP', 'GROUP', 'fast', 'c', 'COUNT', 100, 'STREAMS', KEYS[1], '>')[1][2]) do
+        redis.call('XACK', KEYS[1], 'fast', e[1])
+      end
+      local got = redis.call('XREADGROUP', 'GROUP', 'slow', 'c', 'COUNT', ARGV[1], 'STREAMS', KEYS[1], '>')[1][2]
+      for i = 1, tonumber(ARGV[2]) do redis.call('XACK', KEYS[1], 'slow', got[i][1]) end
+      return #got)", "1", "orders:0", std::to_string(slowRead), std::to_string(slowAcked)});
+    ASSERT_TRUE(r.ok() && !r.value->is_error()) << (r.ok() ? r.value->str : r.error.message);
+  }
+  void set(const std::string& body) {
+    ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders/retention", body).status, 200) << body;
+  }
+  long long len() { return admin.command({"XLEN", "orders:0"}).value->integer; }
+  std::string first_id() {
+    auto r = admin.command({"XRANGE", "orders:0", "-", "+", "COUNT", "1"});
+    return r.value->elements.empty() ? "" : r.value->elements[0].elements[0].str;
+  }
+  double unread(const std::string& group) {
+    return metric(pod.port(), R"(rsc_stream_trimmed_unread_records_total{group=")" + group + R"(",stream="orders"})", 0);
+  }
+  double trimmed() { return metric(pod.port(), R"(rsc_stream_trimmed_records_total{stream="orders"})", 0); }
+};
+
+}  // namespace
+
+TEST(Retention, ProcessedByAllGroupsNeverTrimsWhatAGroupHasNotAckedAndCountsNothingUnread) {
+  RetentionRun run;
+  run.two_groups(30, 20);  // slow: 10 pending (its 21st to 30th), 70 never delivered
+  const auto slowPending = run.admin.command({"XPENDING", "orders:0", "slow"}).value->elements[1].str;
+  run.set(R"({"policy": "processedByAllGroups"})");
+  ASSERT_TRUE(within([&] { return run.len() == 80; }, 8000)) << run.len() << " records left";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // more rounds: nothing more goes
+  EXPECT_EQ(run.len(), 80);
+  EXPECT_EQ(run.first_id(), slowPending) << "the slow group's oldest pending record is kept";
+  EXPECT_EQ(run.trimmed(), 20);
+  EXPECT_EQ(run.unread("slow"), 0);
+  EXPECT_EQ(run.unread("fast"), 0);
+  // The slow group catches up: its records go too, and every record was processed by both.
+  auto rest = run.admin.command({"XREADGROUP", "GROUP", "slow", "c", "COUNT", "1000", "STREAMS", "orders:0", "0"});
+  auto more = run.admin.command({"XREADGROUP", "GROUP", "slow", "c", "COUNT", "1000", "STREAMS", "orders:0", ">"});
+  int acked = 20;
+  for (auto* r : {&rest, &more})
+    for (const auto& e : r->value->elements[0].elements[1].elements)
+      acked += static_cast<int>(run.admin.command({"XACK", "orders:0", "slow", e.elements[0].str}).value->integer);
+  EXPECT_EQ(acked, 100) << "the slow group processed every record: none was trimmed before it acked it";
+  ASSERT_TRUE(within([&] { return run.len() == 0; }, 8000)) << run.len();
+  EXPECT_EQ(run.unread("slow"), 0);
+}
+
+TEST(Retention, MaxLenKeepsTheBoundAndCountsWhatTheSlowGroupHadNotRead) {
+  RetentionRun run;
+  run.two_groups(30, 30);  // slow read and acked 30: records 31..100 unread
+  run.set(R"({"policy": "maxLen", "value": 50})");
+  ASSERT_TRUE(within([&] { return run.len() == 50; }, 8000)) << run.len();
+  ASSERT_TRUE(within([&] { return run.unread("slow") == 20; }, 3000))
+      << "records 31..50 went before the slow group read them: " << run.unread("slow");
+  EXPECT_EQ(run.unread("fast"), 0) << "the fast group had read them all";
+  EXPECT_EQ(run.trimmed(), 50);
+  const auto d = json::parse(http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/retention").body);
+  EXPECT_EQ(d["retention"]["policy"], "maxLen");
+  EXPECT_EQ(d["retention"]["value"], 50);
+}
+
+TEST(Retention, MaxAgeSetAtCreationTrimsOldRecordsAndCountsThemUnreadForEveryGroup) {
+  RetentionRun run(R"({"shardCount": 1, "retention": {"policy": "maxAgeMs", "value": 60000}})");
+  // Ten records ten minutes old, five new; two groups that read nothing yet.
+  auto r = run.admin.command({"EVAL", R"(
+      redis.call('XGROUP', 'CREATE', KEYS[1], 'a', '0', 'MKSTREAM')
+      redis.call('XGROUP', 'CREATE', KEYS[1], 'b', '0')
+      local old = string.format('%.0f', tonumber(redis.call('TIME')[1]) * 1000 - 600000)
+      for i = 1, 10 do redis.call('XADD', KEYS[1], old .. '-' .. i, 'seq', i) end
+      for i = 1, 5 do redis.call('XADD', KEYS[1], '*', 'seq', 10 + i) end
+      return 1)", "1", "orders:0"});
+  ASSERT_TRUE(r.ok() && !r.value->is_error()) << (r.ok() ? r.value->str : r.error.message);
+  ASSERT_TRUE(within([&] { return run.len() == 5; }, 8000)) << run.len();
+  ASSERT_TRUE(within([&] { return run.unread("a") == 10 && run.unread("b") == 10; }, 3000))
+      << run.unread("a") << " " << run.unread("b");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(run.len(), 5) << "the new records stay";
+}
+
+TEST(Retention, BadPoliciesAreRefusedWithClearErrorsAndNothingStored) {
+  RetentionRun run;
+  for (const auto* body : {R"({"policy": "maxLen"})", R"({"policy": "maxLen", "value": 0})",
+                           R"({"policy": "maxAgeMs", "value": 10})", R"({"policy": "forever"})",
+                           R"({"policy": "none", "value": 5})", R"([1])"}) {
+    const auto r = http_call(run.pod.port(), "PUT", "/coord/v1/streams/orders/retention", body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_NE(r.body.find("INVALID_REQUEST"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(http_call(run.pod.port(), "PUT", "/coord/v1/streams/nope/retention", R"({"policy": "none"})").status, 404);
+  EXPECT_EQ(http_call(run.pod.port(), "GET", "/coord/v1/streams/nope/retention").status, 404);
+  const auto d = json::parse(http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/retention").body);
+  EXPECT_EQ(d["retention"]["policy"], "none") << "nothing was stored";
+  const auto streams = http_call(run.pod.port(), "GET", "/coord/v1/streams").json();
+  EXPECT_EQ(streams["streams"], json::array({"orders"})) << "no stream made by the refusal: " << streams.dump();
 }

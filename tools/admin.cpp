@@ -52,6 +52,14 @@ const std::vector<Command>& commands() {
        "a time in ms at the first record added then or later. Refused while the group has live\n"
        "members unless --fence-members (fenced first: their shards wait for their leases to end).",
        2},
+      {"retention", "STREAM", "The stream's retention policy.", 1},
+      {"set-retention", "STREAM none|max-len=N|max-age-ms=N|processed-by-all-groups",
+       "Sets what is trimmed from STREAM's shard streams (one coordinator pod applies it every lag\n"
+       "round): nothing; all but the newest N records of each shard; records older than N ms;\n"
+       "or each shard below the lowest record some group of it has not read and acked. max-len and\n"
+       "max-age-ms may trim records a slow group has not read: they are counted per group\n"
+       "(rsc_stream_trimmed_unread_records_total).",
+       2},
       {"redrive", "STREAM GROUP (--id DEAD-LETTER-ID ... | --all)",
        "Writes dead letters back to the end of their shard streams (a new entry id: they come\n"
        "after what was written since), then removes them from the dead-letter stream.",
@@ -302,6 +310,27 @@ int main(int argc, char** argv) {
     method = "POST";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/reset-offsets";
     body = json{{"to", to}, {"fenceMembers", fence}}.dump();
+  } else if (name == "retention") {
+    path = "/coord/v1/streams/" + seg(args[0]) + "/retention";
+  } else if (name == "set-retention") {
+    method = "PUT";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/retention";
+    const auto& p = args[1];
+    const auto eq = p.find('=');
+    const std::string kind = p.substr(0, eq);
+    json b;
+    if (eq == std::string::npos && (kind == "none" || kind == "processed-by-all-groups")) {
+      b["policy"] = kind == "none" ? "none" : "processedByAllGroups";
+    } else if (eq != std::string::npos && (kind == "max-len" || kind == "max-age-ms")) {
+      char* end = nullptr;
+      const std::string v = p.substr(eq + 1);
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0') bad_usage("set-retention: '" + v + "' is not a number", cmd);
+      b = json{{"policy", kind == "max-len" ? "maxLen" : "maxAgeMs"}, {"value", n}};
+    } else {
+      bad_usage("set-retention: the policy is none, max-len=N, max-age-ms=N or processed-by-all-groups, not '" + p + "'", cmd);
+    }
+    body = b.dump();
   } else if (name == "redrive") {
     method = "POST";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/dead-letters/redrive";
@@ -360,6 +389,10 @@ int main(int argc, char** argv) {
   } else if (name == "reset-offsets") {
     std::cout << "group " << args[0] << "/" << args[1] << ": position " << text(j.value("position", json())) << " ("
               << to << ") on " << text(j.value("shards", json())) << " shard streams\n";
+  } else if (name == "retention" || name == "set-retention") {
+    const auto r = j.value("retention", json::object());
+    std::cout << "stream " << text(j.value("streamPrefix", json())) << ": retention " << text(r.value("policy", json()))
+              << (r.contains("value") ? " " + text(r["value"]) : std::string()) << "\n";
   } else if (name == "redrive") {
     std::cout << text(j.value("redriven", json())) << " dead letter(s) of " << args[0] << "/" << args[1]
               << " written back to their shard streams\n";
