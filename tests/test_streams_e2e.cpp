@@ -1004,3 +1004,45 @@ TEST(Retention, BadPoliciesAreRefusedWithClearErrorsAndNothingStored) {
   const auto streams = http_call(run.pod.port(), "GET", "/coord/v1/streams").json();
   EXPECT_EQ(streams["streams"], json::array({"orders"})) << "no stream made by the refusal: " << streams.dump();
 }
+
+// processedByAllGroups on a Redis Cluster: each shard's trim runs on its slot's master, atomically
+// with reading its groups; nothing a group has not acked goes.
+TEST(RetentionOnCluster, ProcessedByAllGroupsTrimsEveryShardOnItsMasterAndKeepsWhatIsPending) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    auto node = cl.node(i);
+    ASSERT_TRUE(node.command({"CONFIG", "SET", "stream-node-max-entries", "10"}).ok());
+  }
+  Coordinator pod(cl.seeds(), lag_args());
+  ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 4})").status, 200);
+  rsc::store::RedisClient redis(cl.client_options());
+  std::map<int, std::string> firstPending;
+  for (int s = 0; s < 4; ++s) {
+    const auto key = shard_key(s);
+    ASSERT_TRUE(redis.command({"XGROUP", "CREATE", key, "fast", "0", "MKSTREAM"}).ok());
+    ASSERT_TRUE(redis.command({"XGROUP", "CREATE", key, "slow", "0"}).ok());
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(redis.command({"XADD", key, "*", "seq", std::to_string(i)}).ok());
+    auto fast = redis.command({"XREADGROUP", "GROUP", "fast", "c", "COUNT", "50", "STREAMS", key, ">"});
+    for (const auto& e : fast.value->elements[0].elements[1].elements)
+      ASSERT_TRUE(redis.command({"XACK", key, "fast", e.elements[0].str}).ok());
+    auto slow = redis.command({"XREADGROUP", "GROUP", "slow", "c", "COUNT", "25", "STREAMS", key, ">"});
+    const auto& got = slow.value->elements[0].elements[1].elements;
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(redis.command({"XACK", key, "slow", got[i].elements[0].str}).ok());
+    firstPending[s] = got[20].elements[0].str;  // its 21st..25th stay pending
+  }
+  ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders/retention", R"({"policy": "processedByAllGroups"})").status,
+            200);
+  auto lengths = [&] {
+    std::vector<long long> out;
+    for (int s = 0; s < 4; ++s) out.push_back(redis.command({"XLEN", shard_key(s)}).value->integer);
+    return out;
+  };
+  ASSERT_TRUE(within([&] { return lengths() == std::vector<long long>(4, 30); }, 10000));
+  for (int s = 0; s < 4; ++s) {
+    auto first = redis.command({"XRANGE", shard_key(s), "-", "+", "COUNT", "1"});
+    EXPECT_EQ(first.value->elements[0].elements[0].str, firstPending[s]) << "shard " << s << " keeps the slow group's pending";
+  }
+  EXPECT_EQ(metric(pod.port(), R"(rsc_stream_trimmed_records_total{stream="orders"})", 0), 80);
+  EXPECT_EQ(cl.crossslot_errors(), 0) << "no command spanned two slots";
+}
