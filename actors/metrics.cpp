@@ -152,11 +152,6 @@ struct Metrics::Impl {
           .Help("Of those, records the group had not read yet (maxLen and maxAgeMs only; never under "
                 "processedByAllGroups)")
           .Register(*registry);
-  prometheus::Family<prometheus::Counter>& trimmedUnknown =
-      BuildCounter()
-          .Name("rsc_stream_trimmed_unread_unknown_total")
-          .Help("Shard trims where Redis could not tell how many of the trimmed records the group had not read")
-          .Register(*registry);
   struct StreamLag {
     group::LagByGroup byGroup;
     std::optional<int64_t> length;
@@ -305,8 +300,6 @@ void Metrics::trimmed(const std::string& stream, const group::TrimOutcome& t) {
   if (t.trimmed > 0) impl_->trimmed.Add({{"stream", stream}}).Increment(static_cast<double>(t.trimmed));
   for (const auto& [g, n] : t.unread)
     if (n > 0) impl_->trimmedUnread.Add({{"stream", stream}, {"group", g}}).Increment(static_cast<double>(n));
-  for (const auto& [g, n] : t.unknownShards)
-    impl_->trimmedUnknown.Add({{"stream", stream}, {"group", g}}).Increment(static_cast<double>(n));
 }
 
 void Metrics::lag_round(bool ok, double seconds) {

@@ -62,7 +62,7 @@ class Metrics {
   void forget_stream_lag(const std::string& stream);
   void lag_round(bool ok, double seconds);  // a sampling round of this pod: counted and timed
   // What applying the stream's retention trimmed (rsc_stream_trimmed_records_total and, per group,
-  // rsc_stream_trimmed_unread_records_total, rsc_stream_trimmed_unread_unknown_total).
+  // rsc_stream_trimmed_unread_records_total).
   void trimmed(const std::string& stream, const group::TrimOutcome& t);
 
   std::string text() const;  // the exposition format for GET /metrics

@@ -1,9 +1,30 @@
 #include "group/stream_lag.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 namespace rsc::group {
+
+namespace {
+// Entry ids "ms-seq", compared as numbers; an id that does not parse is not less.
+bool id_less(const std::string& a, const std::string& b) {
+  unsigned long long am = 0, as = 0, bm = 0, bs = 0;
+  if (std::sscanf(a.c_str(), "%llu-%llu", &am, &as) != 2 || std::sscanf(b.c_str(), "%llu-%llu", &bm, &bs) != 2) return false;
+  return am < bm || (am == bm && as < bs);
+}
+
+// How many records wait for the group on the shard. Redis's lag is entries added minus entries
+// read: records trimmed before the group read them still count in it, though they are gone, so
+// the records left bound it; a group at the last id waits for none, and a group behind the first
+// record left waits for all of them (known even when Redis cannot tell its lag).
+std::optional<int64_t> waiting(const ShardGroupReading& r, const ShardReading& s) {
+  if (!s.lastId.empty() && !r.lastDeliveredId.empty() && !id_less(r.lastDeliveredId, s.lastId)) return 0;
+  if (s.length && (*s.length == 0 || (!s.firstId.empty() && id_less(r.lastDeliveredId, s.firstId)))) return *s.length;
+  if (!r.lag || !s.length) return r.lag;
+  return std::min(*r.lag, *s.length);
+}
+}  // namespace
 
 GroupLag group_lag(const StreamReading& reading, const std::string& group) {
   GroupLag g;
@@ -18,7 +39,7 @@ GroupLag group_lag(const StreamReading& reading, const std::string& group) {
       out.onShard = true;
       out.lastDeliveredId = r.lastDeliveredId;
       out.entriesRead = r.entriesRead;
-      out.lag = r.lag;
+      out.lag = waiting(r, s);
       out.pending = r.pending;
     }
   }
@@ -41,7 +62,7 @@ LagByGroup lag_by_group(const StreamReading& reading, const std::vector<std::str
     for (const auto& r : s.groups) {
       auto& sum = out[r.group];
       sum.pending += r.pending;
-      if (r.lag) sum.knownLag += *r.lag, ++sum.unknownShards;
+      if (const auto lag = waiting(r, s)) sum.knownLag += *lag, ++sum.unknownShards;
     }
   }
   for (auto& [name, sum] : out) sum.unknownShards = shards - sum.unknownShards;

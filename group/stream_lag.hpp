@@ -29,6 +29,8 @@ struct ShardReading {
   bool exists = false;
   std::optional<int64_t> length;  // XLEN, when read
   std::vector<ShardGroupReading> groups;
+  std::string firstId;  // the first record's id ("" when empty or not read)
+  std::string lastId;   // the last id ever generated ("" when not read)
 };
 
 // A stream's shards, read together (one pipelined round trip).
@@ -103,12 +105,14 @@ struct Trim {
 Trim trim_for(const protocol::Retention& r, int64_t storeNowMs);
 
 // What a trim of a stream's shards removed: how many records, and per group how many of them it
-// had not read yet (never under processedByAllGroups), or on how many shards Redis could not tell.
+// had not read yet (counted record by record; never under processedByAllGroups).
 struct TrimOutcome {
   int64_t trimmed = 0;
   std::map<std::string, int64_t> unread;
-  std::map<std::string, int64_t> unknownShards;
 };
+// At most this many records leave one shard in one round (a trim script blocks Redis meanwhile);
+// a backlog goes over the next rounds.
+inline constexpr int64_t kTrimPerShardRound = 100000;
 
 // The name under which one pod of the live pods samples a stream (rendezvous over the pods).
 std::string lag_duty_key(const std::string& streamPrefix);

@@ -621,17 +621,15 @@ Result<group::TrimOutcome> RedisStore::trim_stream(const std::string& streamPref
   const char* mode = t.mode == group::Trim::Mode::MaxLen ? "maxlen" : t.mode == group::Trim::Mode::MinId ? "minid" : "processed";
   std::vector<Command> cmds;
   for (int32_t i = 0; i < m.shardCount; ++i)
-    cmds.push_back(evalsha(trim_, {protocol::shard_stream_key(streamPrefix, m.keyStyle, i)}, {mode, t.arg}));
+    cmds.push_back(evalsha(trim_, {protocol::shard_stream_key(streamPrefix, m.keyStyle, i)},
+                           {mode, t.arg, std::to_string(group::kTrimPerShardRound)}));
   for (auto& r : run(cmds)) {
     if (!r.ok()) return R::failure(r.error);
     const Value& v = *r.value;
     if (v.type != Value::Type::Array || v.elements.empty()) return reply_failure<group::TrimOutcome>(v, "trim " + streamPrefix);
     out.trimmed += as_int(v.elements[0]).value_or(0);
-    for (std::size_t i = 1; i + 1 < v.elements.size(); i += 2) {
-      const auto n = as_int(v.elements[i + 1]).value_or(-1);
-      if (n < 0) ++out.unknownShards[v.elements[i].str];
-      else out.unread[v.elements[i].str] += n;
-    }
+    for (std::size_t i = 1; i + 1 < v.elements.size(); i += 2)
+      out.unread[v.elements[i].str] += as_int(v.elements[i + 1]).value_or(0);
   }
   return R::success(std::move(out));
 }
@@ -674,12 +672,21 @@ Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::s
   out.shardCount = m.shardCount;
   for (int32_t i = 0; i < m.shardCount; ++i) {
     const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
-    auto replies = run({{"XLEN", key}, {"XINFO", "GROUPS", key}});
+    auto replies = run({{"XINFO", "STREAM", key}, {"XINFO", "GROUPS", key}});
     for (const auto& r : replies)
       if (!r.ok()) return R::failure(r.error);
     group::ShardReading s;
     s.shard = i;
-    s.length = as_int(*replies[0].value);
+    s.length = 0;  // no such key: empty
+    if (const Value& st = *replies[0].value; st.type == Value::Type::Array) {
+      for (std::size_t k = 0; k + 1 < st.elements.size(); k += 2) {
+        const auto& f = st.elements[k].str;
+        const auto& x = st.elements[k + 1];
+        if (f == "length") s.length = as_int(x);
+        else if (f == "last-generated-id") s.lastId = x.str;
+        else if (f == "first-entry" && x.type == Value::Type::Array && !x.elements.empty()) s.firstId = x.elements[0].str;
+      }
+    }
     Value& info = *replies[1].value;
     if (info.is_error()) {  // "ERR no such key": the shard stream does not exist
       if (info.str.find("no such key") == std::string::npos)

@@ -187,11 +187,13 @@ redis.call('HSET', KEYS[1], 'retention', ARGV[1])
 return 1
 )lua";
 
-// KEYS[1] one shard stream; ARGV[1] 'maxlen' | 'minid' | 'processed', ARGV[2] its bound. Trims (~,
-// whole nodes only) and says, per consumer group, how many of the trimmed records it had not read:
-// its lag before minus the records left, when its last delivered id is before the first one left
-// (else none); -1 when Redis could not tell its lag. 'processed' trims below the lowest id some
-// group has pending (else the one after its last delivered id); a shard without groups is kept.
+// KEYS[1] one shard stream; ARGV[1] 'maxlen' | 'minid' | 'processed', ARGV[2] its bound, ARGV[3]
+// the most records to trim now (the rest waits for the next round: a script blocks Redis).
+// maxlen and minid walk the records to drop from the head (pages of 1000) and count, per consumer
+// group, those after its last delivered id, then trim exactly up to the first record kept: the
+// count is exact whatever Redis's own lag says (it still counts records trimmed unread). processed
+// trims (~, whole nodes) below the lowest id some group has pending, else the one after its last
+// delivered id; a shard without groups is kept; nothing is unread by construction.
 // One key: atomic with the reading, and fine on a Redis Cluster.
 // -> {trimmed, group, unread, group, unread, ...}
 inline constexpr const char* kTrim = R"lua(
@@ -210,10 +212,10 @@ local function less(a, b)
   local bm, bs = split(b)
   return am < bm or (am == bm and as < bs)
 end
-local bound = ARGV[2]
+local cap = tonumber(ARGV[3])
 if ARGV[1] == 'processed' then
   if #groups == 0 then return {0} end
-  bound = nil
+  local bound = nil
   for _, g in ipairs(groups) do
     local keep = redis.call('XPENDING', KEYS[1], get(g, 'name'))[2]
     if not keep then
@@ -222,29 +224,42 @@ if ARGV[1] == 'processed' then
     end
     if bound == nil or less(keep, bound) then bound = keep end
   end
+  return {redis.call('XTRIM', KEYS[1], 'MINID', '~', bound, 'LIMIT', cap)}
 end
+local want = cap
+if ARGV[1] == 'maxlen' then want = math.min(cap, math.max(0, redis.call('XLEN', KEYS[1]) - tonumber(ARGV[2]))) end
+local last = ARGV[1] == 'minid' and ('(' .. ARGV[2]) or '+'
+-- The groups by position; each one's count of dropped records at or before it (read).
+local pos = {}
+for _, g in ipairs(groups) do pos[#pos + 1] = {get(g, 'name'), get(g, 'last-delivered-id'), 0} end
+table.sort(pos, function(a, b) return less(a[2], b[2]) end)
+local p, dropped, start = 1, 0, '-'
+while dropped < want do
+  local page = redis.call('XRANGE', KEYS[1], start, last, 'COUNT', math.min(1000, want - dropped))
+  for _, e in ipairs(page) do
+    while p <= #pos and less(pos[p][2], e[1]) do
+      pos[p][3] = dropped
+      p = p + 1
+    end
+    dropped = dropped + 1
+  end
+  if #page == 0 then break end
+  start = '(' .. page[#page][1]
+  if #page < 1000 then break end
+end
+if dropped == 0 then return {0} end
+for i = p, #pos do pos[i][3] = dropped end
+local kept = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1)
 local trimmed
-if ARGV[1] == 'maxlen' then
-  trimmed = redis.call('XTRIM', KEYS[1], 'MAXLEN', '~', bound)
+if #kept == 0 then
+  trimmed = redis.call('XTRIM', KEYS[1], 'MAXLEN', 0)
 else
-  trimmed = redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
+  trimmed = redis.call('XTRIM', KEYS[1], 'MINID', kept[1][1])
 end
 local out = {trimmed}
-if trimmed == 0 then return out end
-local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
-local left = redis.call('XLEN', KEYS[1])
-for _, g in ipairs(groups) do
-  local lag = get(g, 'lag')
-  local unread = -1
-  if lag then
-    if #first == 0 or less(get(g, 'last-delivered-id'), first[1][1]) then
-      unread = math.max(0, lag - left)
-    else
-      unread = 0
-    end
-  end
-  table.insert(out, get(g, 'name'))
-  table.insert(out, unread)
+for _, g in ipairs(pos) do
+  out[#out + 1] = g[1]
+  out[#out + 1] = dropped - g[3]
 end
 return out
 )lua";

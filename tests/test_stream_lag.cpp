@@ -55,6 +55,27 @@ TEST(StreamLag, AShardWithoutTheGroupOrMissingFromTheReadingIsUnknown) {
   EXPECT_FALSE(g.lag().has_value());
 }
 
+TEST(StreamLag, RecordsTrimmedBeforeTheGroupReadThemDoNotCountAsWaiting) {
+  // Redis says 25 (added minus read) of a shard trimmed to 10 records: 15 of those are gone.
+  StreamReading r;
+  r.shardCount = 1;
+  r.shards = {{0, true, 10, {on("slow", 25), on("fast", 0)}}};
+  EXPECT_EQ(group_lag(r, "slow").lag(), std::optional<int64_t>(10));
+  EXPECT_EQ(lag_by_group(r, {}).at("slow").knownLag, 10);
+  EXPECT_EQ(group_lag(r, "fast").lag(), std::optional<int64_t>(0));
+}
+
+TEST(StreamLag, AGroupAtTheLastIdWaitsForNothingAndOneBehindTheFirstRecordWaitsForAll) {
+  StreamReading r;
+  r.shardCount = 1;
+  r.shards = {{0, true, 40, {on("done", 18, 0, "9-0"), on("behind", std::nullopt, 0, "2-5"), on("mid", std::nullopt, 0, "6-0")}}};
+  r.shards[0].firstId = "3-0";
+  r.shards[0].lastId = "9-0";
+  EXPECT_EQ(group_lag(r, "done").lag(), std::optional<int64_t>(0)) << "Redis said 18: records trimmed unread";
+  EXPECT_EQ(group_lag(r, "behind").lag(), std::optional<int64_t>(40)) << "every record left is after it";
+  EXPECT_FALSE(group_lag(r, "mid").lag().has_value()) << "inside the records left, Redis could not tell";
+}
+
 TEST(StreamLag, AShardStreamThatDoesNotExistTellsNothing) {
   StreamReading r;
   r.shardCount = 1;
