@@ -15,14 +15,16 @@ bool id_less(const std::string& a, const std::string& b) {
 }
 
 // How many records wait for the group on the shard. Redis's lag is entries added minus entries
-// read: records trimmed before the group read them still count in it, though they are gone, so
-// the records left bound it; a group at the last id waits for none, and a group behind the first
-// record left waits for all of them (known even when Redis cannot tell its lag).
+// read: records trimmed before the group read them still count in it, though they are gone; the
+// trimming counted them (trimmedUnread) and the records left bound it. A group at the last id
+// waits for none, and a group behind the first record left waits for all of them (known even when
+// Redis cannot tell its lag).
 std::optional<int64_t> waiting(const ShardGroupReading& r, const ShardReading& s) {
   if (!s.lastId.empty() && !r.lastDeliveredId.empty() && !id_less(r.lastDeliveredId, s.lastId)) return 0;
   if (s.length && (*s.length == 0 || (!s.firstId.empty() && id_less(r.lastDeliveredId, s.firstId)))) return *s.length;
-  if (!r.lag || !s.length) return r.lag;
-  return std::min(*r.lag, *s.length);
+  if (!r.lag) return std::nullopt;
+  const auto lag = std::max<int64_t>(0, *r.lag - r.trimmedUnread);  // those are gone
+  return s.length ? std::min(lag, *s.length) : lag;
 }
 }  // namespace
 

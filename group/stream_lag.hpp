@@ -21,6 +21,7 @@ struct ShardGroupReading {
   std::optional<int64_t> entriesRead;  // nil: Redis cannot tell
   std::optional<int64_t> lag;          // nil: Redis cannot tell (records deleted or trimmed in the range)
   int64_t pending = 0;                 // delivered to a consumer, not acked yet
+  int64_t trimmedUnread = 0;           // records retention trimmed before the group read them
 };
 
 // One shard stream as read: whether it exists and the consumer groups on it.

@@ -109,6 +109,13 @@ std::string shard_stream_key(const std::string& prefix, KeyStyle style, int32_t 
                                     : prefix + ":" + std::to_string(shard);
 }
 
+std::string trimmed_unread_key(const std::string& shardKey) {
+  const auto open = shardKey.find('{');
+  const auto close = open == std::string::npos ? std::string::npos : shardKey.find('}', open + 1);
+  const bool tagged = close != std::string::npos && close > open + 1;
+  return (tagged ? shardKey : "{" + shardKey + "}") + ":trimmed-unread";
+}
+
 std::string expand_key_pattern(const std::string& pattern, int32_t shard) {
   static constexpr std::string_view kHole = "{shardIndex}";
   std::string out = pattern;

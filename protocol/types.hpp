@@ -183,6 +183,9 @@ struct StreamMetadata {
 std::string stream_key_pattern(const std::string& prefix, KeyStyle style);
 // The Redis key of one shard stream: "orders:3" or "{orders:3}".
 std::string shard_stream_key(const std::string& prefix, KeyStyle style, int32_t shard);
+// A hash beside a shard stream, in its Cluster slot: per consumer group, the records retention
+// trimmed from it before the group read them (Redis's lag still counts those).
+std::string trimmed_unread_key(const std::string& shardKey);
 // Any pattern as above with "{shardIndex}" replaced (for patterns learned from a coordinator).
 std::string expand_key_pattern(const std::string& pattern, int32_t shard);
 

@@ -620,9 +620,11 @@ Result<group::TrimOutcome> RedisStore::trim_stream(const std::string& streamPref
   const auto& m = **meta.value;
   const char* mode = t.mode == group::Trim::Mode::MaxLen ? "maxlen" : t.mode == group::Trim::Mode::MinId ? "minid" : "processed";
   std::vector<Command> cmds;
-  for (int32_t i = 0; i < m.shardCount; ++i)
-    cmds.push_back(evalsha(trim_, {protocol::shard_stream_key(streamPrefix, m.keyStyle, i)},
+  for (int32_t i = 0; i < m.shardCount; ++i) {
+    const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
+    cmds.push_back(evalsha(trim_, {key, protocol::trimmed_unread_key(key)},
                            {mode, t.arg, std::to_string(group::kTrimPerShardRound)}));
+  }
   for (auto& r : run(cmds)) {
     if (!r.ok()) return R::failure(r.error);
     const Value& v = *r.value;
@@ -672,7 +674,7 @@ Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::s
   out.shardCount = m.shardCount;
   for (int32_t i = 0; i < m.shardCount; ++i) {
     const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
-    auto replies = run({{"XINFO", "STREAM", key}, {"XINFO", "GROUPS", key}});
+    auto replies = run({{"XINFO", "STREAM", key}, {"XINFO", "GROUPS", key}, {"HGETALL", protocol::trimmed_unread_key(key)}});
     for (const auto& r : replies)
       if (!r.ok()) return R::failure(r.error);
     group::ShardReading s;
@@ -693,8 +695,12 @@ Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::s
         return reply_failure<std::optional<group::StreamReading>>(info, "XINFO GROUPS " + key);
     } else if (info.type == Value::Type::Array) {
       s.exists = true;
+      const auto trimmed = field_map(*replies[2].value).value_or(FieldMap{});
       for (auto& e : info.elements)
-        if (auto g = group_reading(e); g && (onlyGroup.empty() || g->group == onlyGroup)) s.groups.push_back(std::move(*g));
+        if (auto g = group_reading(e); g && (onlyGroup.empty() || g->group == onlyGroup)) {
+          if (auto it = trimmed.find(g->group); it != trimmed.end()) g->trimmedUnread = std::atoll(it->second.c_str());
+          s.groups.push_back(std::move(*g));
+        }
     }
     out.shards.push_back(std::move(s));
   }

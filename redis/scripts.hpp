@@ -187,14 +187,15 @@ redis.call('HSET', KEYS[1], 'retention', ARGV[1])
 return 1
 )lua";
 
-// KEYS[1] one shard stream; ARGV[1] 'maxlen' | 'minid' | 'processed', ARGV[2] its bound, ARGV[3]
+// KEYS[1] one shard stream, KEYS[2] its trimmed-unread hash (protocol::trimmed_unread_key: each
+// group's count is added there, for the lag); ARGV[1] 'maxlen' | 'minid' | 'processed', ARGV[2] its bound, ARGV[3]
 // the most records to trim now (the rest waits for the next round: a script blocks Redis).
 // maxlen and minid walk the records to drop from the head (pages of 1000) and count, per consumer
 // group, those after its last delivered id, then trim exactly up to the first record kept: the
 // count is exact whatever Redis's own lag says (it still counts records trimmed unread). processed
 // trims (~, whole nodes) below the lowest id some group has pending, else the one after its last
 // delivered id; a shard without groups is kept; nothing is unread by construction.
-// One key: atomic with the reading, and fine on a Redis Cluster.
+// Two keys of one slot: atomic with the reading, and fine on a Redis Cluster.
 // -> {trimmed, group, unread, group, unread, ...}
 inline constexpr const char* kTrim = R"lua(
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
@@ -260,6 +261,7 @@ local out = {trimmed}
 for _, g in ipairs(pos) do
   out[#out + 1] = g[1]
   out[#out + 1] = dropped - g[3]
+  if dropped > g[3] then redis.call('HINCRBY', KEYS[2], g[1], dropped - g[3]) end
 end
 return out
 )lua";

@@ -65,6 +65,20 @@ TEST(StreamLag, RecordsTrimmedBeforeTheGroupReadThemDoNotCountAsWaiting) {
   EXPECT_EQ(group_lag(r, "fast").lag(), std::optional<int64_t>(0));
 }
 
+TEST(StreamLag, RecordsTheRetentionTrimmedUnreadAreTakenOutOfRedissLag) {
+  // Redis says 1,000,120 (added minus read); 1,000,000 of those were trimmed before the group read
+  // them: 120 of the 20,000 records left wait.
+  auto slow = on("slow", 1'000'120, 0, "5-0");
+  slow.trimmedUnread = 1'000'000;
+  StreamReading r;
+  r.shardCount = 1;
+  r.shards = {{0, true, 20'000, {slow}}};
+  r.shards[0].firstId = "3-0";
+  r.shards[0].lastId = "9-0";
+  EXPECT_EQ(group_lag(r, "slow").lag(), std::optional<int64_t>(120));
+  EXPECT_EQ(lag_by_group(r, {}).at("slow").knownLag, 120);
+}
+
 TEST(StreamLag, AGroupAtTheLastIdWaitsForNothingAndOneBehindTheFirstRecordWaitsForAll) {
   StreamReading r;
   r.shardCount = 1;

@@ -965,6 +965,14 @@ TEST(Retention, MaxLenKeepsTheBoundAndCountsWhatTheSlowGroupHadNotRead) {
       << "records 31..50 went before the slow group read them: " << run.unread("slow");
   EXPECT_EQ(run.unread("fast"), 0) << "the fast group had read them all";
   EXPECT_EQ(run.trimmed(), 50);
+  // Redis's lag still counts the 20 records trimmed before the slow group read them; the
+  // coordinator's does not: 50 wait (51..100), then 40 once it read 10 more.
+  const std::string slowLag = R"(rsc_stream_group_lag{group="slow",stream="orders"})";
+  ASSERT_TRUE(within([&] { return metric(run.pod.port(), slowLag) == 50; }, 5000)) << metric(run.pod.port(), slowLag);
+  ASSERT_TRUE(run.admin.command({"XREADGROUP", "GROUP", "slow", "c", "COUNT", "10", "STREAMS", "orders:0", ">"}).ok());
+  ASSERT_TRUE(within([&] { return metric(run.pod.port(), slowLag) == 40; }, 8000)) << metric(run.pod.port(), slowLag);
+  const auto described = http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/groups/slow").status;
+  EXPECT_EQ(described, 404) << "slow is not a coordinator group: its figures are in /metrics only";
   const auto d = json::parse(http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/retention").body);
   EXPECT_EQ(d["retention"]["policy"], "maxLen");
   EXPECT_EQ(d["retention"]["value"], 50);
