@@ -285,6 +285,14 @@ std::optional<int64_t> Membership::begin_record(int32_t shard, int64_t nowNs) {
   return nowNs;  // the start time is the time the check used
 }
 
+std::size_t Membership::not_started(int32_t shard, std::size_t n, int64_t nowNs) {
+  auto it = shards_.find(shard);
+  const bool safe = it != shards_.end() && !it->second.dropped && nowNs < deadline_ns();  // revoking, then
+  if (safe) return 0;
+  counters_.leftAfterLoss += static_cast<int64_t>(n);
+  return n;
+}
+
 bool Membership::record_done(int32_t shard, const std::string& id, bool acked) {
   ++counters_.processed;
   auto it = shards_.find(shard);

@@ -36,6 +36,10 @@ struct MembershipCounters {
   int64_t failedAttempts = 0;  // handler calls that failed (threw)
   int64_t retried = 0;         // of those, records left pending to be tried again after a backoff
   int64_t deadLettered = 0;    // records written to the dead-letter stream, then acked
+  int64_t leftAfterLoss = 0;  // records a read returned after the shard stopped being this member's
+                              // (past the self-fence deadline, or fenced: the process was paused while
+                              // the read was on its way): never started, left pending for the next
+                              // owner, who claims them later, after newer records
 };
 
 // A record whose handler keeps failing must not stop its shard forever (SPEC §6). Redis counts
@@ -112,6 +116,13 @@ class Membership {
   // A record may start on `shard` at `nowNs` (the returned start time, taken before the check);
   // nullopt: stop this shard's batch (given up, dropped, or past the deadline, which fences).
   std::optional<int64_t> begin_record(int32_t shard, int64_t nowNs);
+  // begin_record refused the first of `n` records of a batch: how many of them were left where
+  // the shard's next owner may already be reading (past the self-fence deadline, or the shard was
+  // dropped by a fence; counted), 0 when it is being revoked (the revoke is reported only after
+  // they are pending here, so the next owner claims them before reading on). Such a read went out
+  // in time and came back late, so its records may be newer than what the next owner already
+  // processed: they reach it later, by a claim.
+  std::size_t not_started(int32_t shard, std::size_t n, int64_t nowNs);
   // The handler returned and the ack was (or was not) stored. false: stop the batch, the record
   // is claimed again before anything after it on this shard.
   bool record_done(int32_t shard, const std::string& id, bool acked);

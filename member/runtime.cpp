@@ -261,15 +261,20 @@ struct Runtime::Impl {
   // member's and the self-fence deadline has not passed, checked at the start time the handler
   // gets). What is not started stays pending in Redis for whoever reads the shard next.
   bool process(ShardReader& reader, int32_t shard, const std::vector<Record>& records) {
-    for (const auto& rec : records) {
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const Record& rec = records[i];
       std::optional<int64_t> start;
+      std::size_t late = 0;
       {
         std::lock_guard<std::mutex> lock(mu);
         if (stopping) return false;
-        start = m->begin_record(shard, mono_ns());
+        const int64_t now = mono_ns();
+        start = m->begin_record(shard, now);
+        if (!start) late = m->not_started(shard, records.size() - i, now);
         after_machine();
-        if (!start) return false;
       }
+      if (late > 0) left_after_loss(shard, records, i);
+      if (!start) return false;
       // A record delivered more often than allowed failed its last attempt before a crash or a
       // handover: it goes to the dead-letter stream without another.
       std::optional<std::string> failure;
@@ -297,6 +302,19 @@ struct Runtime::Impl {
       if (!m->record_done(shard, rec.id, ackError.empty())) return false;
     }
     return true;
+  }
+
+  // A read that went out in time came back after the shard stopped being ours (the process was
+  // paused in between): its records stay pending here and the next owner claims them later, after
+  // records it read meanwhile; the operator hears of it, the application too (onLeftPending).
+  void left_after_loss(int32_t shard, const std::vector<Record>& records, std::size_t from) {
+    std::vector<std::string> ids;
+    for (std::size_t k = from; k < records.size(); ++k) ids.push_back(records[k].id);
+    log(std::to_string(ids.size()) + " record(s) read on shard " + std::to_string(shard) + " (" + ids.front() +
+        (ids.size() > 1 ? " .. " + ids.back() : std::string()) +
+        ") came back after the shard stopped being this member's (was the process paused?): not started, "
+        "left pending for its next owner (out of order there if it already read past them)");
+    if (opts.onLeftPending) opts.onLeftPending(shard, ids);
   }
 
   // The handler failed (or the record must not be tried again): retried after a backoff, or
@@ -401,7 +419,8 @@ struct Runtime::Impl {
       }
       const int64_t block = Membership::block_ms(lease, mono_ns(), opts.maxBlockMs);
       if (!readable.empty() && block >= 1) {
-        auto r = reader.read(readable, opts.readCount, block);
+        auto r = reader.read(readable, opts.readCount, block,
+                             [&] { return Membership::block_ms(lease, mono_ns(), opts.maxBlockMs); });
         if (r.outcome == ShardReader::Read::Outcome::Records) {
           for (std::size_t i = 0; i < readable.size(); ++i) process(reader, readable[i], r.batches[i]);
         } else {

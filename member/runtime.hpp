@@ -66,6 +66,11 @@ struct RuntimeOptions {
   std::function<void(const std::vector<int32_t>&)> onAssigned;
   std::function<void(const std::vector<int32_t>&)> onRevoking;
   std::function<void(const std::vector<int32_t>&)> onLost;
+  //  - onLeftPending: a read came back after the shard stopped being this member's (the process
+  //    was paused while it was on its way, past the self-fence deadline): these records were not
+  //    started and stay pending for the next owner, which gets them later than newer ones (the one
+  //    per-key order break a pause can cause). Called on a worker thread.
+  std::function<void(int32_t shard, const std::vector<std::string>& ids)> onLeftPending;
 
   // A record whose handler fails is tried again after a backoff (nothing later on its shard is
   // processed meanwhile; the member's other shards go on), up to retry.maxDeliveries deliveries as

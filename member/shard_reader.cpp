@@ -121,9 +121,13 @@ store::Command xreadgroup(const std::string& group, const std::string& consumer,
 }
 }  // namespace
 
-ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int count, int64_t blockMs) {
+ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int count, int64_t blockMs,
+                                    const std::function<int64_t()>& allowedMs) {
   Read out;
   out.batches.resize(shards.size());
+  // The check right before a send keeps the window in which a pause (SIGSTOP, a stall) can turn an
+  // allowed read into a late one as short as a process can make it.
+  auto allowed = [&](int64_t wantMs) { return allowedMs ? std::min(wantMs, allowedMs()) : wantMs; };
   std::vector<std::string> keys;
   keys.reserve(shards.size());
   for (int32_t s : shards) keys.push_back(keyOf_(s));
@@ -168,10 +172,13 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
     return true;
   };
   if (bySlot.size() == 1 && interruptFd_ < 0) {
+    blockMs = allowed(blockMs);
+    if (blockMs < 1) return out;
     if (!take(conn_.command(xreadgroup(group_, consumer_, count, blockMs, keys)))) out.batches.clear();
     return out;
   }
   if (bySlot.size() > 1) {
+    if (allowed(blockMs) < 1) return out;
     std::vector<store::Command> now;
     for (const auto& idx : bySlot) now.push_back(xreadgroup(group_, consumer_, count, std::nullopt, keys_of(idx)));
     bool any = false;
@@ -186,6 +193,8 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   }
 
   // Nothing yet: block on every slot at once, one connection each.
+  blockMs = allowed(blockMs);
+  if (blockMs < 1) return out;
   std::vector<Waiter*> waits;
   for (std::size_t g = 0; g < bySlot.size(); ++g) {
     const auto& idx = bySlot[g];

@@ -46,7 +46,12 @@ class ShardReader {
   // connection of its own to the slot's master. The first answer ends the wait: the others are
   // released with CLIENT UNBLOCK (they then answer nil, having read nothing, or with what they read
   // meanwhile), and every answer is collected before this returns, so no read outlives the call.
-  Read read(const std::vector<int32_t>& shards, int count, int64_t blockMs);
+  //
+  // `allowedMs`, when given, is asked just before each command goes out: how long this member may
+  // still read (the runtime's self-fence rule); below 1 nothing more is sent and the read returns
+  // with what it has, and a blocking read waits no longer than it says.
+  Read read(const std::vector<int32_t>& shards, int count, int64_t blockMs,
+            const std::function<int64_t()>& allowedMs = {});
   // An fd (an eventfd the runtime writes to) that, once readable, ends a blocking read at once:
   // its XREADGROUPs are released with CLIENT UNBLOCK and return what they read so far (a revoked
   // shard is then handed over without waiting out the BLOCK). With one set, a single Redis's

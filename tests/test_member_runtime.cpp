@@ -162,6 +162,47 @@ TEST_F(RuntimeTest, WithoutAnsweredHeartbeatsAMemberFencesItselfThenResumesWithI
   EXPECT_TRUE(a.shutdown(5000));
 }
 
+// The rest of a batch that comes back (or, here, is reached) only after the self-fence deadline is
+// not started: it is named to onLeftPending, counted, left pending, and processed after all.
+TEST_F(RuntimeTest, RecordsReachedAfterTheDeadlineAreLeftPendingNamedAndProcessedLater) {
+  add(0, "slow");
+  add(0, "x");
+  add(0, "y");
+  std::atomic<int> processed{0};
+  std::mutex mu;
+  std::vector<std::string> left;
+  auto o = options("a");
+  o.httpTimeoutMs = 300;
+  o.onLeftPending = [&](int32_t shard, const std::vector<std::string>& ids) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(shard, 0);
+    left.insert(left.end(), ids.begin(), ids.end());
+  };
+  member::Runtime a(o, [&](const member::Record& r, int64_t) {
+    if (r.field("key") == "slow" && processed.load() == 0) {
+      ::kill(coord->pid(), SIGSTOP);  // no heartbeat is answered while this handler runs on
+      std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+    }
+    ++processed;
+  });
+  a.start();
+  const bool named = eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !left.empty();
+  }, 6000);
+  const int processedThen = processed.load();
+  ::kill(coord->pid(), SIGCONT);
+  ASSERT_TRUE(named);
+  EXPECT_EQ(processedThen, 1) << "only the record started before the deadline";
+  EXPECT_EQ(a.stats().leftAfterLoss, 2);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(left.size(), 2u);
+  }
+  EXPECT_TRUE(eventually([&] { return processed.load() == 3; }, 8000)) << "nothing is lost";
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
 TEST_F(RuntimeTest, AHandlerThatThrowsLeavesTheRecordPendingAndItIsProcessedAgain) {
   std::atomic<int> attempts{0}, done{0};
   member::Runtime a(options("a"), [&](const member::Record& r, int64_t) {

@@ -379,6 +379,42 @@ TEST_F(MembershipMachine, Trap_ARecordsStartTimeIsTheTimeTheDeadlineWasCheckedAt
   m.release(lease.shards);
 }
 
+// A pause between the last check and the XREADGROUP (SIGSTOP) makes a read go out "in time" and
+// come back after the shard is gone: its records are counted as left for the next owner, and the
+// reader's last check before a send (block_ms on the lease) refuses once the deadline has passed.
+TEST_F(MembershipMachine, ARecordsReadComingBackAfterTheDeadlineAreCountedAsLeftForTheNextOwner) {
+  joined({0});
+  const int64_t deadline = m.deadline_ns();
+  auto lease = m.take_shards(0, now);
+  EXPECT_GE(Membership::block_ms(lease, deadline - 100 * kMs, 1000), 1) << "in time: the read may go out";
+  EXPECT_LT(Membership::block_ms(lease, deadline, 1000), 1) << "the check just before the send refuses";
+  // The read went out before the deadline; the process froze; it comes back past it with 3 records.
+  EXPECT_FALSE(m.begin_record(0, deadline + 2000 * kMs).has_value());
+  EXPECT_EQ(m.not_started(0, 3, deadline + 2000 * kMs), 3u);
+  EXPECT_EQ(m.counters().leftAfterLoss, 3);
+  m.release(lease.shards);
+}
+
+TEST_F(MembershipMachine, RecordsLeftOnAShardBeingRevokedAreNotCountedAsLeftForTheNextOwner) {
+  joined({0, 1});
+  auto lease = m.take_shards(1, now);
+  exchange(answer(HeartbeatStatus::REVOKE_PENDING, 2, {0}));
+  EXPECT_FALSE(m.begin_record(1, now).has_value());
+  EXPECT_EQ(m.not_started(1, 4, now), 0u) << "pending before the revoke is reported: claimed first by the next owner";
+  EXPECT_EQ(m.counters().leftAfterLoss, 0);
+  m.release(lease.shards);
+}
+
+TEST_F(MembershipMachine, RecordsLeftOnAShardDroppedByAFenceAreCountedAsLeftForTheNextOwner) {
+  joined({0});
+  auto lease = m.take_shards(0, now);
+  exchange(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "member was EXPIRED", "memberEpoch"));
+  EXPECT_FALSE(m.begin_record(0, now).has_value());
+  EXPECT_EQ(m.not_started(0, 2, now), 2u);
+  EXPECT_EQ(m.counters().leftAfterLoss, 2);
+  m.release(lease.shards);
+}
+
 TEST_F(MembershipMachine, Trap_AfterASelfFenceTheMemberClaimsItsOwnPendingEntriesBeforeReadingAgain) {
   joined({0});
   auto lease = m.take_shards(0, now);

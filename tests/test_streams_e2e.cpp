@@ -184,16 +184,23 @@ class StreamsRun {
 
 void StreamsRun::check(const std::set<long>& required, int minHandovers, bool redisFaults) {
   // Wait (bounded) until every record is processed somewhere.
+  // shard/id of records a read returned to a frozen process after it lost the shard (its runtime
+  // logs them and leaves them pending): the next owner claims them after newer ones.
+  std::map<std::string, std::string> leftByFrozen;
   auto load = [&](std::vector<Rec>& recs, std::map<std::string, std::vector<Beat>>& beats) {
     recs.clear();
     beats.clear();
+    leftByFrozen.clear();
     for (const auto& id : ids) {
       std::ifstream in(dir + "/" + id + ".jsonl");
       std::string line;
       while (std::getline(in, line)) {
         auto j = json::parse(line, nullptr, false);
         if (j.is_discarded()) continue;  // a line cut by SIGKILL
-        if (j.contains("event")) {
+        if (j.contains("event") && j["event"] == "left-pending") {
+          if (frozen.count(id))
+            for (const auto& leftId : j["ids"]) leftByFrozen[std::to_string(j["shard"].get<int>()) + "/" + leftId.get<std::string>()] = id;
+        } else if (j.contains("event")) {
           beats[id].push_back({j["sentNs"], j["receivedNs"], j["status"]});
         } else {
           // Attributed to the process (two may share a member id), not to the id it logged.
@@ -244,7 +251,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
   // I1: per shard, processing intervals of different members never overlap (one exception).
   std::map<int, std::vector<const Rec*>> byShard;
   for (const auto& r : recs) byShard[r.shard].push_back(&r);
-  int overlaps = 0, handovers = 0, orderBreaks = 0, replays = 0;
+  int overlaps = 0, handovers = 0, orderBreaks = 0, replays = 0, pausedReads = 0;
   std::set<std::string> pauseExceptions;  // frozen records (shard/id) that overlapped a new owner
   std::vector<std::string> problems;
   for (auto& [shard, list] : byShard) {
@@ -279,7 +286,17 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
         continue;
       }
       auto it = lastSeq.find(list[i]->key);
-      if (it != lastSeq.end() && list[i]->seq <= it->second) {
+      const auto paused = leftByFrozen.find(std::to_string(shard) + "/" + list[i]->id);
+      if (it != lastSeq.end() && list[i]->seq <= it->second && paused != leftByFrozen.end()) {
+        // A read a frozen process had sent (or was about to send, its checks done) before the
+        // freeze came back after it lost the shard: the record waited in its pending list for the
+        // next owner's claim (the reading-side twin of the frozen-handler overlap of I1).
+        ++pausedReads;
+        if (problems.size() < 10)
+          problems.push_back("paused read: shard " + std::to_string(shard) + " key " + list[i]->key + " seq " +
+                             std::to_string(list[i]->seq) + " read late by frozen " + paused->second +
+                             ", processed by " + list[i]->member + " after seq " + std::to_string(it->second));
+      } else if (it != lastSeq.end() && list[i]->seq <= it->second) {
         ++orderBreaks;
         if (problems.size() < 10)
           problems.push_back("shard " + std::to_string(shard) + " member " + list[i]->member + " key " + list[i]->key +
@@ -327,7 +344,8 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
             << byShard.size() << " shards; " << handovers << " handovers; " << duplicates << " duplicates (from "
             << killed.size() << " SIGKILLed, " << frozen.size() << " SIGSTOPped); " << pauseExceptions.size()
             << " records whose handler was running when their process froze (the allowed overlap); " << overlaps << " other overlaps; " << lateStarts
-            << " starts past a self-fence deadline; " << orderBreaks << " per-key order breaks; " << replays
+            << " starts past a self-fence deadline; " << orderBreaks << " per-key order breaks (" << pausedReads
+            << " more of records a frozen process read after losing the shard and left pending); " << replays
             << " entries processed again after a Redis fault; " << dead.size() << " dead letters\n";
   for (const auto& e : pauseExceptions) std::cout << "  frozen-handler exception: shard/id " << e << "\n";
   for (const auto& p : problems) std::cout << "  " << p << "\n";

@@ -16,7 +16,9 @@
 //   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..}
 // (startNs/endNs: CLOCK_MONOTONIC, so logs of processes on one machine can be merged; wallMs: the
 // wall clock at the end, to compare with the entry id's milliseconds for latency) and one line per answered
-// heartbeat: {"event":"heartbeat","member":..,"sentNs":..,"status":..,"epoch":..,"leaseMs":..}.
+// heartbeat: {"event":"heartbeat","member":..,"sentNs":..,"status":..,"epoch":..,"leaseMs":..}, and
+// one line per read that came back after its shard stopped being this member's (a paused process):
+// {"event":"left-pending","member":..,"shard":..,"ids":[..],"atNs":..}.
 // SIGTERM or SIGINT: leave the group gracefully (epoch -1), drain, exit 0.
 #include <pthread.h>
 #include <signal.h>
@@ -111,6 +113,10 @@ int main(int argc, char** argv) {
     if (e.status.empty()) return;
     write_line({{"event", "heartbeat"}, {"member", memberId}, {"sentNs", e.sentNs}, {"receivedNs", e.receivedNs},
                 {"status", e.status}, {"epoch", e.epoch}, {"owned", e.owned}});
+  };
+  o.onLeftPending = [&](int32_t shard, const std::vector<std::string>& ids) {
+    write_line({{"event", "left-pending"}, {"member", memberId}, {"shard", shard}, {"ids", ids},
+                {"atNs", member::mono_ns()}});
   };
   member::Runtime* rt = nullptr;
   member::Runtime runtime(o, [&](const member::Record& r, int64_t startNs) {
