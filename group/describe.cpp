@@ -87,7 +87,9 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
                                     {"entriesRead", r.entriesRead ? json(*r.entriesRead) : json(nullptr)},
                                     {"lag", r.lag ? json(*r.lag) : json(nullptr)},
                                     {"pending", r.pending},
-                                    {"length", r.length ? json(*r.length) : json(nullptr)}}
+                                    {"length", r.length ? json(*r.length) : json(nullptr)},
+                                    {"trimmed", r.trimmed},
+                                    {"trimmedUnread", r.trimmedUnread}}
                              : json(nullptr);
     }
     shards.push_back(std::move(e));

@@ -35,6 +35,7 @@ GroupLag group_lag(const StreamReading& reading, const std::string& group) {
   for (const auto& s : reading.shards) {
     if (s.shard < 0 || static_cast<std::size_t>(s.shard) >= g.shards.size() || !s.exists) continue;
     g.shards[static_cast<std::size_t>(s.shard)].length = s.length;
+    g.shards[static_cast<std::size_t>(s.shard)].trimmed = s.trimmed;
     for (const auto& r : s.groups) {
       if (r.group != group) continue;
       auto& out = g.shards[static_cast<std::size_t>(s.shard)];
@@ -43,6 +44,7 @@ GroupLag group_lag(const StreamReading& reading, const std::string& group) {
       out.entriesRead = r.entriesRead;
       out.lag = waiting(r, s);
       out.pending = r.pending;
+      out.trimmedUnread = r.trimmedUnread;
     }
   }
   for (const auto& s : g.shards) {

@@ -32,6 +32,7 @@ struct ShardReading {
   std::vector<ShardGroupReading> groups;
   std::string firstId;  // the first record's id ("" when empty or not read)
   std::string lastId;   // the last id ever generated ("" when not read)
+  int64_t trimmed = 0;  // every record retention trimmed from it so far
 };
 
 // A stream's shards, read together (one pipelined round trip).
@@ -49,6 +50,8 @@ struct ShardLag {
   std::optional<int64_t> lag;  // unknown when not on the shard or Redis cannot tell
   int64_t pending = 0;
   std::optional<int64_t> length;  // the shard stream's length, when read
+  int64_t trimmed = 0;            // records retention trimmed from the shard so far
+  int64_t trimmedUnread = 0;      // of those, trimmed before this group read them
 };
 
 // A group's position on every shard of its stream, and the sums over them.

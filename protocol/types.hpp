@@ -186,6 +186,8 @@ std::string shard_stream_key(const std::string& prefix, KeyStyle style, int32_t 
 // A hash beside a shard stream, in its Cluster slot: per consumer group, the records retention
 // trimmed from it before the group read them (Redis's lag still counts those).
 std::string trimmed_unread_key(const std::string& shardKey);
+// Its field holding every record retention trimmed from the shard ('*' is in no group's name).
+inline constexpr const char* kTrimmedTotalField = "*trimmed";
 // Any pattern as above with "{shardIndex}" replaced (for patterns learned from a coordinator).
 std::string expand_key_pattern(const std::string& pattern, int32_t shard);
 

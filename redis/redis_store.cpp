@@ -696,6 +696,7 @@ Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::s
     } else if (info.type == Value::Type::Array) {
       s.exists = true;
       const auto trimmed = field_map(*replies[2].value).value_or(FieldMap{});
+      if (auto it = trimmed.find(protocol::kTrimmedTotalField); it != trimmed.end()) s.trimmed = std::atoll(it->second.c_str());
       for (auto& e : info.elements)
         if (auto g = group_reading(e); g && (onlyGroup.empty() || g->group == onlyGroup)) {
           if (auto it = trimmed.find(g->group); it != trimmed.end()) g->trimmedUnread = std::atoll(it->second.c_str());
@@ -715,7 +716,13 @@ Result<int32_t> RedisStore::reset_offsets(const GroupKey& key, int32_t shardCoun
   std::vector<Command> cmds;
   for (int32_t i = 0; i < shardCount; ++i)
     cmds.push_back({"XGROUP", "SETID", protocol::shard_stream_key(key.streamPrefix, style, i), key.consumerGroup, to});
+  // Redis's lag counts from the new position: what retention trimmed unread before it no longer
+  // comes off it.
+  for (int32_t i = 0; i < shardCount; ++i)
+    cmds.push_back({"HDEL", protocol::trimmed_unread_key(protocol::shard_stream_key(key.streamPrefix, style, i)),
+                    key.consumerGroup});
   auto replies = run(cmds);
+  replies.resize(static_cast<std::size_t>(shardCount));  // the HDELs' answers: nothing to check
   int32_t moved = 0;
   for (std::size_t i = 0; i < replies.size(); ++i) {
     auto r = std::move(replies[i]);

@@ -188,7 +188,8 @@ return 1
 )lua";
 
 // KEYS[1] one shard stream, KEYS[2] its trimmed-unread hash (protocol::trimmed_unread_key: each
-// group's count is added there, for the lag); ARGV[1] 'maxlen' | 'minid' | 'processed', ARGV[2] its bound, ARGV[3]
+// group's count is added there, for the lag, and the shard's total under '*trimmed', a field no
+// group name can take); ARGV[1] 'maxlen' | 'minid' | 'processed', ARGV[2] its bound, ARGV[3]
 // the most records to trim now (the rest waits for the next round: a script blocks Redis).
 // maxlen and minid walk the records to drop from the head (pages of 1000) and count, per consumer
 // group, those after its last delivered id, then trim exactly up to the first record kept: the
@@ -225,7 +226,9 @@ if ARGV[1] == 'processed' then
     end
     if bound == nil or less(keep, bound) then bound = keep end
   end
-  return {redis.call('XTRIM', KEYS[1], 'MINID', '~', bound, 'LIMIT', cap)}
+  local n = redis.call('XTRIM', KEYS[1], 'MINID', '~', bound, 'LIMIT', cap)
+  if n > 0 then redis.call('HINCRBY', KEYS[2], '*trimmed', n) end
+  return {n}
 end
 local want = cap
 if ARGV[1] == 'maxlen' then want = math.min(cap, math.max(0, redis.call('XLEN', KEYS[1]) - tonumber(ARGV[2]))) end
@@ -257,6 +260,7 @@ if #kept == 0 then
 else
   trimmed = redis.call('XTRIM', KEYS[1], 'MINID', kept[1][1])
 end
+if trimmed > 0 then redis.call('HINCRBY', KEYS[2], '*trimmed', trimmed) end
 local out = {trimmed}
 for _, g in ipairs(pos) do
   out[#out + 1] = g[1]

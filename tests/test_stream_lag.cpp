@@ -77,6 +77,11 @@ TEST(StreamLag, RecordsTheRetentionTrimmedUnreadAreTakenOutOfRedissLag) {
   r.shards[0].lastId = "9-0";
   EXPECT_EQ(group_lag(r, "slow").lag(), std::optional<int64_t>(120));
   EXPECT_EQ(lag_by_group(r, {}).at("slow").knownLag, 120);
+  // What describe shows of the shard: what was trimmed, and how much of it this group never read.
+  r.shards[0].trimmed = 1'500'000;
+  const auto shard = group_lag(r, "slow").shards.at(0);
+  EXPECT_EQ(shard.trimmed, 1'500'000);
+  EXPECT_EQ(shard.trimmedUnread, 1'000'000);
 }
 
 TEST(StreamLag, AGroupAtTheLastIdWaitsForNothingAndOneBehindTheFirstRecordWaitsForAll) {

@@ -991,6 +991,29 @@ TEST(Retention, MaxLenKeepsTheBoundAndCountsWhatTheSlowGroupHadNotRead) {
   ASSERT_TRUE(within([&] { return metric(run.pod.port(), slowLag) == 40; }, 8000)) << metric(run.pod.port(), slowLag);
   const auto described = http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/groups/slow").status;
   EXPECT_EQ(described, 404) << "slow is not a coordinator group: its figures are in /metrics only";
+  // Once a member joins it, describe shows the shard's trimmed records and those slow never read.
+  const json join{{"protocolVersion", 1}, {"requestId", "r-1"}, {"memberId", "a"}, {"memberEpoch", 0},
+                  {"metadataVersion", 0}, {"runtimeConsumerCapacity", {{"runtimeMaxConcurrency", 1}, {"availableConcurrency", 1}}},
+                  {"ownedShards", json::array()}};
+  ASSERT_EQ(http_call(run.pod.port(), "POST", "/coord/v1/streams/orders/groups/slow/members/a/heartbeat", join.dump()).status, 200);
+  json shard0;
+  ASSERT_TRUE(within([&] {
+    shard0 = http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/groups/slow").json()["shards"][0];
+    return shard0.contains("redis") && shard0["redis"].is_object();
+  }, 5000)) << shard0.dump();
+  EXPECT_EQ(shard0["redis"]["trimmed"], 50) << shard0.dump();
+  EXPECT_EQ(shard0["redis"]["trimmedUnread"], 20) << shard0.dump();
+  EXPECT_EQ(shard0["redis"]["length"], 50) << shard0.dump();
+  // A reset moves the group: the records it missed before no longer come off Redis's new lag.
+  const auto reset = http_call(run.pod.port(), "POST", "/coord/v1/streams/orders/groups/slow/reset-offsets",
+                               R"({"to": "earliest", "fenceMembers": true})");
+  ASSERT_EQ(reset.status, 200) << reset.body;
+  ASSERT_TRUE(within([&] {
+    shard0 = http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/groups/slow").json()["shards"][0];
+    return shard0["redis"].is_object() && shard0["redis"]["trimmedUnread"] == 0;
+  }, 5000)) << shard0.dump();
+  EXPECT_EQ(shard0["redis"]["lag"], 50) << "all 50 records left wait again: " << shard0.dump();
+  EXPECT_EQ(shard0["redis"]["trimmed"], 50) << "what was trimmed stays counted";
   const auto d = json::parse(http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/retention").body);
   EXPECT_EQ(d["retention"]["policy"], "maxLen");
   EXPECT_EQ(d["retention"]["value"], 50);

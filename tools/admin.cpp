@@ -182,9 +182,14 @@ void print_describe(const json& d) {
     rows.push_back({text(s.value("shardIndex", json())), text(s.value("owner", json())), state,
                     text(s.value("pending", json())), text(s.value("lag", json())), text(s.value("lastDeliveredId", json())),
                     r.is_object() && rlag.is_null() ? "unknown" : text(rlag),
-                    r.is_object() ? text(r.value("pending", json())) : text(json())});
+                    r.is_object() ? text(r.value("pending", json())) : text(json()),
+                    r.is_object() ? text(r.value("length", json())) : text(json()),
+                    r.is_object() ? text(r.value("trimmed", json())) + " (" + text(r.value("trimmedUnread", json())) + ")"
+                                  : text(json())});
   }
-  table(std::cout, {"SHARD", "OWNER", "STATE", "PENDING", "LAG", "LAST-DELIVERED-ID", "REDIS-LAG", "REDIS-PENDING"}, rows);
+  table(std::cout, {"SHARD", "OWNER", "STATE", "PENDING", "LAG", "LAST-DELIVERED-ID", "REDIS-LAG", "REDIS-PENDING",
+                    "LENGTH", "TRIMMED(UNREAD)"},
+        rows);
   rows.clear();
   for (const auto& m : d.value("members", json::array())) {
     const auto cap = m.value("runtimeConsumerCapacity", json::object());
