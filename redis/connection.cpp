@@ -3,20 +3,14 @@
 #include <poll.h>
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 namespace rsc::store {
 namespace {
-
-timeval to_timeval(Millis ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(ms / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-  return tv;
-}
 
 struct FreeReply {
   void operator()(void* r) const { freeReplyObject(r); }
@@ -55,7 +49,7 @@ Value convert(const redisReply* r) {
 
 }  // namespace
 
-void RedisConnection::Free::operator()(redisContext* c) const { redisFree(c); }
+void RedisConnection::FreeReader::operator()(redisReader* r) const { redisReaderFree(r); }
 
 Error classify_reply_error(const std::string& message) {
   return {reply_error_passes(message) ? ErrorKind::Retryable : ErrorKind::Fatal, "redis: " + message};
@@ -64,29 +58,36 @@ Error classify_reply_error(const std::string& message) {
 RedisConnection::RedisConnection(RedisOptions opts) : opts_(std::move(opts)) {}
 RedisConnection::~RedisConnection() = default;
 
+void RedisConnection::drop() {
+  transport_.reset();  // a broken or desynchronised connection is never reused
+  reader_.reset();
+}
+
 Error RedisConnection::io_failure(const std::string& what) {
-  std::string detail = ctx_ && ctx_->errstr[0] ? ctx_->errstr : std::strerror(errno);
-  if (ctx_ && ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) detail = "timed out";
-  ctx_.reset();  // a broken or desynchronised connection is never reused
-  return {ErrorKind::Retryable,
-          "redis " + opts_.host + ":" + std::to_string(opts_.port) + ": " + what + ": " + detail};
+  std::string detail = failure_.empty() ? std::string("failed") : failure_;
+  failure_.clear();
+  drop();
+  return {ErrorKind::Retryable, "redis " + opts_.host + ":" + std::to_string(opts_.port) + ": " + what + ": " + detail};
 }
 
 std::optional<Error> RedisConnection::ensure_connected() {
-  if (ctx_) return std::nullopt;
-  redisContext* c = redisConnectWithTimeout(opts_.host.c_str(), opts_.port, to_timeval(opts_.connectTimeoutMs));
-  if (c == nullptr) return Error{ErrorKind::Retryable, "redis: cannot allocate a context"};
-  ctx_.reset(c);
-  if (c->err) return io_failure("connect");
-  if (redisSetTimeout(c, to_timeval(opts_.commandTimeoutMs)) != REDIS_OK) return io_failure("set timeout");
-  redisEnableKeepAlive(c);
+  if (transport_) return std::nullopt;
+  std::string why;
+  transport_ = Transport::open(opts_.host, opts_.port, opts_.tls, opts_.connectTimeoutMs, opts_.commandTimeoutMs, why);
+  if (!transport_) return Error{ErrorKind::Retryable, why};
+  heardFrom_ = false;
+  reader_.reset(redisReaderCreate());
+  if (!reader_) {
+    drop();
+    return Error{ErrorKind::Retryable, "redis: cannot allocate a reply reader"};
+  }
   ++reconnects_;
   if (!opts_.password.empty()) {
     Command auth = opts_.user.empty() ? Command{"AUTH", opts_.password} : Command{"AUTH", opts_.user, opts_.password};
     auto r = run({auth}).front();
     if (!r.ok()) return r.error;
     if (r.value->is_error()) {
-      ctx_.reset();
+      drop();
       return Error{ErrorKind::Fatal, "redis AUTH failed: " + r.value->str};
     }
   }
@@ -95,32 +96,67 @@ std::optional<Error> RedisConnection::ensure_connected() {
     auto e = onConnect_(*this);
     inOnConnect_ = false;
     if (e) {
-      ctx_.reset();
+      drop();
       return e;
     }
   }
   return std::nullopt;
 }
 
+namespace {
+void append_number(std::string& out, std::size_t n) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
+  out.append(buf, end);
+}
+}  // namespace
+
 std::optional<Error> RedisConnection::append_and_flush(const std::vector<Command>& cmds) {
   ++roundTrips_;
   commandsSent_ += static_cast<int64_t>(cmds.size());
-  for (const auto& cmd : cmds) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    argv.reserve(cmd.size());
-    lens.reserve(cmd.size());
+  out_.clear();
+  for (const auto& cmd : cmds) {  // RESP: *<args>\r\n then $<len>\r\n<arg>\r\n each
+    out_ += '*';
+    append_number(out_, cmd.size());
+    out_ += "\r\n";
     for (const auto& a : cmd) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
+      out_ += '$';
+      append_number(out_, a.size());
+      out_ += "\r\n";
+      out_ += a;
+      out_ += "\r\n";
     }
-    if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
-      return io_failure("append");
   }
-  int done = 0;
-  while (!done)
-    if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) return io_failure("write");
+  if (!transport_->write_all(out_.data(), out_.size())) {
+    failure_ = transport_->why();
+    return io_failure("write");
+  }
+  if (out_.capacity() > (1u << 20)) std::string().swap(out_);  // a huge pipeline's buffer is not kept
   return std::nullopt;
+}
+
+bool RedisConnection::next_reply(void** raw) {
+  for (;;) {
+    if (redisReaderGetReply(reader_.get(), raw) != REDIS_OK) {
+      failure_ = std::string("protocol error: ") + reader_->errstr;
+      return false;
+    }
+    if (*raw != nullptr) return true;
+    char buf[16384];
+    const std::size_t n = transport_->read_some(buf, sizeof buf);
+    if (n == 0) {
+      failure_ = transport_->why();
+      // A TLS-only port closes a plain-text client at its first bytes.
+      if (!heardFrom_ && !transport_->tls() && !transport_->timed_out())
+        failure_ += " before answering anything (does it require TLS? see --redis-tls)";
+      return false;
+    }
+    heardFrom_ = true;
+    if (redisReaderFeed(reader_.get(), buf, n) != REDIS_OK) {
+      failure_ = std::string("protocol error: ") + reader_->errstr;
+      return false;
+    }
+  }
 }
 
 std::vector<Result<Value>> RedisConnection::read_replies(std::size_t n) {
@@ -128,8 +164,7 @@ std::vector<Result<Value>> RedisConnection::read_replies(std::size_t n) {
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     void* raw = nullptr;
-    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr)
-      return std::vector<Result<Value>>(n, Result<Value>::failure(io_failure("read reply")));
+    if (!next_reply(&raw)) return std::vector<Result<Value>>(n, Result<Value>::failure(io_failure("read reply")));
     ReplyPtr reply(raw);
     out.push_back(Result<Value>::success(convert(static_cast<redisReply*>(raw))));
   }
@@ -141,7 +176,7 @@ std::vector<Result<Value>> RedisConnection::run(const std::vector<Command>& cmds
   return read_replies(cmds.size());
 }
 
-int RedisConnection::fd() const { return ctx_ ? ctx_->fd : -1; }
+int RedisConnection::fd() const { return transport_ ? transport_->fd() : -1; }
 
 void RedisConnection::send(const std::vector<Command>& cmds) {
   // Connecting first: on_connect may run commands of its own on this connection.
@@ -163,20 +198,34 @@ std::vector<Result<Value>> RedisConnection::receive() {
 
 Result<std::optional<Value>> RedisConnection::next_push(Millis waitMs) {
   using R = Result<std::optional<Value>>;
-  if (!ctx_) return R::failure({ErrorKind::Retryable, "redis: not connected (subscribe first)"});
+  if (!transport_) return R::failure({ErrorKind::Retryable, "redis: not connected (subscribe first)"});
   void* raw = nullptr;
-  if (redisGetReplyFromReader(ctx_.get(), &raw) != REDIS_OK) return R::failure(io_failure("read push"));
+  if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+    failure_ = std::string("protocol error: ") + reader_->errstr;
+    return R::failure(io_failure("read push"));
+  }
   if (raw == nullptr) {
-    // Nothing buffered: wait for the socket (a read timeout would leave hiredis' context unusable).
-    pollfd p{ctx_->fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::max<Millis>(0, waitMs)));
-    if (n == 0) return R::success(std::nullopt);
-    if (n < 0) {
-      if (errno == EINTR) return R::success(std::nullopt);
-      return R::failure(io_failure("poll"));
+    // Nothing parsed yet: wait for the socket, unless TLS already holds decrypted bytes.
+    if (!transport_->buffered()) {
+      pollfd p{transport_->fd(), POLLIN, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::max<Millis>(0, waitMs)));
+      if (n == 0) return R::success(std::nullopt);
+      if (n < 0) {
+        if (errno == EINTR) return R::success(std::nullopt);
+        failure_ = std::strerror(errno);
+        return R::failure(io_failure("poll"));
+      }
     }
-    if (redisBufferRead(ctx_.get()) != REDIS_OK) return R::failure(io_failure("read push"));
-    if (redisGetReplyFromReader(ctx_.get(), &raw) != REDIS_OK) return R::failure(io_failure("read push"));
+    char buf[16384];
+    const std::size_t got = transport_->read_some(buf, sizeof buf);
+    if (got == 0) {
+      failure_ = transport_->why();
+      return R::failure(io_failure("read push"));
+    }
+    if (redisReaderFeed(reader_.get(), buf, got) != REDIS_OK || redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+      failure_ = std::string("protocol error: ") + reader_->errstr;
+      return R::failure(io_failure("read push"));
+    }
     if (raw == nullptr) return R::success(std::nullopt);  // part of a message so far
   }
   ReplyPtr reply(raw);

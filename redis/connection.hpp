@@ -1,6 +1,6 @@
-// One synchronous hiredis connection: RAII for the context and replies, connect and command
-// timeouts, AUTH, reconnect after any I/O error, pipelining, and the one place where hiredis and
-// Redis errors become store::Error (retryable vs fatal).
+// One synchronous Redis connection: a Transport (TCP or TLS) for the bytes and hiredis' RESP
+// reader for the replies; connect and command timeouts, AUTH, reconnect after any I/O error,
+// pipelining, and the one place where I/O and Redis errors become store::Error (retryable vs fatal).
 #pragma once
 
 #include <functional>
@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "redis/result.hpp"
+#include "redis/transport.hpp"
 
-struct redisContext;
+struct redisReader;
 
 namespace rsc::store {
 
@@ -38,6 +39,7 @@ struct RedisOptions {
   std::vector<std::string> seeds;
   int maxRedirects = 5;                  // MOVED/ASK followed per command before giving up
   Millis clusterRetryBudgetMs = 2000;    // TRYAGAIN/CLUSTERDOWN retried with backoff for this long
+  TlsOptions tls;  // TLS to every node (a cluster's nodes met through MOVED/ASK too)
   LogFn log;
   std::shared_ptr<CallObserver> observer;  // may be null
 };
@@ -88,7 +90,7 @@ class RedisConnection {
 
   // Called after every (re)connect, e.g. to load scripts. Its failure fails the connect.
   void on_connect(std::function<std::optional<Error>(RedisConnection&)> f) { onConnect_ = std::move(f); }
-  bool connected() const { return ctx_ != nullptr; }
+  bool connected() const { return transport_ != nullptr; }
   // The socket (to poll for a reply after send()), or -1 when not connected.
   int fd() const;
   const RedisOptions& options() const { return opts_; }
@@ -105,11 +107,19 @@ class RedisConnection {
   std::size_t sent_ = 0;                // commands sent by send() whose replies receive() reads
   std::optional<Error> sendFailure_;    // why send() failed
 
+  void drop();
+  // Feeds the reader until it has a reply; false on an I/O or protocol failure.
+  bool next_reply(void** raw);
+
   RedisOptions opts_;
-  struct Free {
-    void operator()(redisContext* c) const;
+  struct FreeReader {
+    void operator()(redisReader* r) const;
   };
-  std::unique_ptr<redisContext, Free> ctx_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<redisReader, FreeReader> reader_;  // hiredis' RESP parser, fed from transport_
+  std::string out_;                                  // the commands being sent, in RESP
+  std::string failure_;                              // why the last I/O failed
+  bool heardFrom_ = false;                           // this connection has read a byte
   std::function<std::optional<Error>(RedisConnection&)> onConnect_;
   bool inOnConnect_ = false;
   int64_t reconnects_ = 0;

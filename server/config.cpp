@@ -2,6 +2,7 @@
 
 #include "protocol/codec.hpp"
 #include "redis/client.hpp"
+#include "redis/options.hpp"
 
 #include <arpa/inet.h>
 
@@ -160,6 +161,34 @@ void load_file(Config& c, const std::string& path) {
     }
     if (auto v = str(r, "user", "redis.user")) c.redis.user = *v;
     if (auto v = str(r, "password", "redis.password")) c.redis.password = *v;
+    if (auto v = str(r, "passwordFile", "redis.passwordFile")) {
+      std::string error;
+      c.redis.password = store::read_secret_file(*v, error);
+      if (!error.empty()) throw Bad{path + ": redis.passwordFile: " + error};
+    }
+    if (r.contains("tls")) {  // {"caFile", "caDir", "certFile", "keyFile", "serverName", "enabled": true}
+      const auto& t = r["tls"];
+      if (!t.is_object()) throw Bad{path + ": redis.tls must be an object"};
+      c.redis.tls.enabled = true;
+      for (auto it = t.begin(); it != t.end(); ++it) {
+        const std::string where = "redis.tls." + it.key();
+        if (it.key() == "enabled") {
+          if (!it->is_boolean()) throw Bad{path + ": " + where + " must be true or false"};
+          c.redis.tls.enabled = it->get<bool>();
+          continue;
+        }
+        std::string store::TlsOptions::*field = it.key() == "caFile"       ? &store::TlsOptions::caFile
+                                                : it.key() == "caDir"      ? &store::TlsOptions::caDir
+                                                : it.key() == "certFile"   ? &store::TlsOptions::certFile
+                                                : it.key() == "keyFile"    ? &store::TlsOptions::keyFile
+                                                : it.key() == "serverName" ? &store::TlsOptions::serverName
+                                                                           : nullptr;
+        if (field == nullptr)
+          throw Bad{path + ": " + where + ": unknown setting (caFile, caDir, certFile, keyFile, serverName, enabled)"};
+        if (!it->is_string() || it->get<std::string>().empty()) throw Bad{path + ": " + where + " must be a non-empty string"};
+        c.redis.tls.*field = it->get<std::string>();
+      }
+    }
     if (auto v = str(r, "namespace", "redis.namespace")) c.redis.ns = *v;
   }
   if (j.contains("coordinator")) {
@@ -209,6 +238,12 @@ void load_file(Config& c, const std::string& path) {
       if (!t.is_object()) throw Bad{path + ": " + where + " must be an object"};
       http::Token tok;
       auto token = str(t, "token", where + ".token");
+      if (auto file = str(t, "tokenFile", where + ".tokenFile")) {  // a mounted Secret
+        if (token) throw Bad{path + ": " + where + ": token or tokenFile, not both"};
+        std::string error;
+        token = store::read_secret_file(*file, error);
+        if (!error.empty()) throw Bad{path + ": " + where + ".tokenFile: " + error};
+      }
       if (!token || token->size() < 16) throw Bad{path + ": " + where + ".token must be a string of 16 characters or more"};
       tok.token = *token;
       if (auto role = str(t, "role", where + ".role")) tok.role = *role;
@@ -233,6 +268,7 @@ void load_file(Config& c, const std::string& path) {
 }
 
 void validate(const Config& c) {
+  if (auto e = store::check_tls_files(c.redis.tls); !e.empty()) throw Bad{"redis TLS: " + e};
   const auto& s = c.service;
   if (s.core.leaseRenewalSlackMs > s.core.memberLeaseTtlMs)
     throw Bad{"lease-renewal-slack (" + std::to_string(s.core.leaseRenewalSlackMs) + "ms) must not exceed member-lease-ttl (" +
@@ -269,6 +305,8 @@ std::string usage() {
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N] [--lag-interval-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
+         "         [--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
+         "         [--redis-tls-cert-file F --redis-tls-key-file F] [--redis-tls-server-name NAME]\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "advertise (where the other pods forward the calls of the groups this pod serves) the listen\n"
          "address, 127.0.0.1 when listening on all interfaces: set it to the pod's IP when pods run apart,\n"
@@ -284,11 +322,13 @@ std::string usage() {
          "cores (at least one) as actor scheduler threads, a group's Redis consumer\n"
          "groups created at 0 (records produced before the group existed are read; $: only new ones).\n"
          "Environment: RSC_CONFIG, RSC_LISTEN, RSC_ADVERTISE, RSC_REDIS, RSC_REDIS_CLUSTER, RSC_REDIS_USER,\n"
-         "RSC_REDIS_PASSWORD and\n"
+         "RSC_REDIS_PASSWORD (or RSC_REDIS_PASSWORD_FILE: a file holding it), RSC_REDIS_TLS, RSC_REDIS_TLS_CA_FILE,\n"
+         "RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE, RSC_REDIS_TLS_SERVER_NAME and\n"
          "RSC_<SETTING>[_MS] (e.g. RSC_TICK_INTERVAL_MS); flags override them, they override the file.\n"
-         "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"cluster\", \"user\", \"password\"},\n"
+         "The file is JSON: {\"listen\": ..., \"redis\": {\"address\", \"cluster\", \"user\", \"password\" | \"passwordFile\",\n"
+         "\"tls\": {\"caFile\", \"caDir\", \"certFile\", \"keyFile\", \"serverName\"}},\n"
          "\"coordinator\": {\"tick-interval\": ms, ..., \"consumer-group-start\": \"0\"|\"$\"},\n"
-         "\"groups\": {\"<stream>/<group>\": {\"consumerGroupStart\": \"0\"|\"$\"}}, \"auth\": {\"tokens\": [{\"token\", \"role\",\n"
+         "\"groups\": {\"<stream>/<group>\": {\"consumerGroupStart\": \"0\"|\"$\"}}, \"auth\": {\"tokens\": [{\"token\" | \"tokenFile\", \"role\",\n"
          "\"streams\": [patterns], \"groups\": [patterns], \"name\"}], \"metricsPublic\": true}}. No tokens: the server\n"
          "runs open. metricsPublic false: GET /metrics needs a token too (its labels name every group).\n"
          "A token's optional name is the caller in the audit line every admin call logs.\n"
@@ -319,8 +359,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (const char* v = env("RSC_ADVERTISE")) set_advertise(c, v, "RSC_ADVERTISE");
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
     if (const char* v = env("RSC_REDIS_CLUSTER")) set_redis_cluster(c, v, "RSC_REDIS_CLUSTER");
-    if (const char* v = env("RSC_REDIS_USER")) c.redis.user = v;
-    if (const char* v = env("RSC_REDIS_PASSWORD")) c.redis.password = v;
+    if (auto e = store::apply_redis_env(c.redis, env); !e.empty()) throw Bad{e};
     if (const char* v = env("RSC_CONSUMER_GROUP_START")) set_group_start(c, v, "RSC_CONSUMER_GROUP_START");
     for (const auto& key : kNumeric) {
       const auto name = env_name(key);
@@ -346,6 +385,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         c.redis.cluster = true;
       } else if (a == "--consumer-group-start") {
         set_group_start(c, value(), a);
+      } else if (std::string error; store::apply_redis_flag(c.redis, a, value, error)) {
+        if (!error.empty()) throw Bad{error};
       } else {
         bool known = false;
         for (const auto& key : kNumeric) {
@@ -385,7 +426,7 @@ std::string summary(const Config& c) {
   std::ostringstream os;
   os << "listen=" << c.http.host << ":" << c.http.port << " redis=" << c.redis.host << ":" << c.redis.port
      << (c.redis.cluster ? " (cluster, " + std::to_string(std::max<std::size_t>(1, c.redis.seeds.size())) + " seeds)" : "")
-     << (c.redis.password.empty() ? "" : " (auth)") << " tick=" << c.service.tickIntervalMs
+     << (c.redis.password.empty() ? "" : " (auth)") << " redis-tls=" << store::describe_tls(c.redis.tls) << " tick=" << c.service.tickIntervalMs
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
      << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms lease-renewal-slack=" << c.service.core.leaseRenewalSlackMs << "ms mutex-ttl=" << c.service.mutexTtlMs
      << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections

@@ -22,16 +22,23 @@ namespace rsc::testing {
 class LocalCluster {
  public:
   // `password`: requirepass (and an ACL user "rsc" with it) on every node.
-  explicit LocalCluster(int masters = 3, int replicasPerMaster = 1, const std::string& password = "") {
+  // `tls`: every node TLS-only (clients and the cluster bus), clients verified (mutual TLS).
+  explicit LocalCluster(int masters = 3, int replicasPerMaster = 1, const std::string& password = "", bool tls = false) {
     RedisServerOptions o;
     o.cluster = true;
     o.password = password;
+    o.tls = tls;
+    o.tlsAuthClients = tls;
     const int n = masters * (1 + replicasPerMaster);
     for (int i = 0; i < n; ++i) servers_.push_back(std::make_unique<RedisServer>(o));
     std::vector<std::string> args{"redis-cli", "--cluster", "create"};
     for (const auto& s : servers_) args.push_back("127.0.0.1:" + std::to_string(s->port()));
     args.insert(args.end(), {"--cluster-replicas", std::to_string(replicasPerMaster), "--cluster-yes"});
     if (!password.empty()) args.insert(args.end(), {"-a", password, "--no-auth-warning"});
+    if (tls) {
+      const auto& pki = TestPki::get();
+      args.insert(args.end(), {"--tls", "--cacert", pki.ca(), "--cert", pki.clientCert(), "--key", pki.clientKey()});
+    }
     run(args);
     wait_healthy(masters, masters * replicasPerMaster);
   }

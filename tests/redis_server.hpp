@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "redis/connection.hpp"
+#include "tls_pki.hpp"
 
 namespace rsc::testing {
 
@@ -39,6 +40,11 @@ struct RedisServerOptions {
   std::string password;      // requirepass for the default user, and an ACL user "rsc" with it
   bool cluster = false;      // cluster-enabled, its nodes file in the server's directory
   int clusterNodeTimeoutMs = 1000;  // how soon an unreachable master is failed over
+  // TLS only (the plain port off), with the test PKI's server certificate; clients (and a cluster's
+  // nodes among themselves) verify it against its CA.
+  bool tls = false;
+  bool tlsAuthClients = false;  // mutual TLS: a client must present a certificate of that CA
+  std::string tlsCert, tlsKey;  // another server certificate (default: the PKI's good one)
 };
 
 class RedisServer {
@@ -78,12 +84,19 @@ class RedisServer {
     o.password = opts_.password;
     o.connectTimeoutMs = 500;
     o.commandTimeoutMs = 2000;
+    if (opts_.tls) {
+      const auto& pki = TestPki::get();
+      o.tls.enabled = true;
+      o.tls.caFile = pki.ca();
+      o.tls.certFile = pki.clientCert();
+      o.tls.keyFile = pki.clientKey();
+    }
     return o;
   }
 
   void start() {
     if (pid_ > 0) return;
-    std::vector<std::string> args{"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+    std::vector<std::string> args{"redis-server", "--port", opts_.tls ? "0" : std::to_string(port_), "--bind", "127.0.0.1",
                                   "--dir", dir_, "--save", "", "--daemonize", "no", "--logfile",
                                   dir_ + "/redis.log", "--busy-reply-threshold", "100"};
     if (!opts_.password.empty()) {
@@ -96,6 +109,14 @@ class RedisServer {
       args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
                                "--cluster-port", std::to_string(busPort_), "--cluster-node-timeout",
                                std::to_string(opts_.clusterNodeTimeoutMs)});
+    }
+    if (opts_.tls) {
+      const auto& pki = TestPki::get();
+      args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file",
+                               opts_.tlsCert.empty() ? pki.serverCert() : opts_.tlsCert, "--tls-key-file",
+                               opts_.tlsKey.empty() ? pki.serverKey() : opts_.tlsKey, "--tls-ca-cert-file", pki.ca(),
+                               "--tls-auth-clients", opts_.tlsAuthClients ? "yes" : "no"});
+      if (opts_.cluster) args.insert(args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
     }
     if (opts_.persistence) {
       args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
@@ -154,10 +175,23 @@ class RedisServer {
 
  private:
   void wait_ready() {
+    // A server with a certificate the client refuses (a bad-input test) is ready once it accepts.
+    const bool acceptOnly = opts_.tls && !opts_.tlsCert.empty();
     for (int i = 0; i < 500; ++i) {
-      store::RedisConnection c(client_options());
-      auto r = c.command({"PING"});
-      if (r.ok() && !r.value->is_error()) return;
+      if (acceptOnly) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(static_cast<uint16_t>(port_));
+        const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        ::close(fd);
+        if (up) return;
+      } else {
+        store::RedisConnection c(client_options());
+        auto r = c.command({"PING"});
+        if (r.ok() && !r.value->is_error()) return;
+      }
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;

@@ -607,6 +607,43 @@ TEST(E2EConfig, LeaseRenewalSlackHasASafeDefaultAndRefusesUnsafeValues) {
   EXPECT_EQ(rc, 2) << "0 stays refused elsewhere: " << out;
 }
 
+// Redis TLS and secrets from files (issue 29): --check-config names the TLS files, never the
+// password or a token, and a missing or unusable file is refused before anything connects.
+TEST(E2EConfig, RedisTlsAndSecretFilesAreCheckedAndNoSecretIsPrinted) {
+  const auto run = run_command;
+  const auto& pki = rsc::testing::TestPki::get();
+  const std::string pw = pki.dir + "/pw", conf = pki.dir + "/coordinator.json", tok = pki.dir + "/token";
+  std::ofstream(pw) << "redis-secret-123\n";
+  std::ofstream(tok) << "token-secret-0123456789\n";
+  std::ofstream(conf) << R"({"redis": {"passwordFile": ")" << pw << R"(", "tls": {"caFile": ")" << pki.ca()
+                      << R"("}}, "auth": {"tokens": [{"tokenFile": ")" << tok << R"(", "role": "admin"}]}})";
+  const std::string bin = RSC_COORDINATOR_BIN;
+  int rc = 0;
+  auto out = run(bin + " --check-config --config " + conf + " --redis-tls-cert-file " + pki.clientCert() +
+                     " --redis-tls-key-file " + pki.clientKey() + " 2>&1",
+                 &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("redis-tls=on, CA " + pki.ca() + ", client certificate " + pki.clientCert()), std::string::npos) << out;
+  EXPECT_NE(out.find("(auth)"), std::string::npos) << out;
+  EXPECT_NE(out.find("tokens=1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("redis-secret-123"), std::string::npos) << "the password is never printed: " << out;
+  EXPECT_EQ(out.find("token-secret"), std::string::npos) << "nor a token: " << out;
+  out = run("RSC_REDIS_PASSWORD_FILE=" + pw + " RSC_REDIS_TLS_CA_FILE=" + pki.ca() + " " + bin + " --check-config 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("redis-tls=on"), std::string::npos) << out;
+  out = run(bin + " --check-config --redis-tls-ca-file /nonexistent/ca.pem 2>&1", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("redis TLS: CA /nonexistent/ca.pem: No such file or directory"), std::string::npos) << out;
+  out = run(bin + " --check-config --redis-tls-cert-file " + pki.clientCert() + " --redis-tls-key-file " + pki.serverKey() +
+                " 2>&1",
+            &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("does not match the certificate"), std::string::npos) << out;
+  out = run(bin + " --check-config --redis-password-file /nonexistent/pw 2>&1", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--redis-password-file: cannot read /nonexistent/pw"), std::string::npos) << out;
+}
+
 // Several pods on one Redis; members in threads send each heartbeat to a random pod. The
 // members' own view is checked: no shard is ever taken while another member still reads it (I1),
 // epochs never go back (I3), and the group converges (I2).

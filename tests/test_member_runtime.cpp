@@ -488,6 +488,37 @@ TEST_F(RuntimeTest, AfterAFailedAckNothingLaterOnTheShardIsProcessedBeforeTheRec
   EXPECT_TRUE(a.shutdown(5000));
 }
 
+// The whole path over TLS-only Redis with mutual TLS: the coordinator (its flags) and the member
+// runtime (its options) both verify the server and present the client certificate; records are
+// read, processed and acked, and a second member's join is heard on the group's change channel.
+TEST(RuntimeOverTls, TheCoordinatorAndTwoMembersWorkOnATlsOnlyRedis) {
+  rsc::testing::RedisServerOptions ro;
+  ro.tls = true;
+  ro.tlsAuthClients = true;
+  RedisServer redis(ro);
+  const auto& pki = rsc::testing::TestPki::get();
+  Coordinator coord(redis.port(), {"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
+                                   "1500", "--redis-tls-ca-file", pki.ca(), "--redis-tls-cert-file", pki.clientCert(),
+                                   "--redis-tls-key-file", pki.clientKey()});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200) << coord.log();
+  std::atomic<int> processed{0};
+  member::Runtime a(runtime_options(coord, redis, "a"), [&](const member::Record&, int64_t) { ++processed; });
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; })) << coord.log();
+  auto admin = redis.admin();
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(admin.command({"XADD", "orders:" + std::to_string(i % 2), "*", "key", "k" + std::to_string(i)}).ok());
+  EXPECT_TRUE(eventually([&] { return processed.load() == 20; })) << processed.load();
+  member::Runtime b(runtime_options(coord, redis, "b"), [&](const member::Record&, int64_t) { ++processed; });
+  b.start();
+  EXPECT_TRUE(eventually([&] { return a.stats().owned.size() == 1 && b.stats().owned.size() == 1; })) << coord.log();
+  auto pending = admin.command({"XPENDING", "orders:0", "billing"});
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(pending.value->elements.at(0).integer, 0) << "every record acked";
+  EXPECT_TRUE(a.shutdown(5000));
+  EXPECT_TRUE(b.shutdown(5000));
+}
+
 // Change notifications: with a 3 s heartbeat interval, the owner that must give a shard up hears
 // of the newcomer through the group's channel and heartbeats at once, so the newcomer reads its
 // shard well before the owner's next scheduled heartbeat.

@@ -29,6 +29,16 @@ RedisServer& shared_server() {
   static RedisServer server;  // one per test binary, stopped at exit
   return server;
 }
+// The same contract once over TLS (mutual: the store presents the test PKI's client certificate).
+RedisServer& shared_tls_server() {
+  static RedisServer server([] {
+    rsc::testing::RedisServerOptions o;
+    o.tls = true;
+    o.tlsAuthClients = true;
+    return o;
+  }());
+  return server;
+}
 
 // A GroupStore that forwards to a shared one: a second "pod" of the in-memory backend.
 class Forward : public GroupStore {
@@ -100,6 +110,18 @@ struct ClusterRedis {
   static store::RedisOptions options() { return cluster().client_options(); }
   static void flush() { cluster().flush_all(); }
 };
+struct SingleRedisTls {
+  static store::RedisOptions options() { return shared_tls_server().client_options(); }
+  static void flush() { shared_tls_server().admin().command({"FLUSHALL"}); }
+};
+struct ClusterRedisTls {
+  static LocalCluster& cluster() {
+    static LocalCluster c(3, 1, "", true);
+    return c;
+  }
+  static store::RedisOptions options() { return cluster().client_options(); }
+  static void flush() { cluster().flush_all(); }
+};
 
 template <typename Where>
 struct RedisBackendOn {
@@ -111,7 +133,8 @@ struct RedisBackendOn {
   // the refusals the masters gave, whatever the test checked.
   ~RedisBackendOn() { EXPECT_EQ(crossslot_errors(), crossSlotBefore) << "a store command spanned two hash slots"; }
   static long long crossslot_errors() {
-    if constexpr (std::is_same_v<Where, ClusterRedis>) return ClusterRedis::cluster().crossslot_errors();
+    if constexpr (std::is_same_v<Where, ClusterRedis> || std::is_same_v<Where, ClusterRedisTls>)
+      return Where::cluster().crossslot_errors();
     return 0;
   }
   std::unique_ptr<GroupStore> pod() { return std::make_unique<RedisStore>(Where::options()); }
@@ -149,6 +172,8 @@ struct RedisBackendOn {
 };
 using RedisBackend = RedisBackendOn<SingleRedis>;
 using RedisClusterBackend = RedisBackendOn<ClusterRedis>;
+using RedisTlsBackend = RedisBackendOn<SingleRedisTls>;
+using RedisClusterTlsBackend = RedisBackendOn<ClusterRedisTls>;
 
 const GroupKey kKey{"orders", "billing"};
 
@@ -211,12 +236,17 @@ class StoreContract : public ::testing::Test {
   B backend;
 };
 
-using Backends = ::testing::Types<MemoryBackend, RedisBackend, RedisClusterBackend>;
+using Backends =
+    ::testing::Types<MemoryBackend, RedisBackend, RedisClusterBackend, RedisTlsBackend, RedisClusterTlsBackend>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return std::is_same_v<T, MemoryBackend> ? "Memory" : std::is_same_v<T, RedisBackend> ? "Redis" : "RedisOnCluster";
+    if (std::is_same_v<T, MemoryBackend>) return "Memory";
+    if (std::is_same_v<T, RedisBackend>) return "Redis";
+    if (std::is_same_v<T, RedisTlsBackend>) return "RedisOverTls";
+    if (std::is_same_v<T, RedisClusterTlsBackend>) return "RedisOverTlsOnCluster";
+    return "RedisOnCluster";
   }
 };
 TYPED_TEST_SUITE(StoreContract, Backends, BackendNames);

@@ -33,6 +33,7 @@
 #include "log/log.hpp"
 #include "member/runtime.hpp"
 #include "redis/client.hpp"
+#include "redis/options.hpp"
 #include "tools/exec_handler.hpp"
 
 using namespace rsc;
@@ -43,13 +44,19 @@ namespace {
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
                "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
-               "                   [--fail-every N] [--exec CMD | --exec-lines CMD]\n";
+               "                   [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
+            << "                   " << store::kRedisFlagsUsage << "\n"
+            << "Environment: RSC_TOKEN, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
+               "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
+               "RSC_REDIS_TLS_SERVER_NAME; flags override them.\n";
   std::exit(2);
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   member::RuntimeOptions o;
+  if (auto e = store::apply_redis_env(o.redis, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
+  if (const char* t = std::getenv("RSC_TOKEN")) o.token = t;
   std::string redis, logPath;
   long processMs = 0;
   std::string failKey;
@@ -72,6 +79,11 @@ int main(int argc, char** argv) {
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
     else if (a == "--log") logPath = val();
     else if (a == "--token") o.token = val();
+    else if (a == "--token-file") {
+      std::string error;
+      o.token = store::read_secret_file(val(), error);
+      if (!error.empty()) usage("--token-file: " + error);
+    }
     else if (a == "--max-deliveries") o.retry.maxDeliveries = std::max(1L, std::atol(val().c_str()));
     else if (a == "--retry-backoff-ms") o.retry.backoffMs = std::max(1L, std::atol(val().c_str()));
     else if (a == "--retry-backoff-max-ms") o.retry.backoffMaxMs = std::max(1L, std::atol(val().c_str()));
@@ -80,7 +92,9 @@ int main(int argc, char** argv) {
     else if (a == "--exec") execCmd = val();
     else if (a == "--exec-lines") execLines = val();
     else if (a == "--help" || a == "-h") usage("help");
-    else usage("unknown argument " + a);
+    else if (std::string error; store::apply_redis_flag(o.redis, a, val, error)) {
+      if (!error.empty()) usage(error);
+    } else usage("unknown argument " + a);
   }
   if (redis.empty() || o.streamPrefix.empty() || o.group.empty()) usage("--redis, --stream and --group are required");
   if (auto e = store::set_redis_nodes(o.redis, redis); !e.empty()) usage("--redis: " + e);

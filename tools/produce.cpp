@@ -26,6 +26,7 @@
 #include "protocol/codec.hpp"
 #include "protocol/partition.hpp"
 #include "redis/client.hpp"
+#include "redis/options.hpp"
 
 using namespace rsc;
 
@@ -38,7 +39,10 @@ void on_signal(int sig) { stopSignal = sig; }
   std::cerr << "rsc-produce: " << why << "\n"
             << "usage: rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX --count N\n"
                "                   [--coordinator URL [--group G] | --shards N [--key-pattern P]]\n"
-               "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n";
+               "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n"
+            << "                   " << store::kRedisFlagsUsage << "\n"
+            << "Environment: RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS and\n"
+               "RSC_REDIS_TLS_{CA_FILE,CA_DIR,CERT_FILE,KEY_FILE,SERVER_NAME}; flags override them.\n";
   std::exit(2);
 }
 
@@ -78,6 +82,8 @@ int main(int argc, char** argv) {
   std::string redis, stream, coordinator, group, pattern, partitioner = "murmur3";
   bool redisCluster = false;
   long shards = 0, count = -1, rate = 0, keySpace = 100, seed = 1, retryMs = 30000;
+  store::RedisOptions o;
+  if (auto e = store::apply_redis_env(o, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -105,12 +111,13 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = num();
     else if (a == "--retry-ms") retryMs = num();
     else if (a == "--help" || a == "-h") usage("help");
-    else usage("unknown argument " + a);
+    else if (std::string error; store::apply_redis_flag(o, a, val, error)) {
+      if (!error.empty()) usage(error);
+    } else usage("unknown argument " + a);
   }
   if (redis.empty() || stream.empty() || count < 0) usage("--redis, --stream and --count are required");
   if (keySpace <= 0) usage("--key-space must be positive");
   if (partitioner != "murmur3" && partitioner != "fnv1a") usage("--partitioner: murmur3 or fnv1a, not '" + partitioner + "'");
-  store::RedisOptions o;
   if (auto e = store::set_redis_nodes(o, redis); !e.empty()) usage("--redis: " + e);
   if (redisCluster) o.cluster = true;
   if (shards == 0) {
