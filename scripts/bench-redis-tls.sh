@@ -25,18 +25,18 @@ redis_up "$plain" --save "" --appendonly no --tls-port "$tls" --tls-cert-file "$
   --tls-key-file "$dir/server.key" --tls-ca-cert-file "$dir/ca.crt" --tls-auth-clients yes
 tlsFlags=(--redis-tls-ca-file "$dir/ca.crt" --redis-tls-cert-file "$dir/client.crt" --redis-tls-key-file "$dir/client.key")
 
-# coordinator BIN_DIR NAME PORT [flags...]: starts one, prints its URL
+# coordinator BIN_DIR NAME PORT [flags...]: starts one; its URL in $url
 coordinator() {
   local bin=$1 name=$2 rp=$3 port
   shift 3
   port=$(free_port)
-  "$bin/rsc-coordinator" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rp" "$@" 2>"$dir/$name.log" &
+  "$bin/rsc-coordinator" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rp" "$@" >"$dir/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do
     curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
     sleep 0.05
   done
-  echo "http://127.0.0.1:$port"
+  url="http://127.0.0.1:$port"
 }
 now() { date +%s%N; }
 # run LABEL BIN_DIR URL REDIS_PORT [redis flags...]: one produce-then-consume round; prints a row
@@ -66,9 +66,14 @@ run() {
   awk -v l="$label" -v r="$records" -v p=$((t1 - t0)) -v c=$((t2 - t1)) -v d="$done" \
     'BEGIN { printf "%-26s %12.0f %12.0f %10d\n", l, r / (p / 1e9), d / (c / 1e9), d }'
 }
-plainUrl=$(coordinator ./build plain "$plain")
-tlsUrl=$(coordinator ./build tls "$tls" "${tlsFlags[@]}")
-[ -n "${BASE:-}" ] && baseUrl=$(coordinator "$BASE" base "$plain")
+coordinator ./build plain "$plain"
+plainUrl=$url
+coordinator ./build tls "$tls" "${tlsFlags[@]}"
+tlsUrl=$url
+if [ -n "${BASE:-}" ]; then
+  coordinator "$BASE" base "$plain"
+  baseUrl=$url
+fi
 echo "bench-redis-tls: $records records a round, 4 shards, $rounds rounds alternating (records/s)"
 printf '%-26s %12s %12s %10s\n' "mode" "produce/s" "consume/s" "consumed"
 for r in $(seq 1 "$rounds"); do

@@ -6,7 +6,8 @@
 # and the pod's CPU (utime + stime) per request of each is printed with their ratio, as rsc-load
 # prints them. Everything it started is stopped by pid at the end.
 #   bash scripts/wrk-heartbeats.sh [GROUPS] [MEMBERS_PER_GROUP] [SECONDS] [CONNECTIONS] [THREADS]
-# RSC_COORDINATOR_BIN picks another build of the coordinator. RSC_WRK_PODS=N runs N pods behind
+# RSC_COORDINATOR_BIN picks another build of the coordinator, RSC_POD_ARGS adds flags to the pods
+# (e.g. "--lease-renewal-slack-ms 0": every heartbeat written). RSC_WRK_PODS=N runs N pods behind
 # rsc-proxy (round robin per connection, as a Kubernetes Service); CPU is then summed over the pods.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ podpids=() backends=""
 for i in $(seq 1 "$npods"); do
   p=$(free_port)
   "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
-    --default-shard-count 16 2>"$dir/pod$i.log" &
+    --default-shard-count 16 ${RSC_POD_ARGS:-} 2>"$dir/pod$i.log" &
   pids+=($!)
   podpids+=($!)
   backends="${backends:+$backends,}127.0.0.1:$p"
