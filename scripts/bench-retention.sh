@@ -8,6 +8,7 @@
 # processed must lose nothing; maxlen must account for every record (processed or counted).
 # A private redis-server and coordinator on free loopback ports; everything is stopped by pid.
 #   bash scripts/bench-retention.sh [RECORDS] [RATE] [POLICY] [SLOW_MS] [MAX_SECONDS]
+# SLOW_MS may be given in microseconds as e.g. 150us (a busy wait per record).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 records=${1:-100000} rate=${2:-10000} policy=${3:-processed} slowMs=${4:-1} maxSecs=${5:-900}
@@ -35,7 +36,8 @@ consumer() {  # consumer GROUP [flags...]
   pids+=($!)
 }
 consumer fast --concurrency 4
-consumer slow --concurrency 1 --process-ms "$slowMs"
+if [[ "$slowMs" == *us ]]; then slowFlag=(--process-us "${slowMs%us}"); else slowFlag=(--process-ms "$slowMs"); fi
+consumer slow --concurrency 1 "${slowFlag[@]}"
 sleep 1
 start=$(date +%s%N)
 ./build/rsc-produce --redis "127.0.0.1:$rport" --stream bench --coordinator "$url" --group fast --count "$records" \
@@ -50,7 +52,7 @@ length() {
   echo "$n"
 }
 seqs() { grep -o '"seq":[0-9]*' "$dir/$1.jsonl" 2>/dev/null | sort -u | wc -l; }
-echo "bench-retention: $records records at $rate/s, 4 shards, policy $policy, slow group ${slowMs} ms a record"
+echo "bench-retention: $records records at $rate/s, 4 shards, policy $policy, slow group ${slowMs} a record (ms unless us)"
 printf '%6s %10s %10s %10s %10s %12s\n' "t(s)" "length" "redis MiB" "fast lag" "slow lag" "slow unread-trimmed"
 maxLen=0 produced=0 t=0 fastDone=
 while true; do

@@ -1,7 +1,7 @@
 // rsc-consume: consumes a sharded stream through the coordinator with the member runtime.
 //   rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX
 //               --group G [--member-id ID]
-//               [--concurrency N] [--process-ms MS] [--log FILE] [--token T]
+//               [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]
 //               [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]
 //               [--fail-every N] [--exec CMD | --exec-lines CMD]
 // A record whose handler fails is tried again after a backoff (doubling, capped) until Redis has
@@ -42,7 +42,7 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-consume: " << why << "\n"
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
-               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS] [--log FILE] [--token T]\n"
+               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
                "                   [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   if (auto e = store::apply_redis_env(o.redis, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
   if (const char* t = std::getenv("RSC_TOKEN")) o.token = t;
   std::string redis, logPath;
-  long processMs = 0;
+  long processMs = 0, processUs = 0;
   std::string failKey;
   long failEvery = 0;
   std::string execCmd, execLines;
@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
     else if (a == "--member-id") o.memberId = val();
     else if (a == "--concurrency") o.concurrency = std::max(1, std::atoi(val().c_str()));
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
+    else if (a == "--process-us") processUs = std::atol(val().c_str());
     else if (a == "--log") logPath = val();
     else if (a == "--token") o.token = val();
     else if (a == "--token-file") {
@@ -135,6 +136,11 @@ int main(int argc, char** argv) {
   member::Runtime* rt = nullptr;
   member::Runtime runtime(o, [&](const member::Record& r, int64_t startNs) {
     if (processMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(processMs));
+    if (processUs > 0) {  // a busy wait: a sleep this short would cost its timer slack instead
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(processUs);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
     if (!failKey.empty() && r.field("key") == failKey) throw member::RetryLater("--fail-key " + failKey);
     if (failEvery > 0 && !r.field("seq").empty() && std::atol(r.field("seq").c_str()) % failEvery == 0)
       throw member::RetryLater("--fail-every " + std::to_string(failEvery));
