@@ -36,6 +36,7 @@ pod = dep["spec"]["template"]
 c = pod["spec"]["containers"][0]
 cm = docs[("ConfigMap", "rsc-coordinator")]["data"]
 secret = docs[("Secret", "rsc-coordinator-auth")]["stringData"]
+redis_password = docs[("Secret", "rsc-redis")]["stringData"]["password"]
 check(dep["spec"]["replicas"] == 3, "3 replicas")
 check(any(e["name"] == "POD_IP" and e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP" for e in c["env"]),
       "POD_IP from the downward API")
@@ -66,18 +67,32 @@ check(pod["spec"]["terminationGracePeriodSeconds"] > grace, f"grace period outla
 
 # The coordinator accepts the flags, environment and config file as given.
 tmp = tempfile.mkdtemp(prefix="rsc-manifests-")
-mount = c["volumeMounts"][0]["mountPath"]
-for fname, text in secret.items():
-    with open(os.path.join(tmp, fname), "w") as f:
-        f.write(text)
-local_args = [a.replace(mount, tmp) for a in args]
+# Every Secret mounted as files, each into a directory of its own here (paths rewritten to them).
+volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+mounts = {}
+for m in c["volumeMounts"]:
+    sec = docs[("Secret", volumes[m["name"]]["secret"]["secretName"])]["stringData"]
+    local = os.path.join(tmp, m["name"])
+    os.makedirs(local)
+    for fname, text in sec.items():
+        with open(os.path.join(local, fname), "w") as f:
+            f.write(text)
+    mounts[m["mountPath"]] = local
+def localize(v):
+    for path in sorted(mounts, key=len, reverse=True):  # /etc/rsc-redis before /etc/rsc
+        if v == path or v.startswith(path + "/"):
+            return mounts[path] + v[len(path):]
+    return v
+local_args = [localize(a) for a in args]
 env = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
 env.update(cm)
 env["POD_IP"] = "10.1.2.3"
 # The container's own variables, with Kubernetes' $(VAR) expansion.
 for e in c["env"]:
     if "value" in e:
-        env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), ""), e["value"])
+        env[e["name"]] = localize(re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), ""), e["value"]))
+check("RSC_REDIS_PASSWORD" not in cm and all(e["name"] != "RSC_REDIS_PASSWORD" for e in c["env"])
+      and "RSC_REDIS_PASSWORD_FILE" in env, "the Redis password comes from a mounted Secret, never from the environment")
 adv = env.get("RSC_ADVERTISE", "")
 check(adv == f"10.1.2.3:{port}", f"RSC_ADVERTISE is the pod's IP and the container port ({adv})")
 coord = os.path.join(build, "rsc-coordinator")
@@ -96,8 +111,10 @@ def free_port():
 rport, cport = free_port(), free_port()
 procs = []
 try:
+    # The Secret's password is required: the coordinator reaches /readyz only by reading it from its file.
     procs.append(subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--dir", tmp,
-                                   "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                   "--appendonly", "no", "--requirepass", redis_password],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     run_args = list(local_args)
     run_args[run_args.index("--listen") + 1] = f"127.0.0.1:{cport}"
     env["RSC_REDIS"] = f"127.0.0.1:{rport}"
@@ -126,6 +143,7 @@ finally:
             p.wait(10)
         except subprocess.TimeoutExpired:
             p.kill()
+    print(open(os.path.join(tmp, "pod.log")).read()[-600:]) if failures else None
     shutil.rmtree(tmp, ignore_errors=True)
 
 # The example consumer's flags are rsc-consume's.
@@ -133,6 +151,10 @@ cons = docs[("Deployment", "orders-billing-consumer")]["spec"]["template"]["spec
 usage = subprocess.run([os.path.join(build, "rsc-consume"), "--help"], capture_output=True, text=True)
 flags = [a for a in cons["args"] if a.startswith("--")]
 check(all(f in usage.stdout + usage.stderr for f in flags), f"rsc-consume knows {', '.join(flags)}")
+cenv = {e["name"]: e.get("value") for e in cons.get("env", [])}
+check("RSC_REDIS_PASSWORD_FILE" in cenv and "RSC_REDIS_PASSWORD_FILE" in usage.stdout + usage.stderr
+      and any(cenv["RSC_REDIS_PASSWORD_FILE"].startswith(m["mountPath"]) for m in cons.get("volumeMounts", [])),
+      "the consumer reads the Redis password from the mounted Secret")
 check(cons["command"][0] == "/usr/local/bin/rsc-consume" and "build/rsc-consume /out/rsc-consume" in dockerfile
       and "COPY --from=build /out/ /usr/local/bin/" in dockerfile, "the image carries rsc-consume where the consumer runs it")
 
