@@ -7,15 +7,22 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
+#include <arpa/inet.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <chrono>
 #include <mutex>
@@ -32,8 +39,107 @@ namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-class Session;
+class SessionBase;
 class PodForwarder;
+using SslCtx = std::shared_ptr<net::ssl::context>;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+namespace {
+
+std::string file_problem(const std::string& what, const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return what + " " + path + ": " + std::strerror(errno);
+  if (S_ISDIR(st.st_mode)) return what + " " + path + ": a directory, not a file";
+  return {};
+}
+
+// The server's TLS context: its certificate chain and key, and with a client CA, mutual TLS.
+SslCtx make_server_context(const ServerTls& t) {
+  auto c = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
+  c->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
+                 net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+  if (t.keyFile.empty()) throw std::runtime_error("a certificate needs its key file too");
+  for (const auto& [what, path] : {std::pair<std::string, std::string>{"certificate", t.certFile}, {"key", t.keyFile}})
+    if (auto p = file_problem(what, path); !p.empty()) throw std::runtime_error(p);
+  beast::error_code ec;
+  c->use_certificate_chain_file(t.certFile, ec);
+  if (ec) throw std::runtime_error("certificate " + t.certFile + ": " + ec.message());
+  c->use_private_key_file(t.keyFile, net::ssl::context::pem, ec);
+  if (ec)
+    throw std::runtime_error(ec.message().find("mismatch") != std::string::npos
+                                 ? "key " + t.keyFile + " does not match the certificate " + t.certFile
+                                 : "key " + t.keyFile + ": " + ec.message());
+  if (!t.clientCaFile.empty()) {
+    if (auto p = file_problem("client CA", t.clientCaFile); !p.empty()) throw std::runtime_error(p);
+    c->load_verify_file(t.clientCaFile, ec);
+    if (ec) throw std::runtime_error("client CA " + t.clientCaFile + ": " + ec.message());
+    c->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
+    if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(t.clientCaFile.c_str()))
+      SSL_CTX_set_client_CA_list(c->native_handle(), names);
+  }
+  return c;
+}
+
+// What a pod forwards to other pods with: it verifies them and presents its own certificate.
+SslCtx make_client_context(const ServerTls& t) {
+  auto c = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
+  c->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
+                 net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+  c->set_verify_mode(net::ssl::verify_peer);
+  beast::error_code ec;
+  const std::string& ca = !t.peerCaFile.empty() ? t.peerCaFile : t.clientCaFile;
+  if (!ca.empty()) {
+    if (auto p = file_problem("peer CA", ca); !p.empty()) throw std::runtime_error(p);
+    c->load_verify_file(ca, ec);
+    if (ec) throw std::runtime_error("peer CA " + ca + ": " + ec.message());
+  } else {
+    c->set_default_verify_paths(ec);
+  }
+  if (t.enabled()) {
+    c->use_certificate_chain_file(t.certFile, ec);
+    if (!ec) c->use_private_key_file(t.keyFile, net::ssl::context::pem, ec);
+    if (ec) throw std::runtime_error("certificate " + t.certFile + ": " + ec.message());
+  }
+  return c;
+}
+
+// The files' modification times and inodes: a rotation (a Secret's files swapped) changes it.
+std::string tls_stamp(const ServerTls& t) {
+  std::string out;
+  for (const auto* path : {&t.certFile, &t.keyFile, &t.clientCaFile, &t.peerCaFile}) {
+    struct stat st{};
+    if (!path->empty() && ::stat(path->c_str(), &st) == 0)
+      out += std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + "." + std::to_string(st.st_ino);
+    out += "|";
+  }
+  return out;
+}
+
+// Checks the name (or IP address) of the certificate a pod is given by the pod it forwards to.
+void expect_peer(TlsStream& s, const std::string& name) {
+  SSL* ssl = s.native_handle();
+  in6_addr a6{};
+  in_addr a4{};
+  if (::inet_pton(AF_INET, name.c_str(), &a4) == 1 || ::inet_pton(AF_INET6, name.c_str(), &a6) == 1) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, name.c_str());
+    SSL_set1_host(ssl, name.c_str());
+  }
+}
+
+}  // namespace
+
+std::string check_server_tls(const ServerTls& t) {
+  if (!t.enabled()) return t.keyFile.empty() && t.clientCaFile.empty() ? "" : "a key or client CA file needs a certificate file too";
+  try {
+    make_server_context(t);
+    make_client_context(t);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   ServerOptions opts;
@@ -51,7 +157,31 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::atomic<int64_t> inFlight{0};
   std::atomic<int64_t> open{0};
   std::mutex mu;
-  std::set<std::weak_ptr<Session>, std::owner_less<std::weak_ptr<Session>>> sessions;
+  std::set<std::weak_ptr<SessionBase>, std::owner_less<std::weak_ptr<SessionBase>>> sessions;
+  // HTTPS: the contexts new connections (and new forwarded connections) get; replaced on a reload.
+  std::mutex tlsMu;
+  SslCtx serverCtx, clientCtx;
+  std::string tlsStamp;
+  std::atomic<int64_t> tlsReloads{0};
+  std::unique_ptr<net::steady_timer> tlsWatch;
+  struct Told {
+    std::chrono::steady_clock::time_point at;
+    int64_t since = 0;  // failures of this kind not logged since
+  };
+  std::map<std::string, Told> tlsTold;  // per reason
+  SslCtx server_ctx() {
+    std::lock_guard<std::mutex> lock(tlsMu);
+    return serverCtx;
+  }
+  SslCtx client_ctx() {
+    std::lock_guard<std::mutex> lock(tlsMu);
+    return clientCtx;
+  }
+  std::string reload_tls();
+  void watch_tls();
+  // A failed handshake: one log line naming the peer and the reason, then at most one per 5 s for
+  // that reason, with a count (no flood).
+  void tls_problem(const std::string& peer, const std::string& why);
   uint16_t boundPort = 0;
   int64_t maxConnections = 0;
   std::unique_ptr<net::steady_timer> acceptPause;  // after an accept error: a pause, not a spin
@@ -70,6 +200,58 @@ void Server::Impl::accept_problem(const std::string& what) {
   lastAcceptLog = now;
   log::warn("http accept: " + what + " (" + std::to_string(acceptProblems) + " such since the last line)");
   acceptProblems = 0;
+}
+
+std::string Server::Impl::reload_tls() {
+  std::string stamp = tls_stamp(opts.tls);
+  try {
+    auto server = make_server_context(opts.tls);
+    auto client = make_client_context(opts.tls);
+    std::lock_guard<std::mutex> lock(tlsMu);
+    serverCtx = std::move(server);
+    clientCtx = std::move(client);
+    tlsStamp = std::move(stamp);
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(tlsMu);
+    tlsStamp = std::move(stamp);  // told once per change, not every second
+    return e.what();
+  }
+  ++tlsReloads;
+  return {};
+}
+
+void Server::Impl::watch_tls() {
+  tlsWatch->expires_after(std::chrono::seconds(1));
+  tlsWatch->async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->stopping) return;
+    bool changed;
+    {
+      std::lock_guard<std::mutex> lock(self->tlsMu);
+      changed = tls_stamp(self->opts.tls) != self->tlsStamp;
+    }
+    if (changed) {
+      const auto e = self->reload_tls();
+      if (e.empty()) log::info("https: certificate files changed; new connections use them");
+      else log::error("https: certificate files changed but cannot be used (" + e + "); the previous ones stay");
+    }
+    self->watch_tls();
+  });
+}
+
+void Server::Impl::tls_problem(const std::string& peer, const std::string& why) {
+  std::lock_guard<std::mutex> lock(tlsMu);
+  const auto now = std::chrono::steady_clock::now();
+  if (tlsTold.size() > 64) tlsTold.clear();
+  auto [it, fresh] = tlsTold.try_emplace(why);
+  auto& t = it->second;
+  if (!fresh && now - t.at < std::chrono::seconds(5)) {
+    ++t.since;
+    return;
+  }
+  log::warn("https: TLS handshake with " + peer + " failed: " + why +
+            (t.since > 0 ? " (and " + std::to_string(t.since) + " more such since the last line)" : ""));
+  t.at = now;
+  t.since = 0;
 }
 
 namespace {
@@ -92,7 +274,9 @@ class PodForwarder : public Forwarder {
   static constexpr std::size_t kMaxIdle = 8;
   static constexpr auto kIdleClose = std::chrono::milliseconds(1000);
 
-  PodForwarder(net::io_context& ioc, const ServerOptions& opts) : ioc_(ioc), opts_(opts), sweep_(ioc) {}
+  // `clientCtx`: the current context to forward over TLS with (null: plain HTTP).
+  PodForwarder(net::io_context& ioc, const ServerOptions& opts, std::function<SslCtx()> clientCtx)
+      : ioc_(ioc), opts_(opts), sweep_(ioc), clientCtx_(std::move(clientCtx)) {}
 
   void forward(const std::string& address, const HttpRequest& req, Respond respond,
                std::function<void(std::string)> failed) override {
@@ -120,13 +304,22 @@ class PodForwarder : public Forwarder {
   }
 
  private:
+  // A connection to another pod: TLS when the pods speak HTTPS, else its TCP layer alone.
   struct Upstream {
-    explicit Upstream(net::io_context& ioc) : stream(ioc) {}
-    beast::tcp_stream stream;
+    Upstream(net::io_context& ioc, const SslCtx& c) : ctx(c ? c : plain_ctx()), ss(ioc, *ctx), tls(c != nullptr) {}
+    SslCtx ctx;  // kept while the connection lives (a reload makes new ones)
+    TlsStream ss;
+    bool tls;
     beast::flat_buffer buffer;
     bool connected = false;
     std::chrono::steady_clock::time_point idleSince;
+    beast::tcp_stream& tcp() { return ss.next_layer(); }
+    static SslCtx plain_ctx() {
+      static const SslCtx unused = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
+      return unused;
+    }
   };
+  std::shared_ptr<Upstream> fresh() { return std::make_shared<Upstream>(ioc_, clientCtx_()); }
   struct Call {
     std::string address;
     tcp::endpoint endpoint;
@@ -146,7 +339,7 @@ class PodForwarder : public Forwarder {
       if (now - up->idleSince < kIdleClose) return up;
       close(*up);
     }
-    return std::make_shared<Upstream>(ioc_);
+    return fresh();
   }
 
   void put_back(const std::string& address, std::shared_ptr<Upstream> up) {
@@ -159,7 +352,7 @@ class PodForwarder : public Forwarder {
 
   static void close(Upstream& up) {
     beast::error_code ignored;
-    up.stream.socket().close(ignored);
+    up.tcp().socket().close(ignored);
   }
 
   // Every half second while anything is pooled: connections idle for kIdleClose are closed.
@@ -186,19 +379,19 @@ class PodForwarder : public Forwarder {
     const bool reused = up->connected;
     auto onError = [this, call, up, reused](beast::error_code ec, const char* what) {
       beast::error_code ignored;
-      up->stream.socket().close(ignored);
-      if (reused && ec != beast::error::timeout) return send(call, std::make_shared<Upstream>(ioc_));
+      up->tcp().socket().close(ignored);
+      if (reused && ec != beast::error::timeout) return send(call, fresh());
       call->failed(ec == beast::error::timeout ? "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms"
                                                : std::string("could not be reached (") + what + ": " + ec.message() + ")");
     };
-    auto exchange = [this, call, up, onError] {
-      up->stream.expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
-      bhttp::async_write(up->stream, call->req, [this, call, up, onError](beast::error_code ec, std::size_t) {
+    // The request and its answer on the connection's stream (TLS or TCP alone).
+    auto io = [this, call, up, onError](auto& stream) {
+      bhttp::async_write(stream, call->req, [this, call, up, onError, &stream](beast::error_code ec, std::size_t) {
         if (ec) return onError(ec, "write");
         call->res = {};
-        bhttp::async_read(up->stream, up->buffer, call->res, [this, call, up, onError](beast::error_code rec, std::size_t) {
+        bhttp::async_read(stream, up->buffer, call->res, [this, call, up, onError](beast::error_code rec, std::size_t) {
           if (rec) return onError(rec, "read");
-          up->stream.expires_never();
+          up->tcp().expires_never();
           HttpResponse out;
           out.status = static_cast<int>(call->res.result_int());
           out.contentType = std::string(call->res[bhttp::field::content_type]);
@@ -215,14 +408,28 @@ class PodForwarder : public Forwarder {
         });
       });
     };
+    auto exchange = [this, up, io] {
+      up->tcp().expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
+      if (up->tls) io(up->ss);
+      else io(up->tcp());
+    };
     if (up->connected) return exchange();
-    up->stream.expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
-    up->stream.async_connect(call->endpoint, [up, exchange, onError](beast::error_code ec) {
+    up->tcp().expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
+    up->tcp().async_connect(call->endpoint, [this, call, up, exchange, onError](beast::error_code ec) {
       if (ec) return onError(ec, "connect");
-      up->connected = true;
       beast::error_code ignored;
-      up->stream.socket().set_option(tcp::no_delay(true), ignored);
-      exchange();
+      up->tcp().socket().set_option(tcp::no_delay(true), ignored);
+      if (!up->tls) {
+        up->connected = true;
+        return exchange();
+      }
+      // The other pod's certificate must name opts.tls.peerName, or else the address forwarded to.
+      expect_peer(up->ss, !opts_.tls.peerName.empty() ? opts_.tls.peerName : call->endpoint.address().to_string());
+      up->ss.async_handshake(net::ssl::stream_base::client, [up, exchange, onError](beast::error_code hec) {
+        if (hec) return onError(hec, "TLS handshake");
+        up->connected = true;
+        exchange();
+      });
     });
   }
 
@@ -231,26 +438,69 @@ class PodForwarder : public Forwarder {
   std::map<std::string, std::vector<std::shared_ptr<Upstream>>> idle_;
   net::steady_timer sweep_;
   bool sweeping_ = false;
+  std::function<SslCtx()> clientCtx_;
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // From Server::stop: an idle connection is closed now, a busy one after its response.
+  virtual void shutdown() = 0;
+};
+
+// One connection: plain (Stream = beast::tcp_stream) or HTTPS (TlsStream, its handshake first,
+// within the header timeout).
+template <class Stream>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+
  public:
   Session(tcp::socket&& socket, std::shared_ptr<Server::Impl> server, Forwarder* forwarder)
       : stream_(std::move(socket)), server_(std::move(server)), forwarder_(forwarder) {
     ++server_->open;
   }
-  ~Session() { --server_->open; }
+  Session(tcp::socket&& socket, SslCtx ctx, std::shared_ptr<Server::Impl> server, Forwarder* forwarder)
+      : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), server_(std::move(server)), forwarder_(forwarder) {
+    ++server_->open;
+  }
+  ~Session() override { --server_->open; }
 
-  void run() { net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::do_read, shared_from_this())); }
+  void run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if constexpr (kTls) self->do_handshake();
+      else self->do_read();
+    });
+  }
 
-  // From Server::stop: an idle connection is closed now, a busy one after its response.
-  void shutdown() {
+  void shutdown() override {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
       if (!self->busy_) self->do_close();
     });
   }
 
  private:
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+  std::string peer() {
+    beast::error_code ec;
+    const auto ep = lowest().socket().remote_endpoint(ec);
+    return ec ? std::string("a client") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  // A client that never completes its handshake costs the header timeout, as a slow HTTP one.
+  void do_handshake() {
+    lowest().expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
+    stream_.async_handshake(net::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+      if (!ec) return self->do_read();
+      std::string why = ec == beast::error::timeout ? "no handshake within the header timeout" : ec.message();
+      if (why.find("http request") != std::string::npos) why += " (a plain-HTTP client on the HTTPS port?)";
+      if (ec != net::error::eof && ec != net::error::connection_reset)
+        self->server_->tls_problem(self->peer(), why);
+      self->do_close();
+    });
+  }
+
   // Waiting for a request's first byte, a connection may idle (a new one for the header timeout,
   // a kept-alive one for the idle timeout); once a request has started arriving, all of it must
   // arrive within the header timeout, whatever request number it is.
@@ -260,7 +510,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(server_->opts.bodyLimit);
     parser_->header_limit(64 * 1024);
     if (buffer_.size() > 0) return read_request();  // pipelined: it has started already
-    stream_.expires_after(std::chrono::milliseconds(first_ ? server_->opts.headerTimeoutMs : server_->opts.idleTimeoutMs));
+    lowest().expires_after(std::chrono::milliseconds(first_ ? server_->opts.headerTimeoutMs : server_->opts.idleTimeoutMs));
     first_ = false;
     stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
       if (ec) {
@@ -275,7 +525,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_request() {
     first_ = false;
-    stream_.expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
+    lowest().expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 
@@ -307,7 +557,7 @@ class Session : public std::enable_shared_from_this<Session> {
     r.body = std::move(req.body());
     busy_ = true;
     ++server_->inFlight;
-    stream_.expires_never();  // waiting for the coordinator, not for the client
+    lowest().expires_never();  // waiting for the coordinator, not for the client
     // Exactly one answer per request: the first call wins, and if every copy of the callback is
     // dropped unanswered (an actor stopped with the request in its mailbox) the client still gets
     // a 503 instead of a hang.
@@ -343,7 +593,7 @@ class Session : public std::enable_shared_from_this<Session> {
     msg->keep_alive(keepAlive && !server_->stopping);
     msg->body() = std::move(res.body);
     msg->prepare_payload();
-    stream_.expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
+    lowest().expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
     bhttp::async_write(stream_, *msg,
                        [self = shared_from_this(), msg](beast::error_code ec, std::size_t) { self->on_write(ec, msg->need_eof()); });
   }
@@ -361,9 +611,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Closing with unread input (a refused body) would reset the connection and could destroy the
   // answer before the client reads it: stop sending, drain briefly, then close.
   void do_linger() {
+    if constexpr (kTls) return do_close();  // no half-close under TLS: the answer was written whole
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.expires_after(std::chrono::milliseconds(1000));
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().expires_after(std::chrono::milliseconds(1000));
     drain_.resize(16 * 1024);
     stream_.async_read_some(net::buffer(drain_), [self = shared_from_this()](beast::error_code e, std::size_t) {
       if (e) return self->do_close();
@@ -379,11 +630,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void do_close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.socket().close(ec);
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().socket().close(ec);
   }
 
-  beast::tcp_stream stream_;
+  SslCtx ctx_;  // HTTPS: the context this connection was made with (a reload makes new ones)
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::vector<char> drain_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
@@ -419,14 +671,22 @@ void Server::Impl::do_accept() {
       self->accept_problem("over the connection limit (" + std::to_string(self->maxConnections) +
                            "); new connections are closed");
     } else {
-      auto s = std::make_shared<Session>(std::move(socket), self, self->forwarders[index].get());
+      std::shared_ptr<SessionBase> s;
+      if (self->opts.tls.enabled()) {
+        auto tls = std::make_shared<Session<TlsStream>>(std::move(socket), self->server_ctx(), self, self->forwarders[index].get());
+        tls->run();
+        s = tls;
+      } else {
+        auto plain = std::make_shared<Session<beast::tcp_stream>>(std::move(socket), self, self->forwarders[index].get());
+        plain->run();
+        s = plain;
+      }
       {
         std::lock_guard<std::mutex> lock(self->mu);
         for (auto it = self->sessions.begin(); it != self->sessions.end();)
           it = it->expired() ? self->sessions.erase(it) : std::next(it);
         self->sessions.insert(s);
       }
-      s->run();
     }
     self->do_accept();
   });
@@ -437,7 +697,11 @@ Server::Server(ServerOptions opts, Handler handler) : impl_(std::make_shared<Imp
   impl_->handler = std::move(handler);
   for (int i = 0; i < std::max(1, impl_->opts.threads); ++i) {
     impl_->iocs.push_back(std::make_unique<net::io_context>(1));
-    impl_->forwarders.push_back(std::make_unique<PodForwarder>(*impl_->iocs.back(), impl_->opts));
+    std::weak_ptr<Impl> weak = impl_;
+    impl_->forwarders.push_back(std::make_unique<PodForwarder>(*impl_->iocs.back(), impl_->opts, [weak]() -> SslCtx {
+      auto impl = weak.lock();
+      return impl && impl->opts.tls.enabled() ? impl->client_ctx() : nullptr;
+    }));
   }
 }
 
@@ -455,6 +719,9 @@ void Server::start() {
   }
   const int64_t fds = lim.rlim_cur == RLIM_INFINITY ? 1 << 20 : static_cast<int64_t>(lim.rlim_cur);
   impl_->maxConnections = impl_->opts.maxConnections > 0 ? impl_->opts.maxConnections : std::max<int64_t>(16, fds * 3 / 4);
+  if (impl_->opts.tls.enabled()) {
+    if (auto e = impl_->reload_tls(); !e.empty()) throw std::runtime_error("https: " + e);
+  }
   beast::error_code ec;
   auto address = net::ip::make_address(impl_->opts.host, ec);
   if (ec) throw std::runtime_error("invalid listen address '" + impl_->opts.host + "': " + ec.message());
@@ -472,6 +739,10 @@ void Server::start() {
   log::info("http: at most " + std::to_string(impl_->maxConnections) + " connections (file descriptor limit " +
             std::to_string(fds) + ")");
   impl_->do_accept();
+  if (impl_->opts.tls.enabled()) {
+    impl_->tlsWatch = std::make_unique<net::steady_timer>(impl_->acceptor->get_executor());
+    impl_->watch_tls();
+  }
   for (auto& ioc : impl_->iocs) {
     auto* c = ioc.get();
     impl_->threads.emplace_back([impl = impl_, c] {
@@ -482,6 +753,8 @@ void Server::start() {
 }
 
 uint16_t Server::port() const { return impl_->boundPort; }
+std::string Server::reload_tls() { return impl_->opts.tls.enabled() ? impl_->reload_tls() : "HTTPS is not configured"; }
+int64_t Server::tls_reloads() const { return impl_->tlsReloads; }
 int64_t Server::connections_open() const { return impl_->open; }
 
 void Server::stop(int64_t graceMs) {
@@ -491,8 +764,9 @@ void Server::stop(int64_t graceMs) {
       beast::error_code ec;
       if (impl->acceptor) impl->acceptor->close(ec);
       if (impl->acceptPause) impl->acceptPause->cancel();
+      if (impl->tlsWatch) impl->tlsWatch->cancel();
     });
-    std::vector<std::shared_ptr<Session>> live;
+    std::vector<std::shared_ptr<SessionBase>> live;
     {
       std::lock_guard<std::mutex> lock(impl_->mu);
       for (auto& w : impl_->sessions)

@@ -14,8 +14,8 @@ Url url_of(const std::string& s) {
 }  // namespace
 
 HeartbeatClient::HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, std::string token,
-                                 std::string streamPrefix, std::string group, std::string memberId)
-    : http_(url_of(coordinatorUrl), timeoutMs),
+                                 std::string streamPrefix, std::string group, std::string memberId, ClientTls tls)
+    : http_(url_of(coordinatorUrl), timeoutMs, std::move(tls)),
       token_(std::move(token)),
       prefix_(std::move(streamPrefix)),
       path_("/coord/v1/streams/" + prefix_ + "/groups/" + group + "/members/" + memberId + "/heartbeat") {}

@@ -14,7 +14,7 @@ namespace rsc::member {
 class HeartbeatClient {
  public:
   HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, std::string token, std::string streamPrefix,
-                  std::string group, std::string memberId);
+                  std::string group, std::string memberId, ClientTls tls = {});
 
   struct Answer {
     std::optional<protocol::HeartbeatResponse> response;  // nullopt: no answer that decodes

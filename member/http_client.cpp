@@ -1,9 +1,18 @@
 #include "member/http_client.hpp"
 
+#include <arpa/inet.h>
+#include <unistd.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <cstring>
 #include <optional>
 
 namespace rsc::member {
@@ -14,9 +23,13 @@ namespace net = boost::asio;
 
 Url parse_url(const std::string& url, std::string* error) {
   Url u;
-  const std::string scheme = "http://";
-  if (url.compare(0, scheme.size(), scheme) != 0) {
-    if (error) *error = "URL must start with http:// (got '" + url + "')";
+  std::string scheme = "http://";
+  if (url.compare(0, 8, "https://") == 0) {
+    scheme = "https://";
+    u.https = true;
+    u.port = 443;
+  } else if (url.compare(0, scheme.size(), scheme) != 0) {
+    if (error) *error = "URL must start with http:// or https:// (got '" + url + "')";
     return u;
   }
   std::string rest = url.substr(scheme.size());
@@ -40,12 +53,37 @@ Url parse_url(const std::string& url, std::string* error) {
   return u;
 }
 
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
 struct HttpClient::Impl {
   Url url;
   int64_t timeoutMs;
   net::io_context ioc;
-  std::optional<beast::tcp_stream> stream;
+  // The connection: TLS for https://, else only its TCP layer is used.
+  net::ssl::context ctx{net::ssl::context::tls_client};
+  std::string tlsError;  // the client certificate or CA could not be loaded: every request says so
+  std::optional<TlsStream> stream;
   beast::flat_buffer buffer;
+  beast::tcp_stream& tcp() { return stream->next_layer(); }
+
+  void setup_tls(const ClientTls& t) {
+    ctx.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
+                    net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+    ctx.set_verify_mode(net::ssl::verify_peer);
+    beast::error_code ec;
+    if (!t.caFile.empty()) {
+      ctx.load_verify_file(t.caFile, ec);
+      if (ec) tlsError = "CA file " + t.caFile + ": " + (::access(t.caFile.c_str(), R_OK) != 0 ? std::strerror(errno) : ec.message());
+    } else {
+      ctx.set_default_verify_paths(ec);
+    }
+    if (tlsError.empty() && (!t.certFile.empty() || !t.keyFile.empty())) {
+      ctx.use_certificate_chain_file(t.certFile, ec);
+      if (ec) tlsError = "client certificate " + t.certFile + ": " + ec.message();
+      else ctx.use_private_key_file(t.keyFile, net::ssl::context::pem, ec);
+      if (ec && tlsError.empty()) tlsError = "client key " + t.keyFile + ": " + ec.message();
+    }
+  }
 
   // beast::tcp_stream's deadline (expires_after) applies to asynchronous operations only: each
   // step is started asynchronously and the io_context run until it completes, so a server that
@@ -65,17 +103,45 @@ struct HttpClient::Impl {
   }
 
   void connect() {
-    stream.emplace(ioc);
+    if (!tlsError.empty()) throw std::runtime_error(tlsError);
+    stream.emplace(ioc, ctx);
     net::ip::tcp::resolver resolver(ioc);
     const auto endpoints = resolver.resolve(url.host, std::to_string(url.port));
-    stream->expires_after(std::chrono::milliseconds(timeoutMs));
-    await([&](auto handler) { stream->async_connect(endpoints, handler); });
+    tcp().expires_after(std::chrono::milliseconds(timeoutMs));
+    await([&](auto handler) { tcp().async_connect(endpoints, handler); });
+    if (!url.https) return;
+    // The server's certificate must name the host of the URL (or its IP address).
+    SSL* ssl = stream->native_handle();
+    in6_addr a6{};
+    in_addr a4{};
+    if (::inet_pton(AF_INET, url.host.c_str(), &a4) == 1 || ::inet_pton(AF_INET6, url.host.c_str(), &a6) == 1) {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), url.host.c_str());
+    } else {
+      SSL_set_tlsext_host_name(ssl, url.host.c_str());
+      SSL_set1_host(ssl, url.host.c_str());
+    }
+    try {
+      await([&](auto handler) { stream->async_handshake(net::ssl::stream_base::client, handler); });
+    } catch (const beast::system_error& e) {
+      std::string why = e.code().message();
+      const long v = SSL_get_verify_result(ssl);
+      if (v != X509_V_OK) why = std::string("certificate verify failed: ") + X509_verify_cert_error_string(v);
+      throw std::runtime_error("TLS handshake with " + url.host + ":" + std::to_string(url.port) + " failed: " + why);
+    }
+  }
+
+  // The write and the read, on the TLS stream or the TCP one.
+  template <typename F>
+  void with_stream(F f) {
+    if (url.https) f(*stream);
+    else f(tcp());
   }
 };
 
-HttpClient::HttpClient(Url url, int64_t timeoutMs) : impl_(std::make_unique<Impl>()) {
+HttpClient::HttpClient(Url url, int64_t timeoutMs, ClientTls tls) : impl_(std::make_unique<Impl>()) {
   impl_->url = std::move(url);
   impl_->timeoutMs = timeoutMs;
+  if (impl_->url.https) impl_->setup_tls(tls);
 }
 HttpClient::~HttpClient() = default;
 
@@ -95,11 +161,13 @@ HttpReply HttpClient::request(const std::string& method, const std::string& path
       if (!bearerToken.empty()) req.set(bhttp::field::authorization, "Bearer " + bearerToken);
       req.body() = body;
       req.prepare_payload();
-      impl_->stream->expires_after(std::chrono::milliseconds(impl_->timeoutMs));  // write and read together
-      impl_->await([&](auto handler) { bhttp::async_write(*impl_->stream, req, handler); });
+      impl_->tcp().expires_after(std::chrono::milliseconds(impl_->timeoutMs));  // write and read together
       bhttp::response<bhttp::string_body> res;
       impl_->buffer.clear();
-      impl_->await([&](auto handler) { bhttp::async_read(*impl_->stream, impl_->buffer, res, handler); });
+      impl_->with_stream([&](auto& s) {
+        impl_->await([&](auto handler) { bhttp::async_write(s, req, handler); });
+        impl_->await([&](auto handler) { bhttp::async_read(s, impl_->buffer, res, handler); });
+      });
       out.status = res.result_int();
       out.body = std::move(res.body());
       if (!res.keep_alive()) impl_->stream.reset();

@@ -12,9 +12,17 @@ struct Url {
   std::string host;
   int port = 80;
   std::string basePath;  // without a trailing slash
+  bool https = false;
 };
-// "http://host:port[/base]"; returns std::nullopt-like empty host on error.
+// "http://host:port[/base]" or "https://..." (port 443 by default); an empty host on error.
 Url parse_url(const std::string& url, std::string* error);
+
+// For https:// URLs: the CAs to verify the server with (default: the system's) and an optional
+// client certificate (mutual TLS). The server's name (or IP address) in the URL is verified.
+struct ClientTls {
+  std::string caFile;
+  std::string certFile, keyFile;
+};
 
 struct HttpReply {
   int status = 0;  // 0: no answer (connection failed or timed out)
@@ -24,7 +32,7 @@ struct HttpReply {
 
 class HttpClient {
  public:
-  HttpClient(Url url, int64_t timeoutMs);
+  HttpClient(Url url, int64_t timeoutMs, ClientTls tls = {});
   ~HttpClient();
   HttpReply request(const std::string& method, const std::string& path, const std::string& body,
                     const std::string& bearerToken = {});

@@ -154,7 +154,7 @@ struct Runtime::Impl {
 
   void heartbeat_loop() {
     HeartbeatClient client(opts.coordinatorUrl, opts.httpTimeoutMs, opts.token, opts.streamPrefix, opts.group,
-                           memberId);
+                           memberId, opts.coordinatorTls);
     bool patternKnown = !keyPattern.empty();  // this thread's own copy of "keyPattern is set"
     while (!stopping) {
       deliver_events();  // before the request: a revoked shard goes back only after onRevoking

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "member/http_client.hpp"
 #include "member/membership.hpp"
 #include "member/record.hpp"
 #include "redis/connection.hpp"
@@ -33,7 +34,8 @@ struct HeartbeatEvent {
 };
 
 struct RuntimeOptions {
-  std::string coordinatorUrl = "http://127.0.0.1:8080";
+  std::string coordinatorUrl = "http://127.0.0.1:8080";  // or https://...
+  ClientTls coordinatorTls;  // for https://: the CA to verify the coordinator with, a client certificate
   std::string token;  // bearer token, if the coordinator wants one
   store::RedisOptions redis;
   // How shard streams are named, "{shardIndex}" standing for the index ("orders:{shardIndex}").

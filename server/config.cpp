@@ -191,6 +191,22 @@ void load_file(Config& c, const std::string& path) {
     }
     if (auto v = str(r, "namespace", "redis.namespace")) c.redis.ns = *v;
   }
+  if (j.contains("tls")) {  // HTTPS: {"certFile", "keyFile", "clientCaFile", "peerCaFile", "peerName"}
+    const auto& t = j["tls"];
+    if (!t.is_object()) throw Bad{path + ": tls must be an object"};
+    for (auto it = t.begin(); it != t.end(); ++it) {
+      std::string http::ServerTls::*field = it.key() == "certFile"       ? &http::ServerTls::certFile
+                                            : it.key() == "keyFile"      ? &http::ServerTls::keyFile
+                                            : it.key() == "clientCaFile" ? &http::ServerTls::clientCaFile
+                                            : it.key() == "peerCaFile"   ? &http::ServerTls::peerCaFile
+                                            : it.key() == "peerName"     ? &http::ServerTls::peerName
+                                                                         : nullptr;
+      if (field == nullptr)
+        throw Bad{path + ": tls." + it.key() + ": unknown setting (certFile, keyFile, clientCaFile, peerCaFile, peerName)"};
+      if (!it->is_string() || it->get<std::string>().empty()) throw Bad{path + ": tls." + it.key() + " must be a non-empty string"};
+      c.http.tls.*field = it->get<std::string>();
+    }
+  }
   if (j.contains("coordinator")) {
     const auto& co = j["coordinator"];
     if (!co.is_object()) throw Bad{path + ": coordinator must be an object"};
@@ -267,8 +283,21 @@ void load_file(Config& c, const std::string& path) {
   }
 }
 
+// The HTTPS settings' flags and variables: --tls-<name>, RSC_TLS_<NAME>.
+struct HttpsField {
+  const char* flag;
+  const char* env;
+  std::string http::ServerTls::*member;
+};
+const HttpsField kHttpsFields[] = {{"--tls-cert-file", "RSC_TLS_CERT_FILE", &http::ServerTls::certFile},
+                                   {"--tls-key-file", "RSC_TLS_KEY_FILE", &http::ServerTls::keyFile},
+                                   {"--tls-client-ca-file", "RSC_TLS_CLIENT_CA_FILE", &http::ServerTls::clientCaFile},
+                                   {"--tls-peer-ca-file", "RSC_TLS_PEER_CA_FILE", &http::ServerTls::peerCaFile},
+                                   {"--tls-peer-name", "RSC_TLS_PEER_NAME", &http::ServerTls::peerName}};
+
 void validate(const Config& c) {
   if (auto e = store::check_tls_files(c.redis.tls); !e.empty()) throw Bad{"redis TLS: " + e};
+  if (auto e = http::check_server_tls(c.http.tls); !e.empty()) throw Bad{"https: " + e};
   const auto& s = c.service;
   if (s.core.leaseRenewalSlackMs > s.core.memberLeaseTtlMs)
     throw Bad{"lease-renewal-slack (" + std::to_string(s.core.leaseRenewalSlackMs) + "ms) must not exceed member-lease-ttl (" +
@@ -307,6 +336,11 @@ std::string usage() {
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "         [--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
          "         [--redis-tls-cert-file F --redis-tls-key-file F] [--redis-tls-server-name NAME]\n"
+         "         [--tls-cert-file F --tls-key-file F [--tls-client-ca-file F] [--tls-peer-ca-file F] [--tls-peer-name N]]\n"
+         "HTTPS: --tls-cert-file/--tls-key-file serve HTTPS (files re-read when they change or on SIGHUP);\n"
+         "--tls-client-ca-file requires client certificates of that CA (mutual TLS); pods forward to each other\n"
+         "over TLS, verifying the other pod against --tls-peer-ca-file (default the client CA, else the system's)\n"
+         "and the name --tls-peer-name (default its address). Env RSC_TLS_CERT_FILE etc.; file \"tls\": {...}.\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "advertise (where the other pods forward the calls of the groups this pod serves) the listen\n"
          "address, 127.0.0.1 when listening on all interfaces: set it to the pod's IP when pods run apart,\n"
@@ -360,6 +394,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
     if (const char* v = env("RSC_REDIS_CLUSTER")) set_redis_cluster(c, v, "RSC_REDIS_CLUSTER");
     if (auto e = store::apply_redis_env(c.redis, env); !e.empty()) throw Bad{e};
+    for (const auto& f : kHttpsFields)
+      if (const char* v = env(f.env)) c.http.tls.*f.member = v;
     if (const char* v = env("RSC_CONSUMER_GROUP_START")) set_group_start(c, v, "RSC_CONSUMER_GROUP_START");
     for (const auto& key : kNumeric) {
       const auto name = env_name(key);
@@ -387,6 +423,11 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         set_group_start(c, value(), a);
       } else if (std::string error; store::apply_redis_flag(c.redis, a, value, error)) {
         if (!error.empty()) throw Bad{error};
+      } else if (auto f = std::find_if(std::begin(kHttpsFields), std::end(kHttpsFields),
+                                       [&](const HttpsField& h) { return a == h.flag; });
+                 f != std::end(kHttpsFields)) {
+        c.http.tls.*f->member = value();
+        if ((c.http.tls.*f->member).empty()) throw Bad{a + " needs a non-empty value"};
       } else {
         bool known = false;
         for (const auto& key : kNumeric) {
@@ -426,7 +467,11 @@ std::string summary(const Config& c) {
   std::ostringstream os;
   os << "listen=" << c.http.host << ":" << c.http.port << " redis=" << c.redis.host << ":" << c.redis.port
      << (c.redis.cluster ? " (cluster, " + std::to_string(std::max<std::size_t>(1, c.redis.seeds.size())) + " seeds)" : "")
-     << (c.redis.password.empty() ? "" : " (auth)") << " redis-tls=" << store::describe_tls(c.redis.tls) << " tick=" << c.service.tickIntervalMs
+     << (c.redis.password.empty() ? "" : " (auth)") << " redis-tls=" << store::describe_tls(c.redis.tls)
+     << " https=" << (c.http.tls.enabled() ? "on, certificate " + c.http.tls.certFile +
+                                                 (c.http.tls.clientCaFile.empty() ? std::string() : ", client CA " + c.http.tls.clientCaFile)
+                                           : std::string("off"))
+     << " tick=" << c.service.tickIntervalMs
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
      << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms lease-renewal-slack=" << c.service.core.leaseRenewalSlackMs << "ms mutex-ttl=" << c.service.mutexTtlMs
      << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reload the HTTPS certificate files
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -82,13 +83,19 @@ int main(int argc, char** argv) {
   }
   const std::string advertised = advertise(srv.port());
   service->set_address(advertised);
-  log::info("rsc-coordinator ready: serving http://" + cfg.http.host + ":" + std::to_string(srv.port()) +
+  log::info(std::string("rsc-coordinator ready: serving ") + (cfg.http.tls.enabled() ? "https://" : "http://") + cfg.http.host + ":" + std::to_string(srv.port()) +
             " with redis " + cfg.redis.host + ":" + std::to_string(cfg.redis.port) + "; pod " + service->pod_id() +
             " takes forwarded calls at " + advertised +
             (cfg.advertise.empty() && wildcard ? " (set --advertise to this pod's IP when pods run on several hosts)" : ""));
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    const auto e = srv.reload_tls();
+    if (e.empty()) log::info("rsc-coordinator: SIGHUP, certificate files read again; new connections use them");
+    else log::error("rsc-coordinator: SIGHUP, certificate files not used (" + e + "); the previous ones stay");
+  }
   log::info(std::string("rsc-coordinator: ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
             ", no longer accepting; finishing requests in flight");
   srv.stop(cfg.shutdownGraceMs);

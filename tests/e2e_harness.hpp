@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -187,8 +188,12 @@ class Coordinator {
 
   void start() {
     proc_ = std::make_unique<Process>(args_, dir_ + "/coordinator.log");
+    // An HTTPS pod does not answer plain HTTP: its "ready" line says it serves.
+    const bool https = std::find(args_.begin(), args_.end(), "--tls-cert-file") != args_.end();
     for (int i = 0; i < 500; ++i) {
-      if (http_call(port_, "GET", "/healthz", {}, {}, 500).status == 200) return;
+      if (https ? log().find("ready: serving https://") != std::string::npos
+                : http_call(port_, "GET", "/healthz", {}, {}, 500).status == 200)
+        return;
       if (proc_->wait(0) != -1) throw std::runtime_error("rsc-coordinator exited at start:\n" + log());
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -74,6 +74,8 @@ const char* kGlobal =
     "  --token T           bearer token (default $RSC_TOKEN)\n"
     "  --output table|json table for people (default), json for scripts: the coordinator's answer\n"
     "  --timeout-ms N      per request (default 10000)\n"
+    "  --coordinator-ca-file F   for https://: the CA to verify the coordinator with (env RSC_COORDINATOR_CA_FILE)\n"
+    "  --coordinator-cert-file F, --coordinator-key-file F   a client certificate (mutual TLS)\n"
     "  --help              this help, or a command's with COMMAND --help\n"
     "Exit status: 0 done, 1 refused by the coordinator (message on stderr), 2 bad usage,\n"
     "3 the coordinator could not be reached.\n";
@@ -221,6 +223,8 @@ int main(int argc, char** argv) {
   std::string token = std::getenv("RSC_TOKEN") ? std::getenv("RSC_TOKEN") : "";
   std::string output = "table", keyStyle;
   long timeoutMs = 10000;
+  rsc::member::ClientTls coordinatorTls;
+  if (const char* f = std::getenv("RSC_COORDINATOR_CA_FILE")) coordinatorTls.caFile = f;
   bool help = false, fence = false, keyStyleGiven = false, all = false;
   std::vector<std::string> deadIds;
   std::string count, to;
@@ -234,6 +238,9 @@ int main(int argc, char** argv) {
     if (a == "--help" || a == "-h") help = true;
     else if (a == "--coordinator") url = value("a URL");
     else if (a == "--token") token = value("a token");
+    else if (a == "--coordinator-ca-file") coordinatorTls.caFile = value("a file");
+    else if (a == "--coordinator-cert-file") coordinatorTls.certFile = value("a file");
+    else if (a == "--coordinator-key-file") coordinatorTls.keyFile = value("a file");
     else if (a == "--output") output = value("table or json");
     else if (a == "--timeout-ms") {
       const std::string v = value("a number");
@@ -345,7 +352,7 @@ int main(int argc, char** argv) {
   std::string err;
   const auto u = rsc::member::parse_url(url, &err);
   if (!err.empty()) bad_usage("--coordinator: " + err);
-  rsc::member::HttpClient http(u, timeoutMs);
+  rsc::member::HttpClient http(u, timeoutMs, coordinatorTls);
   const auto r = http.request(method, path, body, token);
   if (r.status == 0) {
     std::cerr << "rsc-admin: no answer from " << url << ": " << r.error << "\n";

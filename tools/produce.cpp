@@ -40,6 +40,7 @@ void on_signal(int sig) { stopSignal = sig; }
             << "usage: rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX --count N\n"
                "                   [--coordinator URL [--group G] | --shards N [--key-pattern P]]\n"
                "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n"
+               "                   [--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
             << "Environment: RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS and\n"
                "RSC_REDIS_TLS_{CA_FILE,CA_DIR,CERT_FILE,KEY_FILE,SERVER_NAME}; flags override them.\n";
@@ -53,9 +54,10 @@ struct Layout {
 };
 
 // The layout from the coordinator; exits with a message when it cannot be had.
-Layout from_coordinator(const std::string& url, const std::string& stream, const std::string& group) {
+Layout from_coordinator(const std::string& url, const std::string& stream, const std::string& group,
+                        const member::ClientTls& coordinatorTls) {
   std::string err;
-  member::HttpClient http(member::parse_url(url, &err), 5000);
+  member::HttpClient http(member::parse_url(url, &err), 5000, coordinatorTls);
   if (!err.empty()) usage("--coordinator: " + err);
   const std::string path = group.empty() ? "/coord/v1/streams/" + stream
                                          : "/coord/v1/streams/" + stream + "/groups/" + group + "/producer-routing";
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
   long shards = 0, count = -1, rate = 0, keySpace = 100, seed = 1, retryMs = 30000;
   store::RedisOptions o;
   if (auto e = store::apply_redis_env(o, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
+  member::ClientTls coordinatorTls;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -110,6 +113,9 @@ int main(int argc, char** argv) {
     else if (a == "--key-space") keySpace = num();
     else if (a == "--seed") seed = num();
     else if (a == "--retry-ms") retryMs = num();
+    else if (a == "--coordinator-ca-file") coordinatorTls.caFile = val();
+    else if (a == "--coordinator-cert-file") coordinatorTls.certFile = val();
+    else if (a == "--coordinator-key-file") coordinatorTls.keyFile = val();
     else if (a == "--help" || a == "-h") usage("help");
     else if (std::string error; store::apply_redis_flag(o, a, val, error)) {
       if (!error.empty()) usage(error);
@@ -122,7 +128,7 @@ int main(int argc, char** argv) {
   if (redisCluster) o.cluster = true;
   if (shards == 0) {
     if (coordinator.empty()) usage("give --shards N or --coordinator URL");
-    const auto l = from_coordinator(coordinator, stream, group);
+    const auto l = from_coordinator(coordinator, stream, group, coordinatorTls);
     shards = l.shards;
     pattern = l.pattern;
     if (!l.partitioner.empty() && l.partitioner != protocol::kPartitionerName && partitioner == "murmur3")
