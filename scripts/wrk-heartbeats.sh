@@ -9,6 +9,7 @@
 # RSC_COORDINATOR_BIN picks another build of the coordinator, RSC_POD_ARGS adds flags to the pods
 # (e.g. "--lease-renewal-slack-ms 0": every heartbeat written). RSC_WRK_PODS=N runs N pods behind
 # rsc-proxy (round robin per connection, as a Kubernetes Service); CPU is then summed over the pods.
+# RSC_WRK_HTTPS=1 serves and sends everything over HTTPS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 groups=${1:-100} per=${2:-10} secs=${3:-5} conns=${4:-8} threads=${5:-2}
@@ -18,10 +19,18 @@ local_init wrk
 start_redis
 npods=${RSC_WRK_PODS:-1}
 podpids=() backends=""
+# RSC_WRK_HTTPS=1: the pods serve HTTPS (a certificate made here for 127.0.0.1) and wrk speaks it.
+scheme=http tlsArgs=()
+if [ "${RSC_WRK_HTTPS:-0}" = 1 ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=wrk -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$dir/tls.key" -out "$dir/tls.crt" 2>/dev/null
+  scheme=https tlsArgs=(--tls-cert-file "$dir/tls.crt" --tls-key-file "$dir/tls.key")
+  export RSC_WRK_CA="$dir/tls.crt"
+fi
 for i in $(seq 1 "$npods"); do
   p=$(free_port)
   "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
-    --default-shard-count 16 ${RSC_POD_ARGS:-} 2>"$dir/pod$i.log" &
+    --default-shard-count 16 "${tlsArgs[@]}" ${RSC_POD_ARGS:-} 2>"$dir/pod$i.log" &
   pids+=($!)
   podpids+=($!)
   backends="${backends:+$backends,}127.0.0.1:$p"
@@ -36,7 +45,7 @@ if [ "$npods" -gt 1 ]; then
   for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
   echo "wrk: $npods pods behind rsc-proxy"
 fi
-python3 scripts/lib/settle-members.py "http://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
+python3 scripts/lib/settle-members.py "$scheme://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
 cpu() { local t=0 p; for p in "${podpids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }  # clock ticks, all pods
 tck=$(getconf CLK_TCK)
 run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request"
@@ -50,11 +59,11 @@ run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us 
   awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" \
     'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request\n", name, n, c * 1e6 / t / n }'
 }
-hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "http://127.0.0.1:$port" | tee /dev/stderr | tail -1)
-hz=$(run healthz "http://127.0.0.1:$port/healthz" | tee /dev/stderr | tail -1)
+hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "$scheme://127.0.0.1:$port" | tee /dev/stderr | tail -1)
+hz=$(run healthz "$scheme://127.0.0.1:$port/healthz" | tee /dev/stderr | tail -1)
 echo "$hb" | awk -v other="$hz" '{ for (i = 1; i <= NF; i++) if ($i == "CPU") h = $(i + 1) }
   END { split(other, o, " "); for (i = 1; i <= length(o); i++) if (o[i] == "CPU") z = o[i + 1];
         printf "wrk: coordinator CPU %.1f us per steady heartbeat, %.1f us per /healthz (ratio %.2f)\n", h, z, z / h }'
 for b in ${backends//,/ }; do
-  echo "pod $b: $(curl -s "http://$b/metrics" | grep -E '^rsc_heartbeats_unwritten_total|^rsc_copy_checks_total' | tr '\n' ' ')"
+  echo "pod $b: $(curl -s ${RSC_WRK_CA:+--cacert "$RSC_WRK_CA"} "$scheme://$b/metrics" | grep -E '^rsc_heartbeats_unwritten_total|^rsc_copy_checks_total' | tr '\n' ' ')"
 done

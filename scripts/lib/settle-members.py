@@ -9,17 +9,21 @@ line per member to OUT: "STREAM GROUP MEMBER EPOCH SHARD,SHARD,...". Exits non-z
 not settle within 60 rounds.
 """
 import json
+import os
+import ssl
 import sys
 import urllib.request
 
 url, stream, groups, per, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 seq = 0
+# An https:// URL is verified against RSC_WRK_CA when given (a certificate made for the run).
+tls = ssl.create_default_context(cafile=os.environ.get("RSC_WRK_CA")) if url.startswith("https://") else None
 
 
 def call(method, path, body=None):
     req = urllib.request.Request(url + path, method=method, data=None if body is None else json.dumps(body).encode())
     req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=5) as r:
+    with urllib.request.urlopen(req, timeout=5, context=tls) as r:
         return json.loads(r.read() or b"null")
 
 
