@@ -315,8 +315,9 @@ class PodForwarder : public Forwarder {
     std::chrono::steady_clock::time_point idleSince;
     beast::tcp_stream& tcp() { return ss.next_layer(); }
     static SslCtx plain_ctx() {
-      static const SslCtx unused = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
-      return unused;
+      // Never destroyed (OpenSSL's exit handler may run first).
+      static const auto* unused = new SslCtx(std::make_shared<net::ssl::context>(net::ssl::context::tls_client));
+      return *unused;
     }
   };
   std::shared_ptr<Upstream> fresh() { return std::make_shared<Upstream>(ioc_, clientCtx_()); }

@@ -151,13 +151,14 @@ CtxPtr context_for(const TlsOptions& t, std::string& why) {
     key += '|';
   }
   static std::mutex mu;
-  static std::map<std::string, CtxPtr> cache;
+  // Never destroyed: freeing contexts after OpenSSL's own exit handler ran would touch freed state.
+  static auto* cache = new std::map<std::string, CtxPtr>;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
   auto c = build_context(t, why);
   if (!c) return nullptr;
-  if (cache.size() >= 16) cache.clear();  // rotations: the live connections keep their own reference
-  cache.emplace(key, c);
+  if (cache->size() >= 16) cache->clear();  // rotations: the live connections keep their own reference
+  cache->emplace(key, c);
   return c;
 }
 
