@@ -178,5 +178,98 @@ names = set(re.findall(r"\b(rsc_[a-z_]+)", query))
 check(names and all(f"# TYPE {n} gauge" in metrics_body for n in names),
       f"the coordinator exports {', '.join(sorted(names))} as a gauge")
 
+# The TLS overlay (deploy/k8s/tls): its patches name objects of the base, the coordinator accepts its
+# settings (with certificates made here), a pod started with them answers its probes over HTTPS,
+# and the consumer's flags are rsc-consume's.
+tlsdir = os.path.join(k8s, "tls")
+with open(os.path.join(tlsdir, "kustomization.yaml")) as f:
+    tk = yaml.safe_load(f)
+files = [p["path"] for p in tk["patches"]] + [r for r in tk["resources"] if r != "../"]
+check("../" in tk["resources"] and all(os.path.exists(os.path.join(tlsdir, x)) for x in files),
+      "the TLS overlay builds on the base and its files exist")
+patches = {}
+for p in tk["patches"]:
+    with open(os.path.join(tlsdir, p["path"])) as f:
+        d = yaml.safe_load(f)
+    patches[(d["kind"], d["metadata"]["name"])] = d
+check(all(k in docs for k in patches), "every TLS patch names an object of the base")
+tpod = patches[("Deployment", "rsc-coordinator")]["spec"]["template"]
+tc = tpod["spec"]["containers"][0]
+check(tc["readinessProbe"]["httpGet"].get("scheme") == "HTTPS" and tc["livenessProbe"]["httpGet"].get("scheme") == "HTTPS"
+      and tpod["metadata"]["annotations"].get("prometheus.io/scheme") == "https", "probes and scrape annotations say HTTPS")
+check(patches[("ServiceMonitor", "rsc-coordinator")]["spec"]["endpoints"][0]["scheme"] == "https", "the ServiceMonitor scrapes HTTPS")
+tmp2 = tempfile.mkdtemp(prefix="rsc-manifests-tls-")
+def sh(cmd):
+    subprocess.run(cmd, shell=True, check=True, cwd=tmp2, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=ca -keyout ca.key -out ca.crt")
+    sh("openssl req -newkey rsa:2048 -nodes -subj /CN=rsc -keyout tls.key -out tls.csr")
+    with open(os.path.join(tmp2, "ext"), "w") as f:
+        f.write("subjectAltName=DNS:rsc-coordinator.default.svc,IP:127.0.0.1\n")
+    sh("openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile ext -out tls.crt")
+    # The base's Secrets again (the first directory is gone), then the overlay's files.
+    base_mounts = {}
+    for m in c["volumeMounts"]:
+        sec = docs[("Secret", volumes[m["name"]]["secret"]["secretName"])]["stringData"]
+        os.makedirs(os.path.join(tmp2, m["name"]))
+        for fname, text in sec.items():
+            with open(os.path.join(tmp2, m["name"], fname), "w") as f:
+                f.write(text)
+        base_mounts[m["mountPath"]] = os.path.join(tmp2, m["name"])
+    def relocal(v):
+        for path in sorted(base_mounts, key=len, reverse=True):
+            if v.startswith(path + "/"):
+                return base_mounts[path] + v[len(path):]
+        return v
+    targs = [relocal(a) for a in args]
+    tenv = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
+    tenv.update(cm)
+    tenv["POD_IP"] = "10.1.2.3"
+    for e in c["env"]:
+        if "value" in e:
+            tenv[e["name"]] = relocal(re.sub(r"\$\((\w+)\)", lambda m: tenv.get(m.group(1), ""), e["value"]))
+    for e in tc["env"]:
+        tenv[e["name"]] = os.path.join(tmp2, os.path.basename(e["value"])) if e["value"].startswith("/etc/") else e["value"]
+    local_args = targs
+    r = subprocess.run([coord, "--check-config"] + local_args, env=tenv, capture_output=True, text=True)
+    check(r.returncode == 0 and "https=on" in r.stdout and "redis-tls=on" in r.stdout,
+          "rsc-coordinator --check-config accepts the TLS overlay: " + (r.stdout.strip() or r.stderr.strip())[:240])
+    # Served: the readiness probe's path over HTTPS, verified with the CA (Redis without TLS here).
+    rport, cport = free_port(), free_port()
+    live = dict(tenv, RSC_REDIS=f"127.0.0.1:{rport}", RSC_ADVERTISE=f"127.0.0.1:{cport}")
+    live.pop("RSC_REDIS_TLS_CA_FILE", None)
+    live.pop("RSC_REDIS_PASSWORD_FILE", None)
+    run_args = [a for a in local_args]
+    run_args[run_args.index("--listen") + 1] = f"127.0.0.1:{cport}"
+    procs = [subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--dir", tmp2,
+                               "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        procs.append(subprocess.Popen([coord] + run_args, env=live, stdout=subprocess.DEVNULL,
+                                      stderr=open(os.path.join(tmp2, "pod.log"), "w")))
+        import ssl
+        ctx = ssl.create_default_context(cafile=os.path.join(tmp2, "ca.crt"))
+        status = 0
+        deadline = time.time() + 10
+        while time.time() < deadline and status != 200:
+            try:
+                status = urllib.request.urlopen(f"https://127.0.0.1:{cport}{tc['readinessProbe']['httpGet']['path']}",
+                                                timeout=2, context=ctx).status
+            except Exception:
+                time.sleep(0.1)
+        check(status == 200, "a pod with the TLS overlay's settings answers its readiness probe over HTTPS")
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+finally:
+    shutil.rmtree(tmp2, ignore_errors=True)
+tcons = patches[("Deployment", "orders-billing-consumer")]["spec"]["template"]["spec"]["containers"][0]
+tflags = [a for a in tcons["args"] if a.startswith("--")]
+check(all(f in usage.stdout + usage.stderr for f in tflags) and any(a.startswith("https://") for a in tcons["args"]),
+      f"the TLS consumer calls https:// with flags rsc-consume knows ({', '.join(tflags)})")
+
 print(f"check-manifests: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
