@@ -644,6 +644,53 @@ TEST(E2EConfig, RedisTlsAndSecretFilesAreCheckedAndNoSecretIsPrinted) {
   EXPECT_NE(out.find("--redis-password-file: cannot read /nonexistent/pw"), std::string::npos) << out;
 }
 
+// Secrets from files never leak (issue 29): a coordinator with a token and a Redis password read
+// from files, called with the right token, a wrong one and none, and against a Redis that refuses a
+// wrong password: neither secret appears in its log, /metrics, the status page or an answer.
+TEST(E2ESecrets, TokensAndTheRedisPasswordNeverAppearInLogsMetricsPagesOrAnswers) {
+  const std::string password = "redis-pass-XYZ-4711", token = "admin-token-QRS-0815-abcdef";
+  rsc::testing::RedisServerOptions ro;
+  ro.password = password;
+  RedisServer redis(ro);
+  const auto& pki = rsc::testing::TestPki::get();
+  const std::string pw = pki.dir + "/leak-pw", tok = pki.dir + "/leak-token", conf = pki.dir + "/leak.json";
+  std::ofstream(pw) << password << "\n";
+  std::ofstream(tok) << token << "\n";
+  std::ofstream(conf) << R"({"redis": {"passwordFile": ")" << pw << R"("}, "auth": {"tokens": [{"tokenFile": ")" << tok
+                      << R"(", "role": "admin", "name": "ops"}], "metricsPublic": false}})";
+  Coordinator pod(redis.port(), {"--config", conf});
+  const std::map<std::string, std::string> auth{{"Authorization", "Bearer " + token}, {"Content-Type", "application/json"}};
+  std::vector<HttpResult> answers;
+  answers.push_back(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})", auth));
+  EXPECT_EQ(answers.back().status, 200) << "the token read from its file works: " << answers.back().body;
+  answers.push_back(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})",
+                              {{"Authorization", "Bearer " + token + "x"}, {"Content-Type", "application/json"}}));
+  EXPECT_EQ(answers.back().status, 401);
+  answers.push_back(http_call(pod.port(), "GET", "/metrics"));
+  EXPECT_EQ(answers.back().status, 401);
+  answers.push_back(http_call(pod.port(), "GET", "/metrics", {}, auth));
+  EXPECT_EQ(answers.back().status, 200);
+  answers.push_back(http_call(pod.port(), "GET", "/", {}, auth));
+  EXPECT_EQ(answers.back().status, 200);
+  answers.push_back(http_call(pod.port(), "GET", "/coord/v1/streams/orders/groups/billing", {}, auth));
+  answers.push_back(http_call(pod.port(), "DELETE", "/coord/v1/streams/orders/groups/nope", {}, auth));
+  // A second pod with a wrong password: its errors name the failure, not the password tried.
+  std::ofstream(pw + "2") << "wrong-" << password << "\n";
+  Coordinator wrong(redis.port(), {"--redis-password-file", pw + "2"});
+  answers.push_back(http_call(wrong.port(), "GET", "/readyz"));
+  EXPECT_NE(answers.back().status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // its store calls fail and are logged meanwhile
+  for (const auto& a : answers) {
+    EXPECT_EQ(a.body.find(token), std::string::npos) << a.body.substr(0, 300);
+    EXPECT_EQ(a.body.find(password), std::string::npos) << a.body.substr(0, 300);
+  }
+  for (const auto& log : {pod.log(), wrong.log()}) {
+    EXPECT_EQ(log.find(token), std::string::npos) << log;
+    EXPECT_EQ(log.find(password), std::string::npos) << log;
+  }
+  EXPECT_NE(pod.log().find("caller=ops"), std::string::npos) << "the audit line names the token by its name";
+}
+
 // Several pods on one Redis; members in threads send each heartbeat to a random pod. The
 // members' own view is checked: no shard is ever taken while another member still reads it (I1),
 // epochs never go back (I3), and the group converges (I2).
