@@ -49,7 +49,7 @@ namespace {
 std::string file_problem(const std::string& what, const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return what + " " + path + ": " + std::strerror(errno);
-  if (S_ISDIR(st.st_mode)) return what + " " + path + ": a directory, not a file";
+  if (!S_ISREG(st.st_mode)) return what + " " + path + ": not a regular file";
   return {};
 }
 
@@ -130,16 +130,6 @@ void expect_peer(TlsStream& s, const std::string& name) {
 
 }  // namespace
 
-std::string check_server_tls(const ServerTls& t) {
-  if (!t.enabled()) return t.keyFile.empty() && t.clientCaFile.empty() ? "" : "a key or client CA file needs a certificate file too";
-  try {
-    make_server_context(t);
-    make_client_context(t);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
-}
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   ServerOptions opts;

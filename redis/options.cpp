@@ -1,5 +1,7 @@
 #include "redis/options.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -8,14 +10,24 @@
 namespace rsc::store {
 
 std::string read_secret_file(const std::string& path, std::string& error) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = path + " is not a regular file";
+    return {};
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = "cannot read " + path + ": " + std::strerror(errno);
     return {};
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
+  constexpr std::size_t kMax = 64 * 1024;  // a password or a token, not a file of anything
+  std::string s(kMax + 1, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<std::size_t>(in.gcount()));
+  if (s.size() > kMax) {
+    error = path + " is larger than 64 KiB";
+    return {};
+  }
   if (!s.empty() && s.back() == '\n') s.pop_back();
   if (!s.empty() && s.back() == '\r') s.pop_back();
   if (s.empty()) error = path + " is empty";

@@ -74,7 +74,7 @@ bool is_ip(const std::string& s) {
 std::string file_problem(const std::string& path, bool dir) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return path + ": " + std::strerror(errno);
-  if (dir != static_cast<bool>(S_ISDIR(st.st_mode))) return path + (dir ? ": not a directory" : ": a directory, not a file");
+  if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) return path + (dir ? ": not a directory" : ": not a regular file");
   if (::access(path.c_str(), R_OK) != 0) return path + ": " + std::strerror(errno);
   return {};
 }

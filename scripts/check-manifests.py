@@ -67,30 +67,32 @@ check(pod["spec"]["terminationGracePeriodSeconds"] > grace, f"grace period outla
 
 # The coordinator accepts the flags, environment and config file as given.
 tmp = tempfile.mkdtemp(prefix="rsc-manifests-")
-# Every Secret mounted as files, each into a directory of its own here (paths rewritten to them).
+# Every Secret mounted as files, each into a directory of its own under `where` (paths rewritten to
+# them): the container's args and environment (with Kubernetes' $(VAR) expansion) as they would be.
 volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-mounts = {}
-for m in c["volumeMounts"]:
-    sec = docs[("Secret", volumes[m["name"]]["secret"]["secretName"])]["stringData"]
-    local = os.path.join(tmp, m["name"])
-    os.makedirs(local)
-    for fname, text in sec.items():
-        with open(os.path.join(local, fname), "w") as f:
-            f.write(text)
-    mounts[m["mountPath"]] = local
-def localize(v):
-    for path in sorted(mounts, key=len, reverse=True):  # /etc/rsc-redis before /etc/rsc
-        if v == path or v.startswith(path + "/"):
-            return mounts[path] + v[len(path):]
-    return v
-local_args = [localize(a) for a in args]
-env = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
-env.update(cm)
-env["POD_IP"] = "10.1.2.3"
-# The container's own variables, with Kubernetes' $(VAR) expansion.
-for e in c["env"]:
-    if "value" in e:
-        env[e["name"]] = localize(re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), ""), e["value"]))
+def materialize(where):
+    mounts = {}
+    for m in c["volumeMounts"]:
+        sec = docs[("Secret", volumes[m["name"]]["secret"]["secretName"])]["stringData"]
+        local = os.path.join(where, m["name"])
+        os.makedirs(local)
+        for fname, text in sec.items():
+            with open(os.path.join(local, fname), "w") as f:
+                f.write(text)
+        mounts[m["mountPath"]] = local
+    def localize(v):
+        for path in sorted(mounts, key=len, reverse=True):  # /etc/rsc-redis before /etc/rsc
+            if v == path or v.startswith(path + "/"):
+                return mounts[path] + v[len(path):]
+        return v
+    e_ = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
+    e_.update(cm)
+    e_["POD_IP"] = "10.1.2.3"
+    for e in c["env"]:
+        if "value" in e:
+            e_[e["name"]] = localize(re.sub(r"\$\((\w+)\)", lambda m: e_.get(m.group(1), ""), e["value"]))
+    return [localize(a) for a in args], e_
+local_args, env = materialize(tmp)
 check("RSC_REDIS_PASSWORD" not in cm and all(e["name"] != "RSC_REDIS_PASSWORD" for e in c["env"])
       and "RSC_REDIS_PASSWORD_FILE" in env, "the Redis password comes from a mounted Secret, never from the environment")
 adv = env.get("RSC_ADVERTISE", "")
@@ -208,29 +210,9 @@ try:
         f.write("subjectAltName=DNS:rsc-coordinator.default.svc,IP:127.0.0.1\n")
     sh("openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile ext -out tls.crt")
     # The base's Secrets again (the first directory is gone), then the overlay's files.
-    base_mounts = {}
-    for m in c["volumeMounts"]:
-        sec = docs[("Secret", volumes[m["name"]]["secret"]["secretName"])]["stringData"]
-        os.makedirs(os.path.join(tmp2, m["name"]))
-        for fname, text in sec.items():
-            with open(os.path.join(tmp2, m["name"], fname), "w") as f:
-                f.write(text)
-        base_mounts[m["mountPath"]] = os.path.join(tmp2, m["name"])
-    def relocal(v):
-        for path in sorted(base_mounts, key=len, reverse=True):
-            if v.startswith(path + "/"):
-                return base_mounts[path] + v[len(path):]
-        return v
-    targs = [relocal(a) for a in args]
-    tenv = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
-    tenv.update(cm)
-    tenv["POD_IP"] = "10.1.2.3"
-    for e in c["env"]:
-        if "value" in e:
-            tenv[e["name"]] = relocal(re.sub(r"\$\((\w+)\)", lambda m: tenv.get(m.group(1), ""), e["value"]))
+    local_args, tenv = materialize(tmp2)
     for e in tc["env"]:
         tenv[e["name"]] = os.path.join(tmp2, os.path.basename(e["value"])) if e["value"].startswith("/etc/") else e["value"]
-    local_args = targs
     r = subprocess.run([coord, "--check-config"] + local_args, env=tenv, capture_output=True, text=True)
     check(r.returncode == 0 and "https=on" in r.stdout and "redis-tls=on" in r.stdout,
           "rsc-coordinator --check-config accepts the TLS overlay: " + (r.stdout.strip() or r.stderr.strip())[:240])

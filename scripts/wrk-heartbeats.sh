@@ -52,10 +52,10 @@ run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us 
   local name=$1 c0 c1 out n
   shift
   c0=$(cpu)
-  out=$(RSC_WRK_MEMBERS="$dir/members.txt" wrk -t"$threads" -c"$conns" -d"${secs}s" "$@")
+  out=$(RSC_WRK_MEMBERS="$dir/members.txt" wrk --latency -t"$threads" -c"$conns" -d"${secs}s" "$@")
   c1=$(cpu)
   n=$(echo "$out" | awk '/requests in/ {print $1}')
-  echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors' | sed "s/^/  $name: /"
+  echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors|^ +99%' | sed "s/^/  $name: /"
   awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" \
     'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request\n", name, n, c * 1e6 / t / n }'
 }
