@@ -129,6 +129,15 @@ std::optional<Error> RedisConnection::append_and_flush(const std::vector<Command
   }
   if (!transport_->write_all(out_.data(), out_.size())) {
     failure_ = transport_->why();
+    if (transport_->tls()) {
+      // A server that refuses the session (no client certificate) may close it before the first
+      // write lands: its alert says why, when it arrived.
+      if (auto alert = transport_->alert_after_failure(); !alert.empty()) failure_ = alert;
+      else if (!heardFrom_ && opts_.tls.certFile.empty())
+        failure_ += " (the server ended the TLS session before answering: does it require a client certificate?)";
+    } else if (!heardFrom_ && !transport_->timed_out()) {
+      failure_ += " before answering anything (does it require TLS? see --redis-tls)";  // as on a read
+    }
     return io_failure("write");
   }
   if (out_.capacity() > (1u << 20)) std::string().swap(out_);  // a huge pipeline's buffer is not kept

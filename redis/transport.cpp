@@ -364,6 +364,16 @@ std::size_t Transport::read_some(char* buf, std::size_t n) {
   }
 }
 
+std::string Transport::alert_after_failure() {
+  if (ssl_ == nullptr) return {};
+  set_io_timeout(fd_, 50);
+  ERR_clear_error();
+  char b;
+  const int r = SSL_read(as_ssl(ssl_), &b, 1);
+  if (r <= 0 && SSL_get_error(as_ssl(ssl_), r) == SSL_ERROR_SSL) return "TLS: " + ssl_errors();
+  return {};
+}
+
 bool Transport::buffered() const { return ssl_ != nullptr && SSL_pending(as_ssl(ssl_)) > 0; }
 
 }  // namespace rsc::store

@@ -42,6 +42,9 @@ class Transport {
   bool write_all(const char* data, std::size_t n);
   // At least one byte (waiting up to the I/O timeout); 0 on a failure, a timeout or the peer's close.
   std::size_t read_some(char* buf, std::size_t n);
+  // After a failed write on a TLS session: the reason the server sent (an alert, e.g. "tlsv13 alert
+  // certificate required"), read within a few milliseconds if it came; "" when none did.
+  std::string alert_after_failure();
   // Decrypted bytes already inside the TLS session: a poll on fd() would not see them.
   bool buffered() const;
   int fd() const { return fd_; }
