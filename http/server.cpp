@@ -26,6 +26,7 @@
 #include <map>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -294,21 +295,21 @@ class PodForwarder : public Forwarder {
   }
 
  private:
-  // A connection to another pod: TLS when the pods speak HTTPS, else its TCP layer alone.
+  // A connection to another pod: TLS when the pods speak HTTPS, else plain TCP (no TLS object made:
+  // a plain pod never initializes OpenSSL).
   struct Upstream {
-    Upstream(net::io_context& ioc, const SslCtx& c) : ctx(c ? c : plain_ctx()), ss(ioc, *ctx), tls(c != nullptr) {}
+    Upstream(net::io_context& ioc, const SslCtx& c) : ctx(c), tls(c != nullptr) {
+      if (tls) ss.emplace(ioc, *ctx);
+      else plain.emplace(ioc);
+    }
     SslCtx ctx;  // kept while the connection lives (a reload makes new ones)
-    TlsStream ss;
     bool tls;
+    std::optional<TlsStream> ss;
+    std::optional<beast::tcp_stream> plain;
     beast::flat_buffer buffer;
     bool connected = false;
     std::chrono::steady_clock::time_point idleSince;
-    beast::tcp_stream& tcp() { return ss.next_layer(); }
-    static SslCtx plain_ctx() {
-      // Never destroyed (OpenSSL's exit handler may run first).
-      static const auto* unused = new SslCtx(std::make_shared<net::ssl::context>(net::ssl::context::tls_client));
-      return *unused;
-    }
+    beast::tcp_stream& tcp() { return tls ? ss->next_layer() : *plain; }
   };
   std::shared_ptr<Upstream> fresh() { return std::make_shared<Upstream>(ioc_, clientCtx_()); }
   struct Call {
@@ -401,7 +402,7 @@ class PodForwarder : public Forwarder {
     };
     auto exchange = [this, up, io] {
       up->tcp().expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
-      if (up->tls) io(up->ss);
+      if (up->tls) io(*up->ss);
       else io(up->tcp());
     };
     if (up->connected) return exchange();
@@ -415,8 +416,8 @@ class PodForwarder : public Forwarder {
         return exchange();
       }
       // The other pod's certificate must name opts.tls.peerName, or else the address forwarded to.
-      expect_peer(up->ss, !opts_.tls.peerName.empty() ? opts_.tls.peerName : call->endpoint.address().to_string());
-      up->ss.async_handshake(net::ssl::stream_base::client, [up, exchange, onError](beast::error_code hec) {
+      expect_peer(*up->ss, !opts_.tls.peerName.empty() ? opts_.tls.peerName : call->endpoint.address().to_string());
+      up->ss->async_handshake(net::ssl::stream_base::client, [up, exchange, onError](beast::error_code hec) {
         if (hec) return onError(hec, "TLS handshake");
         up->connected = true;
         exchange();
