@@ -9,8 +9,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -162,34 +160,35 @@ CtxPtr context_for(const TlsOptions& t, std::string& why) {
   return c;
 }
 
-// A write on a connection the peer closed raises SIGPIPE; OpenSSL writes with write(2), so the
-// signal is held back for the call and a SIGPIPE it raised is taken away, never delivered.
-class NoSigpipe {
- public:
-  NoSigpipe() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    wasPending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~NoSigpipe() {
-    if (!wasPending_) {
-      sigset_t pending;
-      sigpending(&pending);
-      if (sigismember(&pending, SIGPIPE) == 1) {
-        timespec zero{};
-        sigtimedwait(&pipe_, nullptr, &zero);
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
+// A write on a connection the peer closed raises SIGPIPE, which kills a process that did not
+// ignore it (the member library runs in the user's). OpenSSL's socket BIO writes with write(2),
+// and not only from SSL_write: SSL_read and SSL_connect send alerts. So every TLS connection
+// writes through this BIO: the socket BIO with send(..., MSG_NOSIGNAL) as its write.
+int send_nosignal(BIO* b, const char* data, int len) {
+  int fd = -1;
+  BIO_get_fd(b, &fd);
+  errno = 0;
+  const ssize_t r = ::send(fd, data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
+  BIO_clear_retry_flags(b);
+  if (r <= 0 && BIO_sock_should_retry(static_cast<int>(r))) BIO_set_retry_write(b);
+  return static_cast<int>(r);
+}
 
- private:
-  sigset_t pipe_{}, old_{};
-  bool wasPending_ = false;
-};
+const BIO_METHOD* socket_without_sigpipe() {
+  static const BIO_METHOD* method = [] {
+    const BIO_METHOD* plain = BIO_s_socket();
+    BIO_METHOD* m = BIO_meth_new(BIO_TYPE_SOCKET, "socket without SIGPIPE");
+    if (m == nullptr) return static_cast<const BIO_METHOD*>(nullptr);
+    BIO_meth_set_write(m, send_nosignal);
+    BIO_meth_set_read(m, BIO_meth_get_read(plain));
+    BIO_meth_set_puts(m, BIO_meth_get_puts(plain));
+    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(plain));
+    BIO_meth_set_create(m, BIO_meth_get_create(plain));
+    BIO_meth_set_destroy(m, BIO_meth_get_destroy(plain));
+    return static_cast<const BIO_METHOD*>(m);
+  }();
+  return method;
+}
 
 std::string handshake_failure(SSL* ssl, int rc) {
   const long verify = SSL_get_verify_result(ssl);
@@ -285,7 +284,13 @@ std::unique_ptr<Transport> Transport::open(const std::string& host, int port, co
       return nullptr;
     }
     t->ssl_ = ssl;
-    SSL_set_fd(ssl, fd);
+    BIO* bio = socket_without_sigpipe() != nullptr ? BIO_new(socket_without_sigpipe()) : nullptr;
+    if (bio == nullptr) {
+      why = peer + ": TLS: " + ssl_errors();
+      return nullptr;
+    }
+    BIO_set_fd(bio, fd, BIO_NOCLOSE);
+    SSL_set_bio(ssl, bio, bio);  // the SSL owns it now
     const std::string& name = tls.serverName.empty() ? host : tls.serverName;
     if (is_ip(name)) {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
@@ -296,11 +301,7 @@ std::unique_ptr<Transport> Transport::open(const std::string& host, int port, co
     set_io_timeout(fd, std::max(1, left_ms(deadline)));
     ERR_clear_error();
     errno = 0;
-    int rc;
-    {
-      NoSigpipe guard;
-      rc = SSL_connect(ssl);
-    }
+    const int rc = SSL_connect(ssl);
     if (rc != 1) {
       why = peer + ": TLS handshake failed: " + handshake_failure(ssl, rc);
       return nullptr;
@@ -314,7 +315,6 @@ bool Transport::write_all(const char* data, std::size_t n) {
   while (n > 0) {
     if (ssl_ != nullptr) {
       ERR_clear_error();
-      NoSigpipe guard;
       const int r = SSL_write(as_ssl(ssl_), data, static_cast<int>(std::min<std::size_t>(n, 1 << 30)));
       if (r <= 0) {
         const int e = SSL_get_error(as_ssl(ssl_), r);

@@ -258,7 +258,13 @@ TEST(ClusterClient, ClusterModeAgainstASingleRedisIsAClearFatalError) {
 }
 
 namespace {
-LocalCluster& shared_cluster() {
+// One cluster of each kind, shared by the tests that leave it as they found it: plain TCP, and
+// TLS-only (client connections and the cluster bus, mutual TLS).
+LocalCluster& shared_cluster(bool tls) {
+  if (tls) {
+    static LocalCluster c(3, 1, "", true);
+    return c;
+  }
   static LocalCluster c(3, 1);
   return c;
 }
@@ -269,10 +275,15 @@ std::vector<std::string> keys_over_all_slots(int n) {
 }
 }  // namespace
 
+// The client's cluster tests, each run once over plain TCP and once over TLS.
+class ClientOnCluster : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Transport, ClientOnCluster, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Tls" : "Plain"; });
+
 // One pipeline over keys of every master: each command on its slot's master (a node asked for a
 // key it does not serve would refuse), the replies in the order asked, one round trip per master.
-TEST(ClientOnCluster, APipelineIsSplitPerMasterAndItsRepliesKeepTheirOrder) {
-  auto& cl = shared_cluster();
+TEST_P(ClientOnCluster, APipelineIsSplitPerMasterAndItsRepliesKeepTheirOrder) {
+  auto& cl = shared_cluster(GetParam());
   cl.flush_all();
   RedisClient c(cl.client_options());
   const auto keys = keys_over_all_slots(300);
@@ -308,8 +319,8 @@ TEST(ClientOnCluster, APipelineIsSplitPerMasterAndItsRepliesKeepTheirOrder) {
 
 // CLUSTER FAILOVER swaps a master and its replica: the client's map is stale, the old master
 // answers MOVED, and the client follows it (and re-reads the map) without the caller seeing it.
-TEST(ClientOnCluster, AFailoverIsFollowedThroughMovedAndNoAnswerIsLost) {
-  auto& cl = shared_cluster();
+TEST_P(ClientOnCluster, AFailoverIsFollowedThroughMovedAndNoAnswerIsLost) {
+  auto& cl = shared_cluster(GetParam());
   cl.flush_all();
   RedisClient c(cl.client_options());
   const auto keys = keys_over_all_slots(100);
@@ -334,8 +345,8 @@ TEST(ClientOnCluster, AFailoverIsFollowedThroughMovedAndNoAnswerIsLost) {
 
 // A slot half-way through a migration: a key the source no longer holds is asked of the target
 // (ASK), once, preceded by ASKING; the map is not changed by it.
-TEST(ClientOnCluster, AskDuringAMigrationIsFollowedOnceToTheImportingNode) {
-  auto& cl = shared_cluster();
+TEST_P(ClientOnCluster, AskDuringAMigrationIsFollowedOnceToTheImportingNode) {
+  auto& cl = shared_cluster(GetParam());
   cl.flush_all();
   RedisClient c(cl.client_options());
   const std::string key = "migrating-key";
@@ -367,8 +378,8 @@ TEST(ClientOnCluster, AskDuringAMigrationIsFollowedOnceToTheImportingNode) {
 
 // SIGKILL of a master: its slots fail (retryably: never re-sent, the command may have run) until
 // the cluster promotes its replica; then the same client reaches the new master by itself.
-TEST(ClientOnCluster, AKilledMasterFailsRetryablyUntilItsReplicaIsPromoted) {
-  LocalCluster cl(3, 1);  // its own: this one loses a node
+TEST_P(ClientOnCluster, AKilledMasterFailsRetryablyUntilItsReplicaIsPromoted) {
+  LocalCluster cl(3, 1, "", GetParam());  // its own: this one loses a node
   RedisClient c(cl.client_options());
   const std::string key = "key:7";
   ASSERT_TRUE(c.command({"SET", key, "before"}).ok());
@@ -400,8 +411,8 @@ TEST(ClientOnCluster, AKilledMasterFailsRetryablyUntilItsReplicaIsPromoted) {
 
 // The check the store's contract tests make on a cluster (no command spans two slots) can fail:
 // a command that does is refused by the master and counted.
-TEST(ClientOnCluster, ACommandSpanningTwoSlotsIsRefusedAndCounted) {
-  auto& cl = shared_cluster();
+TEST_P(ClientOnCluster, ACommandSpanningTwoSlotsIsRefusedAndCounted) {
+  auto& cl = shared_cluster(GetParam());
   RedisClient c(cl.client_options());
   const auto before = cl.crossslot_errors();
   ASSERT_NE(key_slot("key:1"), key_slot("key:2"));
@@ -413,8 +424,8 @@ TEST(ClientOnCluster, ACommandSpanningTwoSlotsIsRefusedAndCounted) {
 }
 
 // AUTH (password, or ACL user and password) goes to every node the client connects to.
-TEST(ClientOnCluster, EveryNodeConnectionAuthenticatesAsTheDefaultOrAnAclUser) {
-  LocalCluster cl(3, 0, "s3cret-pass");
+TEST_P(ClientOnCluster, EveryNodeConnectionAuthenticatesAsTheDefaultOrAnAclUser) {
+  LocalCluster cl(3, 0, "s3cret-pass", GetParam());
   auto o = cl.client_options();
   RedisClient byPassword(o);
   std::vector<Command> sets;
@@ -436,8 +447,8 @@ TEST(ClientOnCluster, EveryNodeConnectionAuthenticatesAsTheDefaultOrAnAclUser) {
 // TRYAGAIN (a multi-key command while its slot migrates and its keys are split) is re-sent with
 // backoff for the retry budget, then given to the caller; once the migration ends, the re-sent
 // command follows the MOVED and succeeds.
-TEST(ClientOnCluster, TryAgainIsRetriedWithBackoffWithinTheBudgetThenAnswered) {
-  auto& cl = shared_cluster();
+TEST_P(ClientOnCluster, TryAgainIsRetriedWithBackoffWithinTheBudgetThenAnswered) {
+  auto& cl = shared_cluster(GetParam());
   cl.flush_all();
   const std::string a = "{tag}a", b = "{tag}b";
   const std::size_t from = cl.master_of(a);
