@@ -59,28 +59,36 @@ struct HttpClient::Impl {
   Url url;
   int64_t timeoutMs;
   net::io_context ioc;
-  // The connection: TLS for https://, else only its TCP layer is used.
-  net::ssl::context ctx{net::ssl::context::tls_client};
+  // The connection: TLS for https:// (its context made once, with the client), plain TCP for
+  // http:// (which makes no TLS object at all).
+  std::optional<net::ssl::context> ctx;
   std::string tlsError;  // the client certificate or CA could not be loaded: every request says so
-  std::optional<TlsStream> stream;
+  std::optional<TlsStream> tlsStream;
+  std::optional<beast::tcp_stream> plainStream;
   beast::flat_buffer buffer;
-  beast::tcp_stream& tcp() { return stream->next_layer(); }
+  bool connected() const { return tlsStream.has_value() || plainStream.has_value(); }
+  beast::tcp_stream& tcp() { return tlsStream ? tlsStream->next_layer() : *plainStream; }
+  void disconnect() {
+    tlsStream.reset();
+    plainStream.reset();
+  }
 
   void setup_tls(const ClientTls& t) {
-    ctx.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
+    ctx.emplace(net::ssl::context::tls_client);
+    ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
                     net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
-    ctx.set_verify_mode(net::ssl::verify_peer);
+    ctx->set_verify_mode(net::ssl::verify_peer);
     beast::error_code ec;
     if (!t.caFile.empty()) {
-      ctx.load_verify_file(t.caFile, ec);
+      ctx->load_verify_file(t.caFile, ec);
       if (ec) tlsError = "CA file " + t.caFile + ": " + (::access(t.caFile.c_str(), R_OK) != 0 ? std::strerror(errno) : ec.message());
     } else {
-      ctx.set_default_verify_paths(ec);
+      ctx->set_default_verify_paths(ec);
     }
     if (tlsError.empty() && (!t.certFile.empty() || !t.keyFile.empty())) {
-      ctx.use_certificate_chain_file(t.certFile, ec);
+      ctx->use_certificate_chain_file(t.certFile, ec);
       if (ec) tlsError = "client certificate " + t.certFile + ": " + ec.message();
-      else ctx.use_private_key_file(t.keyFile, net::ssl::context::pem, ec);
+      else ctx->use_private_key_file(t.keyFile, net::ssl::context::pem, ec);
       if (ec && tlsError.empty()) tlsError = "client key " + t.keyFile + ": " + ec.message();
     }
   }
@@ -104,14 +112,15 @@ struct HttpClient::Impl {
 
   void connect() {
     if (!tlsError.empty()) throw std::runtime_error(tlsError);
-    stream.emplace(ioc, ctx);
+    if (url.https) tlsStream.emplace(ioc, *ctx);
+    else plainStream.emplace(ioc);
     net::ip::tcp::resolver resolver(ioc);
     const auto endpoints = resolver.resolve(url.host, std::to_string(url.port));
     tcp().expires_after(std::chrono::milliseconds(timeoutMs));
     await([&](auto handler) { tcp().async_connect(endpoints, handler); });
     if (!url.https) return;
     // The server's certificate must name the host of the URL (or its IP address).
-    SSL* ssl = stream->native_handle();
+    SSL* ssl = tlsStream->native_handle();
     in6_addr a6{};
     in_addr a4{};
     if (::inet_pton(AF_INET, url.host.c_str(), &a4) == 1 || ::inet_pton(AF_INET6, url.host.c_str(), &a6) == 1) {
@@ -121,7 +130,7 @@ struct HttpClient::Impl {
       SSL_set1_host(ssl, url.host.c_str());
     }
     try {
-      await([&](auto handler) { stream->async_handshake(net::ssl::stream_base::client, handler); });
+      await([&](auto handler) { tlsStream->async_handshake(net::ssl::stream_base::client, handler); });
     } catch (const beast::system_error& e) {
       std::string why = e.code().message();
       const long v = SSL_get_verify_result(ssl);
@@ -133,8 +142,8 @@ struct HttpClient::Impl {
   // The write and the read, on the TLS stream or the TCP one.
   template <typename F>
   void with_stream(F f) {
-    if (url.https) f(*stream);
-    else f(tcp());
+    if (tlsStream) f(*tlsStream);
+    else f(*plainStream);
   }
 };
 
@@ -151,7 +160,7 @@ HttpReply HttpClient::request(const std::string& method, const std::string& path
   // One retry on a fresh connection: a kept-alive connection the server closed meanwhile fails
   // at once, which says nothing about the server.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool reused = impl_->stream.has_value();
+    const bool reused = impl_->connected();
     try {
       if (!reused) impl_->connect();
       bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), impl_->url.basePath + path, 11};
@@ -170,10 +179,10 @@ HttpReply HttpClient::request(const std::string& method, const std::string& path
       });
       out.status = res.result_int();
       out.body = std::move(res.body());
-      if (!res.keep_alive()) impl_->stream.reset();
+      if (!res.keep_alive()) impl_->disconnect();
       return out;
     } catch (const std::exception& e) {
-      impl_->stream.reset();
+      impl_->disconnect();
       out.status = 0;
       out.error = e.what();
       if (!reused) break;
