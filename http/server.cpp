@@ -2,6 +2,7 @@
 // expires_after timeouts, a body limit; one io_context per thread instead of a strand per
 // connection.
 #include "http/server.hpp"
+#include "tls/files.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -47,13 +48,6 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 namespace {
 
-std::string file_problem(const std::string& what, const std::string& path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) return what + " " + path + ": " + std::strerror(errno);
-  if (!S_ISREG(st.st_mode)) return what + " " + path + ": not a regular file";
-  return {};
-}
-
 // The server's TLS context: its certificate chain and key, and with a client CA, mutual TLS.
 SslCtx make_server_context(const ServerTls& t) {
   auto c = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
@@ -61,7 +55,7 @@ SslCtx make_server_context(const ServerTls& t) {
                  net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
   if (t.keyFile.empty()) throw std::runtime_error("a certificate needs its key file too");
   for (const auto& [what, path] : {std::pair<std::string, std::string>{"certificate", t.certFile}, {"key", t.keyFile}})
-    if (auto p = file_problem(what, path); !p.empty()) throw std::runtime_error(p);
+    if (auto p = tls::file_problem(path); !p.empty()) throw std::runtime_error(what + " " + p);
   beast::error_code ec;
   c->use_certificate_chain_file(t.certFile, ec);
   if (ec) throw std::runtime_error("certificate " + t.certFile + ": " + ec.message());
@@ -71,7 +65,7 @@ SslCtx make_server_context(const ServerTls& t) {
                                  ? "key " + t.keyFile + " does not match the certificate " + t.certFile
                                  : "key " + t.keyFile + ": " + ec.message());
   if (!t.clientCaFile.empty()) {
-    if (auto p = file_problem("client CA", t.clientCaFile); !p.empty()) throw std::runtime_error(p);
+    if (auto p = tls::file_problem(t.clientCaFile); !p.empty()) throw std::runtime_error("client CA " + p);
     c->load_verify_file(t.clientCaFile, ec);
     if (ec) throw std::runtime_error("client CA " + t.clientCaFile + ": " + ec.message());
     c->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
@@ -90,7 +84,7 @@ SslCtx make_client_context(const ServerTls& t) {
   beast::error_code ec;
   const std::string& ca = !t.peerCaFile.empty() ? t.peerCaFile : t.clientCaFile;
   if (!ca.empty()) {
-    if (auto p = file_problem("peer CA", ca); !p.empty()) throw std::runtime_error(p);
+    if (auto p = tls::file_problem(ca); !p.empty()) throw std::runtime_error("peer CA " + p);
     c->load_verify_file(ca, ec);
     if (ec) throw std::runtime_error("peer CA " + ca + ": " + ec.message());
   } else {

@@ -1,4 +1,5 @@
 #include "redis/transport.hpp"
+#include "tls/files.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -52,29 +53,10 @@ void tune(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
-// OpenSSL's queued errors as one line (its reason strings: "wrong version number", ...).
-std::string ssl_errors() {
-  std::string out;
-  while (unsigned long code = ERR_get_error()) {
-    const char* reason = ERR_reason_error_string(code);
-    if (!out.empty()) out += "; ";
-    out += reason ? reason : "error " + std::to_string(code);
-  }
-  return out;
-}
-
 bool is_ip(const std::string& s) {
   in6_addr a6{};
   in_addr a4{};
   return ::inet_pton(AF_INET, s.c_str(), &a4) == 1 || ::inet_pton(AF_INET6, s.c_str(), &a6) == 1;
-}
-
-std::string file_problem(const std::string& path, bool dir) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) return path + ": " + std::strerror(errno);
-  if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) return path + (dir ? ": not a directory" : ": not a regular file");
-  if (::access(path.c_str(), R_OK) != 0) return path + ": " + std::strerror(errno);
-  return {};
 }
 
 struct FreeCtx {
@@ -85,7 +67,7 @@ using CtxPtr = std::shared_ptr<SSL_CTX>;
 CtxPtr build_context(const TlsOptions& t, std::string& why) {
   CtxPtr c(SSL_CTX_new(TLS_client_method()), FreeCtx{});
   if (!c) {
-    why = "cannot make a TLS context: " + ssl_errors();
+    why = "cannot make a TLS context: " + tls::openssl_reasons();
     return nullptr;
   }
   SSL_CTX_set_min_proto_version(c.get(), TLS1_2_VERSION);
@@ -95,17 +77,17 @@ CtxPtr build_context(const TlsOptions& t, std::string& why) {
   if (!t.caFile.empty() || !t.caDir.empty()) {
     for (const auto& [path, dir] : {std::pair{t.caFile, false}, std::pair{t.caDir, true}})
       if (!path.empty())
-        if (auto p = file_problem(path, dir); !p.empty()) {
+        if (auto p = tls::file_problem(path, dir); !p.empty()) {
           why = "CA " + p;
           return nullptr;
         }
     if (SSL_CTX_load_verify_locations(c.get(), t.caFile.empty() ? nullptr : t.caFile.c_str(),
                                       t.caDir.empty() ? nullptr : t.caDir.c_str()) != 1) {
-      why = "cannot load the CA " + (t.caFile.empty() ? t.caDir : t.caFile) + ": " + ssl_errors();
+      why = "cannot load the CA " + (t.caFile.empty() ? t.caDir : t.caFile) + ": " + tls::openssl_reasons();
       return nullptr;
     }
   } else if (SSL_CTX_set_default_verify_paths(c.get()) != 1) {
-    why = "cannot load the system's CAs: " + ssl_errors();
+    why = "cannot load the system's CAs: " + tls::openssl_reasons();
     return nullptr;
   }
   if (!t.certFile.empty() || !t.keyFile.empty()) {
@@ -114,16 +96,16 @@ CtxPtr build_context(const TlsOptions& t, std::string& why) {
       return nullptr;
     }
     for (const auto& path : {t.certFile, t.keyFile})
-      if (auto p = file_problem(path, false); !p.empty()) {
+      if (auto p = tls::file_problem(path, false); !p.empty()) {
         why = "client certificate " + p;
         return nullptr;
       }
     if (SSL_CTX_use_certificate_chain_file(c.get(), t.certFile.c_str()) != 1) {
-      why = "cannot load the client certificate " + t.certFile + ": " + ssl_errors();
+      why = "cannot load the client certificate " + t.certFile + ": " + tls::openssl_reasons();
       return nullptr;
     }
     if (SSL_CTX_use_PrivateKey_file(c.get(), t.keyFile.c_str(), SSL_FILETYPE_PEM) != 1) {
-      const auto errors = ssl_errors();
+      const auto errors = tls::openssl_reasons();
       why = errors.find("key values mismatch") != std::string::npos
                 ? "the client key " + t.keyFile + " does not match the certificate " + t.certFile
                 : "cannot load the client key " + t.keyFile + ": " + errors;
@@ -194,7 +176,7 @@ std::string handshake_failure(SSL* ssl, int rc) {
   const long verify = SSL_get_verify_result(ssl);
   const int e = SSL_get_error(ssl, rc);
   const int err = errno;
-  std::string queued = ssl_errors();
+  std::string queued = tls::openssl_reasons();
   if (verify != X509_V_OK) return "certificate verify failed: " + std::string(X509_verify_cert_error_string(verify));
   if (!queued.empty()) {
     if (queued.find("wrong version number") != std::string::npos || queued.find("packet length too long") != std::string::npos)
@@ -280,13 +262,13 @@ std::unique_ptr<Transport> Transport::open(const std::string& host, int port, co
     }
     SSL* ssl = SSL_new(ctx.get());  // holds its own reference to the context
     if (ssl == nullptr) {
-      why = peer + ": TLS: " + ssl_errors();
+      why = peer + ": TLS: " + tls::openssl_reasons();
       return nullptr;
     }
     t->ssl_ = ssl;
     BIO* bio = socket_without_sigpipe() != nullptr ? BIO_new(socket_without_sigpipe()) : nullptr;
     if (bio == nullptr) {
-      why = peer + ": TLS: " + ssl_errors();
+      why = peer + ": TLS: " + tls::openssl_reasons();
       return nullptr;
     }
     BIO_set_fd(bio, fd, BIO_NOCLOSE);
@@ -319,7 +301,7 @@ bool Transport::write_all(const char* data, std::size_t n) {
       if (r <= 0) {
         const int e = SSL_get_error(as_ssl(ssl_), r);
         timedOut_ = e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ;
-        why_ = timedOut_ ? "timed out" : e == SSL_ERROR_SSL ? "TLS: " + ssl_errors() : errno ? std::strerror(errno) : "closed by the server";
+        why_ = timedOut_ ? "timed out" : e == SSL_ERROR_SSL ? "TLS: " + tls::openssl_reasons() : errno ? std::strerror(errno) : "closed by the server";
         return false;
       }
       data += r;
@@ -350,7 +332,7 @@ std::size_t Transport::read_some(char* buf, std::size_t n) {
     timedOut_ = e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE || (e == SSL_ERROR_SYSCALL && (err == EAGAIN || err == EWOULDBLOCK));
     if (timedOut_) why_ = "timed out";
     else if (e == SSL_ERROR_ZERO_RETURN) why_ = "closed by the server";
-    else if (e == SSL_ERROR_SSL) why_ = "TLS: " + ssl_errors();
+    else if (e == SSL_ERROR_SSL) why_ = "TLS: " + tls::openssl_reasons();
     else why_ = err != 0 ? std::strerror(err) : "closed by the server";
     return 0;
   }
@@ -370,7 +352,7 @@ std::string Transport::alert_after_failure() {
   ERR_clear_error();
   char b;
   const int r = SSL_read(as_ssl(ssl_), &b, 1);
-  if (r <= 0 && SSL_get_error(as_ssl(ssl_), r) == SSL_ERROR_SSL) return "TLS: " + ssl_errors();
+  if (r <= 0 && SSL_get_error(as_ssl(ssl_), r) == SSL_ERROR_SSL) return "TLS: " + tls::openssl_reasons();
   return {};
 }
 

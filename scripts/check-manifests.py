@@ -110,6 +110,13 @@ def free_port():
     p = s.getsockname()[1]
     s.close()
     return p
+def stop_all(procs):  # the processes this script started, newest first: SIGTERM, then SIGKILL after 10 s
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
 rport, cport = free_port(), free_port()
 procs = []
 try:
@@ -139,12 +146,7 @@ try:
                        ("scrape", ann["prometheus.io/path"]), ("ServiceMonitor", sm["spec"]["endpoints"][0]["path"])]:
         check(get(path) == 200, f"{what} path {path} answers 200")
 finally:
-    for p in reversed(procs):
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    stop_all(procs)
     print(open(os.path.join(tmp, "pod.log")).read()[-600:]) if failures else None
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -240,12 +242,7 @@ try:
                 time.sleep(0.1)
         check(status == 200, "a pod with the TLS overlay's settings answers its readiness probe over HTTPS")
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
 finally:
     shutil.rmtree(tmp2, ignore_errors=True)
 tcons = patches[("Deployment", "orders-billing-consumer")]["spec"]["template"]["spec"]["containers"][0]

@@ -20,6 +20,26 @@ struct Bad {
   std::string what;
 };
 
+// An object of string settings (file paths, names), each non-empty and each one of `fields`; any
+// other name is refused with the names it may have. `also`: a name the caller reads itself.
+template <typename T>
+void read_string_settings(const json& obj, const std::string& path, const std::string& prefix, T& out,
+                          std::initializer_list<std::pair<const char*, std::string T::*>> fields, const char* also = nullptr) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (also != nullptr && it.key() == also) continue;
+    std::string T::*field = nullptr;
+    std::string names;
+    for (const auto& [name, f] : fields) {
+      if (it.key() == name) field = f;
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    if (also != nullptr) names += std::string(", ") + also;
+    if (field == nullptr) throw Bad{path + ": " + prefix + it.key() + ": unknown setting (" + names + ")"};
+    if (!it->is_string() || it->get<std::string>().empty()) throw Bad{path + ": " + prefix + it.key() + " must be a non-empty string"};
+    out.*field = it->get<std::string>();
+  }
+}
+
 std::pair<std::string, int> host_port(const std::string& v, const std::string& name) {
   const auto colon = v.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == v.size())
@@ -170,42 +190,25 @@ void load_file(Config& c, const std::string& path) {
       const auto& t = r["tls"];
       if (!t.is_object()) throw Bad{path + ": redis.tls must be an object"};
       c.redis.tls.enabled = true;
-      for (auto it = t.begin(); it != t.end(); ++it) {
-        const std::string where = "redis.tls." + it.key();
-        if (it.key() == "enabled") {
-          if (!it->is_boolean()) throw Bad{path + ": " + where + " must be true or false"};
-          c.redis.tls.enabled = it->get<bool>();
-          continue;
-        }
-        std::string store::TlsOptions::*field = it.key() == "caFile"       ? &store::TlsOptions::caFile
-                                                : it.key() == "caDir"      ? &store::TlsOptions::caDir
-                                                : it.key() == "certFile"   ? &store::TlsOptions::certFile
-                                                : it.key() == "keyFile"    ? &store::TlsOptions::keyFile
-                                                : it.key() == "serverName" ? &store::TlsOptions::serverName
-                                                                           : nullptr;
-        if (field == nullptr)
-          throw Bad{path + ": " + where + ": unknown setting (caFile, caDir, certFile, keyFile, serverName, enabled)"};
-        if (!it->is_string() || it->get<std::string>().empty()) throw Bad{path + ": " + where + " must be a non-empty string"};
-        c.redis.tls.*field = it->get<std::string>();
+      if (t.contains("enabled")) {
+        if (!t["enabled"].is_boolean()) throw Bad{path + ": redis.tls.enabled must be true or false"};
+        c.redis.tls.enabled = t["enabled"].get<bool>();
       }
+      using O = store::TlsOptions;
+      read_string_settings<O>(t, path, "redis.tls.", c.redis.tls,
+                              {{"caFile", &O::caFile}, {"caDir", &O::caDir}, {"certFile", &O::certFile},
+                               {"keyFile", &O::keyFile}, {"serverName", &O::serverName}},
+                              "enabled");
     }
     if (auto v = str(r, "namespace", "redis.namespace")) c.redis.ns = *v;
   }
   if (j.contains("tls")) {  // HTTPS: {"certFile", "keyFile", "clientCaFile", "peerCaFile", "peerName"}
     const auto& t = j["tls"];
     if (!t.is_object()) throw Bad{path + ": tls must be an object"};
-    for (auto it = t.begin(); it != t.end(); ++it) {
-      std::string http::ServerTls::*field = it.key() == "certFile"       ? &http::ServerTls::certFile
-                                            : it.key() == "keyFile"      ? &http::ServerTls::keyFile
-                                            : it.key() == "clientCaFile" ? &http::ServerTls::clientCaFile
-                                            : it.key() == "peerCaFile"   ? &http::ServerTls::peerCaFile
-                                            : it.key() == "peerName"     ? &http::ServerTls::peerName
-                                                                         : nullptr;
-      if (field == nullptr)
-        throw Bad{path + ": tls." + it.key() + ": unknown setting (certFile, keyFile, clientCaFile, peerCaFile, peerName)"};
-      if (!it->is_string() || it->get<std::string>().empty()) throw Bad{path + ": tls." + it.key() + " must be a non-empty string"};
-      c.http.tls.*field = it->get<std::string>();
-    }
+    using S = http::ServerTls;
+    read_string_settings<S>(t, path, "tls.", c.http.tls,
+                            {{"certFile", &S::certFile}, {"keyFile", &S::keyFile}, {"clientCaFile", &S::clientCaFile},
+                             {"peerCaFile", &S::peerCaFile}, {"peerName", &S::peerName}});
   }
   if (j.contains("coordinator")) {
     const auto& co = j["coordinator"];

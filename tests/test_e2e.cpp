@@ -642,6 +642,20 @@ TEST(E2EConfig, RedisTlsAndSecretFilesAreCheckedAndNoSecretIsPrinted) {
   out = run(bin + " --check-config --redis-password-file /nonexistent/pw 2>&1", &rc);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("--redis-password-file: cannot read /nonexistent/pw"), std::string::npos) << out;
+  // A misspelled or mistyped TLS setting in the file is refused by name, with the names it may have.
+  const std::string bad = pki.dir + "/bad-tls.json";
+  for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"redis": {"tls": {"caFiel": "x"}}})",
+            "redis.tls.caFiel: unknown setting (caFile, caDir, certFile, keyFile, serverName, enabled)"},
+           {R"({"redis": {"tls": {"enabled": "yes"}}})", "redis.tls.enabled must be true or false"},
+           {R"({"redis": {"tls": {"certFile": ""}}})", "redis.tls.certFile must be a non-empty string"},
+           {R"({"tls": {"certfile": "x"}})", "tls.certfile: unknown setting (certFile, keyFile, clientCaFile, peerCaFile, peerName)"},
+           {R"({"tls": {"keyFile": 7}})", "tls.keyFile must be a non-empty string"}}) {
+    std::ofstream(bad) << body;
+    out = run(bin + " --check-config --config " + bad + " 2>&1", &rc);
+    EXPECT_EQ(rc, 2) << body << ": " << out;
+    EXPECT_NE(out.find(says), std::string::npos) << body << ": " << out;
+  }
 }
 
 // Secrets from files never leak (issue 29): a coordinator with a token and a Redis password read
