@@ -2,6 +2,8 @@
 //   rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S
 //            [--stream PREFIX] [--rounds N] [--interval-ms I] [--healthz-seconds H]
 //            [--redis HOST:PORT] [--pids PID[,PID...]]
+//            [--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)
+//            [--redis-tls-* ...] (the --redis-* flags of every rsc program, for --redis)
 // Phases, each bounded: every member joins; then, when H > 0, GET /healthz as fast as answers come
 // on the same connections for H seconds (the HTTP baseline of this run); then steady heartbeats
 // (full state, keep-alive connections, pods taken round robin) for S seconds, as fast as answers
@@ -29,7 +31,9 @@
 
 #include "benchmarks/proc.hpp"
 #include "member/http_client.hpp"
+#include "redis/client.hpp"
 #include "redis/connection.hpp"
+#include "redis/options.hpp"
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -126,7 +130,9 @@ Answer read_answer(const rsc::member::HttpReply& r) {
   std::cerr << "rsc-load: " << why << "\n"
             << "usage: rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S\n"
             << "                [--stream P] [--rounds N] [--interval-ms I] [--healthz-seconds H]\n"
-            << "                [--redis HOST:PORT] [--pids PID[,PID...]]\n";
+            << "                [--redis HOST:PORT] [--pids PID[,PID...]]\n"
+            << "                " << rsc::member::kClientTlsFlagsUsage << "\n"
+            << "                " << rsc::store::kRedisFlagsUsage << "\n";
   std::exit(2);
 }
 
@@ -176,6 +182,8 @@ int main(int argc, char** argv) {
   double seconds = 5, healthzSeconds = 0;
   long rounds = 0, intervalMs = 0;
   std::string stream = "load", redisAddr;
+  rsc::member::ClientTls tls;
+  rsc::store::RedisOptions redisOptions;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -193,7 +201,10 @@ int main(int argc, char** argv) {
     else if (a == "--interval-ms") intervalMs = std::atol(val().c_str());
     else if (a == "--redis") redisAddr = val();
     else if (a == "--pids") pids = split(val());
-    else usage("unknown argument " + a);
+    else if (rsc::member::apply_client_tls_flag(tls, a, val)) {}
+    else if (std::string error; rsc::store::apply_redis_flag(redisOptions, a, val, error)) {
+      if (!error.empty()) usage(error);
+    } else usage("unknown argument " + a);
   }
   if (urls.empty() || groups <= 0 || perGroup <= 0 || threads <= 0 || seconds <= 0 || seconds > 600 ||
       healthzSeconds < 0 || healthzSeconds > 600 || intervalMs < 0)
@@ -201,11 +212,8 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<rsc::store::RedisConnection> redis;
   if (!redisAddr.empty()) {
-    rsc::store::RedisOptions o;
-    const auto colon = redisAddr.rfind(':');
-    o.host = redisAddr.substr(0, colon);
-    o.port = std::atoi(redisAddr.c_str() + colon + 1);
-    redis = std::make_unique<rsc::store::RedisConnection>(o);
+    if (auto e = rsc::store::set_redis_nodes(redisOptions, redisAddr); !e.empty()) usage("--redis: " + e);
+    redis = std::make_unique<rsc::store::RedisConnection>(redisOptions);  // the first node's counters
   }
 
   std::vector<Member> members;
@@ -222,7 +230,7 @@ int main(int argc, char** argv) {
   for (auto& c : clients)
     for (const auto& u : urls) {
       std::string err;
-      c.push_back(std::make_unique<rsc::member::HttpClient>(rsc::member::parse_url(u, &err), 5000));
+      c.push_back(std::make_unique<rsc::member::HttpClient>(rsc::member::parse_url(u, &err), 5000, tls));
     }
 
   auto beat = [&](int t, Member& m, std::size_t pick, Tally& tally) {

@@ -27,6 +27,8 @@
 
 #include "member/http_client.hpp"
 #include "member/runtime.hpp"
+#include "redis/client.hpp"
+#include "redis/options.hpp"
 
 using namespace rsc;
 using nlohmann::json;
@@ -34,7 +36,9 @@ using nlohmann::json;
 namespace {
 
 struct Args {
-  std::string coordinator, redis;
+  std::string coordinator;
+  store::RedisOptions redis;  // --redis and the --redis-* flags
+  member::ClientTls coordinatorTls;
   int members = 5, shards = 16, trials = 5, background = 0;
   std::vector<bool> modes{false, true};
 };
@@ -42,7 +46,9 @@ struct Args {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-rebalance: " << why
             << "\nusage: rsc-rebalance --coordinator URL --redis HOST:PORT [--members M] [--shards S] [--trials T]\n"
-               "                     [--background-groups B] [--modes off,on]\n";
+               "                     [--background-groups B] [--modes off,on]\n"
+            << "                     " << member::kClientTlsFlagsUsage << "\n"
+            << "                     " << store::kRedisFlagsUsage << "\n";
   std::exit(2);
 }
 
@@ -77,9 +83,8 @@ class Group {
       urls.push_back(a_.coordinator.substr(at, comma - at));
     }
     o.coordinatorUrl = urls[next_++ % urls.size()];
-    const auto colon = a_.redis.rfind(':');
-    o.redis.host = a_.redis.substr(0, colon);
-    o.redis.port = std::atoi(a_.redis.substr(colon + 1).c_str());
+    o.redis = a_.redis;
+    o.coordinatorTls = a_.coordinatorTls;
     o.streamPrefix = stream_;
     o.group = name_;
     o.memberId = id;
@@ -189,6 +194,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   Args a;
+  bool redisGiven = false;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     auto v = [&]() -> std::string {
@@ -196,7 +202,14 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (k == "--coordinator") a.coordinator = v();
-    else if (k == "--redis") a.redis = v();
+    else if (k == "--redis") {
+      if (auto e = store::set_redis_nodes(a.redis, v()); !e.empty()) usage("--redis: " + e);
+      redisGiven = true;
+    }
+    else if (member::apply_client_tls_flag(a.coordinatorTls, k, v)) {}
+    else if (std::string error; store::apply_redis_flag(a.redis, k, v, error)) {
+      if (!error.empty()) usage(error);
+    }
     else if (k == "--members") a.members = std::atoi(v().c_str());
     else if (k == "--shards") a.shards = std::atoi(v().c_str());
     else if (k == "--trials") a.trials = std::atoi(v().c_str());
@@ -212,10 +225,11 @@ int main(int argc, char** argv) {
       }
     } else usage("unknown argument " + k);
   }
-  if (a.coordinator.empty() || a.redis.empty()) usage("--coordinator and --redis are required");
+  if (a.coordinator.empty() || !redisGiven) usage("--coordinator and --redis are required");
   if (a.members < 1 || a.shards < a.members + 1 || a.trials < 1 || a.background < 0) usage("bad sizes");
   std::string err;
-  member::HttpClient http(member::parse_url(a.coordinator.substr(0, a.coordinator.find(',')), &err), 5000);
+  member::HttpClient http(member::parse_url(a.coordinator.substr(0, a.coordinator.find(',')), &err), 5000,
+                          a.coordinatorTls);
   if (!err.empty()) usage(err);
   const std::string stream = "rebalance";
   auto put = http.request("PUT", "/coord/v1/streams/" + stream, json{{"shardCount", a.shards}}.dump());

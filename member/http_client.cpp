@@ -147,6 +147,16 @@ struct HttpClient::Impl {
   }
 };
 
+bool apply_client_tls_flag(ClientTls& t, const std::string& flag, const std::function<std::string()>& value) {
+  std::string ClientTls::*field = flag == "--coordinator-ca-file"     ? &ClientTls::caFile
+                                  : flag == "--coordinator-cert-file" ? &ClientTls::certFile
+                                  : flag == "--coordinator-key-file"  ? &ClientTls::keyFile
+                                                                      : nullptr;
+  if (field == nullptr) return false;
+  t.*field = value();
+  return true;
+}
+
 HttpClient::HttpClient(Url url, int64_t timeoutMs, ClientTls tls) : impl_(std::make_unique<Impl>()) {
   impl_->url = std::move(url);
   impl_->timeoutMs = timeoutMs;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,11 @@ struct ClientTls {
   std::string caFile;
   std::string certFile, keyFile;
 };
+// The tools' flags for it: --coordinator-ca-file F, --coordinator-cert-file F,
+// --coordinator-key-file F. true when `flag` is one of them (its value taken with `value()`).
+bool apply_client_tls_flag(ClientTls& t, const std::string& flag, const std::function<std::string()>& value);
+inline constexpr const char* kClientTlsFlagsUsage =
+    "[--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)";
 
 struct HttpReply {
   int status = 0;  // 0: no answer (connection failed or timed out)

@@ -22,10 +22,9 @@ podpids=() backends=""
 # RSC_WRK_HTTPS=1: the pods serve HTTPS (a certificate made here for 127.0.0.1) and wrk speaks it.
 scheme=http tlsArgs=()
 if [ "${RSC_WRK_HTTPS:-0}" = 1 ]; then
-  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=wrk -addext subjectAltName=IP:127.0.0.1 \
-    -keyout "$dir/tls.key" -out "$dir/tls.crt" 2>/dev/null
-  scheme=https tlsArgs=(--tls-cert-file "$dir/tls.crt" --tls-key-file "$dir/tls.key")
-  export RSC_WRK_CA="$dir/tls.crt"
+  make_pod_tls
+  scheme=https tlsArgs=("${pod_tls_args[@]}")
+  export RSC_WRK_CA="$tls_ca"
 fi
 for i in $(seq 1 "$npods"); do
   p=$(free_port)

@@ -238,9 +238,7 @@ int main(int argc, char** argv) {
     if (a == "--help" || a == "-h") help = true;
     else if (a == "--coordinator") url = value("a URL");
     else if (a == "--token") token = value("a token");
-    else if (a == "--coordinator-ca-file") coordinatorTls.caFile = value("a file");
-    else if (a == "--coordinator-cert-file") coordinatorTls.certFile = value("a file");
-    else if (a == "--coordinator-key-file") coordinatorTls.keyFile = value("a file");
+    else if (rsc::member::apply_client_tls_flag(coordinatorTls, a, [&] { return value("a file"); })) {}
     else if (a == "--output") output = value("table or json");
     else if (a == "--timeout-ms") {
       const std::string v = value("a number");
@@ -402,9 +400,9 @@ int main(int argc, char** argv) {
     std::cout << "group " << args[0] << "/" << args[1] << ": position " << text(j.value("position", json())) << " ("
               << to << ") on " << text(j.value("shards", json())) << " shard streams\n";
   } else if (name == "retention" || name == "set-retention") {
-    const auto r = j.value("retention", json::object());
-    std::cout << "stream " << text(j.value("streamPrefix", json())) << ": retention " << text(r.value("policy", json()))
-              << (r.contains("value") ? " " + text(r["value"]) : std::string()) << "\n";
+    const auto policy = j.value("retention", json::object());
+    std::cout << "stream " << text(j.value("streamPrefix", json())) << ": retention " << text(policy.value("policy", json()))
+              << (policy.contains("value") ? " " + text(policy["value"]) : std::string()) << "\n";
   } else if (name == "redrive") {
     std::cout << text(j.value("redriven", json())) << " dead letter(s) of " << args[0] << "/" << args[1]
               << " written back to their shard streams\n";

@@ -45,7 +45,7 @@ namespace {
                "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
                "                   [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
-               "                   [--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)\n"
+               "                   " << member::kClientTlsFlagsUsage << "\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
             << "Environment: RSC_TOKEN, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
                "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
@@ -81,9 +81,7 @@ int main(int argc, char** argv) {
     else if (a == "--process-us") processUs = std::atol(val().c_str());
     else if (a == "--log") logPath = val();
     else if (a == "--token") o.token = val();
-    else if (a == "--coordinator-ca-file") o.coordinatorTls.caFile = val();
-    else if (a == "--coordinator-cert-file") o.coordinatorTls.certFile = val();
-    else if (a == "--coordinator-key-file") o.coordinatorTls.keyFile = val();
+    else if (member::apply_client_tls_flag(o.coordinatorTls, a, val)) {}
     else if (a == "--token-file") {
       std::string error;
       o.token = store::read_secret_file(val(), error);

@@ -40,7 +40,7 @@ void on_signal(int sig) { stopSignal = sig; }
             << "usage: rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX --count N\n"
                "                   [--coordinator URL [--group G] | --shards N [--key-pattern P]]\n"
                "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n"
-               "                   [--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)\n"
+               "                   " << member::kClientTlsFlagsUsage << "\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
             << "Environment: RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS and\n"
                "RSC_REDIS_TLS_{CA_FILE,CA_DIR,CERT_FILE,KEY_FILE,SERVER_NAME}; flags override them.\n";
@@ -113,9 +113,7 @@ int main(int argc, char** argv) {
     else if (a == "--key-space") keySpace = num();
     else if (a == "--seed") seed = num();
     else if (a == "--retry-ms") retryMs = num();
-    else if (a == "--coordinator-ca-file") coordinatorTls.caFile = val();
-    else if (a == "--coordinator-cert-file") coordinatorTls.certFile = val();
-    else if (a == "--coordinator-key-file") coordinatorTls.keyFile = val();
+    else if (member::apply_client_tls_flag(coordinatorTls, a, val)) {}
     else if (a == "--help" || a == "-h") usage("help");
     else if (std::string error; store::apply_redis_flag(o, a, val, error)) {
       if (!error.empty()) usage(error);

@@ -50,3 +50,9 @@ wait_pods_ready() {  # wait_pods_ready N: until N coordinators logged "ready" in
     sleep 0.1
   done
 }
+make_pod_tls() {  # a self-signed certificate for 127.0.0.1 in $dir; sets pod_tls_args (serve HTTPS, forward to the other pods over it) and tls_ca
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=rsc-local -addext subjectAltName=IP:127.0.0.1 \
+    -keyout "$dir/tls.key" -out "$dir/tls.crt" 2>/dev/null
+  pod_tls_args=(--tls-cert-file "$dir/tls.crt" --tls-key-file "$dir/tls.key" --tls-peer-ca-file "$dir/tls.crt")
+  tls_ca="$dir/tls.crt"
+}
