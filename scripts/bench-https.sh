@@ -42,5 +42,5 @@ for gen in rsc-load wrk; do
   awk -v g="$gen" -v n="$pods" -v r1="${rate[$gen.http]}" -v r2="${rate[$gen.https]}" -v p1="${p99[$gen.http]:-0}" \
     -v p2="${p99[$gen.https]:-0}" -v c1="${cpu[$gen.http]}" -v c2="${cpu[$gen.https]}" \
     'BEGIN { printf "bench-https: %s, %d pod(s): HTTPS/HTTP throughput %.2f, p99 %.2f, coordinator CPU per heartbeat %.2f\n",
-             g, n, r2 / r1, p1 > 0 ? p2 / p1 : 0, c2 / c1 }'
+             g, n, r2 / r1, (p1 > 0 ? p2 / p1 : 0), c2 / c1 }'
 done
