@@ -72,6 +72,9 @@ struct PodActorConfig {
   // whose sampling duty is its own, at most lagBudgetMs of store calls per beat, into `metrics`.
   group::Millis lagIntervalMs = 0;
   group::Millis lagBudgetMs = 100;
+  // Shrinks (SPEC §3 rule 9): each beat this pod looks at the draining streams whose duty is its
+  // own and retires their shards once drained, no sooner than scaleInGraceMs after the shrink.
+  group::Millis scaleInGraceMs = 10000;
   std::shared_ptr<Metrics> metrics;
 };
 caf::actor spawn_pod_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store,

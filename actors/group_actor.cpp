@@ -263,7 +263,7 @@ void run_step(Self self, const WorkPtr& w) {
     return commit(self, {w}, std::move(o), seconds());
   }
   if (auto* m = std::get_if<Metadata>(&w->what))
-    return commit(self, {w}, group::apply_metadata(st.c.take(), m->meta.shardCount, m->meta.metadataVersion, cfg, tv.now), seconds());
+    return commit(self, {w}, group::apply_metadata(st.c.take(), m->meta.readShardCount(), m->meta.metadataVersion, cfg, tv.now), seconds());
   // A delete or an offsets reset: judged by the same rule (group::judge_delete).
   const auto verdict = group::judge_delete(st.c.exists(), st.c.state(), fence_members(*w));
   if (answer_verdict(*w, verdict)) return;
@@ -325,7 +325,8 @@ void start_describe(Self self, const WorkPtr& w) {
         std::optional<group::GroupLag> lag;
         if (r.reading) lag = group::group_lag(*r.reading, self->state.key.consumerGroup);
         if (r.loaded.value->exists)
-          body = group::describe_json(r.loaded.value->state, now(self), &self->state.report.recent(), lag ? &*lag : nullptr);
+          body = group::describe_json(r.loaded.value->state, now(self), &self->state.report.recent(), lag ? &*lag : nullptr,
+                                      r.stream.ok() ? &*r.stream.value : nullptr);
         done(R::success(std::move(body)));
       }, [=](const store::Error& e) { done(R::failure(e)); });
 }

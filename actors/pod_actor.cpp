@@ -11,6 +11,7 @@
 #include <set>
 
 #include "actors/actors.hpp"
+#include "group/scale.hpp"
 #include "group/stream_lag.hpp"
 #include "log/log.hpp"
 
@@ -32,6 +33,7 @@ struct PodState {
   std::deque<std::string> lagQueue;
   std::set<std::string> lagRead;     // this round: streams whose duty is this pod's
   std::set<std::string> lagSampled;  // streams whose series this pod exports
+  std::map<std::string, std::string> drainSaid;  // per draining stream, what its last log line said
   std::map<std::string, group::GroupsRead> groupsRead;  // when each stream's groups were last read
   bool lagRoundOk = true;
   std::chrono::steady_clock::time_point lagRoundStart;
@@ -167,6 +169,52 @@ void sample_lag(Self self) {
   m->lag_round(st.lagRoundOk, std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lagRoundStart).count());
 }
 
+// Shrinks in progress (SPEC §3 rule 9): a draining stream whose duty is this pod's is read (XINFO
+// GROUPS of its shards, every consumer group) and its draining shards retired once
+// group::drain_verdict says so. One log line each time what it waits for changes.
+void retire_drained(Self self) {
+  auto& st = self->state;
+  auto streams = st.store->draining_streams();
+  if (!streams.ok()) return;
+  std::set<std::string> seen;
+  for (const auto& stream : *streams.value) {
+    if (!st.pod->has_duty(group::lag_duty_key(stream))) continue;
+    auto meta = st.store->get_stream(stream);
+    if (!meta.ok()) continue;
+    if (!meta.value->has_value() || (*meta.value)->drainingShards() == 0) {
+      st.store->forget_draining(stream);
+      continue;
+    }
+    seen.insert(stream);
+    const auto& m = **meta.value;
+    auto reading = st.store->read_stream(stream);
+    if (!reading.ok() || !reading.value->has_value()) continue;
+    const auto verdict = group::drain_verdict(m, **reading.value, st.pod->now(), st.cfg.scaleInGraceMs);
+    const std::string range = std::to_string(m.shardCount) + ".." + std::to_string(m.readShardCount() - 1);
+    if (!verdict.drained) {
+      auto said = group::to_string(verdict);
+      if (st.drainSaid[stream] != said) log::info("stream " + stream + ": shards " + range + " drain: waiting for " + said);
+      st.drainSaid[stream] = std::move(said);
+      continue;
+    }
+    group::ScaleCall retire;
+    retire.op = group::ScaleOp::Retire;
+    retire.expectedVersion = m.metadataVersion;
+    auto r = st.store->scale_stream(stream, retire);
+    if (!r.ok()) {
+      log::warn("stream " + stream + ": shards " + range + " drained but not retired: " + r.error.message);
+      continue;
+    }
+    if (r.value->outcome != group::ScaleOutcome::Retired) continue;  // moved meanwhile: judged again next beat
+    st.store->forget_draining(stream);
+    st.drainSaid.erase(stream);
+    log::info("stream " + stream + ": shards " + range + " drained by every consumer group: retired (metadataVersion=" +
+              std::to_string(r.value->meta.metadataVersion) + ", migration " +
+              (m.migration ? m.migration->reshardingId : std::string("?")) + ")");
+  }
+  for (auto it = st.drainSaid.begin(); it != st.drainSaid.end();) it = seen.count(it->first) ? std::next(it) : st.drainSaid.erase(it);
+}
+
 caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std::shared_ptr<PodContext> pod,
                         PodActorConfig cfg) {
   self->state.store = std::move(store);
@@ -184,6 +232,7 @@ caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std
   return {
       [=](beat_atom) {
         beat(self);
+        retire_drained(self);
         sample_lag(self);
         trim_memory(self);
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.beatMs), beat_atom::value);

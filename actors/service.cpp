@@ -87,6 +87,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   pc.beatMs = cfg.beat_ms();
   pc.podLeaseMs = cfg.podLeaseMs;
   pc.lagIntervalMs = cfg.lagIntervalMs;
+  pc.scaleInGraceMs = cfg.scaleInGraceMs;
   pc.metrics = metrics;
   auto gateways = impl_->gateways;
   pc.onDue = [gateways](const store::GroupKey& key) {
@@ -234,6 +235,46 @@ void Service::get_retention(const std::string& prefix,
                    auto r = s.get_retention(prefix);
                    if (!r.ok()) return done(A::failure(problem(r.error)));
                    done(A::success(*r.value));
+                 }});
+}
+
+void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
+                           std::function<void(http::Answer<http::ScaleDone>)> done) {
+  auto gateways = impl_->gateways;
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   using A = http::Answer<http::ScaleDone>;
+                   auto meta = s.get_stream(prefix);
+                   if (!meta.ok()) return done(A::failure(problem(meta.error)));
+                   if (!meta.value->has_value()) return done(A::success(http::ScaleDone{"no stream", {}, {}}));
+                   group::ScaleCall call;
+                   call.op = ask.rollback ? group::ScaleOp::Rollback : group::ScaleOp::Scale;
+                   call.target = ask.request.targetShardCount;
+                   call.requestedBy = ask.request.requestedBy;
+                   call.reason = ask.request.reason;
+                   auto r = s.scale_stream(prefix, call);
+                   if (!r.ok()) return done(A::failure(problem(r.error)));
+                   auto groups = s.list_stream_groups(prefix);
+                   if (!groups.ok()) return done(A::failure(problem(groups.error)));
+                   const auto& step = *r.value;
+                   if (step.meta.drainingShards() == 0) s.forget_draining(prefix);  // not (or no longer) draining
+                   if (step.changed()) {
+                     const auto& m = step.meta;
+                     log::info("stream " + prefix + ": scale " + std::string(group::to_string(step.outcome)) +
+                               ": shardCount=" + std::to_string(m.shardCount) +
+                               (m.drainingShards() > 0 ? " (shards " + std::to_string(m.shardCount) + ".." +
+                                                             std::to_string(m.readShardCount() - 1) + " drain first)"
+                                                       : std::string()) +
+                               " metadataVersion=" + std::to_string(m.metadataVersion) +
+                               (m.migration ? " migration=" + m.migration->reshardingId : std::string()) +
+                               (call.requestedBy.empty() ? std::string() : " requested by " + call.requestedBy) +
+                               (call.reason.empty() ? std::string() : " (" + call.reason + ")"));
+                     // This pod's copies of the groups learn it now, the others' at their next tick.
+                     for (const auto& g : *groups.value) {
+                       const store::GroupKey key{prefix, g};
+                       caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
+                     }
+                   }
+                   done(A::success(http::ScaleDone{std::string(group::to_string(step.outcome)), step.meta, *groups.value}));
                  }});
 }
 

@@ -40,6 +40,9 @@ struct ServiceConfig {
   group::Millis storeStallMs = 500;      // a round trip slower than this is an outage
   group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
   group::Millis lagIntervalMs = 10000;   // lag sampling from Redis (XINFO GROUPS) per stream; 0 = off
+  // A shrink's removed shards retire no sooner than this after it started (producers that route
+  // with an older copy still write to them meanwhile; twice the reference client's 5 s refresh).
+  group::Millis scaleInGraceMs = 10000;
   int64_t maxGroupsPerStream = 0;        // 0 = no limit
   std::string consumerGroupStartId = "0";  // where a group's Redis consumer groups start: 0 or $
   std::map<std::string, std::string> consumerGroupStartFor;  // per group ("<prefix>/<group>")
@@ -89,6 +92,8 @@ class Service : public http::Backend {
   void get_retention(const std::string& prefix,
                      std::function<void(http::Answer<std::optional<protocol::Retention>>)> done) override;
   void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) override;
+  void scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
+                    std::function<void(http::Answer<http::ScaleDone>)> done) override;
   void reset_offsets(const protocol::GroupKey& key, std::string position, bool fenceMembers,
                      std::function<void(http::Answer<http::OffsetsReset>)> done) override;
   void dead_letters(const protocol::GroupKey& key, int64_t limit,

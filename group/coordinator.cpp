@@ -90,6 +90,8 @@ protocol::GroupStateName group_state(const GroupState& g) {
   return reconciling ? GS::RECONCILING : GS::STABLE;
 }
 
+int32_t assignable_shards(const GroupState& g) { return g.retireFrom ? std::min(*g.retireFrom, g.shardCount) : g.shardCount; }
+
 std::vector<std::string> shard_owners(const GroupState& g) {
   std::vector<std::string> owners(static_cast<std::size_t>(std::max(0, g.shardCount)));
   for (const auto& [id, m] : g.members) {
@@ -236,7 +238,7 @@ class Step {
   void maybe_recompute_target() {
     if (g().groupEpoch <= g().assignmentEpoch) return;
     AssignmentSpec spec;
-    spec.shardCount = g().shardCount;
+    spec.shardCount = assignable_shards(g());
     for (const auto& [id, m] : g().members) {
       if (!m.live() || m.leaving()) continue;
       spec.members.push_back(id);
@@ -307,6 +309,44 @@ class Step {
       }
     }
     for (const auto& id : drop) erase(id);
+  }
+
+  // Rule 9, the end of a shrink: once no member holds a retiring shard (assigned, being revoked,
+  // or kept from others because an incarnation may still read it), the group's shards end below
+  // them. What members still remember of them (targets, progress, quarantines) goes with them.
+  void maybe_finish_retiring() {
+    if (!g().retireFrom) return;
+    const int32_t from = *g().retireFrom;
+    for (const auto& [id, m] : g().members)
+      for (int32_t s = from; s < g().shardCount; ++s)
+        if ((m.live() && (contains(m.assigned, s) || contains(m.revoking, s))) || quarantines(m, s, now_)) return;
+    const int32_t before = g().shardCount;
+    for (auto& [id, m] : g().members) {
+      auto below = [&](const ShardSet& set) {
+        ShardSet out;
+        for (int32_t s : set)
+          if (s < from) out.push_back(s);
+        return out;
+      };
+      const ShardSet target = below(m.target), quarantined = below(m.quarantined);
+      std::vector<protocol::ShardProgress> progress;
+      for (const auto& p : m.progress)
+        if (p.shardIndex < from) progress.push_back(p);
+      if (target != m.target || quarantined != m.quarantined || progress.size() != m.progress.size()) {
+        m.target = target;
+        m.quarantined = quarantined;
+        m.progress = std::move(progress);
+        touch(m);
+      }
+    }
+    g().retiredBelow = std::max(g().retiredBelow, before);
+    g().shardCount = from;
+    g().provisionedShards = std::min(g().provisionedShards, from);
+    g().retireFrom.reset();
+    touch_group();
+    event(Event::Kind::METADATA_CHANGED, "", {},
+          "shards " + std::to_string(from) + ".." + std::to_string(before - 1) + " retired: shardCount " +
+              std::to_string(before) + " -> " + std::to_string(from));
   }
 
   Outcome take() { return std::move(out_); }
@@ -627,7 +667,31 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
 
 // ---------------------------------------------------------------------------------------------
 
-HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& req, const Config& cfg, Millis now) {
+// A member that let go of a shard the group has since retired still reports it REVOKED (its
+// answer may have been lost): that report is about nothing, not a bad request. Such entries (and
+// their progress) are left out; anything else outside the group's shards is judged as before.
+std::optional<HeartbeatRequest> without_retired(const GroupState& g, const HeartbeatRequest& req) {
+  auto retired = [&](int32_t s) { return s >= g.shardCount && s < g.retiredBelow; };
+  bool any = false;
+  for (const auto& r : req.revokingShards) any = any || (retired(r.shardIndex) && r.state == protocol::ShardAssignmentState::REVOKED);
+  if (!any) return std::nullopt;
+  HeartbeatRequest out = req;
+  ShardSet dropped;
+  out.revokingShards.clear();
+  for (const auto& r : req.revokingShards) {
+    if (retired(r.shardIndex) && r.state == protocol::ShardAssignmentState::REVOKED) dropped.push_back(r.shardIndex);
+    else out.revokingShards.push_back(r);
+  }
+  dropped = normalized(std::move(dropped));
+  out.shardProgress.clear();
+  for (const auto& p : req.shardProgress)
+    if (!contains(dropped, p.shardIndex)) out.shardProgress.push_back(p);
+  return out;
+}
+
+HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& original, const Config& cfg, Millis now) {
+  const auto stripped = without_retired(g, original);
+  const HeartbeatRequest& req = stripped ? *stripped : original;
   // Rule 10 first: a repeated requestId changes nothing and gets the same answer.
   if (auto it = g.members.find(req.memberId); it != g.members.end()) {
     const Member& m = it->second;
@@ -662,6 +726,7 @@ Outcome tick(GroupState g, const Config& cfg, Millis now, bool expiryAllowed) {
   Step st(std::move(g), cfg, now);
   st.expire_and_fence(expiryAllowed);
   st.maybe_recompute_target();
+  st.maybe_finish_retiring();
   if (st.g().rollbackGuardUntilMs != 0 && now >= st.g().rollbackGuardUntilMs) {
     st.g().rollbackGuardUntilMs = 0;
     st.touch_group();
@@ -671,17 +736,37 @@ Outcome tick(GroupState g, const Config& cfg, Millis now, bool expiryAllowed) {
 }
 
 Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg, Millis now) {
-  const int32_t oldCount = g.shardCount;
   Step st(std::move(g), cfg, now);
-  if (shardCount <= oldCount || metadataVersion <= st.g().metadataVersion) return st.take();  // grow only
-  st.g().shardCount = shardCount;
-  st.g().metadataVersion = metadataVersion;
+  auto& s = st.g();
+  if (metadataVersion <= s.metadataVersion || shardCount < 0) return st.take();  // not newer
+  const int32_t oldCount = s.shardCount;
+  const bool wasRetiring = s.retireFrom.has_value();
+  s.metadataVersion = metadataVersion;
   st.touch_group();
-  st.event(Event::Kind::METADATA_CHANGED, "", {},
-           "shardCount " + std::to_string(oldCount) + " -> " + std::to_string(shardCount) + " metadataVersion=" +
-               std::to_string(metadataVersion));
-  st.bump_group_epoch("metadata");
+  const std::string version = " metadataVersion=" + std::to_string(metadataVersion);
+  if (shardCount > oldCount || (shardCount == oldCount && wasRetiring)) {
+    // Growth (or a shrink in progress undone by a growth back): every shard is assignable.
+    s.shardCount = shardCount;
+    s.retireFrom.reset();
+    st.event(Event::Kind::METADATA_CHANGED, "", {},
+             "shardCount " + std::to_string(oldCount) + " -> " + std::to_string(shardCount) + version);
+    st.bump_group_epoch("metadata");
+  } else if (shardCount < oldCount) {
+    // A shrink whose shards were drained: taken back from the members like any revocation
+    // (revoke before assign), and gone once nobody holds them.
+    if (s.retireFrom == shardCount) return st.take();
+    s.retireFrom = shardCount;
+    st.event(Event::Kind::METADATA_CHANGED, "", {},
+             "shards " + std::to_string(shardCount) + ".." + std::to_string(oldCount - 1) + " retiring" + version);
+    st.bump_group_epoch("metadata");
+  } else {
+    // The same shards (a shrink started, or rolled back, while its shards are still read): the
+    // members learn the new version with their next answers; nothing moves.
+    st.event(Event::Kind::METADATA_CHANGED, "", {}, "shardCount " + std::to_string(shardCount) + version);
+    return st.take();
+  }
   st.maybe_recompute_target();
+  st.maybe_finish_retiring();
   return st.take();
 }
 

@@ -41,7 +41,11 @@ HeartbeatOutcome heartbeat(GroupState g, const protocol::HeartbeatRequest& req, 
 // expired or fenced for time, and the rest still runs.
 Outcome tick(GroupState g, const Config& cfg, Millis now, bool expiryAllowed = true);
 
-// The stream's shard count grew (or the group first learns it). Shrinking is ignored.
+// The stream's layout changed (`metadataVersion` newer than the group's): `shardCount` is the
+// number of shards the group reads (the stream's routed shards plus those still draining). More:
+// every shard assignable at once. Fewer (draining shards drained): the others are revoked like any
+// shard and the group's count drops once nobody holds them (tick finishes it). The same: only the
+// version moves. An older or equal version is ignored.
 Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg,
                        Millis now);
 

@@ -7,7 +7,8 @@
 
 namespace rsc::group {
 
-std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent, const GroupLag* redis) {
+std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent, const GroupLag* redis,
+                          const protocol::StreamMetadata* stream) {
   using json = nlohmann::json;
   json members = json::array();
   for (const auto& [id, m] : g.members) {
@@ -81,6 +82,24 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     e["lastDeliveredId"] = p && p->lastDeliveredId ? json(*p->lastDeliveredId) : json(nullptr);
     e["pending"] = p && p->pending ? json(*p->pending) : json(nullptr);
     e["lag"] = p && p->lag ? json(*p->lag) : json(nullptr);
+    // Its phase in a change of the stream's shard count (rule 9) and what that waits for.
+    const auto si = static_cast<int32_t>(s);
+    if (g.retireFrom && si >= *g.retireFrom) {
+      e["phase"] = "RETIRING";
+      e["waitingFor"] = v.owner.empty() ? "nothing: retired at the next tick"
+                                        : "its holder " + v.owner + " to hand it back (drained by every group)";
+    } else if (stream != nullptr && si >= stream->shardCount && si < stream->readShardCount()) {
+      e["phase"] = "DRAINING";
+      std::string wait = "every consumer group to read and ack it (no longer routed to)";
+      if (redis != nullptr && s < redis->shards.size() && redis->shards[s].onShard) {
+        const auto& r = redis->shards[s];
+        wait = "this group: " + std::to_string(r.pending) + " pending, " +
+               (r.lag ? std::to_string(*r.lag) : std::string("unknown")) + " unread; and every other group";
+      }
+      e["waitingFor"] = wait;
+    } else {
+      e["phase"] = "ACTIVE";
+    }
     if (redis != nullptr && s < redis->shards.size()) {
       const auto& r = redis->shards[s];
       e["redis"] = r.onShard ? json{{"lastDeliveredId", r.lastDeliveredId},
@@ -110,6 +129,12 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
          {"shardOwners", std::move(owners)},
          {"shards", std::move(shards)}};
   if (g.rollbackGuardUntilMs > now) j["rollbackGuardInMs"] = g.rollbackGuardUntilMs - now;
+  if (stream != nullptr) {
+    j["routedShardCount"] = stream->shardCount;
+    j["drainingShards"] = stream->drainingShards();
+    j["activeMigration"] = stream->migration && stream->drainingShards() > 0 ? protocol::to_json(*stream->migration) : json(nullptr);
+  }
+  if (g.retireFrom) j["retiringFrom"] = *g.retireFrom;
   if (redis != nullptr) {
     const auto lag = redis->lag();
     j["redisLag"] = {{"records", lag ? json(*lag) : json(nullptr)},

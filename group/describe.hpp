@@ -13,7 +13,8 @@ namespace rsc::group {
 // `redis`, each shard carries "redis" (the group's position there as Redis reports it: lag null
 // when Redis cannot tell) and the group "redisLag" (the sums; "records" null unless every shard's
 // lag is known).
+// `stream`: the stream's metadata, for each shard's phase in a change of its shard count.
 std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent = nullptr,
-                          const GroupLag* redis = nullptr);
+                          const GroupLag* redis = nullptr, const protocol::StreamMetadata* stream = nullptr);
 
 }  // namespace rsc::group

@@ -129,6 +129,12 @@ struct GroupState {
   // Shards [0, provisionedShards) have their stream and this group's Redis consumer group. No
   // state that gives out a shard at or past it is written before they are created.
   int32_t provisionedShards = 0;
+  // A shrink of the stream (its draining shards drained): shards [*retireFrom, shardCount) are in
+  // no target; once no member holds one (nor may still read one), shardCount becomes *retireFrom.
+  std::optional<int32_t> retireFrom;
+  // The shard count before the last shrink: a REVOKED report of a shard in [shardCount,
+  // retiredBelow) is a member letting go of a shard that no longer exists, not a bad request.
+  int32_t retiredBelow = 0;
   std::map<std::string, Member> members;  // ordered: every walk is deterministic
 };
 
@@ -189,6 +195,8 @@ Millis lease_end(const Member& m, const Config& cfg);
 // Whether `m` keeps `shard` from other members at `now` by quarantine.
 bool quarantines(const Member& m, int32_t shard, Millis now);
 protocol::GroupStateName group_state(const GroupState& g);
+// The shards the assignor spreads: all of them, or those below a shrink in progress.
+int32_t assignable_shards(const GroupState& g);
 // shard -> member id of the live member holding it (assigned or revoking); empty if free.
 std::vector<std::string> shard_owners(const GroupState& g);
 

@@ -123,6 +123,10 @@ const std::vector<ServedRoute>& served_routes() {
       {"POST", g + "/reset-offsets"},
       {"GET", s + "/retention"},
       {"PUT", s + "/retention"},
+      {"POST", s + "/scale"},
+      {"POST", s + "/scale/rollback"},
+      {"POST", g + "/scale"},
+      {"POST", g + "/migrations/{reshardingId}/rollback"},
       {"GET", "/metrics"},
       {"HEAD", "/metrics"},
       {"GET", "/healthz"},
@@ -169,6 +173,8 @@ Routed route(const std::string& method, const std::string& target) {
       if (method == "POST") return {Route{K::PostStream, s, {}, {}}, {}};
       return method_not_allowed(method, "GET, PUT, POST");
     }
+    if (p.size() == 5 && p[4] == "scale") return only("POST", K::ScaleStream, s);
+    if (p.size() == 6 && p[4] == "scale" && p[5] == "rollback") return only("POST", K::RollbackScale, s);
     if (p.size() == 5 && p[4] == "retention") {
       if (method == "GET") return {Route{K::GetRetention, s, {}, {}}, {}};
       if (method == "PUT") return {Route{K::PutRetention, s, {}, {}}, {}};
@@ -182,6 +188,15 @@ Routed route(const std::string& method, const std::string& target) {
         return method_not_allowed(method, "GET, DELETE");
       }
       if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);
+      // The reference implementation's per-group scale paths: a stream's shards are one for all
+      // its groups, so they change the stream.
+      if (p.size() == 7 && p[6] == "scale") return only("POST", K::ScaleStream, s, p[5]);
+      if (p.size() == 9 && p[6] == "migrations" && p[8] == "rollback") {
+        if (method != "POST") return method_not_allowed(method, "POST");
+        Route r{K::RollbackScale, s, p[5], {}};
+        r.migration = p[7];
+        return {r, {}};
+      }
       if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
       if (p.size() == 7 && p[6] == "dead-letters") return only("GET", K::DeadLetters, s, p[5]);
       if (p.size() == 7 && p[6] == "reset-offsets") return only("POST", K::ResetOffsets, s, p[5]);
@@ -271,6 +286,50 @@ json dead_letters_json(const std::string& stream, const std::string& group, cons
                      {"fields", std::move(fields)}});
   }
   return json{{"streamPrefix", stream}, {"consumerGroup", group}, {"total", page.total}, {"deadLetters", std::move(items)}};
+}
+
+// The answer to a scale or a rollback, in the reference implementation's shapes: 202 with
+// {streamPrefix, targetShardCount, affectedConsumerGroups, migrations[]} for a scale, the
+// Migration for a rollback; each with the stream as it is now ("stream").
+HttpResponse scale_answer(const std::string& stream, const std::string& migrationId, const ScaleAsk& ask, const ScaleDone& d) {
+  const std::string& o = d.outcome;
+  if (o == "no stream") return plain_error(404, "STREAM_NOT_FOUND", "no such stream: " + stream + "; create it first (POST or PUT)");
+  const auto& m = d.meta;
+  const std::string current = m.migration ? m.migration->reshardingId : std::string();
+  if (ask.rollback) {
+    if (!migrationId.empty() && migrationId != current && !(m.migration && migrationId == "noop"))
+      return plain_error(404, "MIGRATION_NOT_FOUND",
+                         "stream " + stream + " has no migration " + migrationId +
+                             (current.empty() ? std::string() : " (its last one is " + current + ")"));
+    if (o == "nothing to roll back")
+      return plain_error(422, "ROLLBACK_NOT_ALLOWED",
+                         "stream " + stream + " has no shrink in progress to roll back" +
+                             (m.migration ? " (its last migration, " + current + ", is " +
+                                                std::string(protocol::to_string(m.migration->state)) + ")"
+                                          : std::string()));
+    json body = protocol::to_json(*m.migration);
+    body["stream"] = protocol::to_json(m);
+    return json_ok(protocol::dump(body), 202);
+  }
+  if (o == "busy")
+    return plain_error(409, "ACTIVE_MIGRATION_EXISTS",
+                       "stream " + stream + " is scaling in: shards " + std::to_string(m.shardCount) + ".." +
+                           std::to_string(m.readShardCount() - 1) + " still drain (migration " + current +
+                           "); one change at a time: wait for it or roll it back (POST .../scale/rollback)");
+  json migrations = json::array();
+  if (o != "same" && m.migration)
+    for (const auto& g : d.consumerGroups) {
+      json e = protocol::to_json(*m.migration);
+      e["consumerGroup"] = g;
+      migrations.push_back(std::move(e));
+    }
+  json body{{"streamPrefix", stream},
+            {"targetShardCount", ask.request.targetShardCount},
+            {"affectedConsumerGroups", d.consumerGroups},
+            {"migrations", std::move(migrations)},
+            {"outcome", o},
+            {"stream", protocol::to_json(m)}};
+  return json_ok(protocol::dump(body), o == "same" ? 200 : 202);
 }
 
 HttpResponse store_error(const Problem& e) {
@@ -382,6 +441,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                        : rt.kind == K::Redrive      ? "redrive-dead-letters"
                        : rt.kind == K::ResetOffsets ? "reset-offsets"
                        : rt.kind == K::PutRetention ? "set-retention"
+                       : rt.kind == K::ScaleStream  ? "scale-stream"
+                       : rt.kind == K::RollbackScale ? "rollback-scale"
                                                     : nullptr;
   // Who called is known after authorization; only an admin call keeps a place for it.
   auto caller = action == nullptr ? nullptr : std::make_shared<std::string>(caller_of(auth, {}));
@@ -422,6 +483,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::DeadLetters:  // what members could not process: the records' data, for operators
     case K::Redrive:
     case K::ResetOffsets:
+    case K::ScaleStream:
+    case K::RollbackScale:
     case K::PutRetention: need = Need::Admin; break;
     case K::Metrics: need = auth.metricsPublic ? Need::Public : Need::Member; break;
     default: need = Need::Public;
@@ -439,7 +502,8 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     if (decision.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return respond(std::move(r));
   }
-  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream || rt.kind == K::PostStream || rt.kind == K::PutRetention) &&
+  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream || rt.kind == K::PostStream || rt.kind == K::PutRetention ||
+       rt.kind == K::ScaleStream) &&
       !is_json(req.contentType))
     return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE",
                                "Content-Type must be application/json, not '" + req.contentType + "'"));
@@ -542,6 +606,18 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         if (!set.ok()) return respond(store_error(set.error));
         if (!*set.value) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
         respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(r)}})));
+      });
+      return;
+    }
+    case K::ScaleStream:
+    case K::RollbackScale: {
+      const bool rollback = rt.kind == K::RollbackScale;
+      auto asked = protocol::decode_scale_request(req.body, rollback);
+      if (!asked.ok()) return respond(plain_error(400, "INVALID_REQUEST", asked.error.message));
+      ScaleAsk ask{rollback, *asked.value};
+      backend.scale_stream(rt.stream, ask, [respond, rt, ask](Answer<ScaleDone> r) {
+        if (!r.ok()) return respond(store_error(r.error));
+        respond(scale_answer(rt.stream, rt.migration, ask, *r.value));
       });
       return;
     }

@@ -72,6 +72,19 @@ struct Answer {
 };
 
 // What a stream's PUT or POST came to.
+// A change of a stream's shard count asked through the API, and what came of it.
+struct ScaleAsk {
+  bool rollback = false;
+  protocol::ScaleRequest request;
+};
+struct ScaleDone {
+  // As group::to_string(ScaleOutcome) spells it: "grown", "draining", "same", "busy",
+  // "nothing to roll back", "rolled back"; "no stream" when there is none.
+  std::string outcome;
+  protocol::StreamMetadata meta;             // after it
+  std::vector<std::string> consumerGroups;  // the stream's groups (all of them are affected)
+};
+
 struct StreamWritten {
   enum class Outcome { Created, Grown, Same, Exists };
   protocol::StreamMetadata meta;
@@ -154,6 +167,12 @@ class Backend {
     done(Answer<std::optional<protocol::Retention>>::failure(Problem::Kind::Failed, "no retention here"));
   }
   // Sets it; false: no such stream.
+  // Scale a stream's shard count up or down (down: its removed shards drain first), or roll back
+  // a shrink that still drains (SPEC §3 rule 9).
+  virtual void scale_stream(const std::string& prefix, const ScaleAsk& ask, std::function<void(Answer<ScaleDone>)> done) {
+    (void)prefix, (void)ask;
+    done(Answer<ScaleDone>::failure({Problem::Kind::Failed, "this coordinator cannot scale streams"}));
+  }
   virtual void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(Answer<bool>)> done) {
     (void)prefix, (void)r;
     done(Answer<bool>::failure(Problem::Kind::Failed, "no retention here"));
@@ -221,6 +240,8 @@ struct Route {
     ResetOffsets,
     GetRetention,
     PutRetention,
+    ScaleStream,
+    RollbackScale,
     ListStreams,
     StatusPage,
     Metrics,
@@ -229,6 +250,7 @@ struct Route {
   };
   Kind kind;
   std::string stream, group, member;
+  std::string migration;  // RollbackScale by the reference's path: the migration named
 };
 struct RouteError {
   int status = 404;

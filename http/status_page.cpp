@@ -157,12 +157,17 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     var sb = el("tbody");
     (d.shards || []).forEach(function (r) {
       var tr = el("tr", {"data-shard": String(r.shardIndex), "data-owner": r.owner || "", "data-state": r.state,
-                         "data-pending-for": r.pendingFor || "", "data-revoking-by": r.revokingBy || ""});
+                         "data-pending-for": r.pendingFor || "", "data-revoking-by": r.revokingBy || "",
+                         "data-phase": r.phase || "ACTIVE"});
       // What the shard's member reported, then what Redis holds (members or not; lag may be unknown).
       var rr = r.redis || {};
       var rlag = r.redis ? (rr.lag === null ? "unknown" : rr.lag) : null;
       tr.setAttribute("data-redis-lag", rlag === null ? "" : String(rlag));
-      [cell(r.shardIndex), cell(r.owner), el("td", null, [el("span", {cls: "badge " + r.state, text: r.state})]),
+      // A shard leaving in a shrink says so, and what it waits for.
+      var stateCell = el("td", null, [el("span", {cls: "badge " + r.state, text: r.state})]);
+      if (r.phase && r.phase !== "ACTIVE")
+        stateCell.appendChild(el("span", {cls: "badge " + r.phase, text: r.phase, title: "waiting for " + (r.waitingFor || "")}));
+      [cell(r.shardIndex), cell(r.owner), stateCell,
        cell(r.pendingFor), cell(r.pending), cell(r.lag), cell(r.lastDeliveredId), cell(rlag), cell(rr.pending),
        cell(rr.lastDeliveredId)].forEach(function (c) { tr.appendChild(c); });
       sb.appendChild(tr);

@@ -1,5 +1,7 @@
 #include "protocol/codec.hpp"
 
+#include <ctime>
+#include <cstdio>
 #include <charconv>
 
 #include <limits>
@@ -632,6 +634,19 @@ json to_json(const Retention& r) {
   return j;
 }
 
+Decoded<ScaleRequest> decode_scale_request(std::string_view body, bool rollback) {
+  return guarded<ScaleRequest>([&] {
+    ScaleRequest r;
+    if (rollback && body.find_first_not_of(" \t\r\n") == std::string_view::npos) return r;
+    json j = parse_body(body);
+    as_object(j, "");
+    if (!rollback) r.targetShardCount = static_cast<int32_t>(as_int(require(j, "", "targetShardCount"), "targetShardCount", 0, kMaxShardCount));
+    if (const json* v = find(j, "requestedBy"); v != nullptr && !v->is_null()) r.requestedBy = as_string(*v, "requestedBy", 256);
+    if (const json* v = find(j, "reason"); v != nullptr && !v->is_null()) r.reason = as_string(*v, "reason", 1024);
+    return r;
+  });
+}
+
 Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post) {
   return guarded<StreamRequest>([&] {
     json j = parse_body(body);
@@ -723,12 +738,39 @@ json to_json(const HeartbeatResponse& r) {
   return j;
 }
 
+json to_json(const Migration& m) {
+  return {{"reshardingId", m.reshardingId},
+          {"migrationId", m.reshardingId},
+          {"fromShardCount", m.fromShardCount},
+          {"toShardCount", m.toShardCount},
+          {"state", to_string(m.state)},
+          {"createdAt", iso8601_ms(m.createdAtMs)},
+          {"updatedAt", iso8601_ms(m.updatedAtMs)},
+          {"requestedBy", m.requestedBy.empty() ? json(nullptr) : json(m.requestedBy)},
+          {"reason", m.reason.empty() ? json(nullptr) : json(m.reason)}};
+}
+
 json to_json(const StreamMetadata& m) {
-  return {{"streamPrefix", m.streamPrefix},
-          {"shardCount", m.shardCount},
-          {"metadataVersion", m.metadataVersion},
-          {"keyStyle", to_string(m.keyStyle)},
-          {"streamKeyPattern", stream_key_pattern(m.streamPrefix, m.keyStyle)}};
+  json j{{"streamPrefix", m.streamPrefix},
+         {"shardCount", m.shardCount},
+         {"metadataVersion", m.metadataVersion},
+         {"keyStyle", to_string(m.keyStyle)},
+         {"streamKeyPattern", stream_key_pattern(m.streamPrefix, m.keyStyle)},
+         {"drainingShards", m.drainingShards()},
+         {"readShardCount", m.readShardCount()}};
+  j["activeMigration"] = m.migration && m.migration->state == MigrationState::DRAINING ? to_json(*m.migration) : json(nullptr);
+  if (m.migration) j["lastMigration"] = to_json(*m.migration);
+  return j;
+}
+
+std::string iso8601_ms(int64_t ms) {
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
 }
 
 // Names from a URL may hold bytes that are not UTF-8: replace them rather than throw.

@@ -46,6 +46,9 @@ Decoded<int32_t> decode_shard_count_body(std::string_view body);
 // ({"initialShardCount"?: N, "keyStyle"?, "requestedBy"?, "reason"?}); both may carry "retention"
 // (the decode_retention_body object).
 Decoded<StreamRequest> decode_stream_request(std::string_view body, bool post);
+// POST .../scale: {"targetShardCount": N (0..kMaxShardCount), "requestedBy", "reason"}; with
+// `rollback` no count is read and an empty body is fine.
+Decoded<ScaleRequest> decode_scale_request(std::string_view body, bool rollback);
 Decoded<StreamMetadata> decode_stream_metadata(std::string_view body);
 // {"policy": "none" | "maxLen" | "maxAgeMs" | "processedByAllGroups", "value"?: N}: maxLen needs
 // N >= 1 records per shard, maxAgeMs N >= kMinRetentionAgeMs; the others take no value.
@@ -57,6 +60,9 @@ inline constexpr int32_t kMaxShardCount = 65536;
 nlohmann::json to_json(const HeartbeatRequest& r);
 nlohmann::json to_json(const HeartbeatResponse& r);
 nlohmann::json to_json(const StreamMetadata& m);
+nlohmann::json to_json(const Migration& m);
+// A time in ms since the epoch as "2026-12-02T06:00:00.123Z".
+std::string iso8601_ms(int64_t ms);
 // Serializes without throwing (invalid UTF-8 is replaced).
 std::string dump(const nlohmann::json& j);
 std::string encode(const HeartbeatRequest& r);

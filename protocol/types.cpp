@@ -94,6 +94,25 @@ std::optional<Retention> decode_retention(std::string_view s) {
 
 std::string_view to_string(KeyStyle s) { return s == KeyStyle::HashTag ? "hashtag" : "plain"; }
 
+std::string_view to_string(MigrationState s) {
+  switch (s) {
+    case MigrationState::PREPARING: return "PREPARING";
+    case MigrationState::ACTIVE: return "ACTIVE";
+    case MigrationState::DRAINING: return "DRAINING";
+    case MigrationState::DEPRECATED: return "DEPRECATED";
+    case MigrationState::ROLLING_BACK: return "ROLLING_BACK";
+    case MigrationState::ROLLED_BACK: return "ROLLED_BACK";
+  }
+  return "DEPRECATED";
+}
+
+std::optional<MigrationState> migration_state_from(std::string_view s) {
+  for (auto m : {MigrationState::PREPARING, MigrationState::ACTIVE, MigrationState::DRAINING, MigrationState::DEPRECATED,
+                 MigrationState::ROLLING_BACK, MigrationState::ROLLED_BACK})
+    if (to_string(m) == s) return m;
+  return std::nullopt;
+}
+
 std::optional<KeyStyle> key_style_from(std::string_view s) {
   if (s == "plain") return KeyStyle::Plain;
   if (s == "hashtag") return KeyStyle::HashTag;

@@ -167,15 +167,46 @@ enum class KeyStyle { Plain, HashTag };
 std::string_view to_string(KeyStyle s);                       // "plain" | "hashtag"
 std::optional<KeyStyle> key_style_from(std::string_view s);  // exact spelling
 
-// The stream's metadata: what GET /coord/v1/streams/{prefix} answers.
+// The last change of a stream's shard count (POST .../scale), named as the reference
+// implementation names it. Growing is done at once (DEPRECATED: nothing left to do). A shrink is
+// DRAINING while the removed shards are still read, until every consumer group of the stream has
+// read and acked them; then DEPRECATED (the shards retired); ROLLED_BACK when undone while draining.
+enum class MigrationState { PREPARING, ACTIVE, DRAINING, DEPRECATED, ROLLING_BACK, ROLLED_BACK };
+std::string_view to_string(MigrationState s);
+std::optional<MigrationState> migration_state_from(std::string_view s);
+struct Migration {
+  std::string reshardingId;
+  int32_t fromShardCount = 0;
+  int32_t toShardCount = 0;
+  MigrationState state = MigrationState::DEPRECATED;
+  int64_t createdAtMs = 0;  // Redis's clock
+  int64_t updatedAtMs = 0;
+  std::string requestedBy, reason;
+  friend bool operator==(const Migration& a, const Migration& b) {
+    return std::tie(a.reshardingId, a.fromShardCount, a.toShardCount, a.state, a.createdAtMs, a.updatedAtMs,
+                    a.requestedBy, a.reason) == std::tie(b.reshardingId, b.fromShardCount, b.toShardCount, b.state,
+                                                         b.createdAtMs, b.updatedAtMs, b.requestedBy, b.reason);
+  }
+};
+
+// The stream's metadata: what GET /coord/v1/streams/{prefix} answers. `shardCount` is what
+// producers route to; shards [shardCount, readShardCount()) are draining: no longer routed to,
+// still read by every group until drained.
 struct StreamMetadata {
   std::string streamPrefix;
   int32_t shardCount = 0;
   int32_t metadataVersion = 0;
   KeyStyle keyStyle = KeyStyle::Plain;
+  std::optional<Migration> migration;  // the last change, if any was made through scale
+  int32_t drainingShards() const {
+    return migration && migration->state == MigrationState::DRAINING && migration->fromShardCount > shardCount
+               ? migration->fromShardCount - shardCount
+               : 0;
+  }
+  int32_t readShardCount() const { return shardCount + drainingShards(); }
   friend bool operator==(const StreamMetadata& a, const StreamMetadata& b) {
-    return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion, a.keyStyle) ==
-           std::tie(b.streamPrefix, b.shardCount, b.metadataVersion, b.keyStyle);
+    return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion, a.keyStyle, a.migration) ==
+           std::tie(b.streamPrefix, b.shardCount, b.metadataVersion, b.keyStyle, b.migration);
   }
   friend bool operator!=(const StreamMetadata& a, const StreamMetadata& b) { return !(a == b); }
 };
@@ -215,6 +246,14 @@ struct StreamRequest {
   std::optional<KeyStyle> keyStyle;
   std::optional<Retention> retention;  // set with the stream when given
   std::string requestedBy, reason;    // POST: who asked and why, for the log
+};
+
+// The body of POST .../scale (`targetShardCount`, 0 or more) or of a rollback (no count); who
+// asked and why, for the audit log and the migration record. `deprecatedAfter` (the reference
+// implementation's) is accepted and not used.
+struct ScaleRequest {
+  int32_t targetShardCount = 0;
+  std::string requestedBy, reason;
 };
 
 // HTTP status for a heartbeat status (SPEC §2). `authenticated` picks 401 vs 403.

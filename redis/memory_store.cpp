@@ -343,9 +343,36 @@ Result<StreamWrite> MemoryStore::write_stream(const std::string& streamPrefix, c
     return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
                                               " shards; shard counts only grow");
   if (put.shardCount == m.shardCount) return R::success({m, StreamWrite::Outcome::Same});
+  if (m.drainingShards() > 0)
+    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " is scaling in (shards still draining): one shard count change at a time; roll it back or wait");
   m.shardCount = put.shardCount;
   ++m.metadataVersion;
   return R::success({m, StreamWrite::Outcome::Grown});
+}
+
+Result<group::ScaleStep> MemoryStore::scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) {
+  using R = Result<group::ScaleStep>;
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return R::failure(e);
+  auto it = streams_.find(streamPrefix);
+  if (it == streams_.end()) return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " does not exist");
+  if (call.op == group::ScaleOp::Scale) draining_.insert(streamPrefix);
+  auto step = group::scale_step(it->second, call, clock_ ? clock_() : 0);
+  it->second = step.meta;
+  return R::success(std::move(step));
+}
+
+Result<std::vector<std::string>> MemoryStore::draining_streams() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<std::vector<std::string>>::failure(e);
+  return Result<std::vector<std::string>>::success(std::vector<std::string>(draining_.begin(), draining_.end()));
+}
+
+Result<bool> MemoryStore::forget_draining(const std::string& streamPrefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Result<bool>::success(draining_.erase(streamPrefix) > 0);
 }
 
 Result<int32_t> MemoryStore::provision(const GroupKey& key, int32_t shardCount, const std::string& startId) {

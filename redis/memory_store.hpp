@@ -36,6 +36,9 @@ class MemoryStore : public GroupStore {
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::vector<std::string>> list_streams() override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
+  Result<group::ScaleStep> scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) override;
+  Result<std::vector<std::string>> draining_streams() override;
+  Result<bool> forget_draining(const std::string& streamPrefix) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
@@ -80,6 +83,7 @@ class MemoryStore : public GroupStore {
   std::map<std::string, std::string> podAddress_;
   void set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower);
   std::map<std::string, protocol::StreamMetadata> streams_;
+  std::set<std::string> draining_;
   std::set<std::pair<std::string, std::string>> consumerGroups_;  // (shard stream key, group)
   int failProvisioning_ = 0;
   std::map<std::pair<std::string, std::string>, std::string> consumerGroupStart_;

@@ -49,6 +49,7 @@ RedisStore::RedisStore(RedisOptions opts)
       setRetention_{scripts::kSetRetention, {}},
       trim_{scripts::kTrim, {}},
       putStream_{scripts::kPutStream, {}},
+      scaleStream_{scripts::kScaleStream, {}},
       tickLease_{scripts::kTickLease, {}},
       setDeadline_{scripts::kSetDeadline, {}},
       podBeat_{scripts::kPodBeat, {}},
@@ -59,7 +60,7 @@ RedisStore::RedisStore(RedisOptions opts)
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &setRetention_, &trim_, &putStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
+  for (Script* s : {&cas_, &unlock_, &setRetention_, &trim_, &putStream_, &scaleStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -498,10 +499,12 @@ Result<std::vector<std::string>> RedisStore::list_stream_groups(const std::strin
 
 Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std::string& streamPrefix) {
   using R = Result<std::optional<protocol::StreamMetadata>>;
-  auto r = run({{"HMGET", keys_.stream_meta(streamPrefix), "shardCount", "metadataVersion", "keyStyle"}}).front();
+  auto r = run({{"HMGET", keys_.stream_meta(streamPrefix), "shardCount", "metadataVersion", "keyStyle", "migId", "migFrom",
+                 "migTo", "migState", "migCreated", "migUpdated", "migBy", "migReason"}})
+               .front();
   if (!r.ok()) return R::failure(r.error);
   const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 3)
+  if (v.type != Value::Type::Array || v.elements.size() != 11)
     return reply_failure<std::optional<protocol::StreamMetadata>>(v, "stream " + streamPrefix);
   if (v.elements[0].is_nil()) return R::success(std::nullopt);
   auto n = as_int(v.elements[0]);
@@ -511,8 +514,74 @@ Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std
   // No key style stored: the stream predates the choice, when shard keys were hash-tagged.
   const auto style = v.elements[2].is_nil() ? protocol::KeyStyle::HashTag : protocol::key_style_from(v.elements[2].str);
   if (!style) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + v.elements[2].str + "'");
-  return R::success(
-      protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(*n), static_cast<int32_t>(*ver), *style});
+  protocol::StreamMetadata m{streamPrefix, static_cast<int32_t>(*n), static_cast<int32_t>(*ver), *style, std::nullopt};
+  if (!v.elements[3].is_nil()) {
+    protocol::Migration g;
+    g.reshardingId = v.elements[3].str;
+    const auto from = as_int(v.elements[4]), to = as_int(v.elements[5]), created = as_int(v.elements[7]),
+               updated = as_int(v.elements[8]);
+    const auto state = protocol::migration_state_from(v.elements[6].str);
+    if (!from || !to || !state || !created || !updated)
+      return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": its migration fields are not readable");
+    g.fromShardCount = static_cast<int32_t>(*from);
+    g.toShardCount = static_cast<int32_t>(*to);
+    g.state = *state;
+    g.createdAtMs = *created;
+    g.updatedAtMs = *updated;
+    g.requestedBy = v.elements[9].str;
+    g.reason = v.elements[10].str;
+    m.migration = std::move(g);
+  }
+  return R::success(std::move(m));
+}
+
+Result<std::vector<std::string>> RedisStore::draining_streams() {
+  using R = Result<std::vector<std::string>>;
+  auto r = run({{"SMEMBERS", opts_.ns + ":draining-streams"}}).front();
+  if (!r.ok()) return R::failure(r.error);
+  if (r.value->type != Value::Type::Array) return reply_failure<std::vector<std::string>>(*r.value, "draining streams");
+  std::vector<std::string> out;
+  for (const auto& e : r.value->elements) out.push_back(e.str);
+  std::sort(out.begin(), out.end());
+  return R::success(std::move(out));
+}
+
+Result<bool> RedisStore::forget_draining(const std::string& streamPrefix) {
+  auto r = run({{"SREM", opts_.ns + ":draining-streams", streamPrefix}}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  return Result<bool>::success(r.value->type == Value::Type::Integer && r.value->integer > 0);
+}
+
+Result<group::ScaleStep> RedisStore::scale_stream(const std::string& streamPrefix, const group::ScaleCall& c) {
+  using R = Result<group::ScaleStep>;
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  const char* op = c.op == group::ScaleOp::Scale ? "scale" : c.op == group::ScaleOp::Rollback ? "rollback" : "retire";
+  const std::string arg = std::to_string(c.op == group::ScaleOp::Retire ? c.expectedVersion : c.target);
+  // Named among the draining streams before a shrink can be written: a pod that dies between the
+  // two leaves an entry the pods drop once they see the stream is not draining, never a shrink
+  // no pod looks at.
+  if (c.op == group::ScaleOp::Scale) {
+    auto added = run({{"SADD", opts_.ns + ":draining-streams", streamPrefix}}).front();
+    if (!added.ok()) return R::failure(added.error);
+  }
+  auto r = run({evalsha(scaleStream_, {keys_.stream_meta(streamPrefix)}, {op, arg, c.requestedBy, c.reason})}).front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.empty()) return reply_failure<group::ScaleStep>(v, "scale stream " + streamPrefix);
+  const std::string& said = v.elements[0].str;
+  if (said == "NOSTREAM") return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " does not exist");
+  group::ScaleStep step;
+  bool known = false;
+  for (auto o : {group::ScaleOutcome::Grown, group::ScaleOutcome::Draining, group::ScaleOutcome::Same, group::ScaleOutcome::Busy,
+                 group::ScaleOutcome::NothingToRollBack, group::ScaleOutcome::RolledBack, group::ScaleOutcome::Retired,
+                 group::ScaleOutcome::Stale})
+    if (group::to_string(o) == said) step.outcome = o, known = true;
+  if (!known) return R::failure(ErrorKind::Corrupt, "scale stream " + streamPrefix + ": unexpected answer '" + said + "'");
+  auto meta = get_stream(streamPrefix);
+  if (!meta.ok()) return R::failure(meta.error);
+  if (!meta.value->has_value()) return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " does not exist");
+  step.meta = std::move(**meta.value);
+  return R::success(std::move(step));
 }
 
 Result<StreamWrite> RedisStore::write_stream(const std::string& streamPrefix, const StreamPut& put) {
@@ -537,6 +606,8 @@ Result<StreamWrite> RedisStore::write_stream(const std::string& streamPrefix, co
     return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(w.meta.shardCount) +
                                               " shards; shard counts only grow");
   if (status == "STYLE") return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, *stored));
+  if (status == "BUSY")
+    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " is scaling in (shards still draining): one shard count change at a time; roll it back or wait");
   w.outcome = status == "CREATED" ? StreamWrite::Outcome::Created
               : status == "GROWN" ? StreamWrite::Outcome::Grown
               : status == "EXISTS" ? StreamWrite::Outcome::Exists
@@ -620,7 +691,7 @@ Result<group::TrimOutcome> RedisStore::trim_stream(const std::string& streamPref
   const auto& m = **meta.value;
   const char* mode = t.mode == group::Trim::Mode::MaxLen ? "maxlen" : t.mode == group::Trim::Mode::MinId ? "minid" : "processed";
   std::vector<Command> cmds;
-  for (int32_t i = 0; i < m.shardCount; ++i) {
+  for (int32_t i = 0; i < m.readShardCount(); ++i) {
     const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
     cmds.push_back(evalsha(trim_, {key, protocol::trimmed_unread_key(key)},
                            {mode, t.arg, std::to_string(group::kTrimPerShardRound)}));
@@ -643,9 +714,9 @@ Result<std::string> RedisStore::stream_fingerprint(const std::string& streamPref
   if (!meta.value->has_value()) return R::success(std::string());
   const auto& m = **meta.value;
   std::vector<Command> cmds;
-  for (int32_t i = 0; i < m.shardCount; ++i)
+  for (int32_t i = 0; i < m.readShardCount(); ++i)
     cmds.push_back({"XINFO", "STREAM", protocol::shard_stream_key(streamPrefix, m.keyStyle, i)});
-  std::string out = std::to_string(m.shardCount);
+  std::string out = std::to_string(m.readShardCount());
   for (auto& r : run(cmds)) {
     if (!r.ok()) return R::failure(r.error);
     out += '|';
@@ -671,8 +742,8 @@ Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::s
   if (!meta.value->has_value()) return R::success(std::nullopt);
   const auto& m = **meta.value;
   group::StreamReading out;
-  out.shardCount = m.shardCount;
-  for (int32_t i = 0; i < m.shardCount; ++i) {
+  out.shardCount = m.readShardCount();
+  for (int32_t i = 0; i < m.readShardCount(); ++i) {
     const auto key = protocol::shard_stream_key(streamPrefix, m.keyStyle, i);
     auto replies = run({{"XINFO", "STREAM", key}, {"XINFO", "GROUPS", key}, {"HGETALL", protocol::trimmed_unread_key(key)}});
     for (const auto& r : replies)

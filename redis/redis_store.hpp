@@ -34,6 +34,9 @@ class RedisStore : public GroupStore {
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::vector<std::string>> list_streams() override;
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& streamPrefix) override;
+  Result<group::ScaleStep> scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) override;
+  Result<std::vector<std::string>> draining_streams() override;
+  Result<bool> forget_draining(const std::string& streamPrefix) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<std::string> stream_fingerprint(const std::string& streamPrefix) override;
   Result<protocol::Retention> get_retention(const std::string& streamPrefix) override;
@@ -70,7 +73,7 @@ class RedisStore : public GroupStore {
   Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
   Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;
 
-  Script cas_, unlock_, setRetention_, trim_, putStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
+  Script cas_, unlock_, setRetention_, trim_, putStream_, scaleStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

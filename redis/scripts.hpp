@@ -66,7 +66,7 @@ return 0
 // -> {"CREATED"|"GROWN"|"SAME"|"EXISTS"|"SHRINK"|"STYLE", shardCount, metadataVersion, keyStyle}
 inline constexpr const char* kPutStream = R"lua(
 local n = tonumber(ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'keyStyle')
+local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'keyStyle', 'migState')
 if cur[1] then
   local c = tonumber(cur[1])
   local v = tonumber(cur[2])
@@ -74,6 +74,7 @@ if cur[1] then
   if ARGV[3] == 'create' then return {'EXISTS', c, v, style} end
   if ARGV[2] ~= '' and ARGV[2] ~= style then return {'STYLE', c, v, style} end
   if n < c then return {'SHRINK', c, v, style} end
+  if n > c and cur[4] == 'DRAINING' then return {'BUSY', c, v, style} end
   if n == c then return {'SAME', c, v, style} end
   redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1)
   return {'GROWN', n, v + 1, style}
@@ -82,6 +83,40 @@ local style = ARGV[2]
 if style == '' then style = 'plain' end
 redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1, 'keyStyle', style)
 return {'CREATED', n, 1, style}
+)lua";
+
+// KEYS[1] stream metadata hash; ARGV[1] 'scale' | 'rollback' | 'retire', ARGV[2] the target
+// count (scale) or the expected metadataVersion (retire), ARGV[3] requestedBy, ARGV[4] reason.
+// group::scale_step's rules, atomically; the migration in fields mig*, times from Redis's clock.
+// -> {outcome} with outcome as group::to_string(ScaleOutcome) spells it, or {'NOSTREAM'}
+inline constexpr const char* kScaleStream = R"lua(
+local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'migState', 'migFrom')
+if not cur[1] then return {'NOSTREAM'} end
+local c = tonumber(cur[1])
+local v = tonumber(cur[2])
+local from = tonumber(cur[4] or '0')
+local draining = cur[3] == 'DRAINING' and from > c
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local op = ARGV[1]
+if op == 'scale' then
+  local n = tonumber(ARGV[2])
+  if draining then return {'busy'} end
+  if n == c then return {'same'} end
+  local state = 'DEPRECATED'
+  if n < c then state = 'DRAINING' end
+  redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1, 'migId', 'v' .. (v + 1), 'migFrom', c,
+             'migTo', n, 'migState', state, 'migCreated', now, 'migUpdated', now, 'migBy', ARGV[3], 'migReason', ARGV[4])
+  if n < c then return {'draining'} end
+  return {'grown'}
+elseif op == 'rollback' then
+  if not draining then return {'nothing to roll back'} end
+  redis.call('HSET', KEYS[1], 'shardCount', from, 'metadataVersion', v + 1, 'migState', 'ROLLED_BACK', 'migUpdated', now)
+  return {'rolled back'}
+end
+if not draining or v ~= tonumber(ARGV[2]) then return {'stale'} end
+redis.call('HSET', KEYS[1], 'metadataVersion', v + 1, 'migState', 'DEPRECATED', 'migUpdated', now)
+return {'retired'}
 )lua";
 
 // KEYS[1] group state hash, KEYS[2] group mutex; ARGV token, ttl ms, known revision.

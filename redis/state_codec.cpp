@@ -83,6 +83,8 @@ std::string encode_group_fields(const group::GroupState& g) {
   if (g.rollbackGuardUntilMs != 0) j["rg"] = g.rollbackGuardUntilMs;
   if (g.outageCoveredUntilMs != 0) j["oc"] = g.outageCoveredUntilMs;
   if (g.provisionedShards != 0) j["ps"] = g.provisionedShards;
+  if (g.retireFrom) j["rf"] = *g.retireFrom;
+  if (g.retiredBelow != 0) j["rb"] = g.retiredBelow;
   return protocol::dump(j);
 }
 
@@ -222,6 +224,8 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
     g.rollbackGuardUntilMs = j.contains("rg") ? get<int64_t>(j, "rg") : 0;
     g.outageCoveredUntilMs = j.contains("oc") ? get<int64_t>(j, "oc") : 0;
     g.provisionedShards = j.contains("ps") ? get<int32_t>(j, "ps") : 0;
+    if (j.contains("rf")) g.retireFrom = get<int32_t>(j, "rf");
+    g.retiredBelow = j.contains("rb") ? get<int32_t>(j, "rb") : 0;
 
     const std::string prefix = kMemberFieldPrefix;
     for (auto it = fields.lower_bound(prefix); it != fields.end() && it->first.rfind(prefix, 0) == 0; ++it) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "group/scale.hpp"
 #include "group/state.hpp"
 #include "group/stream_lag.hpp"
 #include "protocol/types.hpp"
@@ -196,6 +197,13 @@ class GroupStore {
   // A key style other than the stream's: Invalid (it is chosen once, at creation). With
   // `createOnly` an existing stream is left as it is (outcome Exists).
   virtual Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) = 0;
+  // Changes the stream's shard count by group::scale_step's rules, atomically (SPEC §3 rule 9):
+  // the step's outcome and the stream as it is after it. NotFound-like: an Invalid error.
+  virtual Result<group::ScaleStep> scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) = 0;
+  // The streams a shrink may be draining (a superset: an entry is added before the shrink is
+  // written, removed once the stream is seen not draining), so that the pods look at those only.
+  virtual Result<std::vector<std::string>> draining_streams() = 0;
+  virtual Result<bool> forget_draining(const std::string& streamPrefix) = 0;
   Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) {
     auto r = write_stream(streamPrefix, StreamPut{shardCount, std::nullopt, false});
     if (!r.ok()) return Result<protocol::StreamMetadata>::failure(r.error);

@@ -128,6 +128,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "store-stall") c.service.storeStallMs = v;
   else if (key == "group-retire-after") c.service.groupRetireAfterMs = v;
   else if (key == "lag-interval") c.service.lagIntervalMs = v;
+  else if (key == "scale-in-grace") c.service.scaleInGraceMs = v;
   else if (key == "max-groups-per-stream") c.service.maxGroupsPerStream = v;
   else throw Bad{name + ": unknown setting"};
 }
@@ -137,7 +138,7 @@ const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
                                         "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
                                         "store-deadline", "store-stall", "group-retire-after", "lag-interval", "max-groups-per-stream",
-                                        "max-connections"};
+                                        "max-connections", "scale-in-grace"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
 bool is_count(const std::string& key) {
@@ -336,6 +337,7 @@ std::string usage() {
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N] [--lag-interval-ms N]\n"
+         "         [--scale-in-grace-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "         [--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
          "         [--redis-tls-cert-file F --redis-tls-key-file F] [--redis-tls-server-name NAME]\n"
@@ -481,7 +483,7 @@ std::string summary(const Config& c) {
      << " http-threads=" << c.http.threads << " scheduler-threads=" << actors::scheduler_threads(c.service.schedulerThreads)
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
      << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
-     << "ms lag-interval=" << c.service.lagIntervalMs << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
+     << "ms lag-interval=" << c.service.lagIntervalMs << "ms scale-in-grace=" << c.service.scaleInGraceMs << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
   return os.str();
 }
 

@@ -433,10 +433,97 @@ TEST_F(TwoMembers, AGrownStreamBumpsTheEpochAndSpreadsTheNewShards) {
   EXPECT_EQ(r.metadataVersion, 2);
 }
 
-TEST_F(TwoMembers, ShrinkingTheStreamIsIgnored) {
-  auto o = rsc::group::apply_metadata(h.state(), 4, 2, h.cfg(), h.now());
-  EXPECT_FALSE(o.changed());
-  EXPECT_EQ(o.state.shardCount, 6);
+// Rule 9, a shrink (issue 30): while the removed shards drain, the stream's metadata moves but the
+// group reads the same shards; nothing is revoked and the epoch stays.
+TEST_F(TwoMembers, AShrinkStillDrainingMovesOnlyTheMetadataVersion) {
+  hand_over();
+  const auto epoch = h.state().groupEpoch;
+  h.apply(rsc::group::apply_metadata(h.state(), 6, 2, h.cfg(), h.now()));
+  EXPECT_EQ(h.state().metadataVersion, 2);
+  EXPECT_EQ(h.state().groupEpoch, epoch);
+  EXPECT_EQ(h.state().shardCount, 6);
+  EXPECT_FALSE(h.state().retireFrom.has_value());
+  auto r = h.hb("b", b.memberEpoch, {assigned(b)});
+  EXPECT_EQ(r.status, HeartbeatStatus::OK);
+  EXPECT_EQ(assigned(r), (Shards{3, 4, 5})) << "the draining shards are still read";
+  EXPECT_EQ(r.assignment->metadataVersion, 2);
+  EXPECT_EQ(rsc::group::apply_metadata(h.state(), 6, 2, h.cfg(), h.now()).changed(), false) << "the same version twice";
+}
+
+// Once drained, the removed shards are taken back like any shard (revoke before assign) and the
+// group's shards end below them only when nobody holds one; a late REVOKED report of one is fine.
+TEST_F(TwoMembers, DrainedShardsAreRevokedThenRetiredOnceNobodyHoldsThem) {
+  hand_over();
+  const auto epoch = h.state().groupEpoch;
+  h.apply(rsc::group::apply_metadata(h.state(), 4, 3, h.cfg(), h.now()));
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  ASSERT_EQ(h.state().retireFrom, 4);
+  EXPECT_EQ(h.state().shardCount, 6) << "still held by b";
+  for (const auto& id : {"a", "b"}) {
+    EXPECT_EQ(h.member(id).target.size(), 2u) << id;
+    for (int32_t s : h.member(id).target) EXPECT_LT(s, 4) << id << " is never given a retiring shard";
+  }
+  auto r = h.hb("b", b.memberEpoch, {assigned(b)});
+  ASSERT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  for (int32_t s : assigned(r)) EXPECT_LT(s, 4);
+  h.tick();
+  EXPECT_EQ(h.state().shardCount, 6) << "4 and 5 are still being revoked";
+  // b hands 4 and 5 back; a gives up what b's target wants; the group shrinks at the next tick.
+  b = h.hb("b", r.memberEpoch, {assigned(r), Shards{4, 5}});
+  EXPECT_EQ(b.status, HeartbeatStatus::OK);
+  h.tick();
+  EXPECT_EQ(h.state().shardCount, 4);
+  EXPECT_FALSE(h.state().retireFrom.has_value());
+  EXPECT_EQ(h.state().retiredBelow, 6);
+  EXPECT_TRUE(std::any_of(h.events().begin(), h.events().end(),
+                          [](const std::string& e) { return e.find("retired: shardCount 6 -> 4") != std::string::npos; }));
+  for (const auto& [id, m] : h.state().members)
+    for (const auto* set : {&m.assigned, &m.revoking, &m.target})
+      for (int32_t s : *set) EXPECT_LT(s, 4) << id;
+  // b's answer was lost: it reports 5 REVOKED again. Not a bad request: it let go of a shard that
+  // no longer exists. A shard that never existed still is.
+  auto again = h.hb("b", b.memberEpoch, {assigned(b), Shards{5}});
+  EXPECT_NE(again.status, HeartbeatStatus::INVALID_REQUEST) << again.message.value_or("");
+  auto bad = h.hb("b", b.memberEpoch, {assigned(b), Shards{9}});
+  EXPECT_EQ(bad.status, HeartbeatStatus::INVALID_REQUEST);
+  auto owned = h.hb("b", b.memberEpoch, {Shards{5}});
+  EXPECT_EQ(owned.status, HeartbeatStatus::INVALID_REQUEST) << "OWNED of a retired shard is not a late ack";
+}
+
+// A member that may still read a retiring shard (fenced by an admin, its lease not over) keeps
+// the group from shrinking until it cannot; scale to zero leaves no shard in anyone's target.
+TEST_F(TwoMembers, ScaleToZeroWaitsForAFencedMembersLeaseBeforeRetiring) {
+  hand_over();
+  h.apply(rsc::group::fence_member(h.state(), "b", "removed by admin", h.cfg(), h.now()));
+  ASSERT_EQ(h.member("b").quarantined, (Shards{3, 4, 5}));
+  ASSERT_GT(h.member("b").quarantineUntilMs, h.now());
+  h.apply(rsc::group::apply_metadata(h.state(), 0, 2, h.cfg(), h.now()));
+  ASSERT_EQ(h.state().retireFrom, 0);
+  EXPECT_TRUE(h.member("a").target.empty());
+  auto r = h.hb("a", a.memberEpoch, {assigned(a)});
+  EXPECT_EQ(r.status, HeartbeatStatus::REVOKE_PENDING);
+  EXPECT_TRUE(assigned(r).empty());
+  a = h.hb("a", r.memberEpoch, {{}, Shards{0, 1, 2}});
+  h.tick();
+  EXPECT_EQ(h.state().shardCount, 6) << "b may still read 3, 4 and 5 until its stored lease ends";
+  h.advance(h.member("b").quarantineUntilMs - h.now() + 1);
+  h.tick();
+  EXPECT_EQ(h.state().shardCount, 0);
+  EXPECT_FALSE(h.state().retireFrom.has_value());
+}
+
+// A growth while a shrink retires (the stream scaled out again) makes every shard assignable.
+TEST_F(TwoMembers, AGrowthWhileRetiringMakesEveryShardAssignableAgain) {
+  hand_over();
+  h.apply(rsc::group::apply_metadata(h.state(), 4, 2, h.cfg(), h.now()));
+  ASSERT_TRUE(h.state().retireFrom.has_value());
+  h.apply(rsc::group::apply_metadata(h.state(), 6, 3, h.cfg(), h.now()));
+  EXPECT_FALSE(h.state().retireFrom.has_value());
+  EXPECT_EQ(h.state().shardCount, 6);
+  Shards all;
+  for (const auto& [id, m] : h.state().members) all.insert(all.end(), m.target.begin(), m.target.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (Shards{0, 1, 2, 3, 4, 5}));
 }
 
 TEST_F(TwoMembers, ARepeatedRequestIdGetsTheSameResponseAndChangesNothing) {

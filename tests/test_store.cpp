@@ -73,6 +73,11 @@ class Forward : public GroupStore {
   Result<std::vector<std::string>> list_streams() override { return s_.list_streams(); }
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& p) override { return s_.get_stream(p); }
   Result<StreamWrite> write_stream(const std::string& p, const StreamPut& w) override { return s_.write_stream(p, w); }
+  Result<group::ScaleStep> scale_stream(const std::string& p, const group::ScaleCall& c) override {
+    return s_.scale_stream(p, c);
+  }
+  Result<std::vector<std::string>> draining_streams() override { return s_.draining_streams(); }
+  Result<bool> forget_draining(const std::string& p) override { return s_.forget_draining(p); }
   Result<int32_t> provision(const GroupKey& k, int32_t n, const std::string& start) override {
     return s_.provision(k, n, start);
   }
@@ -585,6 +590,72 @@ TYPED_TEST(StoreContract, EveryCreatedGroupIsListed) {
   auto orders = pod->list_stream_groups("orders");
   ASSERT_TRUE(orders.ok());
   EXPECT_EQ(*orders.value, (std::vector<std::string>{"audit", "billing"}));
+}
+
+// A change of the shard count (issue 30) follows group::scale_step's rules, atomically in the store
+// (a Lua script beside the stream's metadata in Redis): each step is compared with the pure rules
+// applied to the stream as it was (times aside: the store's clock).
+TYPED_TEST(StoreContract, ScaleShrinkRollbackRetireAndGrowFollowThePureRules) {
+  auto pod = this->backend.pod();
+  ASSERT_TRUE(pod->put_stream("orders", 8).ok());
+  auto expect_step = [&](const group::ScaleCall& call, group::ScaleOutcome outcome) {
+    const auto before = **pod->get_stream("orders").value;
+    auto want = group::scale_step(before, call, 0);
+    auto got = pod->scale_stream("orders", call);
+    ASSERT_TRUE(got.ok()) << got.error.message;
+    EXPECT_EQ(got.value->outcome, outcome);
+    EXPECT_EQ(want.outcome, outcome);
+    auto wantMeta = want.meta;
+    if (wantMeta.migration && got.value->meta.migration) {  // the store's clock
+      EXPECT_GT(got.value->meta.migration->updatedAtMs, 1'600'000'000'000) << "Redis's clock, in ms";
+      wantMeta.migration->createdAtMs = got.value->meta.migration->createdAtMs;
+      wantMeta.migration->updatedAtMs = got.value->meta.migration->updatedAtMs;
+    }
+    EXPECT_EQ(got.value->meta, wantMeta) << "after " << group::to_string(outcome);
+    EXPECT_EQ(**pod->get_stream("orders").value, got.value->meta) << "read back as answered";
+  };
+  group::ScaleCall shrink;
+  shrink.target = 2;
+  shrink.requestedBy = "ops";
+  shrink.reason = "quiet";
+  expect_step(shrink, group::ScaleOutcome::Draining);
+  auto m = **pod->get_stream("orders").value;
+  EXPECT_EQ(m.shardCount, 2);
+  EXPECT_EQ(m.readShardCount(), 8);
+  EXPECT_EQ(m.migration->requestedBy, "ops");
+  auto listed = pod->draining_streams();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(*listed.value, std::vector<std::string>{"orders"});
+  // One change at a time: another scale and a growth by PUT are refused, nothing written.
+  shrink.target = 1;
+  expect_step(shrink, group::ScaleOutcome::Busy);
+  auto grow = pod->put_stream("orders", 12);
+  ASSERT_FALSE(grow.ok());
+  EXPECT_NE(grow.error.message.find("one shard count change at a time"), std::string::npos) << grow.error.message;
+  group::ScaleCall rollback;
+  rollback.op = group::ScaleOp::Rollback;
+  expect_step(rollback, group::ScaleOutcome::RolledBack);
+  EXPECT_EQ((*pod->get_stream("orders").value)->shardCount, 8);
+  expect_step(rollback, group::ScaleOutcome::NothingToRollBack);
+  // Scale to zero, retired only at the version it was judged at; then back up.
+  shrink.target = 0;
+  expect_step(shrink, group::ScaleOutcome::Draining);
+  group::ScaleCall retire;
+  retire.op = group::ScaleOp::Retire;
+  retire.expectedVersion = (*pod->get_stream("orders").value)->metadataVersion - 1;
+  expect_step(retire, group::ScaleOutcome::Stale);
+  retire.expectedVersion += 1;
+  expect_step(retire, group::ScaleOutcome::Retired);
+  EXPECT_EQ((*pod->get_stream("orders").value)->readShardCount(), 0);
+  EXPECT_TRUE(pod->forget_draining("orders").value.value_or(false));
+  EXPECT_TRUE(pod->draining_streams().value->empty());
+  shrink.target = 8;
+  expect_step(shrink, group::ScaleOutcome::Grown);
+  shrink.target = 8;
+  expect_step(shrink, group::ScaleOutcome::Same);
+  auto none = pod->scale_stream("clicks", shrink);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error.message.find("does not exist"), std::string::npos);
 }
 
 TYPED_TEST(StoreContract, StreamsAreCreatedAndGrowButNeverShrink) {

@@ -31,6 +31,8 @@ namespace {
 constexpr int kShards = 16;
 constexpr int kRecords = 4000;
 constexpr int64_t kLeaseMs = 2000;
+constexpr int64_t kScaleGraceMs = 1500;  // a shrink's removed shards retire no sooner than this
+constexpr int64_t kRefreshMs = 200;      // the producer reads its routing this often
 constexpr int64_t kSelfFenceMs = kLeaseMs - std::max<int64_t>(200, kLeaseMs / 4);  // the runtime's default margin
 
 int64_t mono_ns() {
@@ -81,7 +83,7 @@ class StreamsRun {
   }
   static std::vector<std::string> fast() {
     return {"--tick-interval-ms", "100", "--heartbeat-interval-ms", "200", "--member-lease-ttl-ms", std::to_string(kLeaseMs),
-            "--rebalance-timeout-ms", "1500", "--mutex-ttl-ms", "400"};
+            "--rebalance-timeout-ms", "1500", "--mutex-ttl-ms", "400", "--scale-in-grace-ms", std::to_string(kScaleGraceMs)};
   }
 
   // `id` names the process (its log, its records in the checks); `memberId` is what it joins as
@@ -115,7 +117,7 @@ class StreamsRun {
         std::vector<std::string>{RSC_PRODUCE_BIN, "--redis", redis_, "--stream", "orders", "--coordinator",
                                  "http://127.0.0.1:" + std::to_string(podB.port()), "--group", "billing", "--count",
                                  std::to_string(kRecords), "--rate", "800", "--key-space", "64", "--seed",
-                                 std::to_string(seed_)},
+                                 std::to_string(seed_), "--refresh-ms", std::to_string(kRefreshMs)},
         dir + "/producer.out");
   }
   std::chrono::milliseconds jitter(int ms) { return std::chrono::milliseconds(ms + static_cast<int>(rng() % 200)); }
@@ -150,6 +152,28 @@ class StreamsRun {
     return all;
   }
 
+  // The seqs the consumers have logged as processed so far.
+  std::set<long> processed() const {
+    std::set<long> out;
+    for (const auto& id : ids) {
+      std::ifstream in(dir + "/" + id + ".jsonl");
+      std::string line;
+      while (std::getline(in, line)) {
+        auto j = json::parse(line, nullptr, false);
+        if (!j.is_discarded() && !j.contains("event") && j.contains("seq")) out.insert(j["seq"].get<long>());
+      }
+    }
+    return out;
+  }
+  bool wait_all_processed(int seconds) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < until) {
+      if (static_cast<int>(processed().size()) >= kRecords) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
   std::mt19937_64 rng;
   uint64_t seed_;
   std::string dir, redis_;
@@ -162,6 +186,7 @@ class StreamsRun {
   std::unique_ptr<Process> producer;
   std::set<std::string> killed, frozen;
   int64_t stopNs = 0, contNs = 0;
+  int lastKeysOutOfOrder = 0, lastKeys = 0;  // the figure check() printed
   // > 0: the consumers' handler fails on every record whose seq is a multiple of this (poison
   // records: dead-lettered after 4 deliveries, and counted as processed by I4 once there).
   long failEvery = 0;
@@ -181,6 +206,13 @@ class StreamsRun {
     return out;
   }
 };
+
+// Whether `seq` was processed more than once (a replay is not a new record out of order).
+bool processed_twice(const std::vector<Rec>& recs, long seq) {
+  int n = 0;
+  for (const auto& r : recs) n += r.seq == seq;
+  return n > 1;
+}
 
 void StreamsRun::check(const std::set<long>& required, int minHandovers, bool redisFaults) {
   // Wait (bounded) until every record is processed somewhere.
@@ -306,6 +338,25 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
     }
   }
 
+  // Across shards (a key that moved shards when the shard count changed): keys whose records were
+  // processed out of seq order, judged by start time. A figure, not a failure: SPEC §3 rule 9 and
+  // the README say such a key may be read out of order unless producers pause.
+  std::map<std::string, std::vector<const Rec*>> byKey;
+  for (const auto& r : recs) byKey[r.key].push_back(&r);
+  int keysOutOfOrder = 0;
+  for (auto& [key, list] : byKey) {
+    std::sort(list.begin(), list.end(), [](const Rec* a, const Rec* b) { return a->start < b->start; });
+    long high = -1;
+    bool broke = false;
+    for (const Rec* r : list) {
+      if (r->seq < high && !processed_twice(recs, r->seq)) broke = true;
+      high = std::max(high, r->seq);
+    }
+    keysOutOfOrder += broke;
+  }
+  lastKeysOutOfOrder = keysOutOfOrder;
+  lastKeys = static_cast<int>(byKey.size());
+
   // No record starts after the member's self-fence deadline: some answered heartbeat, received
   // before the start, was sent less than lease-minus-margin earlier.
   int lateStarts = 0;
@@ -346,7 +397,8 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
             << " records whose handler was running when their process froze (the allowed overlap); " << overlaps << " other overlaps; " << lateStarts
             << " starts past a self-fence deadline; " << orderBreaks << " per-key order breaks (" << pausedReads
             << " more of records a frozen process read after losing the shard and left pending); " << replays
-            << " entries processed again after a Redis fault; " << dead.size() << " dead letters\n";
+            << " entries processed again after a Redis fault; " << dead.size() << " dead letters; " << keysOutOfOrder
+            << " of " << byKey.size() << " keys processed out of order across shards\n";
   for (const auto& e : pauseExceptions) std::cout << "  frozen-handler exception: shard/id " << e << "\n";
   for (const auto& p : problems) std::cout << "  " << p << "\n";
   EXPECT_EQ(overlaps, 0);
@@ -1094,4 +1146,183 @@ TEST(RetentionOnCluster, ProcessedByAllGroupsTrimsEveryShardOnItsMasterAndKeepsW
   }
   EXPECT_EQ(metric(pod.port(), R"(rsc_stream_trimmed_records_total{stream="orders"})", 0), 80);
   EXPECT_EQ(cl.crossslot_errors(), 0) << "no command spanned two slots";
+}
+
+// ---- Fewer shards (issue 30, SPEC §3 rule 9) ------------------------------------------------
+
+namespace {
+
+json get_json(int port, const std::string& path) {
+  auto r = http_call(port, "GET", path);
+  auto j = json::parse(r.body, nullptr, false);
+  return r.status == 200 && !j.is_discarded() ? j : json();
+}
+// Waits (bounded) until `pred` holds of GET `path`; the last answer.
+template <typename Pred>
+json wait_for(int port, const std::string& path, Pred pred, int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  json j;
+  while (std::chrono::steady_clock::now() < until) {
+    j = get_json(port, path);
+    if (!j.is_null() && pred(j)) return j;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return j;
+}
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+// Entries of shard streams [from, to) with an id at or after `sinceMs` (Redis's clock: this host's).
+long entries_since(const std::string& redis, int from, int to, int64_t sinceMs) {
+  rsc::store::RedisOptions o;
+  rsc::store::set_redis_nodes(o, redis);
+  rsc::store::RedisClient c(o);
+  long n = 0;
+  for (int s = from; s < to; ++s) {
+    auto r = c.command({"XRANGE", "orders:" + std::to_string(s), std::to_string(sinceMs), "+"});
+    if (r.ok() && r.value->type == rsc::store::Value::Type::Array) n += static_cast<long>(r.value->elements.size());
+  }
+  return n;
+}
+std::string scale_body(int n) { return R"({"targetShardCount": )" + std::to_string(n) + R"(, "requestedBy": "test"})"; }
+
+}  // namespace
+
+// 16 -> 4 under load: producers stop routing to 12..15 within one refresh; those shards stay
+// assigned and read (a consumer joins meanwhile) and retire only once every group has read and
+// acked them, including "audit", a group with no member whose records there keep them draining
+// until a consumer of its own has read them; then billing's members hand them back. Nothing lost,
+// one reader per shard throughout, and the keys that moved shards are counted.
+TEST(Streams, ScaleIn16To4UnderLoadRetiresOnlyWhatEveryGroupDrainedAndLosesNothing) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  StreamsRun run(addr, seed_from_env());
+  const int pod = run.podA.port();
+  // audit: its consumer groups on every shard at 0 (provisioned as producers provision them).
+  ASSERT_EQ(http_call(pod, "GET", "/coord/v1/streams/orders/groups/audit/producer-routing").status, 200);
+  for (const char* id : {"c1", "c2", "c3", "c4"}) run.start_consumer(id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  run.start_producer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto r = http_call(pod, "POST", "/coord/v1/streams/orders/scale", scale_body(4));
+  const int64_t scaledAt = wall_ms();
+  ASSERT_EQ(r.status, 202) << r.body;
+  auto body = json::parse(r.body);
+  EXPECT_EQ(body["outcome"], "draining");
+  EXPECT_EQ(body["stream"]["shardCount"], 4);
+  EXPECT_EQ(body["stream"]["drainingShards"], 12);
+  // The coordinator's groups of the stream (audit is, so far, only a Redis consumer group).
+  EXPECT_EQ(body["affectedConsumerGroups"], (json{"billing"}));
+  EXPECT_EQ(body["migrations"][0]["state"], "DRAINING");
+  // A second change while this one drains is refused, nothing changed.
+  auto second = http_call(run.podB.port(), "POST", "/coord/v1/streams/orders/scale", scale_body(2));
+  EXPECT_EQ(second.status, 409) << second.body;
+  EXPECT_NE(second.body.find("ACTIVE_MIGRATION_EXISTS"), std::string::npos) << second.body;
+  auto routing = get_json(pod, "/coord/v1/streams/orders/groups/billing/producer-routing");
+  EXPECT_EQ(routing["shardCount"], 4);
+  EXPECT_EQ(routing["shards"].size(), 4u);
+  run.start_consumer("c5");  // joins while shards drain: they are balanced like any
+  ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  EXPECT_NE(run.producer->output().find("changed 1 times"), std::string::npos) << run.producer->output();
+  // Producers switched within one refresh: nothing written to 4..15 after it (and a margin).
+  EXPECT_EQ(entries_since(addr, 4, 16, scaledAt + kRefreshMs + 300), 0) << "records routed to removed shards";
+  EXPECT_GT(entries_since(addr, 0, 4, scaledAt + kRefreshMs + 300), 0);
+  ASSERT_TRUE(run.wait_all_processed(40)) << "billing did not process every record";
+  // billing drained them; audit has not read a thing: still draining past the producers' grace.
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, scaledAt + kScaleGraceMs + 1500 - wall_ms())));
+  auto stream = get_json(pod, "/coord/v1/streams/orders");
+  EXPECT_EQ(stream["drainingShards"], 12) << "audit, with no member, still has unread records there: " << stream.dump();
+  auto d = get_json(pod, "/coord/v1/streams/orders/groups/billing");
+  ASSERT_FALSE(d.is_null());
+  EXPECT_EQ(d["shards"][12]["phase"], "DRAINING");
+  EXPECT_NE(d["shards"][12]["waitingFor"].get<std::string>().find("0 pending, 0 unread"), std::string::npos) << d["shards"][12];
+  EXPECT_EQ(d["activeMigration"]["state"], "DRAINING");
+  // audit's own consumer reads everything: now every group has drained 4..15.
+  Process audit({RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(run.podB.port()), "--redis", addr,
+                 "--stream", "orders", "--group", "audit", "--member-id", "a1", "--concurrency", "4"},
+                run.dir + "/audit.out");
+  const auto auditStart = std::chrono::steady_clock::now();
+  stream = wait_for(pod, "/coord/v1/streams/orders", [](const json& j) { return j["drainingShards"] == 0; }, 30000);
+  ASSERT_EQ(stream["drainingShards"], 0) << stream.dump();
+  EXPECT_EQ(stream["lastMigration"]["state"], "DEPRECATED");
+  const double retiredAfter = std::chrono::duration<double>(std::chrono::steady_clock::now() - auditStart).count();
+  // billing's members hand 4..15 back and the group's shards end at 4.
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) { return j["shardCount"] == 4; }, 15000);
+  ASSERT_EQ(d["shardCount"], 4) << d.dump();
+  for (const auto& m : d["members"])
+    for (const auto& s : m["assignedShards"]) EXPECT_LT(s.get<int>(), 4) << m["memberId"];
+  std::cout << "scale-in 16 -> 4: retired " << retiredAfter << " s after audit's consumer started; producer: "
+            << run.producer->output();
+  run.check(run.all_records(), 1);
+  std::cout << "scale-in 16 -> 4: " << run.lastKeysOutOfOrder << " of " << run.lastKeys
+            << " keys processed out of order across shards (keys that moved shards while producers did not pause)\n";
+}
+
+// A shrink rolled back while its shards still drain: routed to again, nothing lost; a second
+// rollback is refused; scale to zero, retired, then back to 8: producers and members follow.
+TEST(Streams, RollbackMidDrainThenScaleToZeroAndBackLoseNothing) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  StreamsRun run(addr, seed_from_env() + 1);
+  const int pod = run.podA.port();
+  ASSERT_EQ(http_call(pod, "GET", "/coord/v1/streams/orders/groups/audit/producer-routing").status, 200);  // keeps it draining
+  for (const char* id : {"c1", "c2", "c3"}) run.start_consumer(id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  run.start_producer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ASSERT_EQ(http_call(pod, "POST", "/coord/v1/streams/orders/scale", scale_body(4)).status, 202);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  auto back = http_call(run.podB.port(), "POST", "/coord/v1/streams/orders/scale/rollback", R"({"reason": "too slow"})");
+  ASSERT_EQ(back.status, 202) << back.body;
+  auto b = json::parse(back.body);
+  EXPECT_EQ(b["state"], "ROLLED_BACK");
+  EXPECT_EQ(b["stream"]["shardCount"], 16);
+  EXPECT_EQ(b["stream"]["drainingShards"], 0);
+  auto again = http_call(pod, "POST", "/coord/v1/streams/orders/scale/rollback", "");
+  EXPECT_EQ(again.status, 422) << again.body;
+  EXPECT_NE(again.body.find("ROLLBACK_NOT_ALLOWED"), std::string::npos);
+  // The reference implementation's rollback path names the migration: an unknown one is 404.
+  auto unknown = http_call(pod, "POST", "/coord/v1/streams/orders/groups/billing/migrations/v999/rollback", "");
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  EXPECT_NE(run.producer->output().find("changed 2 times"), std::string::npos) << "to 4 and back to 16: " << run.producer->output();
+  ASSERT_TRUE(run.wait_all_processed(40));
+  // Scale to zero: nothing routed; audit's unread records keep the shards draining until a
+  // consumer of audit has read them.
+  ASSERT_EQ(http_call(pod, "POST", "/coord/v1/streams/orders/scale", scale_body(0)).status, 202);
+  auto routing = get_json(pod, "/coord/v1/streams/orders/groups/billing/producer-routing");
+  EXPECT_EQ(routing["shardCount"], 0);
+  EXPECT_TRUE(routing["shards"].empty());
+  Process auditor({RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(pod), "--redis", addr, "--stream",
+                   "orders", "--group", "audit", "--member-id", "a1", "--concurrency", "4"},
+                  run.dir + "/audit.out");
+  auto stream = wait_for(pod, "/coord/v1/streams/orders", [](const json& j) { return j["drainingShards"] == 0; }, 30000);
+  ASSERT_EQ(stream["drainingShards"], 0) << stream.dump();
+  auto d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) { return j["shardCount"] == 0; }, 15000);
+  ASSERT_EQ(d["shardCount"], 0) << d.dump();
+  for (const auto& m : d["members"]) EXPECT_TRUE(m["assignedShards"].empty()) << m;
+  // A producer now has nowhere to write: it says so and gives up after its budget.
+  Process none({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
+                "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "5", "--retry-ms", "500"},
+               run.dir + "/none.out");
+  EXPECT_EQ(none.wait(10000), 1);
+  EXPECT_NE(none.output().find("has no shards (scaled to 0)"), std::string::npos) << none.output();
+  // Back to 8: at once; members take the shards, new records are read.
+  auto up = http_call(pod, "POST", "/coord/v1/streams/orders/scale", scale_body(8));
+  ASSERT_EQ(up.status, 202) << up.body;
+  EXPECT_EQ(json::parse(up.body)["outcome"], "grown");
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) {
+        int n = 0;
+        for (const auto& m : j["members"]) n += static_cast<int>(m["assignedShards"].size());
+        return j["shardCount"] == 8 && n == 8;
+      }, 15000);
+  ASSERT_EQ(d["shardCount"], 8) << d.dump();
+  Process more({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
+                "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "200", "--key-space", "16",
+                "--seed", "7", "--seq-start", std::to_string(kRecords)},
+               run.dir + "/more.out");
+  ASSERT_EQ(more.wait(20000), 0) << more.output();
+  std::set<long> required = run.all_records();
+  for (long q = kRecords; q < kRecords + 200; ++q) required.insert(q);
+  run.check(required, 1);
 }

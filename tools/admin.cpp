@@ -39,6 +39,12 @@ const std::vector<Command>& commands() {
        "one of another size is refused.",
        2},
       {"grow-stream", "STREAM SHARDS", "Grows STREAM to SHARDS shards (PUT); shard counts only grow.", 2},
+      {"scale", "STREAM SHARDS | --rollback STREAM  [--reason TEXT]",
+       "Changes STREAM's shard count, up or down (down to 0). More shards: at once. Fewer: producers\n"
+       "stop routing to the removed shards at once; they stay assigned and read until every consumer\n"
+       "group has read and acked them, then they retire (see describe). One change at a time;\n"
+       "--rollback undoes a shrink that is still draining, with nothing lost.",
+       2},
       {"remove-member", "STREAM GROUP MEMBER", "Fences MEMBER: its shards go to the others.", 3},
       {"delete-group", "STREAM GROUP [--fence-members]",
        "Deletes the group. A group with live members is refused unless --fence-members.", 2},
@@ -173,6 +179,13 @@ void print_describe(const json& d) {
                                               : text(records))
               << " records, " << text(rl.value("pending", json())) << " delivered and not acked (read from Redis)\n";
   }
+  if (const auto mig = d.value("activeMigration", json()); mig.is_object())
+    std::cout << "SCALING " << text(mig.value("fromShardCount", json())) << " -> " << text(mig.value("toShardCount", json()))
+              << " shards (migration " << text(mig.value("reshardingId", json())) << "): "
+              << text(d.value("drainingShards", json())) << " shard(s) draining, no longer routed to; retired once "
+              << "every group has read and acked them (rsc-admin scale --rollback to undo)\n";
+  bool phases = false;
+  for (const auto& s : d.value("shards", json::array())) phases = phases || s.value("phase", std::string("ACTIVE")) != "ACTIVE";
   std::cout << "\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : d.value("shards", json::array())) {
@@ -181,6 +194,8 @@ void print_describe(const json& d) {
     // What the shard's member reported, then what Redis holds (members or not; lag may be unknown).
     const auto r = s.value("redis", json());
     const auto rlag = r.is_object() ? r.value("lag", json()) : json();
+    if (phases && s.value("phase", std::string("ACTIVE")) != "ACTIVE")
+      state += " " + text(s.value("phase", json())) + " (waiting for " + text(s.value("waitingFor", json())) + ")";
     rows.push_back({text(s.value("shardIndex", json())), text(s.value("owner", json())), state,
                     text(s.value("pending", json())), text(s.value("lag", json())), text(s.value("lastDeliveredId", json())),
                     r.is_object() && rlag.is_null() ? "unknown" : text(rlag),
@@ -225,7 +240,8 @@ int main(int argc, char** argv) {
   long timeoutMs = 10000;
   rsc::member::ClientTls coordinatorTls;
   if (const char* f = std::getenv("RSC_COORDINATOR_CA_FILE")) coordinatorTls.caFile = f;
-  bool help = false, fence = false, keyStyleGiven = false, all = false;
+  bool help = false, fence = false, keyStyleGiven = false, all = false, rollback = false;
+  std::string reason;
   std::vector<std::string> deadIds;
   std::string count, to;
   std::vector<std::string> words;
@@ -247,6 +263,8 @@ int main(int argc, char** argv) {
       if (v.empty() || *end != '\0' || timeoutMs <= 0) bad_usage("--timeout-ms: '" + v + "' is not a positive number");
     } else if (a == "--fence-members") fence = true;
     else if (a == "--all") all = true;
+    else if (a == "--rollback") rollback = true;
+    else if (a == "--reason") reason = value("a text");
     else if (a == "--id") deadIds.push_back(value("a dead-letter id"));
     else if (a == "--count") count = value("a number");
     else if (a == "--to") to = value("earliest, latest, an entry id or a time in ms");
@@ -273,8 +291,10 @@ int main(int argc, char** argv) {
     return kOk;
   }
   const std::vector<std::string> args(words.begin() + 1, words.end());
-  if (args.size() != cmd->argc)
-    bad_usage(std::string(cmd->name) + " takes " + std::to_string(cmd->argc) + " argument(s), got " + std::to_string(args.size()), cmd);
+  const std::size_t wanted = rollback && std::string(cmd->name) == "scale" ? 1 : cmd->argc;
+  if (args.size() != wanted)
+    bad_usage(std::string(cmd->name) + " takes " + std::to_string(wanted) + " argument(s), got " + std::to_string(args.size()), cmd);
+  if ((rollback || !reason.empty()) && std::string(cmd->name) != "scale") bad_usage("--rollback and --reason are for scale", cmd);
   if (output != "table" && output != "json") bad_usage("--output: table or json, not '" + output + "'", cmd);
   if (fence && std::string(cmd->name) != "delete-group" && std::string(cmd->name) != "reset-offsets")
     bad_usage("--fence-members is for delete-group and reset-offsets", cmd);
@@ -302,6 +322,18 @@ int main(int argc, char** argv) {
     path = "/coord/v1/streams/" + seg(args[0]);
     json b{{"initialShardCount", shards(args[1])}};
     if (keyStyleGiven) b["keyStyle"] = keyStyle;
+    body = b.dump();
+  } else if (name == "scale") {
+    method = "POST";
+    path = "/coord/v1/streams/" + seg(args[0]) + (rollback ? "/scale/rollback" : "/scale");
+    json b{{"requestedBy", "rsc-admin"}};
+    if (!reason.empty()) b["reason"] = reason;
+    if (!rollback) {
+      char* end = nullptr;
+      const long n = std::strtol(args[1].c_str(), &end, 10);
+      if (args[1].empty() || *end != '\0' || n < 0) bad_usage("SHARDS: '" + args[1] + "' is not a count of 0 or more", cmd);
+      b["targetShardCount"] = n;
+    }
     body = b.dump();
   } else if (name == "grow-stream") {
     method = "PUT";
@@ -382,6 +414,16 @@ int main(int argc, char** argv) {
     std::cout << "stream " << text(j.value("streamPrefix", json())) << ": " << text(j.value("shardCount", json()))
               << " shards, key style " << text(j.value("keyStyle", json())) << ", metadata version "
               << text(j.value("metadataVersion", json())) << (r.status == 201 ? " (created)" : "") << "\n";
+  } else if (name == "scale") {
+    const auto st = j.value("stream", json::object());
+    const auto mig = rollback ? j : st.value("lastMigration", json());
+    const int draining = st.value("drainingShards", 0);
+    std::cout << "stream " << args[0] << ": " << text(st.value("shardCount", json())) << " shards routed to";
+    if (draining > 0)
+      std::cout << ", " << draining << " draining (read until every group has read and acked them, then retired)";
+    if (mig.is_object() && j.value("outcome", std::string()) != "same")
+      std::cout << "; migration " << text(mig.value("reshardingId", json())) << " " << text(mig.value("state", json()));
+    std::cout << ", metadata version " << text(st.value("metadataVersion", json())) << "\n";
   } else if (name == "remove-member") {
     std::cout << "member " << args[2] << " of " << args[0] << "/" << args[1] << ": " << text(j.value("state", json())) << "\n";
   } else if (name == "delete-group") {

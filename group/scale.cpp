@@ -1,0 +1,136 @@
+#include "group/scale.hpp"
+
+#include <algorithm>
+
+namespace rsc::group {
+
+using protocol::Migration;
+using protocol::MigrationState;
+
+std::string_view to_string(ScaleOutcome o) {
+  switch (o) {
+    case ScaleOutcome::Grown: return "grown";
+    case ScaleOutcome::Draining: return "draining";
+    case ScaleOutcome::Same: return "same";
+    case ScaleOutcome::Busy: return "busy";
+    case ScaleOutcome::NothingToRollBack: return "nothing to roll back";
+    case ScaleOutcome::RolledBack: return "rolled back";
+    case ScaleOutcome::Retired: return "retired";
+    case ScaleOutcome::Stale: return "stale";
+  }
+  return "same";
+}
+
+ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now) {
+  ScaleStep out;
+  const bool draining = m.drainingShards() > 0;
+  auto moved = [&](ScaleOutcome o) {
+    ++m.metadataVersion;
+    out.outcome = o;
+    out.meta = std::move(m);
+    return out;
+  };
+  auto unchanged = [&](ScaleOutcome o) {
+    out.outcome = o;
+    out.meta = std::move(m);
+    return out;
+  };
+  switch (c.op) {
+    case ScaleOp::Scale: {
+      if (draining) return unchanged(ScaleOutcome::Busy);
+      if (c.target == m.shardCount) return unchanged(ScaleOutcome::Same);
+      Migration g;
+      g.reshardingId = "v" + std::to_string(m.metadataVersion + 1);
+      g.fromShardCount = m.shardCount;
+      g.toShardCount = c.target;
+      g.state = c.target < m.shardCount ? MigrationState::DRAINING : MigrationState::DEPRECATED;
+      g.createdAtMs = g.updatedAtMs = now;
+      g.requestedBy = c.requestedBy;
+      g.reason = c.reason;
+      const bool shrink = c.target < m.shardCount;
+      m.shardCount = c.target;
+      m.migration = std::move(g);
+      return moved(shrink ? ScaleOutcome::Draining : ScaleOutcome::Grown);
+    }
+    case ScaleOp::Rollback: {
+      if (!draining) return unchanged(ScaleOutcome::NothingToRollBack);
+      m.shardCount = m.migration->fromShardCount;
+      m.migration->state = MigrationState::ROLLED_BACK;
+      m.migration->updatedAtMs = now;
+      return moved(ScaleOutcome::RolledBack);
+    }
+    case ScaleOp::Retire: {
+      if (!draining || m.metadataVersion != c.expectedVersion) return unchanged(ScaleOutcome::Stale);
+      m.migration->state = MigrationState::DEPRECATED;
+      m.migration->updatedAtMs = now;
+      return moved(ScaleOutcome::Retired);
+    }
+  }
+  return unchanged(ScaleOutcome::Same);
+}
+
+namespace {
+// Stream ids "ms-seq" compared as numbers ("" is before everything).
+std::pair<uint64_t, uint64_t> id_parts(const std::string& id) {
+  const auto dash = id.find('-');
+  auto num = [](const std::string& s) {
+    uint64_t v = 0;
+    for (char ch : s) {
+      if (ch < '0' || ch > '9') return v;
+      v = v * 10 + static_cast<uint64_t>(ch - '0');
+    }
+    return v;
+  };
+  if (id.empty()) return {0, 0};
+  return {num(id.substr(0, dash)), dash == std::string::npos ? 0 : num(id.substr(dash + 1))};
+}
+}  // namespace
+
+DrainVerdict drain_verdict(const protocol::StreamMetadata& m, const StreamReading& reading, int64_t now, int64_t graceMs) {
+  DrainVerdict v;
+  const int32_t from = m.shardCount, to = m.readShardCount();
+  if (to <= from) return v;
+  v.draining = true;
+  const int64_t started = m.migration ? m.migration->createdAtMs : 0;
+  v.graceLeftMs = std::max<int64_t>(0, started + graceMs - now);
+  for (int32_t s = from; s < to; ++s) {
+    auto it = std::find_if(reading.shards.begin(), reading.shards.end(), [&](const ShardReading& r) { return r.shard == s; });
+    if (it == reading.shards.end()) {  // not read: nothing can be said of it
+      v.waiting.push_back({s, "", 0, std::nullopt});
+      continue;
+    }
+    if (!it->exists) continue;
+    for (const auto& g : it->groups) {
+      std::optional<int64_t> unread = g.lag;
+      // Redis cannot tell the lag (records deleted or trimmed in the range): nothing is unread
+      // when the group's last delivered id is the stream's last id.
+      if (!unread && !it->lastId.empty() && id_parts(g.lastDeliveredId) >= id_parts(it->lastId)) unread = 0;
+      if (g.pending > 0 || !unread || *unread > 0) v.waiting.push_back({s, g.group, g.pending, unread});
+    }
+  }
+  v.drained = v.waiting.empty() && v.graceLeftMs == 0;
+  return v;
+}
+
+std::string to_string(const DrainVerdict& v) {
+  if (!v.draining) return "no shard is draining";
+  std::string out;
+  if (v.graceLeftMs > 0) out = "producers' grace: " + std::to_string(v.graceLeftMs) + "ms left";
+  std::size_t named = 0;
+  for (const auto& w : v.waiting) {
+    if (named == 4) {
+      out += "; and " + std::to_string(v.waiting.size() - named) + " more";
+      break;
+    }
+    out += (out.empty() ? "" : "; ") + std::string("shard ") + std::to_string(w.shard) + ": ";
+    if (w.group.empty()) out += "not read";
+    else
+      out += "group " + w.group + " " + std::to_string(w.pending) + " pending, " +
+             (w.unread ? std::to_string(*w.unread) : std::string("unknown")) + " unread";
+    ++named;
+  }
+  if (out.empty()) out = "drained";
+  return out;
+}
+
+}  // namespace rsc::group

@@ -1,0 +1,74 @@
+// Changing a stream's shard count (SPEC §3 rule 9), decided here and nowhere else: the store runs
+// the same rules atomically (a Lua script beside the stream's metadata; the in-memory store calls
+// scale_step itself), and the pod whose duty the stream is judges, from what Redis says of every
+// consumer group on the draining shards, when a shrink may retire them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "group/stream_lag.hpp"
+#include "protocol/types.hpp"
+
+namespace rsc::group {
+
+// Scale: a new count (more: at once; fewer: its removed shards drain first). Rollback: undo a
+// shrink still draining. Retire: end a shrink whose shards are drained, if the stream is still at
+// `expectedVersion` (whoever judged the drain judged that version).
+enum class ScaleOp { Scale, Rollback, Retire };
+struct ScaleCall {
+  ScaleOp op = ScaleOp::Scale;
+  int32_t target = 0;
+  int32_t expectedVersion = 0;
+  std::string requestedBy, reason;
+};
+enum class ScaleOutcome {
+  Grown,              // more shards, routed and read at once
+  Draining,           // fewer routed at once; the removed ones still read until drained
+  Same,               // the count asked is the count it has
+  Busy,               // a shrink is still draining: one change at a time
+  NothingToRollBack,  // no shrink is draining
+  RolledBack,         // the draining shards are routed again
+  Retired,            // the drained shards are no longer read
+  Stale,              // the stream moved since the drain was judged
+};
+std::string_view to_string(ScaleOutcome o);
+struct ScaleStep {
+  ScaleOutcome outcome = ScaleOutcome::Same;
+  protocol::StreamMetadata meta;  // after the step
+  bool changed() const {
+    return outcome == ScaleOutcome::Grown || outcome == ScaleOutcome::Draining || outcome == ScaleOutcome::RolledBack ||
+           outcome == ScaleOutcome::Retired;
+  }
+};
+// `now`: the store's clock (the migration's createdAt/updatedAt). A change bumps metadataVersion
+// and names the migration "v<new version>".
+ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now);
+
+// What keeps one draining shard from retiring: a consumer group with records delivered and not
+// acked (pending), or not yet read (unread: nullopt when Redis cannot tell, which also blocks).
+struct DrainWait {
+  int32_t shard = 0;
+  std::string group;
+  int64_t pending = 0;
+  std::optional<int64_t> unread;
+};
+struct DrainVerdict {
+  bool draining = false;  // a shrink is in progress
+  bool drained = false;   // ... and may retire now
+  int64_t graceLeftMs = 0;  // the producers' time to learn the new routing, still to run
+  std::vector<DrainWait> waiting;
+};
+// A shrink may retire its shards once `graceMs` has passed since it started (producers that route
+// with an older copy still write to them meanwhile, and those records are read) and Redis shows,
+// for every consumer group on every draining shard, nothing pending and nothing unread (SPEC §3
+// rule 9). Judged on Redis alone: a group with no live member blocks only if it has records there
+// it has not read or acked. A shard stream that does not exist holds nothing. `reading` covers the
+// shards [0, m.readShardCount()) or at least the draining ones.
+DrainVerdict drain_verdict(const protocol::StreamMetadata& m, const StreamReading& reading, int64_t now, int64_t graceMs);
+// "shard 5: group billing 3 pending, 12 unread; ..." (at most a few shards named).
+std::string to_string(const DrainVerdict& v);
+
+}  // namespace rsc::group
