@@ -34,6 +34,7 @@ struct PodState {
   std::set<std::string> lagRead;     // this round: streams whose duty is this pod's
   std::set<std::string> lagSampled;  // streams whose series this pod exports
   std::map<std::string, std::string> drainSaid;  // per draining stream, what its last log line said
+  std::optional<group::Millis> lastDrainingRead;
   std::map<std::string, group::GroupsRead> groupsRead;  // when each stream's groups were last read
   bool lagRoundOk = true;
   std::chrono::steady_clock::time_point lagRoundStart;
@@ -174,6 +175,9 @@ void sample_lag(Self self) {
 // group::drain_verdict says so. One log line each time what it waits for changes.
 void retire_drained(Self self) {
   auto& st = self->state;
+  const auto at = st.pod->local_now();
+  if (!group::draining_read_due(st.lastDrainingRead, at, !st.drainSaid.empty())) return;
+  st.lastDrainingRead = at;
   auto streams = st.store->draining_streams();
   if (!streams.ok()) return;
   std::set<std::string> seen;

@@ -112,6 +112,10 @@ DrainVerdict drain_verdict(const protocol::StreamMetadata& m, const StreamReadin
   return v;
 }
 
+bool draining_read_due(std::optional<int64_t> lastRead, int64_t now, bool watching, int64_t idleIntervalMs) {
+  return watching || !lastRead || now - *lastRead >= idleIntervalMs;
+}
+
 std::string to_string(const DrainVerdict& v) {
   if (!v.draining) return "no shard is draining";
   std::string out;

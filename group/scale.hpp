@@ -68,6 +68,12 @@ struct DrainVerdict {
 // it has not read or acked. A shard stream that does not exist holds nothing. `reading` covers the
 // shards [0, m.readShardCount()) or at least the draining ones.
 DrainVerdict drain_verdict(const protocol::StreamMetadata& m, const StreamReading& reading, int64_t now, int64_t graceMs);
+// Whether a pod reads the list of draining streams now: every beat while it watches a draining
+// stream, else every `idleIntervalMs` (so that streams at rest cost the store nearly nothing; a
+// shrink is noticed that late at most, well within its producers' grace).
+inline constexpr int64_t kDrainingReadIntervalMs = 10000;
+bool draining_read_due(std::optional<int64_t> lastRead, int64_t now, bool watching, int64_t idleIntervalMs = kDrainingReadIntervalMs);
+
 // "shard 5: group billing 3 pending, 12 unread; ..." (at most a few shards named).
 std::string to_string(const DrainVerdict& v);
 

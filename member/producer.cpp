@@ -148,8 +148,11 @@ SendResult Producer::send(const std::vector<ProducerRecord>& records) {
       return out;
     }
     m.stats.resends += static_cast<int64_t>(todo.size());
-    if (attempt % 20 == 0) m.say("producer " + m.o.streamPrefix + ": resending " + std::to_string(todo.size()) + " record(s): " + why);
-    std::this_thread::sleep_for(std::chrono::milliseconds(resend_backoff_ms(attempt + 1)));
+    const int64_t wait = resend_backoff_ms(attempt + 1);
+    if (attempt % 20 == 0)
+      m.say("producer " + m.o.streamPrefix + ": write failed (" + why + "); retrying " + std::to_string(todo.size()) +
+            " record(s) in " + std::to_string(wait) + " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait));
   }
   return out;
 }

@@ -191,3 +191,11 @@ TEST(DrainVerdict, NothingDrainsWithoutAShrink) {
   EXPECT_FALSE(v.draining);
   EXPECT_FALSE(v.drained);
 }
+
+TEST(DrainingRead, EveryBeatWhileWatchingElseEveryTenSeconds) {
+  EXPECT_TRUE(draining_read_due(std::nullopt, 0, false)) << "at start";
+  EXPECT_FALSE(draining_read_due(1000, 5000, false));
+  EXPECT_TRUE(draining_read_due(1000, 11000, false));
+  EXPECT_TRUE(draining_read_due(1000, 1500, true)) << "a draining stream is watched every beat";
+  EXPECT_EQ(kDrainingReadIntervalMs, 10000);
+}

@@ -1193,9 +1193,7 @@ std::string scale_body(int n) { return R"({"targetShardCount": )" + std::to_stri
 // acked them, including "audit", a group with no member whose records there keep them draining
 // until a consumer of its own has read them; then billing's members hand them back. Nothing lost,
 // one reader per shard throughout, and the keys that moved shards are counted.
-TEST(Streams, ScaleIn16To4UnderLoadRetiresOnlyWhatEveryGroupDrainedAndLosesNothing) {
-  RedisServer redis;
-  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+static void scale_in_16_to_4(const std::string& addr) {
   StreamsRun run(addr, seed_from_env());
   const int pod = run.podA.port();
   // audit: its consumer groups on every shard at 0 (provisioned as producers provision them).
@@ -1256,6 +1254,19 @@ TEST(Streams, ScaleIn16To4UnderLoadRetiresOnlyWhatEveryGroupDrainedAndLosesNothi
   run.check(run.all_records(), 1);
   std::cout << "scale-in 16 -> 4: " << run.lastKeysOutOfOrder << " of " << run.lastKeys
             << " keys processed out of order across shards (keys that moved shards while producers did not pause)\n";
+}
+
+TEST(Streams, ScaleIn16To4UnderLoadRetiresOnlyWhatEveryGroupDrainedAndLosesNothing) {
+  RedisServer redis;
+  scale_in_16_to_4("127.0.0.1:" + std::to_string(redis.port()));
+}
+
+// The same on a Redis Cluster: the stream's metadata, the shard streams and the groups' state on
+// different masters.
+TEST(StreamsOnCluster, ScaleIn16To4UnderLoadRetiresOnlyWhatEveryGroupDrainedAndLosesNothing) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  scale_in_16_to_4(cl.seeds());
 }
 
 // A shrink rolled back while its shards still drain: routed to again, nothing lost; a second
