@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "member/http_client.hpp"
-#include "redis/connection.hpp"
+#include "redis/redis_options.hpp"
 
 namespace rsc::member {
 

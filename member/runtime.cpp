@@ -1,4 +1,6 @@
 #include "member/runtime.hpp"
+#include "redis/connection.hpp"
+#include "redis/keys.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

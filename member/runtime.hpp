@@ -14,8 +14,7 @@
 #include "member/http_client.hpp"
 #include "member/membership.hpp"
 #include "member/record.hpp"
-#include "redis/connection.hpp"
-#include "redis/keys.hpp"
+#include "redis/redis_options.hpp"
 
 namespace rsc::member {
 

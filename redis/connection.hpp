@@ -16,33 +16,6 @@ struct redisReader;
 
 namespace rsc::store {
 
-// Told of every round trip to the store: how a pod sees the store's availability.
-class CallObserver {
- public:
-  virtual ~CallObserver() = default;
-  virtual uint64_t call_began() = 0;
-  // ok: answered (error replies included, but for a Redis that is loading, busy or has no master).
-  virtual void call_ended(uint64_t id, bool ok) = 0;
-};
-
-struct RedisOptions {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  std::string user;      // ACL user (Redis 6+); empty = the default user
-  std::string password;  // empty = no AUTH
-  Millis connectTimeoutMs = 1000;
-  Millis commandTimeoutMs = 2000;
-  std::string ns = "rsc";  // key namespace
-  // Redis Cluster: every command goes to the master serving its key's slot (RedisClient). `seeds`
-  // are more nodes to ask for the slot map ("host:port"), beside host:port.
-  bool cluster = false;
-  std::vector<std::string> seeds;
-  int maxRedirects = 5;                  // MOVED/ASK followed per command before giving up
-  Millis clusterRetryBudgetMs = 2000;    // TRYAGAIN/CLUSTERDOWN retried with backoff for this long
-  TlsOptions tls;  // TLS to every node (a cluster's nodes met through MOVED/ASK too)
-  LogFn log;
-  std::shared_ptr<CallObserver> observer;  // may be null
-};
 
 // A reply, copied out of hiredis so that no redisReply outlives its call.
 struct Value {

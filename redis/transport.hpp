@@ -12,16 +12,10 @@
 #include <memory>
 #include <string>
 
+#include "redis/redis_options.hpp"
+
 namespace rsc::store {
 
-struct TlsOptions {
-  bool enabled = false;
-  std::string caFile;      // PEM bundle of the CAs to trust
-  std::string caDir;       // or a directory of them (OpenSSL's hashed names); neither: the system's
-  std::string certFile;    // a client certificate chain (mutual TLS), with keyFile
-  std::string keyFile;
-  std::string serverName;  // sent as SNI and verified; empty: the host connected to (name or IP)
-};
 
 // "" when the files can be used (they exist and load; a key matches its certificate), else why
 // not, naming the file: for --check-config and for a clear error before any connection.

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages rsc needs that are missing. Idempotent; run as root.
 set -euo pipefail
 packages=(
-  g++ cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config dpkg-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcaf-dev libhiredis-dev libssl-dev openssl libboost-dev libboost-system-dev prometheus-cpp-dev
   redis-server prometheus faketime
