@@ -8,7 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -270,6 +274,58 @@ TEST(Compat, TheProducerPlacesKeysByMurmur3AndSurvivesARedisRestart) {
   while (fgets(buf, sizeof buf, p)) out2 += buf;
   EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
   EXPECT_NE(out2.find("--key-pattern"), std::string::npos) << out2;
+  std::filesystem::remove_all(dir);
+}
+
+// rsc-produce --stdin: one record per line, KEY<TAB>DATA, each on its key's shard with the fields
+// key and data, in the order given; a line without a tab stops it with a message naming the line.
+TEST(Compat, TheProducerWritesLinesFromStdinToTheirKeysShards) {
+  RedisServer redis;
+  Coordinator coord(redis.port(), kFast);
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 3})").status, 200);
+  char tmpl[] = "/tmp/rsc-stdin-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  {
+    std::ofstream in(dir + "/lines.tsv");
+    for (int i = 0; i < 50; ++i) in << "user-" << (i % 5) << "\t{\"n\": " << i << "}\n";
+  }
+  const std::string cmd = std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
+                          " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
+                          " --group billing --stdin < " + dir + "/lines.tsv 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  ASSERT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+  EXPECT_NE(out.find("50 records to 3 shards"), std::string::npos) << out;
+  auto admin = redis.admin();
+  std::map<std::string, std::vector<int>> byKey;
+  int total = 0;
+  for (int s = 0; s < 3; ++s) {
+    auto r = admin.command({"XRANGE", "orders:" + std::to_string(s), "-", "+"});
+    ASSERT_TRUE(r.ok());
+    for (const auto& e : r.value->elements) {
+      const auto& f = e.elements.at(1).elements;
+      ASSERT_EQ(f.size(), 4u);
+      EXPECT_EQ(f[0].str, "key");
+      EXPECT_EQ(f[2].str, "data");
+      EXPECT_EQ(rsc::protocol::murmur3_unbiased_shard(f[1].str, 3), static_cast<uint32_t>(s)) << f[1].str;
+      byKey[f[1].str].push_back(nlohmann::json::parse(f[3].str)["n"].get<int>());
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, 50);
+  for (const auto& [key, ns] : byKey) EXPECT_TRUE(std::is_sorted(ns.begin(), ns.end())) << key << ": in the order given";
+  // A line that is not KEY<TAB>DATA: refused, naming it.
+  std::ofstream(dir + "/bad.tsv") << "a\t1\nno tab here\n";
+  p = popen((std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
+             " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
+             " --group billing --stdin < " + dir + "/bad.tsv 2>&1").c_str(),
+            "r");
+  out.clear();
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 1) << out;
+  EXPECT_NE(out.find("line 2 is not KEY<TAB>DATA"), std::string::npos) << out;
   std::filesystem::remove_all(dir);
 }
 
