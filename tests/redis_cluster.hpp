@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -115,6 +116,12 @@ class LocalCluster {
   // effect (a master votes for the replicas of one master at most once per two node timeouts, and a
   // slow, sanitized run can miss that window): it is asked again, a few times.
   void failover(std::size_t r) {
+    // Its master, which must also learn it is a replica now (over TLS the cluster bus takes a
+    // moment longer): until then it still claims the slots.
+    std::optional<std::size_t> oldMaster;
+    if (auto role = node(r).command({"ROLE"}); role.ok() && role.value->elements.size() >= 3)
+      for (std::size_t i = 0; i < servers_.size(); ++i)
+        if (servers_[i]->port() == role.value->elements[2].integer) oldMaster = i;
     std::string last;
     for (int attempt = 0; attempt < 5; ++attempt) {
       if (is_master(r)) break;
@@ -129,6 +136,7 @@ class LocalCluster {
       last = "no role change within 8 s";
     }
     if (!is_master(r)) throw std::runtime_error("CLUSTER FAILOVER on node " + std::to_string(r) + " never took effect: " + last);
+    for (int i = 0; oldMaster && i < 200 && is_master(*oldMaster); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     wait_state_ok();
   }
   bool is_master(std::size_t i) {
