@@ -56,8 +56,12 @@ Next CachedGroup::next(Ticket& front, Millis now, bool synced) {
       break;
     default: break;
   }
-  // A group copied before its stream existed is read again (creating the stream) for a join.
-  if (g_ && g_->shardCount == 0 && front.join) g_.reset();
+  // A group copied before its stream existed is read again (creating the stream) for a join;
+  // once: a stream scaled to zero shards has none after the read too, and the join is decided.
+  if (g_ && g_->shardCount == 0 && front.join && !front.verified) {
+    front.verified = true;
+    g_.reset();
+  }
   if (front.kind == WorkKind::Heartbeat && request_too_old(front.arrivedMs, now, *cfg_)) return Next::TooOld;
   return g_ ? Next::Step : Next::Load;
 }

@@ -25,6 +25,7 @@ struct Producer::Impl {
   RoutingFreshness freshness;
   mutable std::mutex mu;
   bool routed = false;
+  bool missingStream = false;  // a write found its shard stream missing: ask producer-routing again
   int32_t shardCount = 0, metadataVersion = 0;
   std::string pattern;
   ProducerStats stats;
@@ -48,9 +49,19 @@ struct Producer::Impl {
       pattern = o.fixedKeyPattern;
       return {};
     }
-    const std::string path = o.group.empty()
-                                 ? "/coord/v1/streams/" + o.streamPrefix
-                                 : "/coord/v1/streams/" + o.streamPrefix + "/groups/" + o.group + "/producer-routing";
+    // producer-routing makes sure every shard stream and the group's consumer groups exist (a
+    // BUSYGROUP answer per shard when they do): asked first, when the layout changed, and when a
+    // write found a shard stream missing. In between, the stream's metadata (one read in Redis)
+    // says whether the layout changed.
+    const std::string streamPath = "/coord/v1/streams/" + o.streamPrefix;
+    if (routed && !missingStream && !o.group.empty()) {
+      auto m = http.request("GET", streamPath, "", o.token);
+      ++stats.routingReads;
+      auto j = nlohmann::json::parse(m.body, nullptr, false);
+      if (m.status == 200 && j.is_object() && j.value("metadataVersion", -1) == metadataVersion) return {};
+    }
+    missingStream = false;
+    const std::string path = o.group.empty() ? streamPath : streamPath + "/groups/" + o.group + "/producer-routing";
     auto r = http.request("GET", path, "", o.token);
     ++stats.routingReads;
     auto j = nlohmann::json::parse(r.body, nullptr, false);
@@ -132,6 +143,7 @@ SendResult Producer::send(const std::vector<ProducerRecord>& records) {
         if (r.ok() && r.value->is_nil()) {  // NOMKSTREAM: the shard stream does not exist
           ++m.stats.refusedNoStream;
           m.freshness.stale();
+          m.missingStream = true;
           if (why.empty()) why = "shard stream " + cmds[k][1] + " does not exist";
         } else if (why.empty()) {
           why = r.ok() ? r.value->str : r.error.message;

@@ -19,7 +19,7 @@ cat >"$dir/config.json" <<JSON
   {"token": "$memberToken", "role": "member"}]}}
 JSON
 "$B/rsc-coordinator" --config "$dir/config.json" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" \
-  --member-lease-ttl-ms 60000 --rebalance-timeout-ms 60000 2>"$dir/pod.log" &
+  --member-lease-ttl-ms 60000 --rebalance-timeout-ms 60000 --scale-in-grace-ms 60000 2>"$dir/pod.log" &
 pids+=($!)
 for _ in $(seq 1 100); do curl -sf "localhost:$port/readyz" >/dev/null && break; sleep 0.05; done
 url=http://127.0.0.1:$port
@@ -139,6 +139,25 @@ check "set-retention processed" 0 "${A[@]}" set-retention orders processed-by-al
 expect "set-retention processed says so" "retention processedByAllGroups" "$out"
 check "set-retention none" 0 "${A[@]}" set-retention orders none
 
+# Fewer shards: scale in, what describe shows while shards drain, one change at a time, rollback.
+check "scale in" 0 "${A[@]}" scale orders 2 --reason "quiet season"
+expect "scale says what drains" "stream orders: 2 shards routed to, 2 draining (read until every group has read and acked them, then retired); migration v2 DRAINING" "$out"
+check "describe while draining" 0 "${A[@]}" describe orders billing
+expect "describe: the migration" "SCALING 4 -> 2 shards (migration v2): 2 shard(s) draining" "$out"
+expect "describe: shard 3 drains" "DRAINING (waiting for" "$(grep -E '^3 ' <<<"$out" || true)"
+check "describe json: phases" 0 "${A[@]}" describe orders billing --output json
+[ "$(python3 -c 'import json,sys; d=json.load(sys.stdin); print(",".join(s["phase"] for s in d["shards"]))' <<<"$out")" = "ACTIVE,ACTIVE,DRAINING,DRAINING" ] ||
+  { echo "FAIL: describe json phases: $out" >&2; failures=$((failures + 1)); }
+check "a second change while draining" 1 "${A[@]}" scale orders 3
+expect "refused: one at a time" "ACTIVE_MIGRATION_EXISTS" "$err"
+check "scale --rollback" 0 "${A[@]}" scale --rollback orders
+expect "rolled back" "stream orders: 4 shards routed to; migration v2 ROLLED_BACK" "$out"
+check "nothing left to roll back" 1 "${A[@]}" scale --rollback orders
+expect "refused: nothing drains" "ROLLBACK_NOT_ALLOWED" "$err"
+check "scale needs a count" 2 "${A[@]}" scale orders
+check "scale to a negative count" 2 "${A[@]}" scale orders -1
+check "--rollback elsewhere" 2 "${A[@]}" describe orders billing --rollback
+
 check "delete-group --fence-members" 0 "${A[@]}" delete-group orders billing --fence-members
 expect "delete-group says so" "group orders/billing deleted" "$out"
 
@@ -151,7 +170,7 @@ check "bad shard count" 2 "${A[@]}" create-stream s zero
 check "bad output" 2 "${A[@]}" list-streams --output yaml
 check "--fence-members elsewhere" 2 "${A[@]}" describe orders billing --fence-members
 check "--help" 0 "${A[@]}" --help
-for c in list-streams list-groups describe create-stream grow-stream remove-member delete-group dead-letters redrive reset-offsets retention set-retention; do
+for c in list-streams list-groups describe create-stream grow-stream scale remove-member delete-group dead-letters redrive reset-offsets retention set-retention; do
   check "$c --help" 0 "${A[@]}" "$c" --help
   expect "$c --help shows its usage" "usage: rsc-admin [options] $c" "$out"
 done
@@ -160,7 +179,7 @@ check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" lis
 # The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
 audits=$(grep ' audit ' "$dir/pod.log" || true)
 n=$(grep -c ' audit ' <<<"$audits" || true)
-[ "$n" -eq 20 ] || { echo "FAIL: $n audit lines, want 20 (the setup's stream + 19 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+[ "$n" -eq 24 ] || { echo "FAIL: $n audit lines, want 24 (the setup's stream + 23 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
 expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
 expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
 expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"
@@ -171,6 +190,10 @@ expect "audit: retention refused" 'caller=ops action=set-retention target=orders
 expect "audit: deleted" 'caller=ops action=delete-group target=orders/billing status=200 outcome="ok deleted=true"' "$audits"
 expect "audit: redriven" 'caller=ops action=redrive-dead-letters target=orders/billing status=200 outcome="ok redriven=1"' "$audits"
 expect "audit: reset refused" 'caller=ops action=reset-offsets target=orders/billing status=409 outcome="refused GROUP_NOT_EMPTY' "$audits"
+expect "audit: scaled" 'caller=ops action=scale-stream target=orders status=202' "$audits"
+expect "audit: scale refused" 'caller=ops action=scale-stream target=orders status=409 outcome="refused ACTIVE_MIGRATION_EXISTS' "$audits"
+expect "audit: rolled back" 'caller=ops action=rollback-scale target=orders status=202' "$audits"
+expect "audit: rollback refused" 'caller=ops action=rollback-scale target=orders status=422' "$audits"
 expect "audit: reset" 'caller=ops action=reset-offsets target=orders/billing status=200 outcome="ok position=\"1700000000000-5\" shards=4"' "$audits"
 if grep -q -e "$adminToken" -e "$memberToken" "$dir/pod.log"; then
   echo "FAIL: a token is in the log" >&2

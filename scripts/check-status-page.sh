@@ -24,7 +24,7 @@ chrome() {  # chrome ARGS... URL: a throwaway profile each time; bounded in time
 # 1. Open server: the page shows everything.
 port=$(free_port)
 "$B/rsc-coordinator" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" --member-lease-ttl-ms 60000 \
-  --rebalance-timeout-ms 60000 2>"$dir/pod.log" &
+  --rebalance-timeout-ms 60000 --scale-in-grace-ms 60000 2>"$dir/pod.log" &
 pids+=($!)
 for _ in $(seq 1 100); do curl -sf "localhost:$port/readyz" >/dev/null && break; sleep 0.05; done
 python3 scripts/lib/handover.py "http://127.0.0.1:$port" orders billing >"$dir/handover.json"
@@ -90,6 +90,24 @@ if failures:
     print("check-status-page: FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
     sys.exit(1)
 print("check-status-page: the DOM shows orders/billing, m1 and m2, each shard's owner and handover, Redis's lag and its 2 dead letters")
+PY
+
+# 1b. A shrink in progress: the shards leaving say so (DRAINING), the others stay ACTIVE.
+curl -fsS -X POST "http://127.0.0.1:$port/coord/v1/streams/orders/scale" -H 'Content-Type: application/json' \
+  -d '{"targetShardCount": 2}' >/dev/null
+chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom-scale.html"
+python3 - "$dir/dom-scale.html" <<'PY'
+import re, sys
+html = open(sys.argv[1]).read()
+phases = {int(s): p for s, p in re.findall(r'<tr[^>]*data-shard="(\d+)"[^>]*data-phase="(\w+)"', html)}
+want = {0: "ACTIVE", 1: "ACTIVE", 2: "DRAINING", 3: "DRAINING"}
+if phases != want:
+    print(f"check-status-page: FAIL: shard phases while scaling in: {phases}, want {want}", file=sys.stderr)
+    sys.exit(1)
+if html.count('class="badge DRAINING"') < 2:
+    print("check-status-page: FAIL: no DRAINING badge on the draining shards", file=sys.stderr)
+    sys.exit(1)
+print("check-status-page: while scaling 4 -> 2 the page shows shards 2 and 3 DRAINING, 0 and 1 ACTIVE")
 PY
 
 # 2. Auth on, no token: the sign-in prompt, no data.

@@ -30,6 +30,9 @@ class LocalCluster {
     o.password = password;
     o.tls = tls;
     o.tlsAuthClients = tls;
+    // TLS handshakes on the cluster bus are slow under the sanitizers: a 1 s node timeout there
+    // risks a node being failed over while it is only slow, which no test here means to do.
+    if (tls) o.clusterNodeTimeoutMs = 3000;
     const int n = masters * (1 + replicasPerMaster);
     for (int i = 0; i < n; ++i) servers_.push_back(std::make_unique<RedisServer>(o));
     std::vector<std::string> args{"redis-cli", "--cluster", "create"};
@@ -158,6 +161,18 @@ class LocalCluster {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     throw std::runtime_error("the cluster did not reach cluster_state:ok");
+  }
+  // Each live node's view of itself (its CLUSTER NODES line and ROLE), for a failure's message.
+  std::string describe() {
+    std::string out;
+    for (std::size_t i = 0; i < servers_.size(); ++i) {
+      if (!servers_[i]->running()) continue;
+      auto nodes = node(i).command({"CLUSTER", "NODES"});
+      if (!nodes.ok()) continue;
+      for (const auto& line : split(nodes.value->str, '\n'))
+        if (line.find("myself") != std::string::npos) out += "node " + std::to_string(i) + ": " + line + "\n";
+    }
+    return out;
   }
   // FLUSHALL on every live master.
   void flush_all() {

@@ -151,6 +151,19 @@ TEST_F(CachedGroupTest, AGroupNotHeldIsReadBeforeAnyStepThenDecidedOnTheCopy) {
   EXPECT_EQ(c.next(t, now, true), Next::Step);
 }
 
+// A join to a group whose stream has no shards (scaled to 0) reads the group again once (the
+// stream may have been created meanwhile), then is decided: never a loop of reads.
+TEST_F(CachedGroupTest, AJoinToAStreamOfNoShardsReadsItAgainOnceThenIsDecided) {
+  stream.shardCount = 0;
+  stream.metadataVersion = 3;
+  load();
+  auto t = ticket(request("a", 0));
+  EXPECT_EQ(c.next(t, now, true), Next::Load);
+  load();
+  EXPECT_EQ(c.next(t, now, true), Next::Step);
+  EXPECT_EQ(c.next(t, now, true), Next::Step);
+}
+
 TEST_F(CachedGroupTest, AHeartbeatThatWaitedLongerThanALeaseIsRefusedNotDecided) {
   load();
   auto t = ticket(request("a", 0));

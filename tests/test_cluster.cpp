@@ -390,10 +390,11 @@ TEST_P(ClientOnCluster, AKilledMasterFailsRetryablyUntilItsReplicaIsPromoted) {
   int failures = 0;
   std::string lastError;
   bool back = false;
-  for (int i = 0; i < 300 && !back; ++i) {  // at most 30 s; the node timeout is 1 s
+  for (int i = 0; i < 300 && !back; ++i) {  // at most 30 s; the node timeout is 1 s (3 s over TLS)
     auto r = c.command({"GET", key});
     if (r.ok() && !r.value->is_error()) {
-      EXPECT_EQ(r.value->str, "before");
+      EXPECT_EQ(r.value->str, "before") << "reply type " << static_cast<int>(r.value->type) << "; the cluster now:\n"
+                                        << cl.describe();
       back = true;
     } else {
       ++failures;

@@ -1312,6 +1312,16 @@ TEST(Streams, RollbackMidDrainThenScaleToZeroAndBackLoseNothing) {
   auto d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) { return j["shardCount"] == 0; }, 15000);
   ASSERT_EQ(d["shardCount"], 0) << d.dump();
   for (const auto& m : d["members"]) EXPECT_TRUE(m["assignedShards"].empty()) << m;
+  // A member joins a group of no shards: it is a member, with nothing to read.
+  run.start_consumer("c4");
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) {
+        for (const auto& m : j["members"])
+          if (m["memberId"] == "c4") return true;
+        return false;
+      }, 10000);
+  bool joined = false;
+  for (const auto& m : d["members"]) joined = joined || m["memberId"] == "c4";
+  EXPECT_TRUE(joined) << "a join to a stream of 0 shards is answered: " << d.dump();
   // A producer now has nowhere to write: it says so and gives up after its budget.
   Process none({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
                 "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "5", "--retry-ms", "500"},
