@@ -26,6 +26,7 @@ struct Producer::Impl {
   mutable std::mutex mu;
   bool routed = false;
   bool missingStream = false;  // a write found its shard stream missing: ask producer-routing again
+  int64_t retentionMaxLen = 0;  // the stream's maxLen retention, when read
   int32_t shardCount = 0, metadataVersion = 0;
   std::string pattern;
   ProducerStats stats;
@@ -79,6 +80,14 @@ struct Producer::Impl {
     shardCount = count;
     metadataVersion = version;
     pattern = std::move(p);
+    if (o.maxLenFromRetention && o.maxLen <= 0) {
+      auto rr = http.request("GET", streamPath + "/retention", "", o.token);
+      auto rj = nlohmann::json::parse(rr.body, nullptr, false);
+      if (rr.status == 200 && rj.is_object() && rj.contains("retention") && rj["retention"].is_object()) {
+        const auto& ret = rj["retention"];
+        retentionMaxLen = ret.value("policy", std::string()) == "maxLen" ? ret.value("value", int64_t{0}) : 0;
+      }
+    }
     stats.shardCount = count;
     stats.metadataVersion = version;
     return {};
@@ -87,7 +96,8 @@ struct Producer::Impl {
   store::Command xadd(const ProducerRecord& r, int32_t shard) const {
     store::Command c{"XADD", protocol::expand_key_pattern(pattern, shard)};
     if (!o.createMissingStreams) c.push_back("NOMKSTREAM");
-    if (o.maxLen > 0) c.insert(c.end(), {"MAXLEN", "~", std::to_string(o.maxLen)});
+    const int64_t bound = o.maxLen > 0 ? o.maxLen : retentionMaxLen;
+    if (bound > 0) c.insert(c.end(), {"MAXLEN", "~", std::to_string(bound)});
     c.push_back("*");
     for (const auto& [f, v] : r.fields) c.insert(c.end(), {f, v});
     return c;

@@ -46,7 +46,10 @@ struct ProducerOptions {
   std::string partitioner = "murmur3";  // or "fnv1a"
   bool createMissingStreams = false;    // XADD without NOMKSTREAM (a missing shard stream is made)
   int64_t refreshIntervalMs = 1000;
-  int64_t maxLen = 0;  // > 0: XADD ... MAXLEN ~ maxLen (e.g. the stream's maxLen retention)
+  int64_t maxLen = 0;  // > 0: XADD ... MAXLEN ~ maxLen
+  // With maxLen 0: when the stream's retention is maxLen N, XADD ... MAXLEN ~ N (read with the
+  // routing), so the bound holds between the coordinator's trim rounds.
+  bool maxLenFromRetention = true;
   int64_t retryBudgetMs = 30000;
   int64_t httpTimeoutMs = 5000;
   std::function<void(const std::string&)> log;

@@ -329,6 +329,39 @@ TEST(Compat, TheProducerWritesLinesFromStdinToTheirKeysShards) {
   std::filesystem::remove_all(dir);
 }
 
+// A stream whose retention is maxLen N: producers write with XADD ... MAXLEN ~ N by themselves (the
+// bound holds between the coordinator's trim rounds); --max-len overrides it.
+TEST(Compat, TheProducerBoundsEachShardByTheStreamsMaxLenRetention) {
+  RedisServer redis;
+  auto args = kFast;
+  args.insert(args.end(), {"--lag-interval-ms", "600000"});  // no trim round during the test: only the producer bounds the shards
+  Coordinator coord(redis.port(), args);
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders",
+                      R"({"shardCount": 2, "retention": {"policy": "maxLen", "value": 50}})").status, 200);
+  auto produce = [&](const std::string& extra) {
+    const std::string cmd = std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
+                            " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
+                            " --group billing --count 2000 --key-space 100 " + extra + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+  };
+  auto admin = redis.admin();
+  auto xlen = [&](int s) { return admin.command({"XLEN", "orders:" + std::to_string(s)}).value->integer; };
+  produce("");
+  for (int s = 0; s < 2; ++s) {
+    // "~": Redis trims whole nodes (100 entries by default), so a shard keeps 50 to about 150.
+    EXPECT_GE(xlen(s), 50) << s;
+    EXPECT_LE(xlen(s), 200) << "shard " << s << " of 2000 records bounded by the retention";
+  }
+  admin.command({"DEL", "orders:0", "orders:1"});
+  ASSERT_EQ(http_call(coord.port(), "GET", "/coord/v1/streams/orders/groups/billing/producer-routing").status, 200);
+  produce("--max-len 1000");
+  EXPECT_GT(xlen(0) + xlen(1), 1500) << "--max-len 1000 overrides the retention's 50";
+}
+
 // Where a group's Redis consumer groups start: 0 by default (records produced before the group
 // existed are read), $ for a group configured so (only new records); a bad setting is refused at
 // start, naming it.
