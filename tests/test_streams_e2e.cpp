@@ -1251,7 +1251,10 @@ static void scale_in_16_to_4(const std::string& addr) {
     for (const auto& s : m["assignedShards"]) EXPECT_LT(s.get<int>(), 4) << m["memberId"];
   std::cout << "scale-in 16 -> 4: retired " << retiredAfter << " s after audit's consumer started; producer: "
             << run.producer->output();
-  run.check(run.all_records(), 1);
+  // No minimum of handovers: what moves here is the draining shards, handed back once drained
+  // (no record after the handover to count one), and c5's join may take only shards whose records
+  // were done; the checks that matter are the others (nothing lost, one reader, order per shard).
+  run.check(run.all_records(), 0);
   std::cout << "scale-in 16 -> 4: " << run.lastKeysOutOfOrder << " of " << run.lastKeys
             << " keys processed out of order across shards (keys that moved shards while producers did not pause)\n";
 }
