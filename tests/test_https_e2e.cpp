@@ -74,6 +74,15 @@ TEST(Https, MutualTlsServesTheApiStatusPageMetricsAndProbesAndPodsForwardOverTls
   for (const char* path : {"/healthz", "/readyz", "/metrics", "/"})
     EXPECT_EQ(c1.request("GET", path, "").status, 200) << path << " over HTTPS";
   ASSERT_EQ(c1.request("PUT", "/coord/v1/streams/orders", R"({"shardCount": 4})").status, 200);
+  auto metric = [](member::HttpClient& c, const std::string& name) {
+    const auto body = c.request("GET", "/metrics", "").body;
+    const auto at = body.find("\n" + name + " ");
+    return at == std::string::npos ? 0.0 : std::stod(body.substr(at + name.size() + 2));
+  };
+  // Both pods know each other (each has seen the other in the pod registry) before members come:
+  // a pod that has not yet would serve a call itself rather than forward it.
+  ASSERT_TRUE(within([&] { return metric(c1, "rsc_pods_live") == 2 && metric(c2, "rsc_pods_live") == 2; }, 10000))
+      << "the two pods never saw each other";
   // Two members join, one through each pod: whichever pod serves the group, the other forwards to it.
   for (int i = 0; i < 3; ++i) {
     auto a = c1.request("POST", hb_path("orders", "billing", "a"), join_body("a"));
@@ -86,11 +95,6 @@ TEST(Https, MutualTlsServesTheApiStatusPageMetricsAndProbesAndPodsForwardOverTls
   EXPECT_EQ(d1["members"].size(), 2u) << d1.dump();
   EXPECT_EQ(d1["groupEpoch"], d2["groupEpoch"]) << "one group, whichever pod is asked";
   // Some calls went through the other pod, over TLS, and every one was answered.
-  auto metric = [](member::HttpClient& c, const std::string& name) {
-    const auto body = c.request("GET", "/metrics", "").body;
-    const auto at = body.find("\n" + name + " ");
-    return at == std::string::npos ? 0.0 : std::stod(body.substr(at + name.size() + 2));
-  };
   const std::string answered = R"(rsc_forwarded_calls_total{result="answered"})";
   const std::string unreachable = R"(rsc_forwarded_calls_total{result="unreachable"})";
   EXPECT_GE(metric(c1, answered) + metric(c2, answered), 3) << "forwarded over HTTPS";
