@@ -31,6 +31,16 @@ struct HttpResult {
 };
 
 // One request on a fresh connection; status 0 when the connection failed.
+// Runs a shell command; its output (stderr too) and exit code.
+inline std::string run_command(const std::string& cmd, int* rc) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  *rc = WEXITSTATUS(pclose(p));
+  return out;
+}
+
 inline HttpResult http_call(int port, const std::string& method, const std::string& target, const std::string& body = {},
                             const std::map<std::string, std::string>& headers = {{"Content-Type", "application/json"}},
                             int timeoutMs = 5000) {

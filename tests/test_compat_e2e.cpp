@@ -289,14 +289,12 @@ TEST(Compat, TheProducerWritesLinesFromStdinToTheirKeysShards) {
     std::ofstream in(dir + "/lines.tsv");
     for (int i = 0; i < 50; ++i) in << "user-" << (i % 5) << "\t{\"n\": " << i << "}\n";
   }
-  const std::string cmd = std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
-                          " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
-                          " --group billing --stdin < " + dir + "/lines.tsv 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  ASSERT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+  const std::string produce = std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
+                              " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
+                              " --group billing --stdin < ";
+  int rc = 0;
+  auto out = run_command(produce + dir + "/lines.tsv", &rc);
+  ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("50 records to 3 shards"), std::string::npos) << out;
   auto admin = redis.admin();
   std::map<std::string, std::vector<int>> byKey;
@@ -318,13 +316,8 @@ TEST(Compat, TheProducerWritesLinesFromStdinToTheirKeysShards) {
   for (const auto& [key, ns] : byKey) EXPECT_TRUE(std::is_sorted(ns.begin(), ns.end())) << key << ": in the order given";
   // A line that is not KEY<TAB>DATA: refused, naming it.
   std::ofstream(dir + "/bad.tsv") << "a\t1\nno tab here\n";
-  p = popen((std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
-             " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
-             " --group billing --stdin < " + dir + "/bad.tsv 2>&1").c_str(),
-            "r");
-  out.clear();
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  EXPECT_EQ(WEXITSTATUS(pclose(p)), 1) << out;
+  out = run_command(produce + dir + "/bad.tsv", &rc);
+  EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("line 2 is not KEY<TAB>DATA"), std::string::npos) << out;
   std::filesystem::remove_all(dir);
 }
@@ -339,14 +332,12 @@ TEST(Compat, TheProducerBoundsEachShardByTheStreamsMaxLenRetention) {
   ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders",
                       R"({"shardCount": 2, "retention": {"policy": "maxLen", "value": 50}})").status, 200);
   auto produce = [&](const std::string& extra) {
-    const std::string cmd = std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
-                            " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
-                            " --group billing --count 2000 --key-space 100 " + extra + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[512];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    EXPECT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
+    int rc = 0;
+    const auto out = run_command(std::string(RSC_PRODUCE_BIN) + " --redis 127.0.0.1:" + std::to_string(redis.port()) +
+                                     " --stream orders --coordinator http://127.0.0.1:" + std::to_string(coord.port()) +
+                                     " --group billing --count 2000 --key-space 100 " + extra,
+                                 &rc);
+    EXPECT_EQ(rc, 0) << out;
   };
   auto admin = redis.admin();
   auto xlen = [&](int s) { return admin.command({"XLEN", "orders:" + std::to_string(s)}).value->integer; };

@@ -529,16 +529,6 @@ TEST(E2EAuth, TokensFromTheConfigFileGate401And403) {
   EXPECT_EQ(c.log().find("runs OPEN"), std::string::npos);
 }
 
-// Runs a shell command; its output (stderr too) and exit code.
-std::string run_command(const std::string& cmd, int* rc) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  *rc = WEXITSTATUS(pclose(p));
-  return out;
-}
-
 TEST(E2EConfig, BadFlagsExitWithAMessageNamingThem) {
   FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --member-lease-ttl-ms 100 --heartbeat-interval-ms 500 2>&1").c_str(), "r");
   std::string out;
