@@ -382,9 +382,13 @@ TEST_P(ClientOnCluster, AKilledMasterFailsRetryablyUntilItsReplicaIsPromoted) {
   LocalCluster cl(3, 1, "", GetParam());  // its own: this one loses a node
   RedisClient c(cl.client_options());
   const std::string key = "key:7";
-  ASSERT_TRUE(c.command({"SET", key, "before"}).ok());
-  ASSERT_EQ(cl.node(cl.master_of(key)).command({"WAIT", "1", "2000"}).value->integer, 1) << "the replica has it";
   const std::size_t master = cl.master_of(key);
+  // WAIT counts the replicas that acknowledged this connection's own writes: the SET and the WAIT
+  // go on one connection (a WAIT on a fresh connection returns at once, whatever the replica has).
+  auto written = cl.node(master).pipeline({{"SET", key, "before"}, {"WAIT", "1", "5000"}});
+  ASSERT_TRUE(written[0].ok() && !written[0].value->is_error());
+  ASSERT_TRUE(written[1].ok());
+  ASSERT_EQ(written[1].value->integer, 1) << "the replica has it";
   const std::size_t replica = cl.replica_of(master);
   cl.kill(master);
   int failures = 0;
