@@ -75,6 +75,8 @@ struct PodActorConfig {
   // Shrinks (SPEC §3 rule 9): each beat this pod looks at the draining streams whose duty is its
   // own and retires their shards once drained, no sooner than scaleInGraceMs after the shrink.
   group::Millis scaleInGraceMs = 10000;
+  // Then the retired shards' streams are deleted that long after the retirement (< 0: kept).
+  group::Millis retiredShardTtlMs = -1;
   std::shared_ptr<Metrics> metrics;
 };
 caf::actor spawn_pod_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store,

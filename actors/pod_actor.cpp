@@ -35,6 +35,7 @@ struct PodState {
   std::set<std::string> lagSampled;  // streams whose series this pod exports
   std::map<std::string, std::string> drainSaid;  // per draining stream, what its last log line said
   std::optional<group::Millis> lastDrainingRead;
+  std::optional<group::Millis> retiredWake;  // local clock: the next deletion of retired shard streams due
   std::map<std::string, group::GroupsRead> groupsRead;  // when each stream's groups were last read
   bool lagRoundOk = true;
   std::chrono::steady_clock::time_point lagRoundStart;
@@ -173,11 +174,58 @@ void sample_lag(Self self) {
 // Shrinks in progress (SPEC §3 rule 9): a draining stream whose duty is this pod's is read (XINFO
 // GROUPS of its shards, every consumer group) and its draining shards retired once
 // group::drain_verdict says so. One log line each time what it waits for changes.
+// The retired shards' streams of one stream, deleted once due (SPEC §3 rule 9): marked in the
+// stream's metadata first (growth waits), deleted, then unmarked. A pod that dies in between leaves
+// the mark; whichever pod looks next finishes the deletion.
+void delete_retired(Self self, const std::string& stream, const protocol::StreamMetadata& m) {
+  auto& st = self->state;
+  const auto step = group::retired_keys_step(m, st.pod->now(), st.cfg.retiredShardTtlMs);
+  if (step.action == group::RetiredKeysAction::Forget) {
+    st.store->forget_draining(stream);
+    return;
+  }
+  if (step.action == group::RetiredKeysAction::Wait) {
+    const auto wake = st.pod->local_now() + (step.dueAtMs - st.pod->now());
+    st.retiredWake = st.retiredWake ? std::min(*st.retiredWake, wake) : wake;
+    return;
+  }
+  const std::string range = std::to_string(step.from) + ".." + std::to_string(step.to - 1);
+  if (!m.deletingRetired) {
+    group::ScaleCall mark;
+    mark.op = group::ScaleOp::DeleteRetired;
+    mark.expectedVersion = m.metadataVersion;
+    auto r = st.store->scale_stream(stream, mark);
+    if (!r.ok()) {
+      log::warn("stream " + stream + ": retired shards " + range + " not deleted: " + r.error.message);
+      return;
+    }
+    if (r.value->outcome != group::ScaleOutcome::Deleting) return;  // moved meanwhile: judged again
+  }
+  auto gone = st.store->delete_shard_streams(stream, m.keyStyle, step.from, step.to);
+  if (!gone.ok()) {
+    log::warn("stream " + stream + ": retired shards " + range + ": deleting their streams failed (retried): " +
+              gone.error.message);
+    return;
+  }
+  group::ScaleCall done;
+  done.op = group::ScaleOp::RetiredDeleted;
+  auto r = st.store->scale_stream(stream, done);
+  if (!r.ok()) {
+    log::warn("stream " + stream + ": retired shards " + range + " deleted, not yet recorded (retried): " + r.error.message);
+    return;
+  }
+  st.store->forget_draining(stream);
+  log::info("stream " + stream + ": the streams of retired shards " + range + " deleted (" +
+            std::to_string(*gone.value) + " existed), " + std::to_string(st.cfg.retiredShardTtlMs) +
+            "ms after they retired (retired-shard-ttl)");
+}
+
 void retire_drained(Self self) {
   auto& st = self->state;
   const auto at = st.pod->local_now();
-  if (!group::draining_read_due(st.lastDrainingRead, at, !st.drainSaid.empty())) return;
+  if (!group::draining_read_due(st.lastDrainingRead, at, !st.drainSaid.empty(), st.retiredWake)) return;
   st.lastDrainingRead = at;
+  st.retiredWake.reset();
   auto streams = st.store->draining_streams();
   if (!streams.ok()) return;
   std::set<std::string> seen;
@@ -185,8 +233,12 @@ void retire_drained(Self self) {
     if (!st.pod->has_duty(group::lag_duty_key(stream))) continue;
     auto meta = st.store->get_stream(stream);
     if (!meta.ok()) continue;
-    if (!meta.value->has_value() || (*meta.value)->drainingShards() == 0) {
+    if (!meta.value->has_value()) {
       st.store->forget_draining(stream);
+      continue;
+    }
+    if ((*meta.value)->drainingShards() == 0) {
+      delete_retired(self, stream, **meta.value);
       continue;
     }
     seen.insert(stream);
@@ -210,11 +262,13 @@ void retire_drained(Self self) {
       continue;
     }
     if (r.value->outcome != group::ScaleOutcome::Retired) continue;  // moved meanwhile: judged again next beat
-    st.store->forget_draining(stream);
     st.drainSaid.erase(stream);
     log::info("stream " + stream + ": shards " + range + " drained by every consumer group: retired (metadataVersion=" +
               std::to_string(r.value->meta.metadataVersion) + ", migration " +
-              (m.migration ? m.migration->reshardingId : std::string("?")) + ")");
+              (m.migration ? m.migration->reshardingId : std::string("?")) + "); their streams are " +
+              (st.cfg.retiredShardTtlMs < 0 ? std::string("kept")
+                                            : "deleted in " + std::to_string(st.cfg.retiredShardTtlMs) + "ms"));
+    delete_retired(self, stream, r.value->meta);  // forgets the stream, or waits for the deletion's time
   }
   for (auto it = st.drainSaid.begin(); it != st.drainSaid.end();) it = seen.count(it->first) ? std::next(it) : st.drainSaid.erase(it);
 }

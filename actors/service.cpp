@@ -88,6 +88,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   pc.podLeaseMs = cfg.podLeaseMs;
   pc.lagIntervalMs = cfg.lagIntervalMs;
   pc.scaleInGraceMs = cfg.scaleInGraceMs;
+  pc.retiredShardTtlMs = cfg.retiredShardTtlMs;
   pc.metrics = metrics;
   auto gateways = impl_->gateways;
   pc.onDue = [gateways](const store::GroupKey& key) {
@@ -256,7 +257,8 @@ void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                    auto groups = s.list_stream_groups(prefix);
                    if (!groups.ok()) return done(A::failure(problem(groups.error)));
                    const auto& step = *r.value;
-                   if (step.meta.drainingShards() == 0) s.forget_draining(prefix);  // not (or no longer) draining
+                   // Not (or no longer) draining, and no retired shard streams left to delete.
+                   if (step.meta.drainingShards() == 0 && step.meta.retiredKeys() == 0) s.forget_draining(prefix);
                    if (step.changed()) {
                      const auto& m = step.meta;
                      log::info("stream " + prefix + ": scale " + std::string(group::to_string(step.outcome)) +

@@ -43,6 +43,7 @@ struct ServiceConfig {
   // A shrink's removed shards retire no sooner than this after it started (producers that route
   // with an older copy still write to them meanwhile; twice the reference client's 5 s refresh).
   group::Millis scaleInGraceMs = 10000;
+  group::Millis retiredShardTtlMs = -1;  // retired shards' streams deleted this long after (< 0: kept)
   int64_t maxGroupsPerStream = 0;        // 0 = no limit
   std::string consumerGroupStartId = "0";  // where a group's Redis consumer groups start: 0 or $
   std::map<std::string, std::string> consumerGroupStartFor;  // per group ("<prefix>/<group>")

@@ -17,6 +17,8 @@ std::string_view to_string(ScaleOutcome o) {
     case ScaleOutcome::RolledBack: return "rolled back";
     case ScaleOutcome::Retired: return "retired";
     case ScaleOutcome::Stale: return "stale";
+    case ScaleOutcome::Deleting: return "deleting";
+    case ScaleOutcome::KeysDeleted: return "keys deleted";
   }
   return "same";
 }
@@ -37,7 +39,7 @@ ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now
   };
   switch (c.op) {
     case ScaleOp::Scale: {
-      if (draining) return unchanged(ScaleOutcome::Busy);
+      if (draining || m.deletingRetired) return unchanged(ScaleOutcome::Busy);
       if (c.target == m.shardCount) return unchanged(ScaleOutcome::Same);
       Migration g;
       g.reshardingId = "v" + std::to_string(m.metadataVersion + 1);
@@ -48,6 +50,7 @@ ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now
       g.requestedBy = c.requestedBy;
       g.reason = c.reason;
       const bool shrink = c.target < m.shardCount;
+      if (!shrink) grown_over_retired(m, c.target);
       m.shardCount = c.target;
       m.migration = std::move(g);
       return moved(shrink ? ScaleOutcome::Draining : ScaleOutcome::Grown);
@@ -61,12 +64,47 @@ ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now
     }
     case ScaleOp::Retire: {
       if (!draining || m.metadataVersion != c.expectedVersion) return unchanged(ScaleOutcome::Stale);
+      m.retiredKeysTo = std::max(m.retiredKeysTo, m.migration->fromShardCount);
+      m.retiredAtMs = now;
       m.migration->state = MigrationState::DEPRECATED;
       m.migration->updatedAtMs = now;
       return moved(ScaleOutcome::Retired);
     }
+    case ScaleOp::DeleteRetired: {
+      if (draining || m.deletingRetired || m.retiredKeys() == 0 || m.metadataVersion != c.expectedVersion)
+        return unchanged(ScaleOutcome::Stale);
+      m.deletingRetired = true;
+      return unchanged(ScaleOutcome::Deleting);
+    }
+    case ScaleOp::RetiredDeleted: {
+      if (!m.deletingRetired) return unchanged(ScaleOutcome::Stale);
+      m.deletingRetired = false;
+      m.retiredKeysTo = 0;
+      m.retiredAtMs = 0;
+      return unchanged(ScaleOutcome::KeysDeleted);
+    }
   }
   return unchanged(ScaleOutcome::Same);
+}
+
+void grown_over_retired(protocol::StreamMetadata& m, int32_t n) {
+  if (m.retiredKeysTo > n) return;  // some are still retired, above the new count
+  m.retiredKeysTo = 0;
+  m.retiredAtMs = 0;
+}
+
+RetiredKeysStep retired_keys_step(const protocol::StreamMetadata& m, int64_t now, int64_t deleteAfterMs) {
+  RetiredKeysStep s;
+  s.from = m.readShardCount();
+  s.to = m.retiredKeysTo;
+  if (m.deletingRetired) {  // begun: finish it, whatever this pod's setting (the count is held meanwhile)
+    s.action = RetiredKeysAction::Delete;
+    return s;
+  }
+  if (deleteAfterMs < 0 || m.retiredKeys() == 0 || m.drainingShards() > 0) return s;  // Forget
+  s.dueAtMs = m.retiredAtMs + deleteAfterMs;
+  s.action = now >= s.dueAtMs ? RetiredKeysAction::Delete : RetiredKeysAction::Wait;
+  return s;
 }
 
 namespace {
@@ -112,8 +150,9 @@ DrainVerdict drain_verdict(const protocol::StreamMetadata& m, const StreamReadin
   return v;
 }
 
-bool draining_read_due(std::optional<int64_t> lastRead, int64_t now, bool watching, int64_t idleIntervalMs) {
-  return watching || !lastRead || now - *lastRead >= idleIntervalMs;
+bool draining_read_due(std::optional<int64_t> lastRead, int64_t now, bool watching, std::optional<int64_t> wakeAt,
+                       int64_t idleIntervalMs) {
+  return watching || !lastRead || now - *lastRead >= idleIntervalMs || (wakeAt && now >= *wakeAt);
 }
 
 std::string to_string(const DrainVerdict& v) {

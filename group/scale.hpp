@@ -16,8 +16,10 @@ namespace rsc::group {
 
 // Scale: a new count (more: at once; fewer: its removed shards drain first). Rollback: undo a
 // shrink still draining. Retire: end a shrink whose shards are drained, if the stream is still at
-// `expectedVersion` (whoever judged the drain judged that version).
-enum class ScaleOp { Scale, Rollback, Retire };
+// `expectedVersion` (whoever judged the drain judged that version). DeleteRetired: begin deleting
+// the retired shards' streams (at `expectedVersion`: no growth since it was judged put them back in
+// use), which holds every count change off until RetiredDeleted says the keys are gone.
+enum class ScaleOp { Scale, Rollback, Retire, DeleteRetired, RetiredDeleted };
 struct ScaleCall {
   ScaleOp op = ScaleOp::Scale;
   int32_t target = 0;
@@ -32,7 +34,9 @@ enum class ScaleOutcome {
   NothingToRollBack,  // no shrink is draining
   RolledBack,         // the draining shards are routed again
   Retired,            // the drained shards are no longer read
-  Stale,              // the stream moved since the drain was judged
+  Stale,              // the stream moved since the drain (or the deletion) was judged
+  Deleting,           // the retired shards' streams may be deleted now; no count change until done
+  KeysDeleted,        // ... and they are gone
 };
 std::string_view to_string(ScaleOutcome o);
 struct ScaleStep {
@@ -43,9 +47,27 @@ struct ScaleStep {
            outcome == ScaleOutcome::Retired;
   }
 };
-// `now`: the store's clock (the migration's createdAt/updatedAt). A change bumps metadataVersion
-// and names the migration "v<new version>".
+// `now`: the store's clock (the migration's createdAt/updatedAt). A change of routing bumps
+// metadataVersion and names the migration "v<new version>"; the deletion of retired keys does not
+// (nobody routes to or reads them).
 ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now);
+// A growth to `n` shards (scale or PUT) puts retired shard streams below n back in use: they are
+// no longer retired (their records were all read; each group's Redis consumer group is still there).
+void grown_over_retired(protocol::StreamMetadata& m, int32_t n);
+
+// What the pod whose duty the stream is does about its retired shards' streams. `deleteAfterMs`
+// < 0: keep them forever (the default); else delete them that long after the last retirement.
+enum class RetiredKeysAction {
+  Forget,  // nothing retired to delete (or kept forever): stop watching the stream
+  Wait,    // due at `dueAtMs`
+  Delete,  // now (or again: a deletion that began and did not finish, a pod died meanwhile)
+};
+struct RetiredKeysStep {
+  RetiredKeysAction action = RetiredKeysAction::Forget;
+  int64_t dueAtMs = 0;
+  int32_t from = 0, to = 0;  // the shard streams [from, to)
+};
+RetiredKeysStep retired_keys_step(const protocol::StreamMetadata& m, int64_t now, int64_t deleteAfterMs);
 
 // What keeps one draining shard from retiring: a consumer group with records delivered and not
 // acked (pending), or not yet read (unread: nullopt when Redis cannot tell, which also blocks).
@@ -72,7 +94,9 @@ DrainVerdict drain_verdict(const protocol::StreamMetadata& m, const StreamReadin
 // stream, else every `idleIntervalMs` (so that streams at rest cost the store nearly nothing; a
 // shrink is noticed that late at most, well within its producers' grace).
 inline constexpr int64_t kDrainingReadIntervalMs = 10000;
-bool draining_read_due(std::optional<int64_t> lastRead, int64_t now, bool watching, int64_t idleIntervalMs = kDrainingReadIntervalMs);
+// `wakeAt`: a retired shards' deletion due then, read no later.
+bool draining_read_due(std::optional<int64_t> lastRead, int64_t now, bool watching,
+                       std::optional<int64_t> wakeAt = std::nullopt, int64_t idleIntervalMs = kDrainingReadIntervalMs);
 
 // "shard 5: group billing 3 pending, 12 unread; ..." (at most a few shards named).
 std::string to_string(const DrainVerdict& v);

@@ -311,6 +311,11 @@ HttpResponse scale_answer(const std::string& stream, const std::string& migratio
     body["stream"] = protocol::to_json(m);
     return json_ok(protocol::dump(body), 202);
   }
+  if (o == "busy" && m.drainingShards() == 0) {  // busy deleting retired shard streams: moments
+    auto r = plain_error(409, "ACTIVE_MIGRATION_EXISTS", protocol::retired_keys_deleting(stream));
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
   if (o == "busy")
     return plain_error(409, "ACTIVE_MIGRATION_EXISTS",
                        "stream " + stream + " is scaling in: shards " + std::to_string(m.shardCount) + ".." +

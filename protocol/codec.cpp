@@ -760,6 +760,11 @@ json to_json(const StreamMetadata& m) {
          {"readShardCount", m.readShardCount()}};
   j["activeMigration"] = m.migration && m.migration->state == MigrationState::DRAINING ? to_json(*m.migration) : json(nullptr);
   if (m.migration) j["lastMigration"] = to_json(*m.migration);
+  if (m.retiredKeys() > 0)
+    j["retiredShardKeys"] = {{"from", m.readShardCount()},
+                             {"to", m.retiredKeysTo},
+                             {"retiredAt", iso8601_ms(m.retiredAtMs)},
+                             {"deleting", m.deletingRetired}};
   return j;
 }
 

@@ -119,6 +119,11 @@ std::optional<KeyStyle> key_style_from(std::string_view s) {
   return std::nullopt;
 }
 
+std::string retired_keys_deleting(const std::string& streamPrefix) {
+  return "stream " + streamPrefix +
+         " is deleting the streams of its retired shards; its shard count can change once that is done (in a moment): retry";
+}
+
 std::string stream_key_pattern(const std::string& prefix, KeyStyle style) {
   return style == KeyStyle::HashTag ? "{" + prefix + ":{shardIndex}}" : prefix + ":{shardIndex}";
 }

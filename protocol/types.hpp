@@ -204,12 +204,22 @@ struct StreamMetadata {
                : 0;
   }
   int32_t readShardCount() const { return shardCount + drainingShards(); }
+  // Shard streams [readShardCount(), retiredKeysTo) belong to retired shards: nobody routes to or
+  // reads them; they are kept until a pod configured to delete them does (0: none are kept).
+  int32_t retiredKeysTo = 0;
+  int64_t retiredAtMs = 0;        // when the last shrink retired (Redis's clock)
+  bool deletingRetired = false;   // their deletion is under way: no shard count change meanwhile
+  int32_t retiredKeys() const { return retiredKeysTo > readShardCount() ? retiredKeysTo - readShardCount() : 0; }
   friend bool operator==(const StreamMetadata& a, const StreamMetadata& b) {
-    return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion, a.keyStyle, a.migration) ==
-           std::tie(b.streamPrefix, b.shardCount, b.metadataVersion, b.keyStyle, b.migration);
+    return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion, a.keyStyle, a.migration, a.retiredKeysTo,
+                    a.retiredAtMs, a.deletingRetired) == std::tie(b.streamPrefix, b.shardCount, b.metadataVersion,
+                                                                  b.keyStyle, b.migration, b.retiredKeysTo,
+                                                                  b.retiredAtMs, b.deletingRetired);
   }
   friend bool operator!=(const StreamMetadata& a, const StreamMetadata& b) { return !(a == b); }
 };
+// The refusal of a count change while retired shard streams are being deleted (it takes moments).
+std::string retired_keys_deleting(const std::string& streamPrefix);
 // "orders:{shardIndex}" or "{orders:{shardIndex}}": "{shardIndex}" stands for the shard's index.
 std::string stream_key_pattern(const std::string& prefix, KeyStyle style);
 // The Redis key of one shard stream: "orders:3" or "{orders:3}".

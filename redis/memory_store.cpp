@@ -345,6 +345,8 @@ Result<StreamWrite> MemoryStore::write_stream(const std::string& streamPrefix, c
   if (put.shardCount == m.shardCount) return R::success({m, StreamWrite::Outcome::Same});
   if (m.drainingShards() > 0)
     return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " is scaling in (shards still draining): one shard count change at a time; roll it back or wait");
+  if (m.deletingRetired) return R::failure(ErrorKind::Retryable, protocol::retired_keys_deleting(streamPrefix));
+  group::grown_over_retired(m, put.shardCount);
   m.shardCount = put.shardCount;
   ++m.metadataVersion;
   return R::success({m, StreamWrite::Outcome::Grown});
@@ -373,6 +375,28 @@ Result<std::vector<std::string>> MemoryStore::draining_streams() {
 Result<bool> MemoryStore::forget_draining(const std::string& streamPrefix) {
   std::lock_guard<std::mutex> lock(mu_);
   return Result<bool>::success(draining_.erase(streamPrefix) > 0);
+}
+
+Result<int64_t> MemoryStore::delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,
+                                                  int32_t to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<int64_t>::failure(e);
+  int64_t existed = 0;
+  for (int32_t i = from; i < to; ++i) {
+    const std::string key = protocol::shard_stream_key(streamPrefix, style, i);
+    bool had = false;
+    for (auto it = consumerGroups_.begin(); it != consumerGroups_.end();)
+      if (it->first == key) {
+        consumerGroupStart_.erase(*it);
+        it = consumerGroups_.erase(it);
+        had = true;
+      } else {
+        ++it;
+      }
+    existed += had ? 1 : 0;
+  }
+  return Result<int64_t>::success(existed);
 }
 
 Result<int32_t> MemoryStore::provision(const GroupKey& key, int32_t shardCount, const std::string& startId) {

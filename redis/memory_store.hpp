@@ -39,6 +39,8 @@ class MemoryStore : public GroupStore {
   Result<group::ScaleStep> scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) override;
   Result<std::vector<std::string>> draining_streams() override;
   Result<bool> forget_draining(const std::string& streamPrefix) override;
+  Result<int64_t> delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,
+                                       int32_t to) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }

@@ -500,11 +500,11 @@ Result<std::vector<std::string>> RedisStore::list_stream_groups(const std::strin
 Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std::string& streamPrefix) {
   using R = Result<std::optional<protocol::StreamMetadata>>;
   auto r = run({{"HMGET", keys_.stream_meta(streamPrefix), "shardCount", "metadataVersion", "keyStyle", "migId", "migFrom",
-                 "migTo", "migState", "migCreated", "migUpdated", "migBy", "migReason"}})
+                 "migTo", "migState", "migCreated", "migUpdated", "migBy", "migReason", "rkTo", "rkAt", "rkDel"}})
                .front();
   if (!r.ok()) return R::failure(r.error);
   const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 11)
+  if (v.type != Value::Type::Array || v.elements.size() != 14)
     return reply_failure<std::optional<protocol::StreamMetadata>>(v, "stream " + streamPrefix);
   if (v.elements[0].is_nil()) return R::success(std::nullopt);
   auto n = as_int(v.elements[0]);
@@ -532,7 +532,34 @@ Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std
     g.reason = v.elements[10].str;
     m.migration = std::move(g);
   }
+  if (!v.elements[11].is_nil()) {
+    const auto to = as_int(v.elements[11]), at = as_int(v.elements[12]);
+    if (!to || !at) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": its retired shard fields are not readable");
+    m.retiredKeysTo = static_cast<int32_t>(*to);
+    m.retiredAtMs = *at;
+  }
+  m.deletingRetired = v.elements[13].str == "1";
   return R::success(std::move(m));
+}
+
+Result<int64_t> RedisStore::delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,
+                                                 int32_t to) {
+  using R = Result<int64_t>;
+  std::vector<Command> cmds;
+  for (int32_t i = from; i < to; ++i) {
+    const std::string key = protocol::shard_stream_key(streamPrefix, style, i);
+    cmds.push_back({"DEL", key});  // one key per command: on a cluster each goes to its own node
+    cmds.push_back({"DEL", protocol::trimmed_unread_key(key)});
+  }
+  int64_t existed = 0;
+  auto replies = run(cmds);
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    const auto& r = replies[i];
+    if (!r.ok()) return R::failure(r.error);
+    if (r.value->is_error()) return reply_failure<int64_t>(*r.value, "DEL " + cmds[i][1]);
+    if (i % 2 == 0 && r.value->type == Value::Type::Integer) existed += r.value->integer;
+  }
+  return R::success(existed);
 }
 
 Result<std::vector<std::string>> RedisStore::draining_streams() {
@@ -555,8 +582,13 @@ Result<bool> RedisStore::forget_draining(const std::string& streamPrefix) {
 Result<group::ScaleStep> RedisStore::scale_stream(const std::string& streamPrefix, const group::ScaleCall& c) {
   using R = Result<group::ScaleStep>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  const char* op = c.op == group::ScaleOp::Scale ? "scale" : c.op == group::ScaleOp::Rollback ? "rollback" : "retire";
-  const std::string arg = std::to_string(c.op == group::ScaleOp::Retire ? c.expectedVersion : c.target);
+  const char* op = c.op == group::ScaleOp::Scale           ? "scale"
+                   : c.op == group::ScaleOp::Rollback      ? "rollback"
+                   : c.op == group::ScaleOp::Retire        ? "retire"
+                   : c.op == group::ScaleOp::DeleteRetired ? "delete retired"
+                                                           : "retired deleted";
+  const bool versioned = c.op == group::ScaleOp::Retire || c.op == group::ScaleOp::DeleteRetired;
+  const std::string arg = std::to_string(versioned ? c.expectedVersion : c.target);
   // Named among the draining streams before a shrink can be written: a pod that dies between the
   // two leaves an entry the pods drop once they see the stream is not draining, never a shrink
   // no pod looks at.
@@ -574,7 +606,7 @@ Result<group::ScaleStep> RedisStore::scale_stream(const std::string& streamPrefi
   bool known = false;
   for (auto o : {group::ScaleOutcome::Grown, group::ScaleOutcome::Draining, group::ScaleOutcome::Same, group::ScaleOutcome::Busy,
                  group::ScaleOutcome::NothingToRollBack, group::ScaleOutcome::RolledBack, group::ScaleOutcome::Retired,
-                 group::ScaleOutcome::Stale})
+                 group::ScaleOutcome::Stale, group::ScaleOutcome::Deleting, group::ScaleOutcome::KeysDeleted})
     if (group::to_string(o) == said) step.outcome = o, known = true;
   if (!known) return R::failure(ErrorKind::Corrupt, "scale stream " + streamPrefix + ": unexpected answer '" + said + "'");
   auto meta = get_stream(streamPrefix);
@@ -608,6 +640,8 @@ Result<StreamWrite> RedisStore::write_stream(const std::string& streamPrefix, co
   if (status == "STYLE") return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, *stored));
   if (status == "BUSY")
     return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " is scaling in (shards still draining): one shard count change at a time; roll it back or wait");
+  if (status == "DELETING")
+    return R::failure(ErrorKind::Retryable, protocol::retired_keys_deleting(streamPrefix));
   w.outcome = status == "CREATED" ? StreamWrite::Outcome::Created
               : status == "GROWN" ? StreamWrite::Outcome::Grown
               : status == "EXISTS" ? StreamWrite::Outcome::Exists

@@ -37,6 +37,8 @@ class RedisStore : public GroupStore {
   Result<group::ScaleStep> scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) override;
   Result<std::vector<std::string>> draining_streams() override;
   Result<bool> forget_draining(const std::string& streamPrefix) override;
+  Result<int64_t> delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,
+                                       int32_t to) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<std::string> stream_fingerprint(const std::string& streamPrefix) override;
   Result<protocol::Retention> get_retention(const std::string& streamPrefix) override;

@@ -63,10 +63,12 @@ return 0
 // plain for a new one), ARGV[3] 'create' (leave an existing stream alone) or 'put'. Create or
 // grow, never shrink; the key style is set once. A stream without one predates the choice and
 // uses hash-tagged keys.
-// -> {"CREATED"|"GROWN"|"SAME"|"EXISTS"|"SHRINK"|"STYLE", shardCount, metadataVersion, keyStyle}
+// Growth is refused while a shrink drains (BUSY) or retired shard streams are being deleted
+// (DELETING), and puts retired shard streams below the new count back in use.
+// -> {"CREATED"|"GROWN"|"SAME"|"EXISTS"|"SHRINK"|"STYLE"|"BUSY"|"DELETING", shardCount, metadataVersion, keyStyle}
 inline constexpr const char* kPutStream = R"lua(
 local n = tonumber(ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'keyStyle', 'migState')
+local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'keyStyle', 'migState', 'rkTo', 'rkDel')
 if cur[1] then
   local c = tonumber(cur[1])
   local v = tonumber(cur[2])
@@ -75,8 +77,10 @@ if cur[1] then
   if ARGV[2] ~= '' and ARGV[2] ~= style then return {'STYLE', c, v, style} end
   if n < c then return {'SHRINK', c, v, style} end
   if n > c and cur[4] == 'DRAINING' then return {'BUSY', c, v, style} end
+  if n > c and cur[6] == '1' then return {'DELETING', c, v, style} end
   if n == c then return {'SAME', c, v, style} end
   redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1)
+  if tonumber(cur[5] or '0') <= n then redis.call('HDEL', KEYS[1], 'rkTo', 'rkAt') end
   return {'GROWN', n, v + 1, style}
 end
 local style = ARGV[2]
@@ -85,37 +89,53 @@ redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1, 'keyStyle', s
 return {'CREATED', n, 1, style}
 )lua";
 
-// KEYS[1] stream metadata hash; ARGV[1] 'scale' | 'rollback' | 'retire', ARGV[2] the target
-// count (scale) or the expected metadataVersion (retire), ARGV[3] requestedBy, ARGV[4] reason.
-// group::scale_step's rules, atomically; the migration in fields mig*, times from Redis's clock.
+// KEYS[1] stream metadata hash; ARGV[1] 'scale' | 'rollback' | 'retire' | 'delete retired' |
+// 'retired deleted', ARGV[2] the target count (scale) or the expected metadataVersion (retire,
+// delete retired), ARGV[3] requestedBy, ARGV[4] reason. group::scale_step's rules, atomically; the
+// migration in fields mig*, the retired shard streams in rk* (rkTo, rkAt, rkDel), times from Redis's
+// clock.
 // -> {outcome} with outcome as group::to_string(ScaleOutcome) spells it, or {'NOSTREAM'}
 inline constexpr const char* kScaleStream = R"lua(
-local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'migState', 'migFrom')
+local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'migState', 'migFrom', 'rkTo', 'rkDel')
 if not cur[1] then return {'NOSTREAM'} end
 local c = tonumber(cur[1])
 local v = tonumber(cur[2])
 local from = tonumber(cur[4] or '0')
 local draining = cur[3] == 'DRAINING' and from > c
+local rkTo = tonumber(cur[5] or '0')
+local deleting = cur[6] == '1'
+local read = c
+if draining then read = from end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local op = ARGV[1]
 if op == 'scale' then
   local n = tonumber(ARGV[2])
-  if draining then return {'busy'} end
+  if draining or deleting then return {'busy'} end
   if n == c then return {'same'} end
   local state = 'DEPRECATED'
   if n < c then state = 'DRAINING' end
   redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1, 'migId', 'v' .. (v + 1), 'migFrom', c,
              'migTo', n, 'migState', state, 'migCreated', now, 'migUpdated', now, 'migBy', ARGV[3], 'migReason', ARGV[4])
   if n < c then return {'draining'} end
+  if rkTo <= n then redis.call('HDEL', KEYS[1], 'rkTo', 'rkAt') end
   return {'grown'}
 elseif op == 'rollback' then
   if not draining then return {'nothing to roll back'} end
   redis.call('HSET', KEYS[1], 'shardCount', from, 'metadataVersion', v + 1, 'migState', 'ROLLED_BACK', 'migUpdated', now)
   return {'rolled back'}
+elseif op == 'delete retired' then
+  if draining or deleting or rkTo <= read or v ~= tonumber(ARGV[2]) then return {'stale'} end
+  redis.call('HSET', KEYS[1], 'rkDel', '1')
+  return {'deleting'}
+elseif op == 'retired deleted' then
+  if not deleting then return {'stale'} end
+  redis.call('HDEL', KEYS[1], 'rkDel', 'rkTo', 'rkAt')
+  return {'keys deleted'}
 end
 if not draining or v ~= tonumber(ARGV[2]) then return {'stale'} end
-redis.call('HSET', KEYS[1], 'metadataVersion', v + 1, 'migState', 'DEPRECATED', 'migUpdated', now)
+if from > rkTo then rkTo = from end
+redis.call('HSET', KEYS[1], 'metadataVersion', v + 1, 'migState', 'DEPRECATED', 'migUpdated', now, 'rkTo', rkTo, 'rkAt', now)
 return {'retired'}
 )lua";
 

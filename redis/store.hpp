@@ -204,6 +204,12 @@ class GroupStore {
   // written, removed once the stream is seen not draining), so that the pods look at those only.
   virtual Result<std::vector<std::string>> draining_streams() = 0;
   virtual Result<bool> forget_draining(const std::string& streamPrefix) = 0;
+  // Deletes the shard streams [from, to) of a stream and what rsc keeps beside each (the records
+  // retention trimmed unread). Called only while the stream's metadata says their deletion is under
+  // way (ScaleOp::DeleteRetired), which holds off any growth that would use them again. Answers how
+  // many shard streams existed.
+  virtual Result<int64_t> delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,
+                                               int32_t to) = 0;
   Result<protocol::StreamMetadata> put_stream(const std::string& streamPrefix, int32_t shardCount) {
     auto r = write_stream(streamPrefix, StreamPut{shardCount, std::nullopt, false});
     if (!r.ok()) return Result<protocol::StreamMetadata>::failure(r.error);

@@ -59,7 +59,7 @@ std::pair<std::string, int> host_port(const std::string& v, const std::string& n
 }
 
 // Settings where 0 means "off".
-bool allows_zero(const std::string& key) { return key == "lease-renewal-slack"; }
+bool allows_zero(const std::string& key) { return key == "lease-renewal-slack" || key == "retired-shard-ttl"; }
 
 int64_t positive(const std::string& v, const std::string& name, bool zeroAllowed = false) {
   try {
@@ -129,6 +129,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "group-retire-after") c.service.groupRetireAfterMs = v;
   else if (key == "lag-interval") c.service.lagIntervalMs = v;
   else if (key == "scale-in-grace") c.service.scaleInGraceMs = v;
+  else if (key == "retired-shard-ttl") c.service.retiredShardTtlMs = v;
   else if (key == "max-groups-per-stream") c.service.maxGroupsPerStream = v;
   else throw Bad{name + ": unknown setting"};
 }
@@ -138,7 +139,7 @@ const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
                                         "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
                                         "store-deadline", "store-stall", "group-retire-after", "lag-interval", "max-groups-per-stream",
-                                        "max-connections", "scale-in-grace"};
+                                        "max-connections", "scale-in-grace", "retired-shard-ttl"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
 bool is_count(const std::string& key) {
@@ -337,7 +338,7 @@ std::string usage() {
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N] [--lag-interval-ms N]\n"
-         "         [--scale-in-grace-ms N]\n"
+         "         [--scale-in-grace-ms N] [--retired-shard-ttl-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "         [--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
          "         [--redis-tls-cert-file F --redis-tls-key-file F] [--redis-tls-server-name NAME]\n"
@@ -356,7 +357,8 @@ std::string usage() {
          "pod lease a third of the member lease (at most 5000ms; it must stay below the member lease),\n"
          "store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
          "idle groups leave memory after 3 leases, lag read from Redis (XINFO GROUPS) every 10000ms\n"
-         "(0: off), no limit of groups per stream, connections at most\n"
+         "(0: off), a shrink's shards retired no sooner than 10000ms after it, their streams then kept\n"
+         "(--retired-shard-ttl-ms N: deleted N ms after they retire), no limit of groups per stream, connections at most\n"
          "3/4 of the file descriptor limit (raised to its hard limit at start), 2 HTTP threads, half the\n"
          "cores (at least one) as actor scheduler threads, a group's Redis consumer\n"
          "groups created at 0 (records produced before the group existed are read; $: only new ones).\n"
@@ -483,7 +485,7 @@ std::string summary(const Config& c) {
      << " http-threads=" << c.http.threads << " scheduler-threads=" << actors::scheduler_threads(c.service.schedulerThreads)
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
      << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
-     << "ms lag-interval=" << c.service.lagIntervalMs << "ms scale-in-grace=" << c.service.scaleInGraceMs << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
+     << "ms lag-interval=" << c.service.lagIntervalMs << "ms scale-in-grace=" << c.service.scaleInGraceMs << "ms retired-shard-ttl=" << (c.service.retiredShardTtlMs < 0 ? std::string("keep") : std::to_string(c.service.retiredShardTtlMs) + "ms") << " max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
   return os.str();
 }
 

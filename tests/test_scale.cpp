@@ -100,6 +100,98 @@ TEST(ScaleStep, RetiringNeedsTheVersionTheDrainWasJudgedAt) {
   EXPECT_EQ(up.meta.migration->fromShardCount, 0);
 }
 
+// Retired shards' streams: kept by default, deletable after a grace time, and never deleted once a
+// growth has put them back in use (the deletion is marked first; a growth waits for its end).
+TEST(RetiredShards, ARetirementRemembersWhichShardStreamsAreRetiredAndSince) {
+  auto draining = scale_step(stream(16, 3), scale(4), 1000).meta;
+  EXPECT_EQ(draining.retiredKeys(), 0) << "draining shards are not retired";
+  auto done = scale_step(draining, op(ScaleOp::Retire, 4), 5000).meta;
+  EXPECT_EQ(done.retiredKeysTo, 16);
+  EXPECT_EQ(done.retiredKeys(), 12) << "shard streams 4..15";
+  EXPECT_EQ(done.retiredAtMs, 5000);
+  EXPECT_FALSE(done.deletingRetired);
+  // A second shrink below: the retired range grows down, counted from the later retirement.
+  auto second = scale_step(done, scale(1), 6000).meta;
+  EXPECT_EQ(second.retiredKeys(), 12) << "4..15 still retired while 1..3 drain";
+  auto twice = scale_step(second, op(ScaleOp::Retire, second.metadataVersion), 9000).meta;
+  EXPECT_EQ(twice.retiredKeysTo, 16);
+  EXPECT_EQ(twice.retiredKeys(), 15);
+  EXPECT_EQ(twice.retiredAtMs, 9000);
+}
+
+TEST(RetiredShards, AGrowthOverThemPutsThemBackInUse) {
+  auto retired = scale_step(scale_step(stream(16, 3), scale(4), 1000).meta, op(ScaleOp::Retire, 4), 5000).meta;
+  auto partly = scale_step(retired, scale(8), 6000).meta;
+  EXPECT_EQ(partly.retiredKeys(), 8) << "8..15 still retired";
+  EXPECT_EQ(partly.retiredAtMs, 5000);
+  auto all = scale_step(partly, scale(16), 7000).meta;
+  EXPECT_EQ(all.retiredKeys(), 0);
+  EXPECT_EQ(all.retiredKeysTo, 0);
+  // A PUT growth follows the same rule.
+  auto put = retired;
+  grown_over_retired(put, 20);
+  EXPECT_EQ(put.retiredKeysTo, 0);
+  auto below = retired;
+  grown_over_retired(below, 10);
+  EXPECT_EQ(below.retiredKeysTo, 16);
+}
+
+TEST(RetiredShards, TheirDeletionIsMarkedAtTheJudgedVersionAndHoldsEveryCountChangeOff) {
+  auto retired = scale_step(scale_step(stream(8, 1), scale(2), 1000).meta, op(ScaleOp::Retire, 2), 5000).meta;
+  ASSERT_EQ(retired.metadataVersion, 3);
+  EXPECT_EQ(scale_step(retired, op(ScaleOp::DeleteRetired, 2), 9000).outcome, ScaleOutcome::Stale)
+      << "judged at an older version";
+  EXPECT_EQ(scale_step(retired, op(ScaleOp::RetiredDeleted), 9000).outcome, ScaleOutcome::Stale) << "not begun";
+  auto mark = scale_step(retired, op(ScaleOp::DeleteRetired, 3), 9000);
+  EXPECT_EQ(mark.outcome, ScaleOutcome::Deleting);
+  EXPECT_FALSE(mark.changed()) << "routing unchanged";
+  EXPECT_EQ(mark.meta.metadataVersion, 3);
+  EXPECT_TRUE(mark.meta.deletingRetired);
+  for (int32_t target : {1, 4, 8}) {
+    auto s = scale_step(mark.meta, scale(target), 9100);
+    EXPECT_EQ(s.outcome, ScaleOutcome::Busy) << target;
+    EXPECT_EQ(s.meta, mark.meta);
+  }
+  EXPECT_EQ(scale_step(mark.meta, op(ScaleOp::DeleteRetired, 3), 9100).outcome, ScaleOutcome::Stale) << "once";
+  auto gone = scale_step(mark.meta, op(ScaleOp::RetiredDeleted), 9200);
+  EXPECT_EQ(gone.outcome, ScaleOutcome::KeysDeleted);
+  EXPECT_FALSE(gone.meta.deletingRetired);
+  EXPECT_EQ(gone.meta.retiredKeys(), 0);
+  EXPECT_EQ(scale_step(gone.meta, scale(8), 9300).outcome, ScaleOutcome::Grown) << "and growth again";
+  // Nothing retired: nothing to delete.
+  EXPECT_EQ(scale_step(stream(8, 1), op(ScaleOp::DeleteRetired, 1), 0).outcome, ScaleOutcome::Stale);
+  // While a later shrink drains: not now.
+  auto draining = scale_step(retired, scale(1), 9000).meta;
+  EXPECT_EQ(scale_step(draining, op(ScaleOp::DeleteRetired, draining.metadataVersion), 9000).outcome, ScaleOutcome::Stale);
+}
+
+TEST(RetiredShards, ThePodDeletesThemOnlyWhenConfiguredAndDue) {
+  auto retired = scale_step(scale_step(stream(8, 1), scale(2), 1000).meta, op(ScaleOp::Retire, 2), 5000).meta;
+  EXPECT_EQ(retired_keys_step(retired, 100000, -1).action, RetiredKeysAction::Forget) << "kept by default";
+  auto wait = retired_keys_step(retired, 6000, 3000);
+  EXPECT_EQ(wait.action, RetiredKeysAction::Wait);
+  EXPECT_EQ(wait.dueAtMs, 8000);
+  auto due = retired_keys_step(retired, 8000, 3000);
+  EXPECT_EQ(due.action, RetiredKeysAction::Delete);
+  EXPECT_EQ(due.from, 2);
+  EXPECT_EQ(due.to, 8);
+  EXPECT_EQ(retired_keys_step(retired, 5000, 0).action, RetiredKeysAction::Delete) << "0: at once";
+  EXPECT_EQ(retired_keys_step(stream(8), 9000, 0).action, RetiredKeysAction::Forget) << "nothing retired";
+  // A deletion another pod began and did not finish: finished, whatever this pod is set to.
+  auto begun = scale_step(retired, op(ScaleOp::DeleteRetired, 3), 9000).meta;
+  auto resume = retired_keys_step(begun, 9000, -1);
+  EXPECT_EQ(resume.action, RetiredKeysAction::Delete);
+  EXPECT_EQ(resume.from, 2);
+  EXPECT_EQ(resume.to, 8);
+  // Grown back over them before they were due: nothing left to delete.
+  auto regrown = scale_step(retired, scale(8), 6000).meta;
+  EXPECT_EQ(retired_keys_step(regrown, 100000, 0).action, RetiredKeysAction::Forget);
+  // And the pod reads the list when the deletion is due, not 10 s later.
+  EXPECT_FALSE(draining_read_due(1000, 2000, false, std::nullopt));
+  EXPECT_FALSE(draining_read_due(1000, 2000, false, 2500));
+  EXPECT_TRUE(draining_read_due(1000, 2500, false, 2500));
+}
+
 TEST(ScaleStep, TheSameCountChangesNothing) {
   auto s = scale_step(stream(4, 2), scale(4), 0);
   EXPECT_EQ(s.outcome, ScaleOutcome::Same);

@@ -78,6 +78,9 @@ class Forward : public GroupStore {
   }
   Result<std::vector<std::string>> draining_streams() override { return s_.draining_streams(); }
   Result<bool> forget_draining(const std::string& p) override { return s_.forget_draining(p); }
+  Result<int64_t> delete_shard_streams(const std::string& p, protocol::KeyStyle k, int32_t from, int32_t to) override {
+    return s_.delete_shard_streams(p, k, from, to);
+  }
   Result<int32_t> provision(const GroupKey& k, int32_t n, const std::string& start) override {
     return s_.provision(k, n, start);
   }
@@ -611,6 +614,7 @@ TYPED_TEST(StoreContract, ScaleShrinkRollbackRetireAndGrowFollowThePureRules) {
       wantMeta.migration->createdAtMs = got.value->meta.migration->createdAtMs;
       wantMeta.migration->updatedAtMs = got.value->meta.migration->updatedAtMs;
     }
+    if (wantMeta.retiredKeysTo > 0) wantMeta.retiredAtMs = got.value->meta.retiredAtMs;
     EXPECT_EQ(got.value->meta, wantMeta) << "after " << group::to_string(outcome);
     EXPECT_EQ(**pod->get_stream("orders").value, got.value->meta) << "read back as answered";
   };
@@ -656,6 +660,58 @@ TYPED_TEST(StoreContract, ScaleShrinkRollbackRetireAndGrowFollowThePureRules) {
   auto none = pod->scale_stream("clicks", shrink);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error.message.find("does not exist"), std::string::npos);
+}
+
+// Retired shards' streams: their deletion is marked (growth waits, by scale or PUT), the streams
+// and each group's consumer group on them go, and a growth after it creates them anew.
+TYPED_TEST(StoreContract, RetiredShardStreamsAreDeletedOnlyUnderTheMarkAndComeBackEmpty) {
+  auto pod = this->backend.pod();
+  ASSERT_TRUE(pod->put_stream("orders", 8).ok());
+  const GroupKey billing{"orders", "billing"}, audit{"orders", "audit"};
+  ASSERT_EQ(*pod->provision(billing, 8, "0").value, 8);
+  ASSERT_EQ(*pod->provision(audit, 8, "0").value, 8);
+  group::ScaleCall call;
+  call.target = 3;
+  ASSERT_EQ(pod->scale_stream("orders", call).value->outcome, group::ScaleOutcome::Draining);
+  call.op = group::ScaleOp::Retire;
+  call.expectedVersion = (*pod->get_stream("orders").value)->metadataVersion;
+  auto retired = pod->scale_stream("orders", call);
+  ASSERT_EQ(retired.value->outcome, group::ScaleOutcome::Retired);
+  const auto r = retired.value->meta;
+  EXPECT_EQ(r.retiredKeysTo, 8);
+  EXPECT_EQ(r.retiredKeys(), 5);
+  EXPECT_GT(r.retiredAtMs, 1'600'000'000'000) << "the store's clock";
+  EXPECT_EQ(**pod->get_stream("orders").value, r) << "read back";
+  call.op = group::ScaleOp::DeleteRetired;
+  call.expectedVersion = r.metadataVersion - 1;
+  EXPECT_EQ(pod->scale_stream("orders", call).value->outcome, group::ScaleOutcome::Stale);
+  call.expectedVersion = r.metadataVersion;
+  auto mark = pod->scale_stream("orders", call);
+  ASSERT_EQ(mark.value->outcome, group::ScaleOutcome::Deleting);
+  EXPECT_TRUE(mark.value->meta.deletingRetired);
+  EXPECT_EQ(mark.value->meta.metadataVersion, r.metadataVersion);
+  // Meanwhile no count change: growth by PUT is told to retry, a scale is busy.
+  auto put = pod->put_stream("orders", 8);
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error.kind, ErrorKind::Retryable);
+  EXPECT_NE(put.error.message.find("deleting the streams of its retired shards"), std::string::npos) << put.error.message;
+  group::ScaleCall grow;
+  grow.target = 8;
+  EXPECT_EQ(pod->scale_stream("orders", grow).value->outcome, group::ScaleOutcome::Busy);
+  auto gone = pod->delete_shard_streams("orders", r.keyStyle, 3, 8);
+  ASSERT_TRUE(gone.ok()) << gone.error.message;
+  EXPECT_EQ(*gone.value, 5);
+  call.op = group::ScaleOp::RetiredDeleted;
+  auto done = pod->scale_stream("orders", call);
+  ASSERT_EQ(done.value->outcome, group::ScaleOutcome::KeysDeleted);
+  EXPECT_EQ(done.value->meta.retiredKeys(), 0);
+  EXPECT_FALSE((*pod->get_stream("orders").value)->deletingRetired);
+  EXPECT_EQ(*pod->delete_shard_streams("orders", r.keyStyle, 3, 8).value, 0) << "nothing left there";
+  // Shards 0..2 untouched; back to 8: 3..7 come back without their old consumer groups.
+  EXPECT_EQ(*pod->provision(billing, 3, "0").value, 0);
+  ASSERT_EQ(pod->scale_stream("orders", grow).value->outcome, group::ScaleOutcome::Grown);
+  EXPECT_EQ(*pod->provision(billing, 8, "0").value, 5);
+  EXPECT_EQ(*pod->provision(audit, 8, "0").value, 5);
 }
 
 TYPED_TEST(StoreContract, StreamsAreCreatedAndGrowButNeverShrink) {
