@@ -216,8 +216,7 @@ void delete_retired(Self self, const std::string& stream, const protocol::Stream
   }
   st.store->forget_draining(stream);
   log::info("stream " + stream + ": the streams of retired shards " + range + " deleted (" +
-            std::to_string(*gone.value) + " existed), " + std::to_string(st.cfg.retiredShardTtlMs) +
-            "ms after they retired (retired-shard-ttl)");
+            std::to_string(*gone.value) + " existed; retired-shard-ttl " + std::to_string(st.cfg.retiredShardTtlMs) + "ms)");
 }
 
 void retire_drained(Self self) {

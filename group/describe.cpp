@@ -133,6 +133,7 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     j["routedShardCount"] = stream->shardCount;
     j["drainingShards"] = stream->drainingShards();
     j["activeMigration"] = stream->migration && stream->drainingShards() > 0 ? protocol::to_json(*stream->migration) : json(nullptr);
+    if (stream->retiredKeys() > 0) j["retiredShardKeys"] = protocol::to_json(*stream)["retiredShardKeys"];
   }
   if (g.retireFrom) j["retiringFrom"] = *g.retireFrom;
   if (redis != nullptr) {

@@ -330,8 +330,21 @@ FailureVerdict judge_failure(int64_t deliveries, bool now, const RetryPolicy& p)
 
 bool over_deliveries(int64_t deliveries, const RetryPolicy& p) { return deliveries > p.maxDeliveries; }
 
+bool Membership::stream_missing(int32_t shard, int64_t nowNs) {
+  auto it = shards_.find(shard);
+  if (it == shards_.end()) return false;
+  it->second.needsClaim = true;
+  it->second.retryAtNs = nowNs + kMissingStreamRetryMs * 1'000'000;
+  const bool first = !it->second.missing;
+  it->second.missing = true;
+  return first;
+}
+
 void Membership::claimed(int32_t shard) {
-  if (auto it = shards_.find(shard); it != shards_.end()) it->second.needsClaim = false;
+  if (auto it = shards_.find(shard); it != shards_.end()) {
+    it->second.needsClaim = false;
+    it->second.missing = false;
+  }
 }
 
 void Membership::needs_claim(int32_t shard) {

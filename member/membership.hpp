@@ -132,6 +132,11 @@ class Membership {
   // The record was written to the dead-letter stream and acked: it counts as processed.
   // `attempted`: after a failed handler call (not for one delivered too often to try again).
   bool record_dead_lettered(int32_t shard, const std::string& id, bool attempted = true);
+  // The shard's stream does not exist (deleted after its shard retired, or lost with Redis's data):
+  // there is nothing to read, and the member does not create it (the coordinator does, for shards
+  // in use). Looked at again kMissingStreamRetryMs later. True the first time in a row (say it once).
+  bool stream_missing(int32_t shard, int64_t nowNs);
+  static constexpr int64_t kMissingStreamRetryMs = 1000;
   void claimed(int32_t shard);           // its pending entries were claimed and processed
   void needs_claim(int32_t shard);       // a read failed: Redis may hold records for us
   void release(const std::vector<int32_t>& shards);  // the worker let go of its lease
@@ -165,6 +170,7 @@ class Membership {
     bool needsClaim = true;   // claim what earlier owners (or this member before a fence) left pending
     int inFlight = 0;         // records inside the handler
     int64_t retryAtNs = 0;    // a failed record waits: the shard is not taken before this
+    bool missing = false;     // its stream did not exist at the last claim
     std::string lastDeliveredId;
     std::optional<int64_t> pending, lag;
     int64_t infoAtNs = 0;

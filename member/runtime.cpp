@@ -350,8 +350,21 @@ struct Runtime::Impl {
   // Takes over what earlier owners (or this member, before a fence) left pending.
   bool claim(ShardReader& reader, int32_t shard) {
     // From id 0: records added before any member existed are delivered too.
-    if (auto e = reader.ensure_group(shard); !e.empty())
+    if (auto e = reader.ensure_group(shard); !e.empty()) {
+      if (ShardReader::no_stream(e)) {
+        bool first = false;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          first = m->stream_missing(shard, mono_ns());
+        }
+        if (first)
+          log("shard " + std::to_string(shard) + ": its stream " + stream_key(shard) +
+              " does not exist: nothing to read (the coordinator creates the streams of shards in use); looked at again every " +
+              std::to_string(Membership::kMissingStreamRetryMs) + "ms");
+        return false;
+      }
       log("XGROUP CREATE on shard " + std::to_string(shard) + ": " + e);
+    }
     // The first page holds one record: the one a failure left first. While it keeps failing, the
     // records behind it are not delivered again (Redis counts every delivery).
     std::string cursor = "0-0";

@@ -72,10 +72,14 @@ store::RedisConnection& ShardReader::control_for(const Waiter& w) {
 }
 
 std::string ShardReader::ensure_group(int32_t shard) {
-  auto r = conn_.command({"XGROUP", "CREATE", keyOf_(shard), group_, "0", "MKSTREAM"});
+  auto r = conn_.command({"XGROUP", "CREATE", keyOf_(shard), group_, "0"});
   const std::string e = why(r);
   if (e.rfind("BUSYGROUP", 0) == 0) return {};  // it exists: fine
   return e;
+}
+
+bool ShardReader::no_stream(const std::string& error) {
+  return error.find("requires the key to exist") != std::string::npos;
 }
 
 ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& cursor, int count) {

@@ -23,8 +23,11 @@ class ShardReader {
   ShardReader(store::RedisOptions redis, std::string group, std::string consumer,
               std::function<std::string(int32_t)> keyOf);
 
-  // Creates the group on the shard's stream (from id 0, the stream too if missing); "" or why not.
+  // Creates the group on the shard's stream (from id 0); "" or why not. A missing stream is not
+  // created (no_stream says so): the coordinator creates the streams of shards in use, and a
+  // member holding a shard whose stream was deleted must not bring it back.
   std::string ensure_group(int32_t shard);
+  static bool no_stream(const std::string& error);
   struct Page {
     bool ok = false;
     std::string error;

@@ -758,7 +758,14 @@ TEST(ShardReaderOnCluster, ARecordOnAnySlotEndsTheWaitAtOnceAndNoReadOutlivesThe
   auto o = cl.client_options();
   o.commandTimeoutMs = 5000;
   member::ShardReader reader(o, "billing", "m1", [](int32_t s) { return "orders:" + std::to_string(s); });
-  for (int32_t s : shards) ASSERT_EQ(reader.ensure_group(s), "");
+  for (int32_t s : shards) {
+    // A member never creates a shard's stream (the coordinator provisions those in use).
+    const auto missing = reader.ensure_group(s);
+    EXPECT_TRUE(member::ShardReader::no_stream(missing)) << missing;
+    EXPECT_EQ(admin.command({"EXISTS", "orders:" + std::to_string(s)}).value->integer, 0);
+    ASSERT_FALSE(admin.command({"XGROUP", "CREATE", "orders:" + std::to_string(s), "provisioner", "$", "MKSTREAM"}).value->is_error());
+    ASSERT_EQ(reader.ensure_group(s), "");
+  }
 
   for (int32_t target : shards) {
     std::thread producer([&] {

@@ -514,6 +514,40 @@ TEST_F(MembershipMachine, AFailedRecordsShardWaitsOutItsBackoffWhileTheOtherShar
   EXPECT_EQ(m.counters().retried, 1);
 }
 
+// A shard whose stream does not exist (deleted after it retired, or lost with Redis's data): the
+// member does not create it, says so once, looks again a second later, and a revocation of it
+// is reported at once (nothing was read, nothing is in flight).
+TEST_F(MembershipMachine, AShardWhoseStreamIsMissingIsLookedAtEverySecondSaidOnceAndHandedBackAtOnce) {
+  joined({0, 1});  // worker 0: shard 0; worker 1: shard 1
+  auto lease = m.take_shards(0, now);
+  ASSERT_EQ(lease.toClaim, (std::vector<int32_t>{0}));
+  EXPECT_TRUE(m.stream_missing(0, now)) << "the first time: say it";
+  m.release(lease.shards);
+  EXPECT_TRUE(m.take_shards(0, now + 500 * kMs).shards.empty()) << "not looked at again for a second";
+  EXPECT_EQ(m.take_shards(1, now).shards, (std::vector<int32_t>{1})) << "the other shard goes on";
+  m.release({1});
+  now += Membership::kMissingStreamRetryMs * kMs;
+  exchange(answer(HeartbeatStatus::OK, 1, {0, 1}));  // the lease renewed meanwhile
+  auto again = m.take_shards(0, now);
+  ASSERT_EQ(again.toClaim, (std::vector<int32_t>{0}));
+  EXPECT_FALSE(m.stream_missing(0, now)) << "still missing: said already";
+  m.release(again.shards);
+  // It exists again (the coordinator provisioned it): claimed; a later loss is said again.
+  now += Membership::kMissingStreamRetryMs * kMs;
+  exchange(answer(HeartbeatStatus::OK, 1, {0, 1}));
+  auto back = m.take_shards(0, now);
+  ASSERT_EQ(back.shards, (std::vector<int32_t>{0}));
+  m.claimed(0);
+  m.release(back.shards);
+  auto once_more = m.take_shards(0, now);
+  EXPECT_TRUE(m.stream_missing(0, now)) << "missing again after it was there: said again";
+  m.release(once_more.shards);
+  // Revoked while missing: nothing holds it, REVOKED in the next request.
+  m.on_response(answer(HeartbeatStatus::REVOKE_PENDING, 2, {1}), now);
+  const auto req = m.next_request(now);
+  EXPECT_EQ(revoking_in(req), (decltype(revoking_in(req)){{0, ShardAssignmentState::REVOKED}}));
+}
+
 TEST_F(MembershipMachine, ADeadLetteredRecordCountsAsProcessedAndTheBatchGoesOn) {
   joined({0});
   auto lease = m.take_shards(0, now);

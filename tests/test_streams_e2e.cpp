@@ -64,9 +64,10 @@ class StreamsRun {
  public:
   // `behindProxy`: a third pod, and the consumers reach the pods through rsc-proxy (one URL, each
   // connection to the next pod in turn, as a Kubernetes Service does).
-  StreamsRun(const std::string& redis, uint64_t seed, bool behindProxy = false)
+  // `podArgs`: more flags for the pods.
+  StreamsRun(const std::string& redis, uint64_t seed, bool behindProxy = false, const std::vector<std::string>& podArgs = {})
       : rng(seed), seed_(seed), dir(temp_dir()), redis_(redis),
-        podA(redis, fast()), podB(redis, fast()) {
+        podA(redis, fast(podArgs)), podB(redis, fast(podArgs)) {
     EXPECT_EQ(http_call(podA.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 16})").status, 200);
     if (behindProxy) {
       podC = std::make_unique<Coordinator>(redis, fast());
@@ -81,9 +82,12 @@ class StreamsRun {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  static std::vector<std::string> fast() {
-    return {"--tick-interval-ms", "100", "--heartbeat-interval-ms", "200", "--member-lease-ttl-ms", std::to_string(kLeaseMs),
-            "--rebalance-timeout-ms", "1500", "--mutex-ttl-ms", "400", "--scale-in-grace-ms", std::to_string(kScaleGraceMs)};
+  static std::vector<std::string> fast(const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args{"--tick-interval-ms", "100", "--heartbeat-interval-ms", "200", "--member-lease-ttl-ms",
+                                  std::to_string(kLeaseMs), "--rebalance-timeout-ms", "1500", "--mutex-ttl-ms", "400",
+                                  "--scale-in-grace-ms", std::to_string(kScaleGraceMs)};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
   }
 
   // `id` names the process (its log, its records in the checks); `memberId` is what it joins as
@@ -1185,6 +1189,29 @@ long entries_since(const std::string& redis, int from, int to, int64_t sinceMs) 
   return n;
 }
 std::string scale_body(int n) { return R"({"targetShardCount": )" + std::to_string(n) + R"(, "requestedBy": "test"})"; }
+// How many of the shard streams [from, to) exist.
+int existing_shards(const std::string& redis, int from, int to) {
+  rsc::store::RedisOptions o;
+  rsc::store::set_redis_nodes(o, redis);
+  rsc::store::RedisClient c(o);
+  int n = 0;
+  for (int s = from; s < to; ++s) {
+    auto r = c.command({"EXISTS", "orders:" + std::to_string(s)});
+    if (r.ok() && r.value->type == rsc::store::Value::Type::Integer) n += static_cast<int>(r.value->integer);
+  }
+  return n;
+}
+// "2026-12-02T08:37:15.123Z" -> ms since the epoch.
+int64_t iso_ms(const std::string& t) {
+  std::tm tm{};
+  int ms = 0;
+  if (std::sscanf(t.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                  &tm.tm_sec, &ms) != 7)
+    return 0;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
+}
 
 }  // namespace
 
@@ -1249,6 +1276,15 @@ static void scale_in_16_to_4(const std::string& addr) {
   ASSERT_EQ(d["shardCount"], 4) << d.dump();
   for (const auto& m : d["members"])
     for (const auto& s : m["assignedShards"]) EXPECT_LT(s.get<int>(), 4) << m["memberId"];
+  EXPECT_EQ(existing_shards(addr, 4, 16), 12) << "retired shard streams are kept by default";
+  EXPECT_EQ(stream["retiredShardKeys"]["from"], 4) << stream.dump();
+  EXPECT_EQ(stream["retiredShardKeys"]["to"], 16);
+  EXPECT_EQ(stream["retiredShardKeys"]["deleting"], false);
+  int rc = -1;
+  const auto described = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" +
+                                         std::to_string(pod) + " describe orders billing 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << described;
+  EXPECT_NE(described.find("RETIRED shards 4..15: nobody reads them; their streams are kept"), std::string::npos) << described;
   std::cout << "scale-in 16 -> 4: retired " << retiredAfter << " s after audit's consumer started; producer: "
             << run.producer->output();
   // No minimum of handovers: what moves here is the draining shards, handed back once drained
@@ -1349,4 +1385,75 @@ TEST(Streams, RollbackMidDrainThenScaleToZeroAndBackLoseNothing) {
   std::set<long> required = run.all_records();
   for (long q = kRecords; q < kRecords + 200; ++q) required.insert(q);
   run.check(required, 1);
+}
+
+// With --retired-shard-ttl-ms the retired shards' streams are deleted that long after they retire
+// (not sooner), the others untouched; growing back creates them anew: the members read them from
+// the start, and nothing produced before or after is lost.
+TEST(Streams, RetiredShardStreamsAreDeletedAfterTheirTtlAndAGrowthBackLosesNothing) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  constexpr int64_t kTtlMs = 1000;
+  StreamsRun run(addr, seed_from_env() + 2, false, {"--retired-shard-ttl-ms", std::to_string(kTtlMs)});
+  const int pod = run.podA.port();
+  for (const char* id : {"c1", "c2", "c3"}) run.start_consumer(id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  run.start_producer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ASSERT_EQ(http_call(pod, "POST", "/coord/v1/streams/orders/scale", scale_body(4)).status, 202);
+  ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  ASSERT_TRUE(run.wait_all_processed(40));
+  auto stream = wait_for(pod, "/coord/v1/streams/orders", [](const json& j) { return j["drainingShards"] == 0; }, 30000);
+  ASSERT_EQ(stream["drainingShards"], 0) << stream.dump();
+  const int64_t retiredAt = iso_ms(stream["lastMigration"]["updatedAt"].get<std::string>());
+  ASSERT_GT(retiredAt, 0) << stream.dump();
+  // Watch the keys go: not before the TTL, all 12 within a few beats after it.
+  int64_t goneAt = 0;
+  int keptAtTtl = -1;
+  for (int i = 0; i < 300 && goneAt == 0; ++i) {  // at most 15 s
+    const int left = existing_shards(addr, 4, 16);
+    const int64_t now = wall_ms();
+    if (now < retiredAt + kTtlMs - 50) keptAtTtl = left;
+    if (left == 0) goneAt = now;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto stream_lines = [&] {
+    std::string out, line;
+    std::istringstream in(run.podA.log() + run.podB.log());
+    while (std::getline(in, line))
+      if (line.find("stream orders") != std::string::npos) out += line + "\n";
+    return out;
+  };
+  ASSERT_GT(goneAt, 0) << "the retired shard streams were not deleted (" << existing_shards(addr, 4, 16)
+                       << " left); the pods said:\n" << stream_lines() << get_json(pod, "/coord/v1/streams/orders").dump();
+  EXPECT_GE(goneAt - retiredAt, kTtlMs) << "deleted before their TTL";
+  if (keptAtTtl >= 0) EXPECT_EQ(keptAtTtl, 12) << "seen before the TTL: all still there";
+  EXPECT_EQ(existing_shards(addr, 0, 4), 4) << "the routed shards untouched";
+  // Members still handing them back (or told late) must not bring them back (no MKSTREAM).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(existing_shards(addr, 4, 16), 0) << "a deleted shard stream came back";
+  stream = wait_for(pod, "/coord/v1/streams/orders", [](const json& j) { return !j.contains("retiredShardKeys"); }, 5000);
+  EXPECT_FALSE(stream.contains("retiredShardKeys")) << stream.dump();
+  const std::string logs = run.podA.log() + run.podB.log();
+  EXPECT_NE(logs.find("the streams of retired shards 4..15 deleted (12 existed;"), std::string::npos) << stream_lines();
+  std::cout << "retired shard streams deleted " << (goneAt - retiredAt) << " ms after they retired (ttl " << kTtlMs << " ms)\n";
+  // Back to 16: the streams come back empty, with billing's consumer group from the start.
+  auto up = http_call(run.podB.port(), "POST", "/coord/v1/streams/orders/scale", scale_body(16));
+  ASSERT_EQ(up.status, 202) << up.body;
+  auto d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) {
+        int n = 0;
+        for (const auto& m : j["members"]) n += static_cast<int>(m["assignedShards"].size());
+        return j["shardCount"] == 16 && n == 16;
+      }, 15000);
+  ASSERT_EQ(d["shardCount"], 16) << d.dump();
+  Process more({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
+                "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "400", "--key-space", "64",
+                "--seed", "9", "--seq-start", std::to_string(kRecords)},
+               run.dir + "/more.out");
+  ASSERT_EQ(more.wait(20000), 0) << more.output();
+  EXPECT_EQ(existing_shards(addr, 0, 16), 16);
+  EXPECT_GT(entries_since(addr, 4, 16, 0), 0) << "the new records reach the shards that came back";
+  std::set<long> required = run.all_records();
+  for (long q = kRecords; q < kRecords + 400; ++q) required.insert(q);
+  run.check(required, 0);
 }

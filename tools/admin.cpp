@@ -184,6 +184,14 @@ void print_describe(const json& d) {
               << " shards (migration " << text(mig.value("reshardingId", json())) << "): "
               << text(d.value("drainingShards", json())) << " shard(s) draining, no longer routed to; retired once "
               << "every group has read and acked them (rsc-admin scale --rollback to undo)\n";
+  if (const auto rk = d.value("retiredShardKeys", json()); rk.is_object()) {
+    const int from = rk.value("from", 0), to = rk.value("to", 0);
+    std::cout << "RETIRED shards " << from << ".." << to - 1 << ": nobody reads them; their streams are "
+              << (rk.value("deleting", false) ? std::string("being deleted now")
+                                               : "kept (retired at " + text(rk.value("retiredAt", json())) +
+                                                     "; deleted after --retired-shard-ttl-ms when a pod has it)")
+              << "\n";
+  }
   bool phases = false;
   for (const auto& s : d.value("shards", json::array())) phases = phases || s.value("phase", std::string("ACTIVE")) != "ACTIVE";
   std::cout << "\n";
