@@ -174,6 +174,23 @@ void sample_lag(Self self) {
 // Shrinks in progress (SPEC §3 rule 9): a draining stream whose duty is this pod's is read (XINFO
 // GROUPS of its shards, every consumer group) and its draining shards retired once
 // group::drain_verdict says so. One log line each time what it waits for changes.
+// One step of a stream's count change at `version`: the stream after it when it had the outcome
+// wanted; else nothing (a store failure is logged as `failed`; a stream that moved meanwhile is
+// judged again later).
+std::optional<protocol::StreamMetadata> step_stream(PodState& st, const std::string& stream, group::ScaleOp op,
+                                                    int32_t version, group::ScaleOutcome want, const std::string& failed) {
+  group::ScaleCall call;
+  call.op = op;
+  call.expectedVersion = version;
+  auto r = st.store->scale_stream(stream, call);
+  if (!r.ok()) {
+    log::warn("stream " + stream + ": " + failed + ": " + r.error.message);
+    return std::nullopt;
+  }
+  if (r.value->outcome != want) return std::nullopt;
+  return std::move(r.value->meta);
+}
+
 // The retired shards' streams of one stream, deleted once due (SPEC §3 rule 9): marked in the
 // stream's metadata first (growth waits), deleted, then unmarked. A pod that dies in between leaves
 // the mark; whichever pod looks next finishes the deletion.
@@ -190,30 +207,18 @@ void delete_retired(Self self, const std::string& stream, const protocol::Stream
     return;
   }
   const std::string range = std::to_string(step.from) + ".." + std::to_string(step.to - 1);
-  if (!m.deletingRetired) {
-    group::ScaleCall mark;
-    mark.op = group::ScaleOp::DeleteRetired;
-    mark.expectedVersion = m.metadataVersion;
-    auto r = st.store->scale_stream(stream, mark);
-    if (!r.ok()) {
-      log::warn("stream " + stream + ": retired shards " + range + " not deleted: " + r.error.message);
-      return;
-    }
-    if (r.value->outcome != group::ScaleOutcome::Deleting) return;  // moved meanwhile: judged again
-  }
+  if (!m.deletingRetired && !step_stream(st, stream, group::ScaleOp::DeleteRetired, m.metadataVersion,
+                                          group::ScaleOutcome::Deleting, "retired shards " + range + " not deleted"))
+    return;
   auto gone = st.store->delete_shard_streams(stream, m.keyStyle, step.from, step.to);
   if (!gone.ok()) {
     log::warn("stream " + stream + ": retired shards " + range + ": deleting their streams failed (retried): " +
               gone.error.message);
     return;
   }
-  group::ScaleCall done;
-  done.op = group::ScaleOp::RetiredDeleted;
-  auto r = st.store->scale_stream(stream, done);
-  if (!r.ok()) {
-    log::warn("stream " + stream + ": retired shards " + range + " deleted, not yet recorded (retried): " + r.error.message);
+  if (!step_stream(st, stream, group::ScaleOp::RetiredDeleted, 0, group::ScaleOutcome::KeysDeleted,
+                   "retired shards " + range + " deleted, not yet recorded (retried)"))
     return;
-  }
   st.store->forget_draining(stream);
   log::info("stream " + stream + ": the streams of retired shards " + range + " deleted (" +
             std::to_string(*gone.value) + " existed; retired-shard-ttl " + std::to_string(st.cfg.retiredShardTtlMs) + "ms)");
@@ -252,22 +257,16 @@ void retire_drained(Self self) {
       st.drainSaid[stream] = std::move(said);
       continue;
     }
-    group::ScaleCall retire;
-    retire.op = group::ScaleOp::Retire;
-    retire.expectedVersion = m.metadataVersion;
-    auto r = st.store->scale_stream(stream, retire);
-    if (!r.ok()) {
-      log::warn("stream " + stream + ": shards " + range + " drained but not retired: " + r.error.message);
-      continue;
-    }
-    if (r.value->outcome != group::ScaleOutcome::Retired) continue;  // moved meanwhile: judged again next beat
+    auto retired = step_stream(st, stream, group::ScaleOp::Retire, m.metadataVersion, group::ScaleOutcome::Retired,
+                               "shards " + range + " drained but not retired");
+    if (!retired) continue;
     st.drainSaid.erase(stream);
     log::info("stream " + stream + ": shards " + range + " drained by every consumer group: retired (metadataVersion=" +
-              std::to_string(r.value->meta.metadataVersion) + ", migration " +
+              std::to_string(retired->metadataVersion) + ", migration " +
               (m.migration ? m.migration->reshardingId : std::string("?")) + "); their streams are " +
               (st.cfg.retiredShardTtlMs < 0 ? std::string("kept")
                                             : "deleted in " + std::to_string(st.cfg.retiredShardTtlMs) + "ms"));
-    delete_retired(self, stream, r.value->meta);  // forgets the stream, or waits for the deletion's time
+    delete_retired(self, stream, *retired);  // forgets the stream, or waits for the deletion's time
   }
   for (auto it = st.drainSaid.begin(); it != st.drainSaid.end();) it = seen.count(it->first) ? std::next(it) : st.drainSaid.erase(it);
 }

@@ -1188,6 +1188,14 @@ long entries_since(const std::string& redis, int from, int to, int64_t sinceMs) 
   }
   return n;
 }
+// Waits (bounded) until billing has `shards` shards, every one assigned; its describe.
+json wait_all_assigned(int port, int shards) {
+  return wait_for(port, "/coord/v1/streams/orders/groups/billing", [shards](const json& j) {
+        int n = 0;
+        for (const auto& m : j["members"]) n += static_cast<int>(m["assignedShards"].size());
+        return j["shardCount"] == shards && n == shards;
+      }, 15000);
+}
 std::string scale_body(int n) { return R"({"targetShardCount": )" + std::to_string(n) + R"(, "requestedBy": "test"})"; }
 // How many of the shard streams [from, to) exist.
 int existing_shards(const std::string& redis, int from, int to) {
@@ -1371,11 +1379,7 @@ TEST(Streams, RollbackMidDrainThenScaleToZeroAndBackLoseNothing) {
   auto up = http_call(pod, "POST", "/coord/v1/streams/orders/scale", scale_body(8));
   ASSERT_EQ(up.status, 202) << up.body;
   EXPECT_EQ(json::parse(up.body)["outcome"], "grown");
-  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) {
-        int n = 0;
-        for (const auto& m : j["members"]) n += static_cast<int>(m["assignedShards"].size());
-        return j["shardCount"] == 8 && n == 8;
-      }, 15000);
+  d = wait_all_assigned(pod, 8);
   ASSERT_EQ(d["shardCount"], 8) << d.dump();
   Process more({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
                 "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "200", "--key-space", "16",
@@ -1440,11 +1444,7 @@ TEST(Streams, RetiredShardStreamsAreDeletedAfterTheirTtlAndAGrowthBackLosesNothi
   // Back to 16: the streams come back empty, with billing's consumer group from the start.
   auto up = http_call(run.podB.port(), "POST", "/coord/v1/streams/orders/scale", scale_body(16));
   ASSERT_EQ(up.status, 202) << up.body;
-  auto d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) {
-        int n = 0;
-        for (const auto& m : j["members"]) n += static_cast<int>(m["assignedShards"].size());
-        return j["shardCount"] == 16 && n == 16;
-      }, 15000);
+  auto d = wait_all_assigned(pod, 16);
   ASSERT_EQ(d["shardCount"], 16) << d.dump();
   Process more({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
                 "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "400", "--key-space", "64",
