@@ -1,6 +1,7 @@
 #include "group/coordinator.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "group/assignor.hpp"
@@ -45,6 +46,8 @@ std::string to_string(Event::Kind k) {
     case Event::Kind::METADATA_CHANGED: return "metadata";
     case Event::Kind::ROLLBACK_GUARD: return "rollback";
     case Event::Kind::QUARANTINE_ENDED: return "quarantine-ended";
+    case Event::Kind::RESERVED: return "reserved";
+    case Event::Kind::RESERVATION_ENDED: return "reservation-ended";
   }
   return "?";
 }
@@ -174,6 +177,15 @@ class Step {
       to_tombstone(m, LS::FENCED, m.quarantineUntilMs);
       return;
     }
+    // A static member that left for now (-2) stays known while its shards are reserved: its id
+    // coming back gets a new epoch (a late leave of the old incarnation must not match it).
+    if (it != g().members.end() && !it->second.instanceId.empty()) {
+      auto r = g().reservations.find(it->second.instanceId);
+      if (r != g().reservations.end() && r->second.memberId == id) {
+        to_tombstone(it->second, LS::FENCED, std::max(r->second.untilMs, now_ + cfg_.tombstone_retention()));
+        return;
+      }
+    }
     g().members.erase(id);
     out_.delta.upserted.erase(id);
     out_.delta.removed.insert(id);
@@ -208,7 +220,7 @@ class Step {
   }
 
   // The member stops counting: its shards are free at once, its epoch is dead.
-  void kill(Member& m, LS state, const std::string& why) {
+  void kill(Member& m, LS state, const std::string& why, bool bump = true) {
     const ShardSet released = m.held();
     // A live member learns of its fence only at its next answer (which may be lost): until its
     // lease ends it may read on, so nobody gets these shards before then. An expired member's
@@ -217,7 +229,47 @@ class Step {
     to_tombstone(m, state, std::max(now_ + cfg_.tombstone_retention(), m.quarantineUntilMs));
     event(state == LS::EXPIRED ? Event::Kind::EXPIRED : Event::Kind::FENCED, m.id, released,
           epoch_text(m.epoch) + " " + why);
-    bump_group_epoch(std::string(state == LS::EXPIRED ? "expired " : "fenced ") + m.id);
+    if (bump) bump_group_epoch(std::string(state == LS::EXPIRED ? "expired " : "fenced ") + m.id);
+  }
+
+  // Rule 12: `m`'s target kept for its instance for the static session timeout (the shards it
+  // still holds stay held by it, or by its quarantine, until released).
+  void reserve(const Member& m, const std::string& why) {
+    ShardSet shards;
+    for (int32_t s : m.target)
+      if (s < assignable_shards(g())) shards.push_back(s);
+    auto& r = g().reservations[m.instanceId];
+    r.shards = std::move(shards);
+    r.untilMs = now_ + cfg_.static_session_timeout();
+    r.memberId = m.id;
+    touch_group();
+    event(Event::Kind::RESERVED, m.id, r.shards,
+          "instance " + m.instanceId + " " + why + "; reserved for " + std::to_string(cfg_.static_session_timeout()) + "ms");
+  }
+  // The live members' targets differ in size by at most one (I2).
+  bool balanced() const {
+    std::size_t lo = SIZE_MAX, hi = 0;
+    for (const auto& [id, m] : out_.state.members) {
+      if (!m.live() || m.leaving()) continue;
+      lo = std::min(lo, m.target.size());
+      hi = std::max(hi, m.target.size());
+    }
+    return hi <= lo + 1 || lo == SIZE_MAX;
+  }
+  ShardSet reserved_shards() const {
+    ShardSet out;
+    for (const auto& [inst, r] : out_.state.reservations) out = set_union(out, r.shards);
+    return out;
+  }
+  // The instance rejoined: its reservation is its new incarnation's target.
+  std::optional<ShardSet> take_reservation(const std::string& instanceId, const std::string& memberId) {
+    auto it = g().reservations.find(instanceId);
+    if (it == g().reservations.end()) return std::nullopt;
+    ShardSet shards = std::move(it->second.shards);
+    g().reservations.erase(it);
+    touch_group();
+    event(Event::Kind::RESERVATION_ENDED, memberId, shards, "instance " + instanceId + " rejoined: its shards back");
+    return shards;
   }
 
   // Whether `self` may not be given `shard`: another member holds it, or an incarnation (of
@@ -238,13 +290,28 @@ class Step {
   void maybe_recompute_target() {
     if (g().groupEpoch <= g().assignmentEpoch) return;
     AssignmentSpec spec;
-    spec.shardCount = assignable_shards(g());
+    // Reserved shards (rule 12) are in nobody's target: the others are spread over the positions
+    // of the free ones.
+    const ShardSet reserved = reserved_shards();
+    std::vector<int32_t> free;
+    std::map<int32_t, int32_t> position;
+    for (int32_t s = 0; s < assignable_shards(g()); ++s)
+      if (!contains(reserved, s)) {
+        position.emplace(s, static_cast<int32_t>(free.size()));
+        free.push_back(s);
+      }
+    spec.shardCount = static_cast<int32_t>(free.size());
     for (const auto& [id, m] : g().members) {
       if (!m.live() || m.leaving()) continue;
       spec.members.push_back(id);
-      spec.current.emplace(id, m.target);
+      ShardSet current;
+      for (int32_t s : m.target)
+        if (auto it = position.find(s); it != position.end()) current.push_back(it->second);
+      spec.current.emplace(id, std::move(current));
     }
     auto target = assign_uniform_sticky(spec);
+    for (auto& [id, shards] : target)
+      for (auto& s : shards) s = free[static_cast<std::size_t>(s)];
     for (auto& [id, m] : g().members) {
       auto it = target.find(id);
       const ShardSet& t = it == target.end() ? ShardSet{} : it->second;
@@ -291,6 +358,10 @@ class Step {
         if (m.leaving()) {
           event(Event::Kind::REMOVED, id, m.held(), "leaving member went silent");
           drop.push_back(id);
+        } else if (!m.instanceId.empty()) {
+          // A static member that died: its target waits for its instance (rule 12), nothing moves.
+          reserve(m, "died");
+          kill(m, LS::EXPIRED, "no heartbeat for " + std::to_string(now_ - m.lastHeartbeatMs) + "ms", /*bump=*/false);
         } else {
           kill(m, LS::EXPIRED, "no heartbeat for " + std::to_string(now_ - m.lastHeartbeatMs) + "ms");
         }
@@ -309,6 +380,20 @@ class Step {
       }
     }
     for (const auto& id : drop) erase(id);
+    if (!expiryAllowed) return;
+    for (auto it = g().reservations.begin(); it != g().reservations.end();) {
+      if (now_ < it->second.untilMs) {
+        ++it;
+        continue;
+      }
+      const std::string instance = it->first;
+      event(Event::Kind::RESERVATION_ENDED, it->second.memberId, it->second.shards,
+            "instance " + instance + " did not return within " + std::to_string(cfg_.static_session_timeout()) +
+                "ms: its shards go to the others");
+      it = g().reservations.erase(it);
+      touch_group();
+      bump_group_epoch("reservation of " + instance + " ended");
+    }
   }
 
   // Rule 9, the end of a shrink: once no member holds a retiring shard (assigned, being revoked,
@@ -338,6 +423,12 @@ class Step {
         m.progress = std::move(progress);
         touch(m);
       }
+    }
+    for (auto& [inst, r] : g().reservations) {
+      ShardSet kept;
+      for (int32_t s : r.shards)
+        if (s < from) kept.push_back(s);
+      r.shards = std::move(kept);
     }
     g().retiredBelow = std::max(g().retiredBelow, before);
     g().shardCount = from;
@@ -440,6 +531,25 @@ HeartbeatOutcome finish(Step& st, Member* m, HeartbeatResponse resp) {
 
 HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
   auto& g = st.g();
+  // Rule 12: a static member's instance takes back its reservation, or the target of a live
+  // incarnation of another id (fenced: it may read what it holds until its lease ends), with no
+  // group-epoch bump and nobody else's shards moved.
+  std::optional<ShardSet> inherited;
+  const std::string instance = req.instanceId.value_or(std::string());
+  // Epochs tell incarnations of one id apart: an id the group knows (a record in any state, or the
+  // incarnation a reservation is for: an old process may still send its epoch, or a late leave
+  // of it arrive) always gets a new epoch, so the group epoch moves; the target is kept (the
+  // reservation's, or its own), and the sticky assignor moves nobody else.
+  bool knownId = st.find(req.memberId) != nullptr;
+  for (const auto& [inst, r] : g.reservations) knownId = knownId || r.memberId == req.memberId;
+  if (!instance.empty()) {
+    inherited = st.take_reservation(instance, req.memberId);
+    for (auto& [id, o] : g.members) {
+      if (id == req.memberId || !o.live() || o.leaving() || o.instanceId != instance) continue;
+      if (!inherited) inherited = o.target;
+      st.kill(o, LS::FENCED, "instance " + instance + " rejoined as " + req.memberId, /*bump=*/false);
+    }
+  }
   Member* m = st.find(req.memberId);
   if (m != nullptr) {
     // A known id joins again. The coordinator cannot tell a restart from a join the same process
@@ -453,7 +563,7 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
              "old " + epoch_text(m->epoch) + " state=" + oldState +
                  (held.empty() ? std::string()
                                : " held until its lease ends in " + std::to_string(m->quarantineUntilMs - st.now()) + "ms"));
-    ShardSet keepTarget = m->target;  // stickiness: the same id tends to get its shards back
+    ShardSet keepTarget = inherited ? *inherited : m->target;  // stickiness: the same id tends to get its shards back
     // A quarantine outlives the incarnation.
     ShardSet quarantined = std::move(m->quarantined);
     const Millis quarantineUntil = m->quarantineUntilMs;
@@ -469,10 +579,19 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
     st.event(Event::Kind::JOINED, m->id);
   }
   m->state = LS::STARTING;
+  m->instanceId = instance;
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
   st.renew(*m);
-  st.bump_group_epoch("join " + m->id);
+  if (inherited) {
+    ShardSet target;
+    for (int32_t s : *inherited)
+      if (s < assignable_shards(g)) target.push_back(s);
+    m->target = std::move(target);  // the sticky start of a recompute, if one is needed
+  }
+  // Without a recompute only when the incarnation is new and the group stays balanced (members
+  // came or went while the instance was away: then the assignor moves what the balance needs).
+  if (!inherited || knownId || !st.balanced()) st.bump_group_epoch("join " + m->id);
   st.maybe_recompute_target();
   auto rr = st.reconcile(*m);
   auto resp = base_response(g, req, st.cfg());
@@ -485,11 +604,18 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
   return finish(st, m, std::move(resp));
 }
 
-HeartbeatOutcome leave(Step& st, const HeartbeatRequest& req) {
+// `temporary`: epoch -2, a static member leaving that will come back (rule 12).
+HeartbeatOutcome leave(Step& st, const HeartbeatRequest& req, bool temporary) {
   auto& g = st.g();
   Member* m = st.find(req.memberId);
+  if (temporary && m != nullptr && m->live() && !m->leaving() && m->instanceId != req.instanceId.value_or(std::string()))
+    return st.take_with(error(g, req, st.cfg(), HeartbeatStatus::INVALID_REQUEST,
+                              m->instanceId.empty()
+                                  ? "memberEpoch -2: member '" + m->id + "' joined without an instanceId; leave with -1"
+                                  : "instanceId: member '" + m->id + "' joined as instance '" + m->instanceId + "'",
+                              m->instanceId.empty() ? "memberEpoch" : "instanceId"));
   auto resp = base_response(g, req, st.cfg());
-  resp.memberEpoch = -1;
+  resp.memberEpoch = temporary ? -2 : -1;
   resp.assignment = protocol::Assignment{};
   resp.assignment->metadataVersion = g.metadataVersion;
   if (m == nullptr || !m->live()) {
@@ -512,12 +638,13 @@ HeartbeatOutcome leave(Step& st, const HeartbeatRequest& req) {
                                 "leavingMemberEpoch"));
   }
   if (!m->leaving()) {
+    if (temporary) st.reserve(*m, "left for now (-2)");
     m->state = LS::LEAVING;
     m->revoking = m->held();
     m->assigned.clear();
     m->target.clear();
     st.event(Event::Kind::LEFT, m->id, m->revoking);
-    st.bump_group_epoch("leave " + m->id);
+    if (!temporary) st.bump_group_epoch("leave " + m->id);
   }
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
@@ -715,9 +842,13 @@ HeartbeatOutcome heartbeat(GroupState g, const HeartbeatRequest& original, const
       return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, bad->message, bad->field));
   }
   if (req.memberEpoch == 0) return join(st, req);
-  if (req.memberEpoch == -1) return leave(st, req);
-  if (req.memberEpoch < -1)
-    return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, "memberEpoch: must be at least -1",
+  if (req.memberEpoch == -1) return leave(st, req, false);
+  if (req.memberEpoch == -2 && req.instanceId) return leave(st, req, true);
+  if (req.memberEpoch == -2)
+    return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST,
+                              "memberEpoch -2 (leave, coming back) needs the member's instanceId", "instanceId"));
+  if (req.memberEpoch < -2)
+    return st.take_with(error(st.g(), req, cfg, HeartbeatStatus::INVALID_REQUEST, "memberEpoch: must be at least -2",
                                   "memberEpoch"));
   return member_heartbeat(st, req);
 }

@@ -33,6 +33,7 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
              {{"runtimeMaxConcurrency", m.capacity.runtimeMaxConcurrency},
               {"availableConcurrency", m.capacity.availableConcurrency}}},
             {"shardProgress", std::move(progress)}};
+    if (!m.instanceId.empty()) mj["instanceId"] = m.instanceId;
     if (m.revokeDeadlineMs != 0) mj["revokeDeadlineInMs"] = m.revokeDeadlineMs - now;
     if (m.live() && m.leaseUntilMs != 0) mj["storedLeaseEndsInMs"] = m.leaseUntilMs - now;
     if (!m.quarantined.empty()) {
@@ -100,6 +101,8 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     } else {
       e["phase"] = "ACTIVE";
     }
+    for (const auto& [inst, r] : g.reservations)
+      if (contains(r.shards, si)) e["reservedFor"] = inst;
     if (redis != nullptr && s < redis->shards.size()) {
       const auto& r = redis->shards[s];
       e["redis"] = r.onShard ? json{{"lastDeliveredId", r.lastDeliveredId},
@@ -136,6 +139,12 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     if (stream->retiredKeys() > 0) j["retiredShardKeys"] = protocol::to_json(*stream)["retiredShardKeys"];
   }
   if (g.retireFrom) j["retiringFrom"] = *g.retireFrom;
+  if (!g.reservations.empty()) {
+    json rs = json::array();
+    for (const auto& [inst, r] : g.reservations)
+      rs.push_back({{"instanceId", inst}, {"shards", r.shards}, {"memberId", r.memberId}, {"endsInMs", r.untilMs - now}});
+    j["reservations"] = std::move(rs);
+  }
   if (redis != nullptr) {
     const auto lag = redis->lag();
     j["redisLag"] = {{"records", lag ? json(*lag) : json(nullptr)},

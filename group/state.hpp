@@ -33,6 +33,10 @@ struct Config {
   // fenced while a stale pod could still answer it keeps its shards from everybody else until its
   // stored lease ends (Member::quarantined). 0: every heartbeat writes.
   Millis leaseRenewalSlackMs = 0;
+  // Static members (rule 12): how long the target of a member with an instanceId that left with
+  // epoch -2, or died, stays reserved for its instance. 0 = three leases.
+  Millis staticSessionTimeoutMs = 0;
+  Millis static_session_timeout() const { return staticSessionTimeoutMs > 0 ? staticSessionTimeoutMs : 3 * memberLeaseTtlMs; }
 
   Millis tombstone_retention() const {
     return tombstoneRetentionMs > 0 ? tombstoneRetentionMs : std::max(memberLeaseTtlMs, rebalanceTimeoutMs);
@@ -81,6 +85,7 @@ struct StoredResponse {
 
 struct Member {
   std::string id;
+  std::string instanceId;     // a static member's stable identity (rule 12); "" for the others
   int32_t epoch = 0;          // the epoch issued last
   int32_t previousEpoch = 0;  // accepted too while the last response may have been lost
   // Stored: STARTING, ACTIVE, LEAVING, EXPIRED or FENCED. DRAINING is derived (see lifecycle()).
@@ -136,6 +141,17 @@ struct GroupState {
   // retiredBelow) is a member letting go of a shard that no longer exists, not a bad request.
   int32_t retiredBelow = 0;
   std::map<std::string, Member> members;  // ordered: every walk is deterministic
+  // Rule 12: the targets of static members that left with -2 or died, by instanceId, kept from
+  // everyone else until `untilMs` (store clock) or until the instance rejoins and takes them.
+  struct Reservation {
+    ShardSet shards;
+    Millis untilMs = 0;
+    std::string memberId;  // the incarnation that held them
+    friend bool operator==(const Reservation& a, const Reservation& b) {
+      return a.shards == b.shards && a.untilMs == b.untilMs && a.memberId == b.memberId;
+    }
+  };
+  std::map<std::string, Reservation> reservations;
 };
 
 // What a step changed, so the store writes only that (the group's fields and the named members).
@@ -165,6 +181,8 @@ struct Event {
     METADATA_CHANGED,
     ROLLBACK_GUARD,
     QUARANTINE_ENDED,
+    RESERVED,          // a static member's target kept for its instance (rule 12)
+    RESERVATION_ENDED,  // ... taken back by the instance, or ended by the timeout
   };
   Kind kind;
   std::string member;

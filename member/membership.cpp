@@ -67,7 +67,8 @@ protocol::HeartbeatRequest Membership::next_request(int64_t nowNs) {
   protocol::HeartbeatRequest r;
   r.requestId = o_.memberId + "-" + o_.incarnation + "-" + std::to_string(++seq_);
   r.memberId = o_.memberId;
-  r.memberEpoch = leaving_ ? -1 : epoch_;
+  r.memberEpoch = leaving_ ? (o_.instanceId.empty() ? -1 : -2) : epoch_;
+  if (!o_.instanceId.empty()) r.instanceId = o_.instanceId;
   // So that this leave, should it arrive after a newer incarnation of the id joined, changes nothing.
   if (leaving_ && epoch_ > 0) r.leavingMemberEpoch = epoch_;
   r.metadataVersion = metadataVersion_;

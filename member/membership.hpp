@@ -66,6 +66,9 @@ class Membership {
     std::string incarnation;  // makes requestIds unique across restarts of one memberId
     int concurrency = 1;      // workers; worker i reads the shards s with s % concurrency == i
     int64_t selfFenceMarginMs = 0;  // 0: a quarter of the lease, at least 200 ms
+    // A static member's stable identity (a StatefulSet pod's name): sent with every heartbeat; a
+    // graceful leave then sends -2 (coming back) and the coordinator keeps its shards for it.
+    std::string instanceId;
   };
   explicit Membership(Options o);
 
@@ -84,7 +87,8 @@ class Membership {
   Reaction on_no_answer(const std::string& why);
   // A change notification named this member: heartbeat at once.
   void on_notification();
-  // Graceful leave: stop reading everything, drain, report it all, send epoch -1.
+  // Graceful leave: stop reading everything, drain, report it all, send epoch -1 (-2 with an
+  // instanceId: its shards wait for it to come back).
   void leave();
   bool left() const { return left_; }
   bool leaving() const { return leaving_; }

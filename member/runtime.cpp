@@ -469,12 +469,17 @@ Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<
                              ? dead_letter_key(impl_->opts.redis.ns, impl_->opts.streamPrefix, impl_->opts.group)
                              : impl_->opts.deadLetterKey;
   impl_->memberId =
-      impl_->opts.memberId.empty() ? member_id_from_environment(std::to_string(impl_->opts.concurrency)) : impl_->opts.memberId;
+      !impl_->opts.memberId.empty() ? impl_->opts.memberId
+      // A static member is its instance: each process start is a new member id of it, so that the
+      // coordinator gives it back its shards with no rebalance (a reused id needs a new epoch).
+      : !impl_->opts.instanceId.empty() ? impl_->opts.instanceId.substr(0, 119) + "." + incarnation().substr(0, 8)
+                                        : member_id_from_environment(std::to_string(impl_->opts.concurrency));
   Membership::Options mo;
   mo.memberId = impl_->memberId;
   mo.incarnation = incarnation();
   mo.concurrency = std::max(1, impl_->opts.concurrency);
   mo.selfFenceMarginMs = impl_->opts.selfFenceMarginMs;
+  mo.instanceId = impl_->opts.instanceId;
   impl_->m = std::make_unique<Membership>(mo);
 }
 

@@ -42,7 +42,11 @@ struct RuntimeOptions {
   std::string streamKeyPattern;
   std::string streamPrefix;
   std::string group;
-  std::string memberId;  // empty: member_id_from_environment(concurrency suffix)
+  std::string memberId;  // empty: "<instanceId>.<random>" for a static member, else member_id_from_environment(concurrency suffix)
+  // Static membership (KIP-345): a stable id across restarts (a StatefulSet pod's name). A restart
+  // within the coordinator's static session timeout gets the same shards back with no rebalance;
+  // a graceful stop sends -2 rather than -1. Empty: a plain member.
+  std::string instanceId;
   int concurrency = 1;   // worker threads; a shard is read by one worker at a time
   int readCount = 10;
   int64_t maxBlockMs = 500;        // XREADGROUP BLOCK cap (a revoke waits for the read to return)

@@ -136,11 +136,17 @@ HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
   if (r.memberId != pathMemberId)
     fail("memberId", "body memberId '" + r.memberId + "' does not match the path memberId '" +
                          std::string(pathMemberId) + "'");
-  r.memberEpoch = static_cast<int32_t>(as_int(require(j, "", "memberEpoch"), "memberEpoch", -1, kI32Max));
+  r.memberEpoch = static_cast<int32_t>(as_int(require(j, "", "memberEpoch"), "memberEpoch", -2, kI32Max));
   r.metadataVersion =
       static_cast<int32_t>(as_int(require(j, "", "metadataVersion"), "metadataVersion", 0, kI32Max));
   if (const json* le = find(j, "leavingMemberEpoch"); le != nullptr && !le->is_null())
     r.leavingMemberEpoch = static_cast<int32_t>(as_int(*le, "leavingMemberEpoch", 1, kI32Max));
+  if (const json* in = find(j, "instanceId"); in != nullptr && !in->is_null()) {
+    r.instanceId = as_string(*in, "instanceId", 1024);
+    if (auto e = validate_name("instanceId", *r.instanceId)) throw Invalid{*e};
+  }
+  if (r.memberEpoch == -2 && !r.instanceId)
+    fail("instanceId", "memberEpoch -2 (leave, coming back) is for static members: send the member's instanceId");
 
   const auto& cap = as_object(require(j, "", "runtimeConsumerCapacity"), "runtimeConsumerCapacity");
   r.runtimeConsumerCapacity.runtimeMaxConcurrency = static_cast<int32_t>(
@@ -248,7 +254,7 @@ HeartbeatResponse parse_response(const json& j) {
     const json* v = find(j, k);
     return (v == nullptr || v->is_null()) ? dflt : as_int(*v, k, lo, hi);
   };
-  r.memberEpoch = static_cast<int32_t>(opt_int("memberEpoch", -1, kI32Max, 0));
+  r.memberEpoch = static_cast<int32_t>(opt_int("memberEpoch", -2, kI32Max, 0));
   r.heartbeatIntervalMs = opt_int("heartbeatIntervalMs", 0, kI64Max, 0);
   r.rebalanceTimeoutMs = opt_int("rebalanceTimeoutMs", 0, kI64Max, 0);
   r.memberLeaseTtlMs = opt_int("memberLeaseTtlMs", 0, kI64Max, 0);
@@ -323,7 +329,7 @@ class FastRequest {
   std::optional<HeartbeatRequest> parse() {
     HeartbeatRequest r;
     enum Seen : unsigned { kVersion = 1, kRequestId = 2, kMember = 4, kEpoch = 8, kMeta = 16, kCap = 32, kOwned = 64,
-                           kRevoking = 128, kProgress = 256, kLeavingEpoch = 512 };
+                           kRevoking = 128, kProgress = 256, kLeavingEpoch = 512, kInstance = 1024 };
     unsigned seen = 0;
     std::set<int32_t> held;
     bool ok = object([&](std::string_view key) {
@@ -342,6 +348,10 @@ class FastRequest {
       if (key == "leavingMemberEpoch") {
         int32_t e = 0;
         return once(kLeavingEpoch) && int_in(e, 1, kI32Max) && (r.leavingMemberEpoch = e, true);
+      }
+      if (key == "instanceId") {
+        std::string id;
+        return once(kInstance) && string(id, 1024) && valid_name(id) && (r.instanceId = std::move(id), true);
       }
       if (key == "runtimeConsumerCapacity") {
         unsigned fields = 0;
@@ -708,6 +718,7 @@ json to_json(const HeartbeatRequest& r) {
          {"revokingShards", std::move(revoking)},
          {"shardProgress", std::move(progress)}};
   if (r.leavingMemberEpoch) j["leavingMemberEpoch"] = *r.leavingMemberEpoch;
+  if (r.instanceId) j["instanceId"] = *r.instanceId;
   return j;
 }
 

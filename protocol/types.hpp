@@ -103,8 +103,11 @@ struct HeartbeatRequest {
   // otherwise indistinguishable from one an older incarnation of the id sent and that arrives late;
   // with it, such a leave changes nothing (rsc's runtime sends it; the reference clients do not).
   std::optional<int32_t> leavingMemberEpoch;
+  // A static member's stable identity (SPEC §3 rule 12): its target is kept for it across a leave
+  // with memberEpoch -2 or a crash, for the static session timeout.
+  std::optional<std::string> instanceId;
   friend bool operator==(const HeartbeatRequest& a, const HeartbeatRequest& b) {
-    return std::tie(a.protocolVersion, a.requestId, a.memberId, a.memberEpoch, a.metadataVersion, a.runtimeConsumerCapacity, a.ownedShards, a.revokingShards, a.shardProgress, a.leavingMemberEpoch) == std::tie(b.protocolVersion, b.requestId, b.memberId, b.memberEpoch, b.metadataVersion, b.runtimeConsumerCapacity, b.ownedShards, b.revokingShards, b.shardProgress, b.leavingMemberEpoch);
+    return std::tie(a.protocolVersion, a.requestId, a.memberId, a.memberEpoch, a.metadataVersion, a.runtimeConsumerCapacity, a.ownedShards, a.revokingShards, a.shardProgress, a.leavingMemberEpoch, a.instanceId) == std::tie(b.protocolVersion, b.requestId, b.memberId, b.memberEpoch, b.metadataVersion, b.runtimeConsumerCapacity, b.ownedShards, b.revokingShards, b.shardProgress, b.leavingMemberEpoch, b.instanceId);
   }
   friend bool operator!=(const HeartbeatRequest& a, const HeartbeatRequest& b) { return !(a == b); }
 };

@@ -85,6 +85,11 @@ std::string encode_group_fields(const group::GroupState& g) {
   if (g.provisionedShards != 0) j["ps"] = g.provisionedShards;
   if (g.retireFrom) j["rf"] = *g.retireFrom;
   if (g.retiredBelow != 0) j["rb"] = g.retiredBelow;
+  if (!g.reservations.empty()) {
+    json rs = json::array();
+    for (const auto& [inst, r] : g.reservations) rs.push_back(json::array({inst, r.shards, r.untilMs, r.memberId}));
+    j["st"] = std::move(rs);
+  }
   return protocol::dump(j);
 }
 
@@ -116,6 +121,10 @@ std::string encode_member(const group::Member& m) {
   num(m.epoch);
   out += ",\"hb\":";
   num(m.lastHeartbeatMs);
+  if (!m.instanceId.empty()) {
+    out += ",\"in\":";
+    protocol::append_json_string(out, m.instanceId);
+  }
   if (m.leaseUntilMs != 0) {
     out += ",\"lu\":";
     num(m.leaseUntilMs);
@@ -226,6 +235,17 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
     g.provisionedShards = j.contains("ps") ? get<int32_t>(j, "ps") : 0;
     if (j.contains("rf")) g.retireFrom = get<int32_t>(j, "rf");
     g.retiredBelow = j.contains("rb") ? get<int32_t>(j, "rb") : 0;
+    if (j.contains("st")) {
+      for (const auto& e : j.at("st")) {
+        if (!e.is_array() || e.size() != 4 || !e[0].is_string() || !e[2].is_number_integer() || !e[3].is_string())
+          throw Bad{"\"st\" entry is malformed"};
+        group::GroupState::Reservation r;
+        r.shards = shards_from(e[1], "st");
+        r.untilMs = whole<int64_t>(e[2], "\"st\" until");
+        r.memberId = e[3].get<std::string>();
+        g.reservations.emplace(e[0].get<std::string>(), std::move(r));
+      }
+    }
 
     const std::string prefix = kMemberFieldPrefix;
     for (auto it = fields.lower_bound(prefix); it != fields.end() && it->first.rfind(prefix, 0) == 0; ++it) {
@@ -265,6 +285,8 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
           m.progress.push_back(sp);
         }
       }
+      m.instanceId = mj.value("in", std::string());
+      if (!m.instanceId.empty() && !protocol::valid_name(m.instanceId)) throw Bad{"instance id is not a valid name"};
       m.lastRequestId = mj.value("rq", std::string());
       if (mj.contains("rs")) {
         auto d = protocol::decode_heartbeat_response_json(mj.at("rs"));

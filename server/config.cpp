@@ -130,6 +130,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "lag-interval") c.service.lagIntervalMs = v;
   else if (key == "scale-in-grace") c.service.scaleInGraceMs = v;
   else if (key == "retired-shard-ttl") c.service.retiredShardTtlMs = v;
+  else if (key == "static-session-timeout") c.service.core.staticSessionTimeoutMs = v;
   else if (key == "max-groups-per-stream") c.service.maxGroupsPerStream = v;
   else throw Bad{name + ": unknown setting"};
 }
@@ -139,7 +140,7 @@ const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
                                         "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
                                         "store-deadline", "store-stall", "group-retire-after", "lag-interval", "max-groups-per-stream",
-                                        "max-connections", "scale-in-grace", "retired-shard-ttl"};
+                                        "max-connections", "scale-in-grace", "retired-shard-ttl", "static-session-timeout"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
 bool is_count(const std::string& key) {
@@ -338,7 +339,7 @@ std::string usage() {
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
          "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N] [--lag-interval-ms N]\n"
-         "         [--scale-in-grace-ms N] [--retired-shard-ttl-ms N]\n"
+         "         [--scale-in-grace-ms N] [--retired-shard-ttl-ms N] [--static-session-timeout-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "         [--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
          "         [--redis-tls-cert-file F --redis-tls-key-file F] [--redis-tls-server-name NAME]\n"
@@ -352,6 +353,7 @@ std::string usage() {
          "address, 127.0.0.1 when listening on all interfaces: set it to the pod's IP when pods run apart,\n"
          "--redis with several nodes (seeds of a Redis Cluster) or --redis-cluster: Redis Cluster mode,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
+         "a static member's shards (instanceId) kept for it three leases after it left with -2 or died,\n"
          "lease renewal slack twice the heartbeat interval (at most half the lease and a quarter of the\n"
          "rebalance timeout; 0: every heartbeat is written),\n"
          "pod lease a third of the member lease (at most 5000ms; it must stay below the member lease),\n"
@@ -485,7 +487,7 @@ std::string summary(const Config& c) {
      << " http-threads=" << c.http.threads << " scheduler-threads=" << actors::scheduler_threads(c.service.schedulerThreads)
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
      << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
-     << "ms lag-interval=" << c.service.lagIntervalMs << "ms scale-in-grace=" << c.service.scaleInGraceMs << "ms retired-shard-ttl=" << (c.service.retiredShardTtlMs < 0 ? std::string("keep") : std::to_string(c.service.retiredShardTtlMs) + "ms") << " max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
+     << "ms lag-interval=" << c.service.lagIntervalMs << "ms scale-in-grace=" << c.service.scaleInGraceMs << "ms retired-shard-ttl=" << (c.service.retiredShardTtlMs < 0 ? std::string("keep") : std::to_string(c.service.retiredShardTtlMs) + "ms") << " static-session-timeout=" << c.service.core.static_session_timeout() << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
   return os.str();
 }
 

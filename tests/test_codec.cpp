@@ -333,14 +333,41 @@ TEST(Validation, NamesMustMatchTheAllowedAlphabetAndLength) {
   expect_rejected(j, "memberId", HeartbeatStatus::INVALID_REQUEST, std::string(129, 'm'));
 }
 
-TEST(Validation, EpochBelowMinusOneIsRejected) {
+// -2 (a static member leaving, coming back: SPEC §3 rule 12) needs an instanceId; below -2 is invalid.
+TEST(Validation, EpochBelowMinusTwoAndMinusTwoWithoutAnInstanceAreRejected) {
   auto j = valid_request();
-  j["memberEpoch"] = -2;
+  j["memberEpoch"] = -3;
   expect_rejected(j, "memberEpoch");
   j["memberEpoch"] = 4294967296LL;  // beyond int32
   expect_rejected(j, "memberEpoch");
+  j["memberEpoch"] = -2;
+  expect_rejected(j, "instanceId");
+  j["instanceId"] = "consumer-2";
+  auto d = decode_heartbeat_request(j.dump(), "member-a");
+  ASSERT_TRUE(d.ok()) << d.error.message;
+  EXPECT_EQ(d.value->memberEpoch, -2);
+  EXPECT_EQ(d.value->instanceId, std::optional<std::string>("consumer-2"));
   j["memberEpoch"] = -1;
   EXPECT_TRUE(decode_heartbeat_request(j.dump(), "member-a").ok());
+}
+
+TEST(Validation, AnInstanceIdFollowsTheNameRulesAndTheFastPathReadsItAlike) {
+  auto j = valid_request();
+  j["instanceId"] = "consumer-2";
+  auto fast = decode_heartbeat_request_fast(j.dump(), "member-a");
+  ASSERT_TRUE(fast.has_value()) << "the runtime sends it with every heartbeat: the fast path takes it";
+  EXPECT_EQ(fast->instanceId, std::optional<std::string>("consumer-2"));
+  EXPECT_EQ(*fast, *decode_heartbeat_request(j.dump(), "member-a").value);
+  auto encoded = json::parse(encode(*fast));
+  EXPECT_EQ(encoded["instanceId"], "consumer-2");
+  for (const char* bad : {"", "has space", "slash/no"}) {
+    j["instanceId"] = bad;
+    expect_rejected(j, "instanceId");
+  }
+  j["instanceId"] = std::string(129, 'x');
+  expect_rejected(j, "instanceId");
+  j["instanceId"] = 7;
+  expect_rejected(j, "instanceId");
 }
 
 TEST(Validation, DuplicateShardsInOrAcrossListsAreRejected) {

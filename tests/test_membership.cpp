@@ -661,5 +661,32 @@ TEST(MembershipInterrupts, AWorkerReadingAShardThatIsGivenUpOrDroppedIsToldToSto
   f.release(l1.shards);
 }
 
+
+// A static member (rule 12): every request names its instance, and a graceful leave is -2 (its
+// shards wait for it); a plain member leaves with -1.
+TEST(StaticMembership, EveryRequestCarriesTheInstanceAndTheLeaveIsMinusTwo) {
+  Membership::Options o{"m", "inc", 1, 0};
+  o.instanceId = "consumer-1";
+  Membership s(o);
+  int64_t now = 1000 * kMs;
+  auto join = s.next_request(now);
+  EXPECT_EQ(join.memberEpoch, 0);
+  EXPECT_EQ(join.instanceId, std::optional<std::string>("consumer-1"));
+  s.on_response(answer(HeartbeatStatus::OK, 3, {0}), now);
+  s.leave();
+  auto leave = s.next_request(now);
+  EXPECT_EQ(leave.memberEpoch, -2);
+  EXPECT_EQ(leave.instanceId, std::optional<std::string>("consumer-1"));
+  EXPECT_EQ(leave.leavingMemberEpoch, std::optional<int32_t>(3));
+  auto done = answer(HeartbeatStatus::OK, -2, {});
+  s.on_response(done, now);
+  EXPECT_TRUE(s.left()) << "the answer to -2 ends the leave as -1's does";
+
+  Membership plain({"p", "inc", 1, 0});
+  EXPECT_FALSE(plain.next_request(now).instanceId.has_value());
+  plain.on_response(answer(HeartbeatStatus::OK, 3, {0}), now);
+  plain.leave();
+  EXPECT_EQ(plain.next_request(now).memberEpoch, -1);
+}
 }  // namespace
 }  // namespace rsc::member

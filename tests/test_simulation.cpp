@@ -49,7 +49,8 @@ struct Stats {
        replays = 0, expiries = 0, rebalanceFences = 0, fencedResponses = 0, handovers = 0, grows = 0,
        pendingWaits = 0, i5Checks = 0, outages = 0, outageRetries = 0, podRestarts = 0, skippedWrites = 0,
        staleAnswers = 0, answeredAfterFence = 0, quarantines = 0, conflicts = 0, adminRemovals = 0,
-       lateJoins = 0, twins = 0, heldJoins = 0, zombieLeaves = 0, lateLeaves = 0, staleCopies = 0;
+       lateJoins = 0, twins = 0, heldJoins = 0, zombieLeaves = 0, lateLeaves = 0, staleCopies = 0,
+       staticReturns = 0, staticDuplicates = 0, reservations = 0, reservationsTaken = 0, reservationTimeouts = 0;
   void add(const Stats& o) {
     heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
     lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
@@ -60,12 +61,15 @@ struct Stats {
     quarantines += o.quarantines, conflicts += o.conflicts, adminRemovals += o.adminRemovals;
     lateJoins += o.lateJoins, twins += o.twins, heldJoins += o.heldJoins, zombieLeaves += o.zombieLeaves,
     lateLeaves += o.lateLeaves, staleCopies += o.staleCopies;
+    staticReturns += o.staticReturns, staticDuplicates += o.staticDuplicates, reservations += o.reservations;
+    reservationsTaken += o.reservationsTaken, reservationTimeouts += o.reservationTimeouts;
   }
 };
 
 // One member process as the runtime of SPEC §6 would behave.
 struct SimMember {
   std::string id;
+  std::string instance;  // a static member's instanceId (rule 12); "" for a plain one
   bool running = false;
   bool leaving = false;
   Millis frozenUntil = 0;
@@ -81,6 +85,9 @@ struct SimMember {
   Millis lastAttemptAt = -1'000'000'000;  // the last heartbeat it sent, answered or not
   std::optional<protocol::HeartbeatRequest> unanswered;  // a request whose response was lost
   std::array<int32_t, 3> unansweredBound{};  // what had been answered when it was first sent (I3)
+  // When it was first sent: a retry of the same requestId may get the stored answer, which renewed
+  // nothing at the retry, so the self-fence clock counts from the first send (as a client must).
+  Millis unansweredSentAt = 0;
   std::optional<protocol::HeartbeatRequest> lastJoin;    // the last join it sent: it may arrive again, late
   std::optional<protocol::HeartbeatRequest> firstLeave;  // the first leave of its shutdown: the same
   Millis restartAt = 0;  // a process that left comes back (a rolling restart, same id) at this time
@@ -123,6 +130,9 @@ struct SimOptions {
   // Negative control: a pod answers from its copy without the revision check when there is nothing
   // to write (as before issue 25), which the real-time I3 check must catch with two pods.
   bool skipCopyCheck = false;
+  // Static members (rule 12): half the members have an instanceId; they leave with -2, and an
+  // instance comes back under a new member id, at times while its old process still runs.
+  bool staticMembers = false;
 };
 
 // A join that a client sent earlier (and retried, or gave up on) that reaches a pod only now.
@@ -151,6 +161,7 @@ class Simulation {
     for (int i = 0; i < members; ++i) {
       SimMember m;
       m.id = "m" + std::to_string(i);
+      if (opt.staticMembers && i % 2 == 0) m.instance = "i" + std::to_string(i);
       members_.push_back(m);
     }
     apply(group::apply_metadata(g_, 8 + static_cast<int32_t>(rng_() % 17), 1, cfg_, now_), "create");
@@ -230,7 +241,7 @@ class Simulation {
       if (rng_() % 4 == 0) m.running = false;
       return;
     }
-    switch (rng_() % 11) {
+    switch (rng_() % (opt_.staticMembers ? 12 : 11)) {
       case 0:  // crash: the process is gone, nothing it held is read any more
         if (m.running) {
           m.running = false;
@@ -330,6 +341,27 @@ class Simulation {
           ++stats_.twins;
         }
         break;
+      case 11:  // a static member's instance starts again under a new member id (a new pod with
+                // the StatefulSet's name): its old process may be running still (two live
+                // processes with one instance: the newer fences the older) or gone
+        if (!m.instance.empty() && chance(400)) {
+          SimMember next;
+          next.id = m.id + "r" + std::to_string(++renames_);
+          next.instance = m.instance;
+          next.running = true;
+          next.runningSince = now_;
+          next.nextHeartbeatAt = now_;
+          next.pod = static_cast<int>(rng_() % pods_.size());
+          if (m.running) {
+            m.zombie = true;  // reads on until it hears of its fence or self-fences, then exits
+            ++stats_.staticDuplicates;
+          } else {
+            m.instance.clear();  // the old id, if it ever starts again, is a plain member
+          }
+          ++stats_.staticReturns;
+          members_.push_back(std::move(next));  // `m` is not used after this
+        }
+        break;
       case 4:
         if (chance(150) && g_.shardCount < 40) {
           apply(group::apply_metadata(g_, g_.shardCount + 1 + static_cast<int32_t>(rng_() % 4),
@@ -374,7 +406,8 @@ class Simulation {
     protocol::HeartbeatRequest q;
     q.requestId = m.id + "-" + std::to_string(m.incarnation) + "-" + std::to_string(++m.seq);
     q.memberId = m.id;
-    q.memberEpoch = m.leaving ? -1 : m.epoch;
+    q.memberEpoch = m.leaving ? (m.instance.empty() ? -1 : -2) : m.epoch;
+    if (!m.instance.empty()) q.instanceId = m.instance;
     if (m.leaving && m.epoch > 0 && !opt_.leaveWithoutEpoch) q.leavingMemberEpoch = m.epoch;
     q.metadataVersion = metadataSeen_.count(m.id) ? metadataSeen_[m.id] : 0;
     q.runtimeConsumerCapacity = {4, 4};
@@ -386,7 +419,7 @@ class Simulation {
     for (int32_t s : m.owned)
       if (rng_() % 2) q.shardProgress.push_back({s, std::string("1-1"), 0, 0});
     if (q.memberEpoch == 0) m.lastJoin = q;
-    if (q.memberEpoch == -1 && !m.firstLeave) m.firstLeave = q;
+    if (q.memberEpoch < 0 && !m.firstLeave) m.firstLeave = q;
     return q;
   }
 
@@ -394,14 +427,15 @@ class Simulation {
     protocol::HeartbeatRequest q;
     // I3's bound: what had been answered to anyone when this request was first sent.
     std::array<int32_t, 3> bound{maxGroupEpochAnswered_, maxAssignmentEpochAnswered_, maxMemberEpochAnswered_[m.id]};
+    Millis sentAt = now_;
     if (m.unanswered && rng_() % 2 == 0) {
       q = *m.unanswered;  // the client retries the very request whose answer it never got
       bound = m.unansweredBound;
+      sentAt = m.unansweredSentAt;
       ++stats_.retries;
     } else {
       q = build(m);
     }
-    const Millis sentAt = now_;
     m.lastAttemptAt = now_;
     // Behind a load balancer, one heartbeat in four goes to some pod other than the usual one.
     if (!sameRoute && pods_.size() > 1 && rng_() % 4 == 0) m.pod = static_cast<int>(rng_() % pods_.size());
@@ -422,7 +456,7 @@ class Simulation {
     const protocol::HeartbeatResponse& resp = *answer;
     m.nextHeartbeatAt = now_ + (resp.heartbeatIntervalMs > 0 ? resp.heartbeatIntervalMs : 100);
     if (chance(80)) {  // the response is lost on the way back
-      if (!m.unanswered || m.unanswered->requestId != q.requestId) m.unansweredBound = bound;
+      if (!m.unanswered || m.unanswered->requestId != q.requestId) m.unansweredBound = bound, m.unansweredSentAt = sentAt;
       m.unanswered = q;
       ++stats_.lostResponses;
       return;
@@ -434,7 +468,7 @@ class Simulation {
   static bool needs_fresh_state(const protocol::HeartbeatResponse& r, const group::Delta& d) {
     if (!d.empty()) return false;
     return r.status == HeartbeatStatus::UNKNOWN_MEMBER_ID || r.status == HeartbeatStatus::FENCED_MEMBER_EPOCH ||
-           r.status == HeartbeatStatus::INVALID_REQUEST || r.memberEpoch == -1;
+           r.status == HeartbeatStatus::INVALID_REQUEST || r.memberEpoch < 0;
   }
 
   // One heartbeat at a pod, as the group actor runs it: the tick first, then the heartbeat, on the
@@ -528,7 +562,7 @@ class Simulation {
     group::GroupState next = g_;
     auto groupFields = [](auto& x) {
       return std::tie(x.groupEpoch, x.assignmentEpoch, x.metadataVersion, x.shardCount, x.rollbackGuardUntilMs,
-                      x.outageCoveredUntilMs, x.provisionedShards);
+                      x.outageCoveredUntilMs, x.provisionedShards, x.reservations);
     };
     if (o.delta.group) {
       groupFields(next) = groupFields(c);
@@ -685,6 +719,9 @@ class Simulation {
         if (it != g_.members.end()) joinEpoch_[e.member] = std::max(joinEpoch_[e.member], it->second.epoch);
       }
       if (e.kind == group::Event::Kind::QUARANTINE_ENDED) ++stats_.quarantines;
+      if (e.kind == group::Event::Kind::RESERVED) ++stats_.reservations;
+      if (e.kind == group::Event::Kind::RESERVATION_ENDED)
+        ++(e.detail.find("rejoined") != std::string::npos ? stats_.reservationsTaken : stats_.reservationTimeouts);
       if (e.kind == group::Event::Kind::EXPIRED) {
         ++stats_.expiries;
         check_not_healthy(e.member);
@@ -899,6 +936,7 @@ class Simulation {
   uint64_t seq_ = 0;
   Millis now_ = 0;
   Millis podStartedAt_ = -1'000'000;  // long before: no first-lease hold at the start
+  int renames_ = 0;  // static instances started again under a new member id
   Millis outageFrom_ = 0, outageUntil_ = 0;
   std::vector<group::Outage> outages_;
   int step_ = 0;
@@ -1027,6 +1065,40 @@ TEST(Simulation, InvariantsHoldOverManySeeds) {
   EXPECT_GT(total.heldJoins, seeds / 4);
   EXPECT_GT(total.zombieLeaves, seeds / 20);
   EXPECT_GT(total.lateLeaves, seeds / 8);
+}
+
+// Static members (rule 12, issue 31): half the members have an instanceId, leave with -2, die,
+// and come back under new member ids, at times while the old process still runs (the newer fences
+// the older). Every invariant holds, on one pod and on two with coarse lease renewal.
+TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvariant) {
+  const long steps = env_long("RSC_SIM_STEPS", 3000);
+  const long seeds = env_long("RSC_SIM_SEEDS", 100);  // per run: two runs
+  for (int pods : {1, 2}) {
+    SimOptions opt;
+    opt.staticMembers = true;
+    opt.pods = pods;
+    opt.leaseRenewalSlackMs = pods == 2 ? 300 : 0;
+    if (std::getenv("RSC_SIM_SEED")) {  // RSC_SIM_PODS=1|2 picks the run
+      if (env_long("RSC_SIM_PODS", 1) == pods) replay_one(opt, steps);
+      continue;
+    }
+    const auto r = run_seeds(opt, seeds, steps);
+    for (std::size_t i = 0; i < r.failed.size() && i < 5; ++i) ADD_FAILURE() << r.failed[i];
+    const Stats& total = r.total;
+    print(pods == 1 ? "static members, one pod" : "static members, two pods, coarse renewal", seeds, steps, total);
+    std::cout << "  static: " << total.reservations << " reservations (leave -2 or death), " << total.reservationsTaken
+              << " taken back by their instance, " << total.reservationTimeouts << " ended by the timeout; "
+              << total.staticReturns << " returns under a new id, " << total.staticDuplicates
+              << " while the old process still ran\n";
+    EXPECT_EQ(r.failures, 0);
+    EXPECT_GT(total.reservations, seeds / 4);
+    EXPECT_GT(total.reservationsTaken, seeds / 8);
+    EXPECT_GT(total.reservationTimeouts, 0);
+    EXPECT_GT(total.staticReturns, seeds / 4);
+    EXPECT_GT(total.staticDuplicates, seeds / 8);
+    EXPECT_GT(total.leaves, 0);
+    EXPECT_GT(total.crashes, 0);
+  }
 }
 
 // Coarse lease renewal (issue 9, target 4): two pods, members moving between them, steady

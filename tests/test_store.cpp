@@ -1267,6 +1267,26 @@ TEST(RedisStall, AStalledRedisTimesOutAsRetryableAndTheStoreRecoversWhenItResume
 
 // Members are written without building a JSON document: the text must be what the document
 // would print (sorted keys, the same escaping) and must read back to the same member.
+TEST(StateCodec, AStaticMembersInstanceAndTheGroupsReservationsReadBackTheSame) {
+  auto s = sample_group();
+  auto& m = s.members.begin()->second;
+  m.instanceId = "consumer-2";
+  s.reservations["consumer-0"] = {{1, 4}, 1'234'567, "m0"};
+  s.reservations["consumer-7"] = {{}, 99, "m7"};
+  const auto text = encode_member(m);
+  EXPECT_EQ(nlohmann::json::parse(text).dump(), text) << "keys in a JSON document's order";
+  FieldMap fields{{kRevisionField, "1"}, {kGroupField, encode_group_fields(s)}};
+  for (const auto& [id, mm] : s.members) fields[kMemberFieldPrefix + id] = encode_member(mm);
+  auto back = decode_group(kKey, fields);
+  ASSERT_TRUE(back.ok()) << back.error.message;
+  EXPECT_EQ(back.value->members.at(m.id).instanceId, "consumer-2");
+  EXPECT_EQ(back.value->reservations, s.reservations);
+  fields[kGroupField] = R"({"v":1,"p":"orders","c":"billing","ge":1,"ae":1,"mv":1,"sc":6,"st":[["x",[1],"late",""]]})";
+  auto bad = decode_group(kKey, fields);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error.kind, ErrorKind::Corrupt);
+}
+
 TEST(StateCodec, AMemberIsWrittenAsItsJsonDocumentWouldBeAndReadsBackTheSame) {
   auto s = sample_group();
   auto& weird = s.members.begin()->second;

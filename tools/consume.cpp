@@ -32,6 +32,7 @@
 
 #include "log/log.hpp"
 #include "member/runtime.hpp"
+#include "protocol/codec.hpp"
 #include "redis/client.hpp"
 #include "redis/options.hpp"
 #include "tools/exec_handler.hpp"
@@ -42,12 +43,14 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-consume: " << why << "\n"
             << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
-               "                   --stream PREFIX --group G [--member-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
+               "                   --stream PREFIX --group G [--member-id ID] [--instance-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
                "                   [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
                "                   " << member::kClientTlsFlagsUsage << "\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
-            << "Environment: RSC_TOKEN, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
+            << "--instance-id (or RSC_INSTANCE_ID, e.g. a StatefulSet pod's name): a static member, whose shards wait for\n"
+               "it across a restart (SIGTERM leaves with -2) within the coordinator's static session timeout.\n"
+               "Environment: RSC_TOKEN, RSC_INSTANCE_ID, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
                "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
                "RSC_REDIS_TLS_SERVER_NAME; flags override them.\n";
   std::exit(2);
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   member::RuntimeOptions o;
   if (auto e = store::apply_redis_env(o.redis, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
   if (const char* t = std::getenv("RSC_TOKEN")) o.token = t;
+  if (const char* i = std::getenv("RSC_INSTANCE_ID")) o.instanceId = i;
   std::string redis, logPath;
   long processMs = 0, processUs = 0;
   std::string failKey;
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
     else if (a == "--stream") o.streamPrefix = val();
     else if (a == "--group") o.group = val();
     else if (a == "--member-id") o.memberId = val();
+    else if (a == "--instance-id") o.instanceId = val();
     else if (a == "--concurrency") o.concurrency = std::max(1, std::atoi(val().c_str()));
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
     else if (a == "--process-us") processUs = std::atol(val().c_str());
@@ -100,6 +105,8 @@ int main(int argc, char** argv) {
     } else usage("unknown argument " + a);
   }
   if (redis.empty() || o.streamPrefix.empty() || o.group.empty()) usage("--redis, --stream and --group are required");
+  if (!o.instanceId.empty() && !protocol::valid_name(o.instanceId))
+    usage("--instance-id: '" + o.instanceId + "' must be 1 to 128 of A-Z a-z 0-9 . _ : -");
   if (auto e = store::set_redis_nodes(o.redis, redis); !e.empty()) usage("--redis: " + e);
   if (redisCluster) o.redis.cluster = true;
   if (!execCmd.empty() && !execLines.empty()) usage("--exec and --exec-lines: one or the other");
