@@ -142,8 +142,8 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     var mb = el("tbody");
     (d.members || []).forEach(function (m) {
       var cap = m.runtimeConsumerCapacity || {};
-      var tr = el("tr", {"data-member": m.memberId, "data-state": m.state});
-      [cell(m.memberId), el("td", null, [el("span", {cls: "badge " + m.state, text: m.state})]), cell(m.memberEpoch),
+      var tr = el("tr", {"data-member": m.memberId, "data-state": m.state, "data-instance": m.instanceId || ""});
+      [cell(m.memberId + (m.instanceId ? " (instance " + m.instanceId + ")" : "")), el("td", null, [el("span", {cls: "badge " + m.state, text: m.state})]), cell(m.memberEpoch),
        cell(age(m.lastHeartbeatAgoMs)), cell((cap.availableConcurrency) + "/" + (cap.runtimeMaxConcurrency)),
        cell((m.assignedShards || []).join(",")), cell((m.revokingShards || []).join(",")), cell((m.pendingShards || []).join(","))]
         .forEach(function (c) { tr.appendChild(c); });
@@ -151,6 +151,12 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     });
     mt.appendChild(mb);
     box.appendChild(el("div", {cls: "scroll"}, [mt]));
+    // Static members away: their shards wait for them (rule 12).
+    (d.reservations || []).forEach(function (r) {
+      box.appendChild(el("p", {"data-reservation": r.instanceId,
+        text: "RESERVED for instance " + r.instanceId + ": shards " + (r.shards || []).join(",") + " (held by " + r.memberId +
+              "; rebalanced in " + age(r.endsInMs) + " unless it returns)"}));
+    });
 
     var st = el("table", {"data-table": "shards"}, [el("thead", null, [el("tr", null,
       ["SHARD", "OWNER", "STATE", "PENDING FOR", "PENDING", "LAG", "LAST-DELIVERED-ID", "REDIS: LAG", "PENDING", "LAST-DELIVERED-ID"].map(function (h) { return el("th", {text: h}); }))])]);
@@ -158,7 +164,7 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     (d.shards || []).forEach(function (r) {
       var tr = el("tr", {"data-shard": String(r.shardIndex), "data-owner": r.owner || "", "data-state": r.state,
                          "data-pending-for": r.pendingFor || "", "data-revoking-by": r.revokingBy || "",
-                         "data-phase": r.phase || "ACTIVE"});
+                         "data-phase": r.phase || "ACTIVE", "data-reserved-for": r.reservedFor || ""});
       // What the shard's member reported, then what Redis holds (members or not; lag may be unknown).
       var rr = r.redis || {};
       var rlag = r.redis ? (rr.lag === null ? "unknown" : rr.lag) : null;

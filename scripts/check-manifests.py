@@ -162,6 +162,15 @@ check("RSC_REDIS_PASSWORD_FILE" in cenv and "RSC_REDIS_PASSWORD_FILE" in usage.s
 check(cons["command"][0] == "/usr/local/bin/rsc-consume" and "build/rsc-consume /out/rsc-consume" in dockerfile
       and "COPY --from=build /out/ /usr/local/bin/" in dockerfile, "the image carries rsc-consume where the consumer runs it")
 
+# The static-member example: a StatefulSet whose pod name is each member's instance id, with flags
+# and environment rsc-consume knows.
+sts = docs[("StatefulSet", "orders-audit-consumer")]["spec"]["template"]["spec"]["containers"][0]
+sflags = [a for a in sts["args"] if a.startswith("--")]
+senv = {e["name"]: e for e in sts.get("env", [])}
+check(all(f in usage.stdout + usage.stderr for f in sflags), f"the StatefulSet consumer's flags are rsc-consume's ({', '.join(sflags)})")
+check("RSC_INSTANCE_ID" in senv and senv["RSC_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+      and "RSC_INSTANCE_ID" in usage.stdout + usage.stderr, "its instance id is the pod's name (RSC_INSTANCE_ID)")
+
 # The KEDA example scales that consumer, from zero, on a lag series the coordinator exports.
 with open(os.path.join(k8s, "keda", "scaledobject.yaml")) as f:
     so = yaml.safe_load(f)

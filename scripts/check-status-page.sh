@@ -2,7 +2,7 @@
 # The status page in a real browser (run by ctest): Debian's chromium, headless, against a real
 # coordinator and redis-server with two members in the middle of a handover. The rendered DOM must
 # show the stream, the group, both members, the right owner and state of every shard and the
-# group's dead letters; with
+# group's dead letters, and a static member away shows its instance id and reserved shards; with
 # auth on and no token, the page shows its sign-in prompt and no data. Screenshots (a laptop and
 # a phone) are saved in the temp dir, or in SCREENSHOT_DIR when set.
 #   bash scripts/check-status-page.sh [BUILD_DIR]
@@ -108,6 +108,46 @@ if html.count('class="badge DRAINING"') < 2:
     print("check-status-page: FAIL: no DRAINING badge on the draining shards", file=sys.stderr)
     sys.exit(1)
 print("check-status-page: while scaling 4 -> 2 the page shows shards 2 and 3 DRAINING, 0 and 1 ACTIVE")
+PY
+
+# 1c. A static member away: its instance id, the reservation and the shards reserved for it.
+python3 - "http://127.0.0.1:$port" <<'PY'
+import json, sys, urllib.request
+url = sys.argv[1]
+def call(method, path, body):
+    req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode())
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read())
+call("PUT", "/coord/v1/streams/clicks", {"shardCount": 2})
+def hb(seq, epoch, owned):
+    return call("POST", "/coord/v1/streams/clicks/groups/audit/members/s1/heartbeat",
+                {"protocolVersion": 1, "requestId": f"s1-{seq}", "memberId": "s1", "memberEpoch": epoch,
+                 "metadataVersion": 1, "instanceId": "consumer-7",
+                 "runtimeConsumerCapacity": {"runtimeMaxConcurrency": 2, "availableConcurrency": 2},
+                 "ownedShards": [{"shardIndex": s, "state": "OWNED"} for s in owned]})
+r = hb(1, 0, [])
+r = hb(2, r["memberEpoch"], [0, 1])
+r = hb(3, -2, [])
+if r["status"] != "OK" or r["memberEpoch"] != -2:
+    sys.exit(f"check-status-page: FAIL: the -2 leave answered {r}")
+PY
+chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom-static.html"
+python3 - "$dir/dom-static.html" <<'PY'
+import re, sys
+html = open(sys.argv[1]).read()
+problems = []
+if 'data-instance="consumer-7"' not in html:
+    problems.append("the member's instance id is not shown")
+if 'data-reservation="consumer-7"' not in html or "RESERVED for instance consumer-7: shards 0,1" not in html:
+    problems.append("the reservation is not shown")
+reserved = html.count('data-reserved-for="consumer-7"')
+if reserved != 2:
+    problems.append(f"{reserved} shard rows say reserved for consumer-7, want 2")
+if problems:
+    print("check-status-page: FAIL (static member): " + "; ".join(problems), file=sys.stderr)
+    sys.exit(1)
+print("check-status-page: a static member away shows its instance id, its reservation and shards 0,1 reserved for it")
 PY
 
 # 2. Auth on, no token: the sign-in prompt, no data.

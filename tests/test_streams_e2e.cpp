@@ -92,18 +92,29 @@ class StreamsRun {
 
   // `id` names the process (its log, its records in the checks); `memberId` is what it joins as
   // (its id unless two processes share one).
-  void start_consumer(const std::string& id, const std::string& memberId = {}) {
+  // `instanceId`: a static member (its member id then made by the runtime, one per process).
+  void start_consumer(const std::string& id, const std::string& memberId = {}, const std::string& instanceId = {}) {
     const int pod = static_cast<int>(rng() % 2);
     const std::string url =
         "http://127.0.0.1:" + std::to_string(proxy ? proxyPort : pod == 0 ? podA.port() : podB.port());
     ids.push_back(id);
-    consumers[id] = std::make_unique<Process>(
-        std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", url, "--redis", redis_, "--stream", "orders",
-                                 "--group", "billing", "--member-id", memberId.empty() ? id : memberId,
-                                 "--concurrency", "2", "--process-ms", "2", "--log", dir + "/" + id + ".jsonl",
-                                 "--fail-every", std::to_string(failEvery), "--max-deliveries", "4",
-                                 "--retry-backoff-ms", "20", "--retry-backoff-max-ms", "100"},
-        dir + "/" + id + ".out");
+    std::vector<std::string> args{RSC_CONSUME_BIN, "--coordinator", url, "--redis", redis_, "--stream", "orders",
+                                  "--group", "billing", "--concurrency", "2", "--process-ms", "2", "--log",
+                                  dir + "/" + id + ".jsonl", "--fail-every", std::to_string(failEvery),
+                                  "--max-deliveries", "4", "--retry-backoff-ms", "20", "--retry-backoff-max-ms", "100"};
+    if (instanceId.empty()) args.insert(args.end(), {"--member-id", memberId.empty() ? id : memberId});
+    else args.insert(args.end(), {"--instance-id", instanceId});
+    consumers[id] = std::make_unique<Process>(args, dir + "/" + id + ".out");
+  }
+  // How many heartbeats of the process's log were answered `status`.
+  int heard_count(const std::string& id, const std::string& status) {
+    std::ifstream in(dir + "/" + id + ".jsonl");
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line))
+      if (line.find("\"event\":\"heartbeat\"") != std::string::npos && line.find("\"" + status + "\"") != std::string::npos)
+        ++n;
+    return n;
   }
   // Whether the process's log has a heartbeat answered `status`.
   bool heard(const std::string& id, const std::string& status) {
@@ -1456,4 +1467,170 @@ TEST(Streams, RetiredShardStreamsAreDeletedAfterTheirTtlAndAGrowthBackLosesNothi
   std::set<long> required = run.all_records();
   for (long q = kRecords; q < kRecords + 400; ++q) required.insert(q);
   run.check(required, 0);
+}
+
+// ---- Static membership (issue 31, SPEC §3 rule 12) ---------------------------------------
+
+namespace {
+
+// The live members of billing as describe shows them: instanceId (or memberId) -> assigned shards.
+std::map<std::string, std::vector<int>> live_assignment(const json& d) {
+  std::map<std::string, std::vector<int>> out;
+  for (const auto& m : d["members"]) {
+    const std::string st = m["state"];
+    if (st == "EXPIRED" || st == "FENCED" || st == "LEAVING") continue;
+    const std::string who = m.contains("instanceId") ? m["instanceId"].get<std::string>() : m["memberId"].get<std::string>();
+    out[who] = m["assignedShards"].get<std::vector<int>>();
+  }
+  return out;
+}
+// Every shard assigned, to `members` live members, nothing pending: the group settled.
+json wait_settled(int port, std::size_t members, int shards, int ms = 20000) {
+  return wait_for(port, "/coord/v1/streams/orders/groups/billing", [&](const json& j) {
+        const auto a = live_assignment(j);
+        std::size_t n = 0;
+        for (const auto& [who, s] : a) n += s.size();
+        bool pendingNone = true;
+        for (const auto& m : j["members"]) pendingNone = pendingNone && m["pendingShards"].empty();
+        return a.size() == members && n == static_cast<std::size_t>(shards) && pendingNone && j["state"] == "STABLE";
+      }, ms);
+}
+
+}  // namespace
+
+// SIGKILL of one of three static members, then a restart with the same instance id: once its
+// lease ends its shards are reserved (no bump, nobody else moves); the new process gets exactly
+// them back, the other two are never asked to revoke, the group epoch never moves, and every
+// record is processed with one reader per shard.
+TEST(StaticMembers, AKilledStaticMemberRestartedWithItsInstanceIdGetsItsShardsBackAndNobodyElseMoves) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  StreamsRun run(addr, seed_from_env() + 3, false, {"--static-session-timeout-ms", "10000"});
+  const int pod = run.podA.port();
+  for (int i = 0; i < 3; ++i) run.start_consumer("c" + std::to_string(i), "", "consumer-" + std::to_string(i));
+  auto d = wait_settled(pod, 3, 16);
+  ASSERT_EQ(live_assignment(d).size(), 3u) << d.dump();
+  run.start_producer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  d = get_json(pod, "/coord/v1/streams/orders/groups/billing");
+  const auto before = live_assignment(d);
+  const int epoch = d["groupEpoch"];
+  const int revokesBefore0 = run.heard_count("c0", "REVOKE_PENDING"), revokesBefore2 = run.heard_count("c2", "REVOKE_PENDING");
+  run.kill("c1");
+  const auto killedAt = std::chrono::steady_clock::now();
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [](const json& j) { return j.contains("reservations"); }, 10000);
+  ASSERT_TRUE(d.contains("reservations")) << d.dump();
+  EXPECT_EQ(d["reservations"][0]["instanceId"], "consumer-1");
+  EXPECT_EQ(d["reservations"][0]["shards"].get<std::vector<int>>(), before.at("consumer-1"));
+  EXPECT_EQ(d["groupEpoch"], epoch) << "a static member's death bumps nothing";
+  int rc = -1;
+  const auto described = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" +
+                                         std::to_string(pod) + " describe orders billing 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << described;
+  EXPECT_NE(described.find("for instance consumer-1 (held by consumer-1."), std::string::npos) << described;
+  EXPECT_NE(described.find("(consumer-0)"), std::string::npos) << "members show their instance: " << described;
+  for (const auto& [who, shards] : d["shards"].items()) {
+    (void)who;
+    if (shards.contains("reservedFor")) EXPECT_EQ(shards["reservedFor"], "consumer-1");
+  }
+  run.start_consumer("c1b", "", "consumer-1");
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [&](const json& j) {
+        auto a = live_assignment(j);
+        return a.count("consumer-1") && a["consumer-1"] == before.at("consumer-1");
+      }, 10000);
+  const double unreadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - killedAt).count();
+  EXPECT_EQ(live_assignment(d), before) << "the same shards, each to the same instance: " << d.dump();
+  EXPECT_EQ(d["groupEpoch"], epoch) << "the return bumps nothing";
+  EXPECT_FALSE(d.contains("reservations"));
+  ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  // (before check(), which stops the consumers and clears their logs)
+  EXPECT_EQ(run.heard_count("c0", "REVOKE_PENDING"), revokesBefore0) << "c0 was never asked to give a shard up";
+  EXPECT_EQ(run.heard_count("c2", "REVOKE_PENDING"), revokesBefore2) << "c2 was never asked to give a shard up";
+  run.check(run.all_records(), 0);
+  std::cout << "static member SIGKILLed and restarted: its shards back " << unreadS
+            << " s after the kill (lease 2 s), group epoch unchanged at " << epoch << "\n";
+}
+
+namespace {
+
+struct RollingFigures {
+  int moves = 0;          // consecutive records of a shard processed by different consumer slots
+  int epochBumps = 0;     // group epoch after - before
+  double maxUnreadS = 0;  // the longest time a shard went without a record processed
+  double seconds = 0;
+};
+
+// Five consumers on 16 shards under a steady producer, each SIGTERMed and started again (a new
+// process of the same slot), one after another, the next once the group has settled.
+RollingFigures rolling_restart(bool withInstanceIds) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  StreamsRun run(addr, seed_from_env() + 4, false, {"--static-session-timeout-ms", "15000"});
+  const int pod = run.podA.port();
+  auto start = [&](const std::string& slot, int generation) {
+    const std::string id = slot + (generation ? "g" + std::to_string(generation) : std::string());
+    if (withInstanceIds) run.start_consumer(id, "", "consumer-" + slot);
+    else run.start_consumer(id, id);
+  };
+  for (int i = 0; i < 5; ++i) start("c" + std::to_string(i), 0);
+  auto d = wait_settled(pod, 5, 16);
+  EXPECT_EQ(live_assignment(d).size(), 5u) << d.dump();
+  run.start_producer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const int before = get_json(pod, "/coord/v1/streams/orders/groups/billing")["groupEpoch"];
+  const int64_t fromNs = mono_ns();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) {
+    const std::string slot = "c" + std::to_string(i);
+    run.consumers[slot]->signal(SIGTERM);
+    EXPECT_EQ(run.consumers[slot]->wait(15000), 0) << slot << " did not stop gracefully";
+    start(slot, 1);
+    d = wait_settled(pod, 5, 16);
+    EXPECT_EQ(live_assignment(d).size(), 5u) << "after restarting " << slot << ": " << d.dump();
+  }
+  RollingFigures f;
+  f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t toNs = mono_ns();
+  f.epochBumps = get_json(pod, "/coord/v1/streams/orders/groups/billing")["groupEpoch"].get<int>() - before;
+  EXPECT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  // Per shard, the records in processing order: who read them (the slot, "c3" for "c3g1") and when.
+  std::map<int, std::vector<std::tuple<int64_t, int64_t, std::string>>> perShard;
+  for (const auto& id : run.ids) {
+    std::ifstream in(run.dir + "/" + id + ".jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.contains("event") || !j.contains("shard")) continue;
+      perShard[j["shard"].get<int>()].emplace_back(j["startNs"].get<int64_t>(), j["endNs"].get<int64_t>(), id.substr(0, 2));
+    }
+  }
+  for (auto& [shard, recs] : perShard) {
+    std::sort(recs.begin(), recs.end());
+    for (std::size_t k = 1; k < recs.size(); ++k) {
+      if (std::get<2>(recs[k]) != std::get<2>(recs[k - 1])) ++f.moves;
+      const int64_t a = std::get<1>(recs[k - 1]), b = std::get<0>(recs[k]);
+      if (b >= fromNs && a <= toNs) f.maxUnreadS = std::max(f.maxUnreadS, (b - a) / 1e9);
+    }
+  }
+  run.check(run.all_records(), 0);
+  return f;
+}
+
+}  // namespace
+
+// Issue 31 point 4: a rolling restart (each of 5 consumers SIGTERMed and started again, one after
+// another) with instance ids moves no shard and bumps no epoch; without them every restart
+// rebalances twice. Printed side by side (the README's table).
+TEST(StaticMembers, ARollingRestartWithInstanceIdsMovesNoShardAndBumpsNoEpoch) {
+  const auto plain = rolling_restart(false);
+  const auto withIds = rolling_restart(true);
+  std::cout << "rolling restart of 5 consumers, 16 shards (lease 2 s):\n"
+            << "  without instance ids: " << plain.moves << " shard moves, " << plain.epochBumps
+            << " group-epoch bumps, longest unread " << plain.maxUnreadS << " s, " << plain.seconds << " s in all\n"
+            << "  with instance ids:    " << withIds.moves << " shard moves, " << withIds.epochBumps
+            << " group-epoch bumps, longest unread " << withIds.maxUnreadS << " s, " << withIds.seconds << " s in all\n";
+  EXPECT_EQ(withIds.moves, 0);
+  EXPECT_EQ(withIds.epochBumps, 0);
+  EXPECT_GT(plain.moves, 0);
+  EXPECT_GE(plain.epochBumps, 10) << "a leave and a join per restart";
 }

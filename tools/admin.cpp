@@ -192,6 +192,13 @@ void print_describe(const json& d) {
                                                      "; deleted after --retired-shard-ttl-ms when a pod has it)")
               << "\n";
   }
+  for (const auto& r : d.value("reservations", json::array())) {
+    std::string shards;
+    for (const auto& x : r.value("shards", json::array())) shards += (shards.empty() ? "" : ",") + text(x);
+    std::cout << "RESERVED shards " << shards << " for instance " << text(r.value("instanceId", json())) << " (held by "
+              << text(r.value("memberId", json())) << "): nobody else reads them; rebalanced in "
+              << age(r.value("endsInMs", json())) << " unless it returns\n";
+  }
   bool phases = false;
   for (const auto& s : d.value("shards", json::array())) phases = phases || s.value("phase", std::string("ACTIVE")) != "ACTIVE";
   std::cout << "\n";
@@ -218,7 +225,8 @@ void print_describe(const json& d) {
   rows.clear();
   for (const auto& m : d.value("members", json::array())) {
     const auto cap = m.value("runtimeConsumerCapacity", json::object());
-    rows.push_back({text(m.value("memberId", json())), text(m.value("state", json())), text(m.value("memberEpoch", json())),
+    const std::string instance = m.value("instanceId", std::string());
+    rows.push_back({text(m.value("memberId", json())) + (instance.empty() ? "" : " (" + instance + ")"), text(m.value("state", json())), text(m.value("memberEpoch", json())),
                     age(m.value("lastHeartbeatAgoMs", json())),
                     text(cap.value("availableConcurrency", json())) + "/" + text(cap.value("runtimeMaxConcurrency", json())),
                     join(m.value("assignedShards", json())), join(m.value("revokingShards", json())),
