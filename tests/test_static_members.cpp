@@ -169,6 +169,33 @@ TEST_F(StaticGroup, PastTheStaticSessionTimeoutTheReservationEndsAndItsShardsAre
   EXPECT_TRUE(assigned(late).empty() || pending(late).size() + assigned(late).size() == 2u);
 }
 
+TEST_F(StaticGroup, ACrashThatDoesNotReturnWithinTheTimeoutIsRebalancedLikeAnyLeave) {
+  for (int i = 0; i < 30 && h.member(sId).live(); ++i) {
+    h.advance(100);
+    a = h.hb("a", a.memberEpoch, {aShards});
+    b = h.hb("b", b.memberEpoch, {bShards});
+    h.tick();
+  }
+  ASSERT_EQ(h.state().reservations.count("pod-2"), 1u);
+  const auto until = h.state().reservations.at("pod-2").untilMs;
+  while (h.now() < until) {
+    h.advance(100);
+    a = h.hb("a", a.memberEpoch, {assigned(a)});
+    b = h.hb("b", b.memberEpoch, {assigned(b)});
+    h.tick();
+    if (h.now() < until) EXPECT_EQ(h.state().groupEpoch, epoch) << "nothing moves while reserved";
+  }
+  EXPECT_TRUE(h.state().reservations.empty());
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  a = h.hb("a", a.memberEpoch, {assigned(a)});
+  b = h.hb("b", b.memberEpoch, {assigned(b)});
+  a = h.hb("a", a.memberEpoch, {assigned(a)});
+  b = h.hb("b", b.memberEpoch, {assigned(b)});
+  EXPECT_EQ(assigned(a).size() + assigned(b).size(), 6u) << "its shards went to the others";
+  static_hb("s9", 0);
+  EXPECT_EQ(h.state().groupEpoch, epoch + 2) << "a late return is a join like any";
+}
+
 TEST_F(StaticGroup, ASecondLiveMemberWithTheSameInstanceFencesTheOlderAndWaitsForItsLease) {
   auto dup = static_hb("s2", 0);
   EXPECT_EQ(h.member(sId).state, LS::FENCED);
