@@ -44,6 +44,15 @@ struct StaticGroup : ::testing::Test {
     aShards = assigned(a);
     bShards = assigned(b);
   }
+  // s goes silent, a and b keep heartbeating, until s expires (bounded).
+  void until_static_expired() {
+    for (int i = 0; i < 30 && h.member(sId).live(); ++i) {
+      h.advance(100);
+      a = h.hb("a", a.memberEpoch, {aShards});
+      b = h.hb("b", b.memberEpoch, {bShards});
+      h.tick();
+    }
+  }
   std::string sId = "s1";
   Shards sShards, aShards, bShards;
   int32_t epoch = 0;
@@ -98,13 +107,7 @@ TEST_F(StaticGroup, AReturnWhileThePreviousIncarnationStillDrainsWaitsForItsRevo
 }
 
 TEST_F(StaticGroup, ACrashIsReservedOnceTheLeaseEndsAndTheReturnGetsItsShardsWithinTheTimeout) {
-  // s goes silent; a and b keep heartbeating.
-  for (int i = 0; i < 30 && h.member(sId).live(); ++i) {
-    h.advance(100);
-    a = h.hb("a", a.memberEpoch, {aShards});
-    b = h.hb("b", b.memberEpoch, {bShards});
-    h.tick();
-  }
+  until_static_expired();
   EXPECT_EQ(h.member(sId).state, LS::EXPIRED);
   EXPECT_EQ(h.state().groupEpoch, epoch) << "a static member's death moves nothing";
   ASSERT_EQ(h.state().reservations.count("pod-2"), 1u);
@@ -170,12 +173,7 @@ TEST_F(StaticGroup, PastTheStaticSessionTimeoutTheReservationEndsAndItsShardsAre
 }
 
 TEST_F(StaticGroup, ACrashThatDoesNotReturnWithinTheTimeoutIsRebalancedLikeAnyLeave) {
-  for (int i = 0; i < 30 && h.member(sId).live(); ++i) {
-    h.advance(100);
-    a = h.hb("a", a.memberEpoch, {aShards});
-    b = h.hb("b", b.memberEpoch, {bShards});
-    h.tick();
-  }
+  until_static_expired();
   ASSERT_EQ(h.state().reservations.count("pod-2"), 1u);
   const auto until = h.state().reservations.at("pod-2").untilMs;
   while (h.now() < until) {

@@ -1207,6 +1207,17 @@ json wait_all_assigned(int port, int shards) {
         return j["shardCount"] == shards && n == shards;
       }, 15000);
 }
+// `count` more records (seqs from kRecords on) through producer-routing at `pod`; its exit status.
+int produce_more(const std::string& addr, int pod, const std::string& dir, int count, int keySpace, int seed) {
+  Process more({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
+                "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", std::to_string(count),
+                "--key-space", std::to_string(keySpace), "--seed", std::to_string(seed), "--seq-start",
+                std::to_string(kRecords)},
+               dir + "/more.out");
+  const int rc = more.wait(20000);
+  if (rc != 0) ADD_FAILURE() << more.output();
+  return rc;
+}
 std::string scale_body(int n) { return R"({"targetShardCount": )" + std::to_string(n) + R"(, "requestedBy": "test"})"; }
 // How many of the shard streams [from, to) exist.
 int existing_shards(const std::string& redis, int from, int to) {
@@ -1392,11 +1403,7 @@ TEST(Streams, RollbackMidDrainThenScaleToZeroAndBackLoseNothing) {
   EXPECT_EQ(json::parse(up.body)["outcome"], "grown");
   d = wait_all_assigned(pod, 8);
   ASSERT_EQ(d["shardCount"], 8) << d.dump();
-  Process more({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
-                "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "200", "--key-space", "16",
-                "--seed", "7", "--seq-start", std::to_string(kRecords)},
-               run.dir + "/more.out");
-  ASSERT_EQ(more.wait(20000), 0) << more.output();
+  ASSERT_EQ(produce_more(addr, pod, run.dir, 200, 16, 7), 0);
   std::set<long> required = run.all_records();
   for (long q = kRecords; q < kRecords + 200; ++q) required.insert(q);
   run.check(required, 1);
@@ -1457,11 +1464,7 @@ TEST(Streams, RetiredShardStreamsAreDeletedAfterTheirTtlAndAGrowthBackLosesNothi
   ASSERT_EQ(up.status, 202) << up.body;
   auto d = wait_all_assigned(pod, 16);
   ASSERT_EQ(d["shardCount"], 16) << d.dump();
-  Process more({RSC_PRODUCE_BIN, "--redis", addr, "--stream", "orders", "--coordinator",
-                "http://127.0.0.1:" + std::to_string(pod), "--group", "billing", "--count", "400", "--key-space", "64",
-                "--seed", "9", "--seq-start", std::to_string(kRecords)},
-               run.dir + "/more.out");
-  ASSERT_EQ(more.wait(20000), 0) << more.output();
+  ASSERT_EQ(produce_more(addr, pod, run.dir, 400, 64, 9), 0);
   EXPECT_EQ(existing_shards(addr, 0, 16), 16);
   EXPECT_GT(entries_since(addr, 4, 16, 0), 0) << "the new records reach the shards that came back";
   std::set<long> required = run.all_records();
