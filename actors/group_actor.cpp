@@ -7,67 +7,19 @@
 // (actors/pod_actor.cpp) when the store's deadline index says it is due.
 #include <algorithm>
 #include <chrono>
-#include <list>
-#include <tuple>
 #include <variant>
 
-#include "actors/actors.hpp"
-#include "actors/group_report.hpp"
-#include "actors/group_work.hpp"
-#include "actors/store_asker.hpp"
-#include "group/cached_group.hpp"
-#include "group/describe.hpp"
+#include "actors/group_actor_parts.hpp"
 #include "group/notify.hpp"
 #include "log/log.hpp"
 #include "protocol/codec.hpp"
 
 namespace rsc::actors {
-namespace {
+namespace group_parts {
 
 using group::WorkKind;
-using namespace work;
-
-struct GroupActorState {
-  store::GroupKey key;
-  std::shared_ptr<const GroupActorConfig> cfg;  // shared by every group actor of the gateway
-  caf::actor store;
-  caf::actor gateway;  // asked before this actor retires
-  group::CachedGroup c;
-  std::list<WorkPtr> queue;  // a deque allocates 576 bytes even empty: one per group held
-  bool busy = false;         // a store call is in flight, or work is held (hold)
-  bool tickQueued = false;
-  GroupReport report;  // log lines, metrics, recent events
-  group::Millis lastActivity = 0;
-  bool retireTimer = false;
-  bool retiring = false;  // the gateway forgot this actor: finish what is queued, then quit
-  StoreAsker asker;       // the store call in flight (actors/store_asker.hpp)
-};
-using Self = caf::stateful_actor<GroupActorState>*;
-
-void pump(Self self);
-void store_failed(Self self, const store::Error& e, const Batch& inFlight = {});
-
-group::Millis now(Self self) { return self->state.cfg->pod->now(); }
-group::Millis local(Self self) { return self->state.cfg->pod->local_now(); }
-std::shared_ptr<const group::PodView> view(Self self) { return self->state.cfg->pod->pod_view(); }
-SteadyTime give_up_at(Self self) { return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg->storeDeadlineMs); }
-store::Error retryable(std::string why) { return {store::ErrorKind::Retryable, std::move(why)}; }
-
-// One store call at a time, given up after the store deadline; then the queue goes on. Without an
-// error half, a failure fails the batch `ws` (store_failed).
-template <class Reply, class Args, class OnReply, class OnError>
-void ask(Self self, Args args, OnReply onReply, OnError onError) {
-  auto& st = self->state;
-  ask_store<Reply>(self, st.store, st.c.calls().next_call(), local(self), st.cfg->storeDeadlineMs, std::move(args),
-                   std::move(onReply), std::move(onError), pump);
-}
-template <class Reply, class Args, class OnReply>
-void ask(Self self, const Batch& ws, Args args, OnReply onReply) {
-  ask<Reply>(self, std::move(args), std::move(onReply), [=](const store::Error& e) { store_failed(self, e, ws); });
-}
 
 void finish(Self self, Work& w) { answer(w, self->state.cfg->metrics.get()); }
-void fail(Self self, Work& w, const store::Error& e) { work::fail(w, e, self->state.cfg->timings(), self->state.cfg->metrics.get()); }
 
 // The store could not answer: the copy is forgotten and everything waiting is answered.
 void store_failed(Self self, const store::Error& e, const Batch& inFlight) {
@@ -141,7 +93,7 @@ void redo(Self self, const Batch& ws) {
 
 // The step's outcome goes to the store, or is answered from the copy (group::WritePlan); a write
 // that hands a shard out first has the store actor give the shard streams their consumer group.
-void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {}) {
+void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken) {
   auto& st = self->state;
   auto plan = st.c.plan_write(st.c.prepare(std::move(o)), oldest_arrival(ws), *view(self), local(self), [&ws] { return members_in(ws); });
   using K = group::WritePlan::Kind;
@@ -175,47 +127,6 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
         if (m) check ? m->copy_check(false) : r.status == store::CasStatus::Conflict ? m->cas_conflict() : m->mutex_contention();
         s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.asker.line.replying(), *view(self), local(self), now(self)), s.c);
         redo(self, ws);
-      });
-}
-
-// The admin's delete, judged on a state just read from the store.
-void start_delete(Self self, const WorkPtr& w) {
-  auto& st = self->state;
-  if (auto why = st.c.why_not_writing(*view(self), local(self))) return refuse(self, {w}, *why);
-  const DeleteStoreCall call{st.key, st.c.state().storeRevision, group::grants_held_after_delete(st.c.state(), now(self))};
-  ask<DeleteStoreReply>(self, {w}, std::make_tuple(delete_atom::value, call), [=](DeleteStoreReply& r) {
-        auto& s = self->state;
-        if (!r.result.ok()) return store_failed(self, r.result.error, {w});
-        auto& del = std::get<Delete>(w->what).call;
-        using D = store::GroupDeletion;
-        switch (*r.result.value) {
-          case store::DeleteStatus::Deleted:
-            if (s.c.deleted(*view(self), local(self)) == group::Stored::Lapsed)
-              return refuse(self, {w}, "this coordinator pod's registration lapsed while it deleted the group");
-            s.report.deleted();
-            return del.done(store::Result<D>::success(D::Deleted));
-          case store::DeleteStatus::NotFound: s.c.drop(); return del.done(store::Result<D>::success(D::NotFound));
-          case store::DeleteStatus::Conflict:  // written meanwhile: judged again on a fresh read
-            s.c.drop();
-            w->t.verified = false;
-            return redo(self, {w});
-        }
-      });
-}
-
-// The admin's reset of the group's position on every shard, judged like a delete (no live member)
-// on a state just read from the store.
-void start_reset(Self self, const WorkPtr& w) {
-  auto& st = self->state;
-  if (auto why = st.c.why_not_writing(*view(self), local(self))) return refuse(self, {w}, *why);
-  const auto& to = std::get<Reset>(w->what).call.to;
-  ask<ResetStoreReply>(self, {w}, std::make_tuple(reset_atom::value, ResetStoreCall{st.key, st.c.state().shardCount, to}),
-      [=](ResetStoreReply& r) {
-        auto& call = std::get<Reset>(w->what).call;
-        if (!r.result.ok() && r.result.error.kind == store::ErrorKind::Retryable) return store_failed(self, r.result.error, {w});
-        if (!r.result.ok()) return call.done(store::Result<store::OffsetsReset>::failure(r.result.error));
-        self->state.report.offsets_reset(call.to, *r.result.value);
-        call.done(store::Result<store::OffsetsReset>::success({store::OffsetsReset::Outcome::Reset, *r.result.value}));
       });
 }
 
@@ -257,20 +168,9 @@ void run_step(Self self, const WorkPtr& w) {
   if (std::holds_alternative<Beat>(w->what)) return step_heartbeats(self, w, tv, seconds());
   if (std::holds_alternative<Tick>(w->what))
     return commit(self, {w}, group::tick(st.c.take(), cfg, tv), seconds(), w->t.deadlineWork ? st.cfg->podToken : std::string());
-  if (auto* r = std::get_if<Remove>(&w->what)) {
-    auto o = group::fence_member(st.c.take(), r->call.memberId, "removed by admin", cfg, tv.now);
-    r->removed = o.changed();
-    return commit(self, {w}, std::move(o), seconds());
-  }
   if (auto* m = std::get_if<Metadata>(&w->what))
     return commit(self, {w}, group::apply_metadata(st.c.take(), m->meta.readShardCount(), m->meta.metadataVersion, cfg, tv.now), seconds());
-  // A delete or an offsets reset: judged by the same rule (group::judge_delete).
-  const auto verdict = group::judge_delete(st.c.exists(), st.c.state(), fence_members(*w));
-  if (answer_verdict(*w, verdict)) return;
-  if (verdict == group::DeleteVerdict::Delete) return std::holds_alternative<Delete>(w->what) ? start_delete(self, w) : start_reset(self, w);
-  fence_members(*w) = false;  // the fencing is written, then the work is judged again
-  st.queue.push_front(w);
-  commit(self, {make(Tick{})}, group::fence_live_members(st.c.take(), fence_reason(*w), cfg, tv.now), seconds());
+  run_admin_step(self, w, tv.now, seconds());
 }
 
 void start_load(Self self) {
@@ -311,24 +211,6 @@ void start_tick(Self self, const WorkPtr& w) {
         if (!s.c.exists()) return finish_deadline_work(self);  // a deleted group: its index entry goes
         run_step(self, w);
       });
-}
-
-// Describe shows the store's state (other pods write too), read without touching the copy.
-void start_describe(Self self, const WorkPtr& w) {
-  auto& st = self->state;
-  using R = store::Result<std::optional<std::string>>;
-  auto done = [w](R r) { std::get<Describe>(w->what).call.done(std::move(r)); };
-  ask<LoadReply>(self, std::make_tuple(load_atom::value, LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self), true}),
-      [=](LoadReply& r) {
-        if (!r.loaded.ok()) return done(R::failure(r.loaded.error));
-        std::optional<std::string> body;
-        std::optional<group::GroupLag> lag;
-        if (r.reading) lag = group::group_lag(*r.reading, self->state.key.consumerGroup);
-        if (r.loaded.value->exists)
-          body = group::describe_json(r.loaded.value->state, now(self), &self->state.report.recent(), lag ? &*lag : nullptr,
-                                      r.stream.ok() ? &*r.stream.value : nullptr);
-        done(R::success(std::move(body)));
-      }, [=](const store::Error& e) { done(R::failure(e)); });
 }
 
 void pump(Self self) {
@@ -409,11 +291,11 @@ caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const 
   };
 }
 
-}  // namespace
+}  // namespace group_parts
 
 caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, std::shared_ptr<const GroupActorConfig> cfg,
                              caf::actor store, caf::actor gateway) {
-  return sys.spawn(group_actor, std::move(key), std::move(cfg), std::move(store), std::move(gateway));
+  return sys.spawn(group_parts::group_actor, std::move(key), std::move(cfg), std::move(store), std::move(gateway));
 }
 
 caf::actor spawn_group_actor(caf::actor_system& sys, store::GroupKey key, GroupActorConfig cfg, caf::actor store,

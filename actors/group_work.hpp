@@ -1,5 +1,5 @@
 // The work a group actor queues (actors/group_actor.cpp), and how each kind is answered. Only
-// that file includes this header.
+// the group actor's files include this header (through actors/group_actor_parts.hpp).
 #pragma once
 
 #include <algorithm>

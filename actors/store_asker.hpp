@@ -1,7 +1,8 @@
 // How an actor asks the store actor with at most one call in flight, given up after a deadline on
 // the pod's clock (group::StoreCallLine says when). No CAF per-request timeout: its clock entry per
 // request woke CAF's clock thread once per heartbeat. A late reply of a call given up is dropped.
-// Only actors/group_actor.cpp includes this header; the actor's state has `asker` and `busy`.
+// Only the group actor (actors/group_actor_parts.hpp) includes this header; its state has `asker`
+// and `busy`.
 #pragma once
 
 #include <algorithm>
