@@ -4,6 +4,7 @@
 //            [--redis HOST:PORT] [--pids PID[,PID...]]
 //            [--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)
 //            [--redis-tls-* ...] (the --redis-* flags of every rsc program, for --redis)
+//            [--progress none|still|moving]
 // Phases, each bounded: every member joins; then, when H > 0, GET /healthz as fast as answers come
 // on the same connections for H seconds (the HTTP baseline of this run); then steady heartbeats
 // (full state, keep-alive connections, pods taken round robin) for S seconds, as fast as answers
@@ -12,6 +13,11 @@
 // Prints heartbeats/s, /healthz req/s and their ratio, latency percentiles, statuses, and with
 // --redis the Redis commands and socket reads per heartbeat (INFO stats around the phase), with
 // --pids the coordinators' RSS before the joins, after them (per member) and after the load.
+// --progress shapes each heartbeat as the member runtime sends it: its `revokingShards` and a
+// `shardProgress` entry per owned shard whose lastDeliveredId stays put (`still`: an idle consumer)
+// or moves on with every heartbeat (`moving`: records flowing, so every heartbeat changes what the
+// coordinator stores); `none` (the default) sends no progress. The last line, `rsc-load: row ...`,
+// has the figures as key=value pairs for scripts (scripts/bench-members.sh).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -55,6 +61,8 @@ struct Member {
   std::string head, tail;
 };
 
+enum class Progress { None, Still, Moving };
+
 void rebuild(Member& m) {
   json owned = json::array();
   for (auto s : m.owned) owned.push_back({{"shardIndex", s}, {"state", "OWNED"}});
@@ -65,19 +73,33 @@ void rebuild(Member& m) {
                                {"memberEpoch", m.epoch},
                                {"metadataVersion", 1},
                                {"runtimeConsumerCapacity", {{"runtimeMaxConcurrency", 1}, {"availableConcurrency", 1}}},
-                               {"ownedShards", owned}}
+                               {"ownedShards", owned},
+                               {"revokingShards", json::array()}}
                               .dump();
   const std::string quoted = json(mark).dump();
   const auto at = all.find(quoted);
   m.head = all.substr(0, at + 1);
   m.tail = all.substr(at + quoted.size() - 1);
+  m.tail.pop_back();  // the closing brace: shardProgress goes before it
 }
 
-std::string body(Member& m) {
+std::string body(Member& m, Progress progress) {
   if (m.head.empty()) rebuild(m);
-  return m.head + m.id + "-" + std::to_string(++m.seq) + m.tail;
+  const auto seq = std::to_string(++m.seq);
+  std::string b = m.head + m.id + "-" + seq + m.tail;
+  if (progress != Progress::None) {
+    // As the runtime reports a shard it reads: the last id it delivered, nothing pending, no lag.
+    const std::string id = progress == Progress::Moving ? "1700000000000-" + seq : "1700000000000-0";
+    b += ",\"shardProgress\":[";
+    for (std::size_t i = 0; i < m.owned.size(); ++i) {
+      if (i) b += ',';
+      b += "{\"shardIndex\":" + std::to_string(m.owned[i]) + ",\"lastDeliveredId\":\"" + id + "\",\"pending\":0,\"lag\":0}";
+    }
+    b += ']';
+  }
+  b += '}';
+  return b;
 }
-
 
 // What the load needs of an answer. The coordinator writes its answers in one fixed key order
 // (assignment first, status last), so they are scanned rather than parsed into a document (as wrk
@@ -130,7 +152,7 @@ Answer read_answer(const rsc::member::HttpReply& r) {
   std::cerr << "rsc-load: " << why << "\n"
             << "usage: rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S\n"
             << "                [--stream P] [--rounds N] [--interval-ms I] [--healthz-seconds H]\n"
-            << "                [--redis HOST:PORT] [--pids PID[,PID...]]\n"
+            << "                [--redis HOST:PORT] [--pids PID[,PID...]] [--progress none|still|moving]\n"
             << "                " << rsc::member::kClientTlsFlagsUsage << "\n"
             << "                " << rsc::store::kRedisFlagsUsage << "\n";
   std::exit(2);
@@ -182,6 +204,7 @@ int main(int argc, char** argv) {
   double seconds = 5, healthzSeconds = 0;
   long rounds = 0, intervalMs = 0;
   std::string stream = "load", redisAddr;
+  Progress progress = Progress::None;
   rsc::member::ClientTls tls;
   rsc::store::RedisOptions redisOptions;
   for (int i = 1; i < argc; ++i) {
@@ -201,6 +224,13 @@ int main(int argc, char** argv) {
     else if (a == "--interval-ms") intervalMs = std::atol(val().c_str());
     else if (a == "--redis") redisAddr = val();
     else if (a == "--pids") pids = split(val());
+    else if (a == "--progress") {
+      const auto v = val();
+      if (v == "none") progress = Progress::None;
+      else if (v == "still") progress = Progress::Still;
+      else if (v == "moving") progress = Progress::Moving;
+      else usage("--progress is none, still or moving, not '" + v + "'");
+    }
     else if (rsc::member::apply_client_tls_flag(tls, a, val)) {}
     else if (std::string error; rsc::store::apply_redis_flag(redisOptions, a, val, error)) {
       if (!error.empty()) usage(error);
@@ -237,7 +267,7 @@ int main(int argc, char** argv) {
     auto& client = *clients[static_cast<std::size_t>(t)][pick % urls.size()];
     const auto s = Clock::now();
     auto r = client.request("POST", "/coord/v1/streams/" + stream + "/groups/" + m.group + "/members/" + m.id + "/heartbeat",
-                            body(m));
+                            body(m, progress));
     tally.latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
     ++tally.sent;
     const auto a = read_answer(r);
@@ -392,5 +422,19 @@ int main(int argc, char** argv) {
               << " bytes per member), " << rssAfter << " after the load ("
               << (rssJoined > 0 ? 100.0 * static_cast<double>(rssAfter - rssJoined) / static_cast<double>(rssJoined) : 0.0)
               << " % since the joins)\n";
+  // One line for scripts: the figures of this run as key=value pairs (-1: not measured).
+  const double sentD = static_cast<double>(std::max<long>(1, load.sent));
+  const long expired = (load.statuses.count("FENCED_MEMBER_EPOCH") ? load.statuses["FENCED_MEMBER_EPOCH"] : 0) +
+                       (load.statuses.count("UNKNOWN_MEMBER_ID") ? load.statuses["UNKNOWN_MEMBER_ID"] : 0);
+  const long rssGrown = joins.sent == 0 ? rssAfter - rssBefore : rssJoined - rssBefore;
+  std::cout << "rsc-load: row members=" << members.size() << " groups=" << groups << " pods=" << urls.size()
+            << " hbps=" << static_cast<long>(hbPerSecond)
+            << " cpu_us=" << (pids.empty() ? -1.0 : (cpu1 - cpu0) * 1e6 / sentD)
+            << " redis_calls=" << (redis && c0.commands >= 0 && c1.commands >= 0 ? static_cast<double>(c1.commands - c0.commands - 1) / sentD : -1.0)
+            << " redis_cpu_us=" << (redis && c0.cpu >= 0 && c1.cpu >= 0 ? (c1.cpu - c0.cpu) * 1e6 / sentD : -1.0)
+            << " load_cpu_us=" << (self1 - self0) * 1e6 / sentD << " p50_ms=" << pct(load.latencies, 0.5)
+            << " p99_ms=" << pct(load.latencies, 0.99)
+            << " bytes_per_member=" << (pids.empty() ? -1.0 : static_cast<double>(rssGrown) * 1024.0 / static_cast<double>(members.size()))
+            << " errors=" << errors << " expired=" << expired << "\n";
   return errors == 0 ? 0 : 1;
 }
