@@ -47,6 +47,7 @@ using Clock = std::chrono::steady_clock;
 using rsc::bench::cpu_seconds;
 using rsc::bench::rss_kib;
 using rsc::bench::split;
+using rsc::bench::thread_figures;
 
 namespace {
 
@@ -341,6 +342,7 @@ int main(int argc, char** argv) {
   const auto c0 = redis_counters(redis.get());
   const double cpu0 = cpu_seconds(pids);
   const double self0 = cpu_seconds({"self"});
+  const auto threads0 = thread_figures(pids);
   const auto t0 = Clock::now();
   const auto until = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   auto load = run_threads([&](int t, Tally& tally) {
@@ -367,6 +369,7 @@ int main(int argc, char** argv) {
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu1 = cpu_seconds(pids);
   const double self1 = cpu_seconds({"self"});
+  const auto threads1 = thread_figures(pids);
   const auto c1 = redis_counters(redis.get());
   const long rssAfter = rss_kib(pids);
 
@@ -399,6 +402,31 @@ int main(int argc, char** argv) {
     const double hbCpuUs = (cpu1 - cpu0) * 1e6 / static_cast<double>(load.sent);
     std::cout << "  coordinator CPU " << hbCpuUs << " us per heartbeat";
     if (healthzCpuUs > 0) std::cout << ", " << healthzCpuUs << " us per /healthz (ratio " << healthzCpuUs / hbCpuUs << ")";
+    std::cout << "\n";
+  }
+  long switches = 0;
+  for (const auto& [id, f1] : threads1) {
+    const auto f0 = threads0.find(id);
+    switches += f1.switches - (f0 == threads0.end() ? 0 : f0->second.switches);
+  }
+  if (!pids.empty() && load.sent > 0) {
+    // Where the coordinators' CPU went, thread by thread (the busiest first), and how often each
+    // thread was switched off its core: a heartbeat crossing threads pays a wake-up at each.
+    std::vector<std::pair<double, std::string>> busiest;
+    for (const auto& [id, f1] : threads1) {
+      const auto f0 = threads0.find(id);
+      const double cpu = f1.cpu - (f0 == threads0.end() ? 0 : f0->second.cpu);
+      const long sw = f1.switches - (f0 == threads0.end() ? 0 : f0->second.switches);
+      if (cpu <= 0 && sw <= 0) continue;
+      std::ostringstream one;
+      one << f1.name << " " << id.substr(id.find('/') + 1) << ": " << cpu * 1e6 / static_cast<double>(load.sent) << " us, "
+          << static_cast<double>(sw) / static_cast<double>(load.sent) << " switches";
+      busiest.emplace_back(cpu, one.str());
+    }
+    std::sort(busiest.rbegin(), busiest.rend());
+    std::cout << "  coordinator threads per heartbeat (" << static_cast<double>(switches) / static_cast<double>(load.sent)
+              << " context switches in all):";
+    for (std::size_t i = 0; i < busiest.size() && i < 8; ++i) std::cout << (i ? "; " : " ") << busiest[i].second;
     std::cout << "\n";
   }
   if (load.sent > 0) {
@@ -435,6 +463,7 @@ int main(int argc, char** argv) {
             << " load_cpu_us=" << (self1 - self0) * 1e6 / sentD << " p50_ms=" << pct(load.latencies, 0.5)
             << " p99_ms=" << pct(load.latencies, 0.99)
             << " bytes_per_member=" << (pids.empty() ? -1.0 : static_cast<double>(rssGrown) * 1024.0 / static_cast<double>(members.size()))
-            << " errors=" << errors << " expired=" << expired << "\n";
+            << " switches=" << (pids.empty() ? -1.0 : static_cast<double>(switches) / sentD) << " errors=" << errors
+            << " expired=" << expired << "\n";
   return errors == 0 ? 0 : 1;
 }

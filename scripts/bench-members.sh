@@ -4,7 +4,8 @@
 # shaped as the member runtime sends them (ownedShards, revokingShards and a shardProgress entry
 # per owned shard) for SECONDS: each member every INTERVAL_MS (an offered rate, as real members),
 # or as fast as answers come (INTERVAL_MS 0). Prints one table: heartbeats/s, the coordinator's CPU
-# per heartbeat (summed over the pods), Redis commands and Redis CPU per heartbeat, the load
+# per heartbeat (summed over the pods), Redis commands and Redis CPU per heartbeat, the pods'
+# context switches per heartbeat (each thread a heartbeat crosses may have to be woken), the load
 # generator's own CPU per heartbeat (it shares the cores), p50/p99, the pods' memory per member,
 # errors, and members expired (answers FENCED/UNKNOWN seen by the load, and the pods'
 # rsc_members_expired_total). Everything it started is stopped by pid.
@@ -70,10 +71,10 @@ echo "members × groups, $npods pod(s), $( [ "$interval" -gt 0 ] && echo "each m
 printf '%s\n' "${rows[@]}" | awk '
   function v(k,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "-" }
   BEGIN {
-    print "| members × groups | heartbeats/s | coordinator CPU µs/hb | Redis calls/hb | Redis CPU µs/hb | load gen CPU µs/hb | p50 ms | p99 ms | bytes/member | errors | expired (answers / pods) | joined in s |"
-    print "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    print "| members × groups | heartbeats/s | coordinator CPU µs/hb | Redis calls/hb | Redis CPU µs/hb | context switches/hb | load gen CPU µs/hb | p50 ms | p99 ms | bytes/member | errors | expired (answers / pods) | joined in s |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   }
   { j = v("joined_s"); if (j != "-") j = sprintf("%.1f", j)
-    printf "| %s × %s | %s | %.1f | %.2f | %.1f | %.1f | %.2f | %.2f | %.0f | %s | %s / %s | %s |\n",
-      v("members"), v("groups"), v("hbps"), v("cpu_us"), v("redis_calls"), v("redis_cpu_us"), v("load_cpu_us"),
+    printf "| %s × %s | %s | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %s | %s / %s | %s |\n",
+      v("members"), v("groups"), v("hbps"), v("cpu_us"), v("redis_calls"), v("redis_cpu_us"), v("switches"), v("load_cpu_us"),
       v("p50_ms"), v("p99_ms"), v("bytes_per_member"), v("errors"), v("expired"), v("pod_expired"), j }'
