@@ -19,7 +19,7 @@ namespace group_parts {
 
 using group::WorkKind;
 
-void finish(Self self, Work& w) { answer(w, self->state.cfg->metrics.get()); }
+static void finish(Self self, Work& w) { answer(w, self->state.cfg->metrics.get()); }
 
 // The store could not answer: the copy is forgotten and everything waiting is answered.
 void store_failed(Self self, const store::Error& e, const Batch& inFlight) {
@@ -34,7 +34,7 @@ void store_failed(Self self, const store::Error& e, const Batch& inFlight) {
   for (auto& w : waiting) fail(self, *w, why);
 }
 
-void finish_deadline_work(Self self) {
+static void finish_deadline_work(Self self) {
   auto& st = self->state;
   if (!st.c.held()) return;
   FinishCall call{st.key, st.cfg->podToken, st.c.index_deadline(st.cfg->pod->time_view(st.cfg->core)),
@@ -46,7 +46,7 @@ void finish_deadline_work(Self self) {
 }
 
 // The batch is answered; deadline work among it is finished (the deadline index updated).
-void answered(Self self, const Batch& ws) {
+static void answered(Self self, const Batch& ws) {
   for (const auto& w : ws) finish(self, *w);
   if (std::any_of(ws.begin(), ws.end(), [](const WorkPtr& w) { return w->t.deadlineWork; })) finish_deadline_work(self);
 }
@@ -62,7 +62,7 @@ void refuse(Self self, const Batch& ws, const std::string& why) {
 }
 
 // The batch goes first in the queue again, in its order.
-void requeue(Self self, const Batch& ws) {
+static void requeue(Self self, const Batch& ws) {
   auto& st = self->state;
   for (auto it = ws.rbegin(); it != ws.rend(); ++it) {
     st.queue.push_front(*it);
@@ -72,7 +72,7 @@ void requeue(Self self, const Batch& ws) {
 
 // The work waits, first in the queue, until this pod serves the group; then it is decided again
 // (a tick that is not deadline work is redone with the next step anyway).
-void hold(Self self, const Batch& ws, group::Millis ms) {
+static void hold(Self self, const Batch& ws, group::Millis ms) {
   Batch kept;
   for (const auto& w : ws)
     if (w->t.kind != WorkKind::Tick || w->t.deadlineWork) kept.push_back(w);
@@ -131,7 +131,7 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
 }
 
 // Heartbeats queued behind the first are computed on the same state and written with it.
-void step_heartbeats(Self self, WorkPtr w, const group::TimeView& tv, double computeSeconds) {
+static void step_heartbeats(Self self, WorkPtr w, const group::TimeView& tv, double computeSeconds) {
   auto& st = self->state;
   auto& first = std::get<Beat>(w->what);
   if (auto r = st.c.refuse_over_limit(w->t, first.call.req, st.cfg->maxGroupsPerStream, st.key.streamPrefix, st.cfg->timings())) {
@@ -158,7 +158,7 @@ void step_heartbeats(Self self, WorkPtr w, const group::TimeView& tv, double com
   commit(self, std::move(ws), std::move(*o), computeSeconds);
 }
 
-void run_step(Self self, const WorkPtr& w) {
+static void run_step(Self self, const WorkPtr& w) {
   auto& st = self->state;
   auto& cfg = st.cfg->core;
   st.c.begin_step(w->t.kind);
@@ -173,7 +173,7 @@ void run_step(Self self, const WorkPtr& w) {
   run_admin_step(self, w, tv.now, seconds());
 }
 
-void start_load(Self self) {
+static void start_load(Self self) {
   auto& st = self->state;
   LoadCall call{st.key, st.cfg->defaultShardCount, st.queue.front()->t.join, st.cfg->maxGroupsPerStream > 0, give_up_at(self)};
   ask<LoadReply>(self, {}, std::make_tuple(load_atom::value, std::move(call)), [=](LoadReply& r) {
@@ -188,7 +188,7 @@ void start_load(Self self) {
 
 // Deadline work: holding the group mutex (no other pod judges the same deadlines meanwhile), the
 // pod learns in the same round trip whether another pod changed the group since its copy.
-void start_tick(Self self, const WorkPtr& w) {
+static void start_tick(Self self, const WorkPtr& w) {
   auto& st = self->state;
   LeaseCall call{st.key, st.cfg->podToken, st.cfg->mutexTtlMs, st.c.held() ? st.c.state().storeRevision : -1, give_up_at(self)};
   ask<LeaseReply>(self, {}, std::make_tuple(lease_atom::value, std::move(call)), [=](LeaseReply& r) {
@@ -233,7 +233,7 @@ void pump(Self self) {
 }
 
 // An idle actor asks the gateway to forget it, then quits (group/time_rules: should_retire).
-void arm_retirement(Self self, group::Millis in) {
+static void arm_retirement(Self self, group::Millis in) {
   auto& st = self->state;
   if (st.retireTimer || st.cfg->retireAfterMs <= 0) return;
   st.retireTimer = true;
@@ -241,7 +241,7 @@ void arm_retirement(Self self, group::Millis in) {
 }
 
 template <class P>
-void enqueue(Self self, P&& payload, bool deadlineWork = false) {
+static void enqueue(Self self, P&& payload, bool deadlineWork = false) {
   auto& st = self->state;
   auto w = make(std::forward<P>(payload));
   const auto t = now(self);  // the pod's clock is shared by all its actors: read once per message
@@ -254,7 +254,7 @@ void enqueue(Self self, P&& payload, bool deadlineWork = false) {
   pump(self);
 }
 
-caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const GroupActorConfig> cfg, caf::actor store,
+static caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr<const GroupActorConfig> cfg, caf::actor store,
                           caf::actor gateway) {
   auto& st = self->state;
   st.key = std::move(key);
