@@ -4,7 +4,7 @@
 //            [--redis HOST:PORT] [--pids PID[,PID...]]
 //            [--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)
 //            [--redis-tls-* ...] (the --redis-* flags of every rsc program, for --redis)
-//            [--progress none|still|moving]
+//            [--progress none|still|moving] [--settle-rounds N]
 // Phases, each bounded: every member joins; then, when H > 0, GET /healthz as fast as answers come
 // on the same connections for H seconds (the HTTP baseline of this run); then steady heartbeats
 // (full state, keep-alive connections, pods taken round robin) for S seconds, as fast as answers
@@ -17,7 +17,9 @@
 // `shardProgress` entry per owned shard whose lastDeliveredId stays put (`still`: an idle consumer)
 // or moves on with every heartbeat (`moving`: records flowing, so every heartbeat changes what the
 // coordinator stores); `none` (the default) sends no progress. The last line, `rsc-load: row ...`,
-// has the figures as key=value pairs for scripts (scripts/bench-members.sh).
+// has the figures as key=value pairs for scripts (scripts/bench-members.sh). --settle-rounds N:
+// after the joins, every member heartbeats N times before anything is measured, so that the
+// groups' rebalances (revocations, handovers) are over and the measured heartbeats are steady ones.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -152,7 +154,7 @@ Answer read_answer(const rsc::member::HttpReply& r) {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rsc-load: " << why << "\n"
             << "usage: rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S\n"
-            << "                [--stream P] [--rounds N] [--interval-ms I] [--healthz-seconds H]\n"
+            << "                [--stream P] [--rounds N] [--interval-ms I] [--healthz-seconds H] [--settle-rounds N]\n"
             << "                [--redis HOST:PORT] [--pids PID[,PID...]] [--progress none|still|moving]\n"
             << "                " << rsc::member::kClientTlsFlagsUsage << "\n"
             << "                " << rsc::store::kRedisFlagsUsage << "\n";
@@ -203,7 +205,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> urls, pids;
   int groups = 10, perGroup = 10, threads = 4;
   double seconds = 5, healthzSeconds = 0;
-  long rounds = 0, intervalMs = 0;
+  long rounds = 0, intervalMs = 0, settleRounds = 0;
   std::string stream = "load", redisAddr;
   Progress progress = Progress::None;
   rsc::member::ClientTls tls;
@@ -223,6 +225,7 @@ int main(int argc, char** argv) {
     else if (a == "--stream") stream = val();
     else if (a == "--rounds") rounds = std::atol(val().c_str());
     else if (a == "--interval-ms") intervalMs = std::atol(val().c_str());
+    else if (a == "--settle-rounds") settleRounds = std::atol(val().c_str());
     else if (a == "--redis") redisAddr = val();
     else if (a == "--pids") pids = split(val());
     else if (a == "--progress") {
@@ -238,7 +241,7 @@ int main(int argc, char** argv) {
     } else usage("unknown argument " + a);
   }
   if (urls.empty() || groups <= 0 || perGroup <= 0 || threads <= 0 || seconds <= 0 || seconds > 600 ||
-      healthzSeconds < 0 || healthzSeconds > 600 || intervalMs < 0)
+      healthzSeconds < 0 || healthzSeconds > 600 || intervalMs < 0 || settleRounds < 0 || settleRounds > 100)
     usage("bad arguments (seconds at most 600)");
 
   std::unique_ptr<rsc::store::RedisConnection> redis;
@@ -315,6 +318,18 @@ int main(int argc, char** argv) {
     std::cout << "\n";
   }
   if (rounds == 1) return 0;
+  if (settleRounds > 0) {
+    const auto s0 = Clock::now();
+    auto settled = run_threads([&](int t, Tally& tally) {
+      for (long r = 0; r < settleRounds; ++r)
+        for (std::size_t i = static_cast<std::size_t>(t); i < members.size(); i += static_cast<std::size_t>(threads))
+          beat(t, members[i], i + static_cast<std::size_t>(r), tally);
+    });
+    std::cout << "rsc-load: " << settleRounds << " settling round(s) of every member in "
+              << std::chrono::duration<double>(Clock::now() - s0).count() << " s; statuses:";
+    for (const auto& [k, v] : settled.statuses) std::cout << " " << k << "=" << v;
+    std::cout << "\n";
+  }
 
   // 2. The HTTP baseline on the same connections.
   double healthzPerSecond = 0, healthzCpuUs = 0, healthzSelfUs = 0;

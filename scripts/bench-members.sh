@@ -11,14 +11,18 @@
 # rsc_members_expired_total). Everything it started is stopped by pid.
 #   bash scripts/bench-members.sh [SIZES] [INTERVAL_MS] [SECONDS] [PODS] [THREADS]
 # SIZES is a comma-separated list of MEMBERSxGROUPS (default 1000x200,20000x2000,100000x10000).
+# Before anything is measured, every member heartbeats SETTLE_ROUNDS times (default 3; as fast as
+# answers come) so that the groups' rebalances after the joins are over: the measured heartbeats are
+# steady ones (paced runs settle the same way, then keep to their interval).
 # PROGRESS=moving (default: records flowing, so every heartbeat changes what the coordinator
 # stores), still (idle consumers) or none. RSC_COORDINATOR_BIN picks another build, RSC_POD_ARGS
 # adds flags to the pods (e.g. "--lease-renewal-slack-ms 0"). With INTERVAL_MS > 0 the pods get it
-# as their heartbeat interval (the default, 3000, is the design's) and a lease of 5 intervals.
+# as their heartbeat interval (the default, 3000, is the design's) and a lease of 5 intervals; as
+# fast as answers come, a lease of 60 s (a round of 100,000 members takes longer than 15 s here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=${1:-1000x200,20000x2000,100000x10000} interval=${2:-0} secs=${3:-10} npods=${4:-1} threads=${5:-16}
-progress=${PROGRESS:-moving}
+progress=${PROGRESS:-moving} settle=${SETTLE_ROUNDS:-3}
 . scripts/lib/local.sh
 rows=()
 metric_sum() {  # metric_sum NAME URL...: the metric summed over the pods
@@ -36,7 +40,10 @@ run_size() {  # run_size MEMBERS GROUPS: appends a row
     { echo "bench-members: $members members do not split evenly into $groups groups" >&2; exit 2; }
   local_init members
   start_redis
-  [ "$interval" -gt 0 ] && timing=(--heartbeat-interval-ms "$interval" --member-lease-ttl-ms $((5 * interval)))
+  # As fast as answers come, a round of 100,000 members takes longer than the default 15 s lease:
+  # the pods get a 60 s lease then, so that no member expires between its heartbeats.
+  if [ "$interval" -gt 0 ]; then timing=(--heartbeat-interval-ms "$interval" --member-lease-ttl-ms $((5 * interval)))
+  else timing=(--member-lease-ttl-ms 60000); fi
   for i in $(seq 1 "$npods"); do
     p=$(free_port)
     "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
@@ -50,7 +57,7 @@ run_size() {  # run_size MEMBERS GROUPS: appends a row
   local joined="" all
   all=$(IFS=,; echo "${urls[*]}")
   out=$(./build/benchmarks/rsc-load --coordinator "$all" --groups "$groups" --members-per-group "$per" \
-    --threads "$threads" --seconds "$secs" --interval-ms "$interval" --progress "$progress" \
+    --threads "$threads" --seconds "$secs" --interval-ms "$interval" --progress "$progress" --settle-rounds "$settle" \
     --redis "127.0.0.1:$rport" --pids "$podpids" 2>&1) || true
   echo "$out" | sed 's/^/  /' >&2
   row=$(echo "$out" | grep '^rsc-load: row ' | tail -1)
