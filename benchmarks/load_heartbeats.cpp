@@ -164,6 +164,7 @@ Answer read_answer(const rsc::member::HttpReply& r) {
 struct RedisCounters {
   long long commands = -1, reads = -1;
   double cpu = -1;
+  std::map<std::string, long long> calls;  // by command (INFO commandstats)
 };
 RedisCounters redis_counters(rsc::store::RedisConnection* c) {
   RedisCounters out;
@@ -175,6 +176,13 @@ RedisCounters redis_counters(rsc::store::RedisConnection* c) {
   while (std::getline(in, line)) {
     if (line.rfind("total_commands_processed:", 0) == 0) out.commands = std::atoll(line.c_str() + 25);
     if (line.rfind("total_reads_processed:", 0) == 0) out.reads = std::atoll(line.c_str() + 22);
+  }
+  auto stats = c->command({"INFO", "commandstats"});
+  if (stats.ok()) {
+    std::istringstream sin(stats.value->str);
+    while (std::getline(sin, line))
+      if (line.rfind("cmdstat_", 0) == 0 && line.find(":calls=") != std::string::npos)
+        out.calls[line.substr(8, line.find(':') - 8)] = std::atoll(line.c_str() + line.find(":calls=") + 7);
   }
   auto cpu = c->command({"INFO", "cpu"});
   if (cpu.ok()) {
@@ -455,6 +463,20 @@ int main(int argc, char** argv) {
               << " commands, " << static_cast<double>(c1.reads - c0.reads - 1) / static_cast<double>(load.sent)
               << " socket reads and " << (c1.cpu - c0.cpu) * 1e6 / static_cast<double>(load.sent)
               << " us of CPU per heartbeat\n";
+  if (redis && !c1.calls.empty() && load.sent > 0) {
+    // Which commands (scripts' own calls included): the store's part of a heartbeat, by name.
+    std::vector<std::pair<long long, std::string>> byCount;
+    for (const auto& [name, n] : c1.calls) {
+      const auto was = c0.calls.find(name);
+      const long long d = n - (was == c0.calls.end() ? 0 : was->second);
+      if (d > 0 && name != "info") byCount.emplace_back(d, name);
+    }
+    std::sort(byCount.rbegin(), byCount.rend());
+    std::cout << "  redis calls per heartbeat by command:";
+    for (std::size_t i = 0; i < byCount.size() && i < 8; ++i)
+      std::cout << " " << byCount[i].second << "=" << static_cast<double>(byCount[i].first) / static_cast<double>(load.sent);
+    std::cout << "\n";
+  }
   if (!pids.empty() && joins.sent == 0)
     std::cout << "  rss KiB: " << rssBefore << " before the run, " << rssAfter << " after it ("
               << static_cast<double>(rssAfter - rssBefore) * 1024.0 / static_cast<double>(members.size())
