@@ -2,6 +2,7 @@
 #include <set>
 
 #include "actors/actors.hpp"
+#include "actors/store_watch.hpp"
 #include "log/log.hpp"
 
 namespace rsc::actors {
@@ -29,8 +30,27 @@ caf::actor group_for(Self self, const store::GroupKey& key) {
   return a;
 }
 
+// Wakes at the earliest deadline of the store calls in flight (actors/store_watch.hpp).
+caf::behavior store_sweeper(caf::event_based_actor* self, std::weak_ptr<StoreWatch> watch, std::shared_ptr<PodContext> pod,
+                            int64_t deadlineMs) {
+  return {
+      [=](sweep_atom) {
+        auto w = watch.lock();
+        if (!w) return self->quit();
+        int64_t next = 0;
+        for (auto& addr : w->overdue(pod->local_now(), deadlineMs, next))
+          if (auto a = caf::actor_cast<caf::actor>(addr)) self->send(a, watchdog_atom::value);
+        if (next > 0) self->delayed_send(self, std::chrono::milliseconds(next), sweep_atom::value);
+      },
+  };
+}
+
 caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::size_t index, std::size_t count,
                       std::shared_ptr<GroupDirectory> directory) {
+  if (!cfg.storeWatch && cfg.pod) {  // one timer for the store calls of all this gateway's groups
+    cfg.storeWatch = std::make_shared<StoreWatch>();
+    cfg.storeWatch->sweeper = spawn_store_sweeper(self->system(), self, cfg.storeWatch, cfg.pod, cfg.storeDeadlineMs);
+  }
   self->state.directory = std::move(directory);
   self->state.index = index;
   self->state.count = count;
@@ -95,6 +115,13 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
 }
 
 }  // namespace
+
+caf::actor spawn_store_sweeper(caf::actor_system& sys, caf::event_based_actor* self, const std::shared_ptr<StoreWatch>& watch,
+                               std::shared_ptr<PodContext> pod, int64_t deadlineMs) {
+  std::weak_ptr<StoreWatch> w = watch;
+  if (self) return self->spawn<caf::linked>(store_sweeper, std::move(w), std::move(pod), deadlineMs);
+  return sys.spawn(store_sweeper, std::move(w), std::move(pod), deadlineMs);
+}
 
 std::size_t gateway_index(const store::GroupKey& key, std::size_t count) {
   return std::hash<std::string>{}(key.str()) % std::max<std::size_t>(1, count);

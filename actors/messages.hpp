@@ -37,8 +37,11 @@ using retired_atom = caf::atom_constant<caf::atom("retired")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 
 using SteadyTime = std::chrono::steady_clock::time_point;
+
+class StoreWatch;
 
 struct GroupActorConfig {
   group::Config core;
@@ -52,6 +55,9 @@ struct GroupActorConfig {
   int64_t maxGroupsPerStream = 0;       // 0: no limit
   std::shared_ptr<PodContext> pod;      // the store's clock, availability, tick duty
   std::shared_ptr<Metrics> metrics;     // may be null
+  // The gateway's one timer for its actors' store calls (actors/store_watch.hpp); null: each
+  // group actor keeps a timer of its own.
+  std::shared_ptr<StoreWatch> storeWatch;
   std::string podToken;                 // this pod's mutex token
   bool logEvents = true;
   std::string consumerGroupStartId = "0";  // where a new Redis consumer group starts reading

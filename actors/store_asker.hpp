@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "actors/messages.hpp"
+#include "actors/store_watch.hpp"
 #include "group/freshness.hpp"
 #include "redis/result.hpp"
 
@@ -33,16 +34,30 @@ void arm_store_watchdog(Self self, int64_t in) {
 
 // The watchdog message came at local time `now`: the call in flight is given up when its deadline
 // passed (its error half runs; true), else the watchdog waits for the rest.
+// With the gateway's watch, the watchdog message comes from its sweeper (which looks again while
+// the call is in flight); without one, from this actor's own timer.
 template <class Self>
 bool store_watchdog_fired(Self self, int64_t now, int64_t deadlineMs) {
   auto& a = self->state.asker;
-  a.watchdog = false;
+  auto* watch = self->state.cfg->storeWatch.get();
+  if (!watch) a.watchdog = false;
   const auto in = a.line.give_up_in(now, deadlineMs);
-  if (in > 0) arm_store_watchdog(self, in);
+  if (in > 0 && !watch) arm_store_watchdog(self, in);
   if (in != 0) return false;
+  if (watch) watch->ended(self->id());
   self->state.busy = false;
   if (auto giveUp = std::exchange(a.giveUp, nullptr)) giveUp();
   return true;
+}
+
+// A store call begins at local time `now`: watched by the gateway's sweeper, or by a timer of the
+// actor's own.
+template <class Self>
+void watch_store_call(Self self, int64_t now, int64_t deadlineMs) {
+  auto* watch = self->state.cfg->storeWatch.get();
+  if (!watch) return arm_store_watchdog(self, deadlineMs);
+  if (watch->began(self->id(), self->address(), now))
+    self->delayed_send(watch->sweeper, std::chrono::milliseconds(std::max<int64_t>(1, deadlineMs)), sweep_atom::value);
 }
 
 // Call number `seq`, made at local time `now`: `args` go to `store`; one of onReply(Reply&) and
@@ -56,10 +71,11 @@ void ask_store(Self self, const caf::actor& store, uint64_t seq, int64_t now, in
   st.asker.giveUp = [=]() mutable {
     onError(store::Error{store::ErrorKind::Retryable, "the store did not answer within " + std::to_string(deadlineMs) + "ms"});
   };
-  arm_store_watchdog(self, deadlineMs);
+  watch_store_call(self, now, deadlineMs);
   auto awaited = [self, seq] {
     auto& s = self->state;
     if (!s.asker.line.replied(seq)) return false;
+    if (auto* watch = s.cfg->storeWatch.get()) watch->ended(self->id());
     s.asker.giveUp = nullptr, s.busy = false;
     return true;
   };

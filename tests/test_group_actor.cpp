@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/store_watch.hpp"
 #include "log/log.hpp"
 #include "group/coordinator.hpp"
 #include "redis/memory_store.hpp"
@@ -789,6 +790,63 @@ caf::behavior silent_store(caf::stateful_actor<SilentStoreState>* self, std::str
         return rp;
       },
   };
+}
+
+// Issue 32: the group actors of a gateway share one timer for their store calls (a sweeper that
+// wakes at the earliest deadline in flight) instead of one delayed message per call; the give-up
+// keeps its moment: each call at its own deadline, not before.
+TEST_F(GroupActorTest, StoreCallsWatchedByOneSweeperAreEachGivenUpAtTheirOwnDeadline) {
+  auto silent = sys_->spawn(silent_store, std::string("silent-store"));
+  actors_.push_back(silent);
+  auto cfg = pod_config("pod-1");
+  auto watch = std::make_shared<StoreWatch>();
+  watch->sweeper = spawn_store_sweeper(*sys_, nullptr, watch, cfg.pod, cfg.storeDeadlineMs);
+  actors_.push_back(watch->sweeper);
+  cfg.storeWatch = watch;
+  auto shared = std::make_shared<const GroupActorConfig>(cfg);
+  auto g1 = spawn_group_actor(*sys_, store::GroupKey{"orders", "one"}, shared, silent);
+  auto g2 = spawn_group_actor(*sys_, store::GroupKey{"orders", "two"}, shared, silent);
+  actors_.push_back(g1);
+  actors_.push_back(g2);
+  auto out1 = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  auto out2 = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  post(g1, request("a", 0), out1);
+  run();
+  advance(500);
+  post(g2, request("b", 0), out2);  // 500 ms later: its deadline is 500 ms after g1's
+  run();
+  EXPECT_EQ(watch->in_flight(), 2u);
+  advance(400);
+  EXPECT_FALSE(out1->has_value()) << "still within the store deadline";
+  advance(200);
+  ASSERT_TRUE(out1->has_value()) << "g1's call given up at its deadline";
+  EXPECT_EQ((*out1)->status, HeartbeatStatus::RETRY);
+  EXPECT_NE((*out1)->message.value_or("").find("did not answer within 1000ms"), std::string::npos);
+  EXPECT_FALSE(out2->has_value()) << "g2's call is 600 ms old: not given up with g1's";
+  EXPECT_EQ(watch->in_flight(), 1u);
+  advance(500);
+  ASSERT_TRUE(out2->has_value()) << "g2's call given up at its own deadline";
+  EXPECT_EQ((*out2)->status, HeartbeatStatus::RETRY);
+  EXPECT_EQ(watch->in_flight(), 0u);
+}
+
+// A call answered in time leaves the watch at once; the sweep that comes finds nothing to give up.
+TEST_F(GroupActorTest, AStoreCallAnsweredInTimeLeavesTheWatchAndIsNotGivenUp) {
+  auto cfg = pod_config("pod-1");
+  auto watch = std::make_shared<StoreWatch>();
+  watch->sweeper = spawn_store_sweeper(*sys_, nullptr, watch, cfg.pod, cfg.storeDeadlineMs);
+  actors_.push_back(watch->sweeper);
+  cfg.storeWatch = watch;
+  auto g = spawn(cfg);
+  const auto a = hb(request("a", 0), &g);
+  EXPECT_EQ(a.status, HeartbeatStatus::OK);
+  EXPECT_EQ(watch->in_flight(), 0u);
+  for (int i = 0; i < 5; ++i) {  // 1.5 s: the sweeps armed by the calls come and go
+    advance(300);
+    const auto r = hb(request("a", a.memberEpoch, assigned(a)), &g);
+    EXPECT_EQ(r.status, HeartbeatStatus::OK) << r.message.value_or("");
+    EXPECT_EQ(watch->in_flight(), 0u);
+  }
 }
 
 TEST_F(GroupActorTest, AStoreThatNeverAnswersIsGivenUpAtTheStoreDeadline) {
