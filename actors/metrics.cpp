@@ -248,7 +248,7 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
       next.lag += static_cast<double>(p.lag.value_or(0));
       next.pending += static_cast<double>(p.pending.value_or(0));
     }
-    next.pendingShards += static_cast<double>(m.pending().size());
+    next.pendingShards += static_cast<double>(m.pending_count());
     next.revokingShards += static_cast<double>(m.revoking.size());
     next.live += 1;
     next.capMax += m.capacity.runtimeMaxConcurrency;

@@ -48,7 +48,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   // nanosleep calls) by default. On a machine shared with Redis and the HTTP threads the polling
   // costs more than the wake-up it saves; a short spin then the (notified) sleep.
   impl_->cfg.set("work-stealing.aggressive-poll-attempts", size_t{10});
-  impl_->cfg.set("work-stealing.moderate-poll-attempts", size_t{1});
+  impl_->cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   GroupActorConfig g;
   g.core = cfg.core;

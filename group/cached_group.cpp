@@ -68,6 +68,7 @@ Next CachedGroup::next(Ticket& front, Millis now, bool synced) {
 
 void CachedGroup::merge(Outcome&& o) {
   g_ = std::move(o.state);
+  copyShape_.reset();
   pending_.merge(o.delta);
   for (auto& e : o.events) pendingEvents_.push_back(std::move(e));
 }
@@ -76,6 +77,7 @@ std::optional<Rollback> CachedGroup::adopt(Loaded&& l, const std::optional<proto
                                            Millis now) {
   storedDeadline_ = next_deadline(l.state, *cfg_);
   g_ = std::move(l.state);
+  copyShape_.reset();
   exists_ = l.exists;
   pending_ = {};
   pendingEvents_.clear();
@@ -110,8 +112,10 @@ void CachedGroup::begin_step(WorkKind kind) {
   if (kind != WorkKind::Heartbeat) justLoaded_ = false;
   // What the members' to-dos depend on, taken before the step consumes the copy. Not known when
   // adopting a loaded state changed it: then every member with something to do is told.
+  // A copy this pod wrote itself has its signature from that write (computed once per write).
   shapeBefore_.reset();
-  if (g_ && pending_.empty()) shapeBefore_ = shape_signature(*g_);
+  const auto known = std::exchange(copyShape_, std::nullopt);
+  if (g_ && pending_.empty()) shapeBefore_ = known ? *known : shape_signature(*g_);
 }
 
 std::optional<protocol::HeartbeatResponse> CachedGroup::refuse_over_limit(const Ticket& t,
@@ -226,7 +230,9 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
   if (exists_) w.delta = std::make_shared<Delta>(std::move(o.delta));
   // A steady heartbeat changes nothing anyone waits for; a changed shape may give others work.
   const auto before = std::exchange(shapeBefore_, std::nullopt);
-  if (!check && (!before || *before != shape_signature(*w.next)))
+  writingShape_.reset();
+  if (!check) writingShape_ = shape_signature(*w.next);
+  if (!check && (!before || *before != *writingShape_))
     w.wake = members_to_wake(nullptr, *w.next, answered ? answered() : std::set<std::string>{});
   w.events = std::move(p.events);
   g_.reset();  // the copy is the write in flight until the store says so
@@ -250,6 +256,7 @@ Stored CachedGroup::written(int64_t revision, uint64_t call, const PodView& view
   if (writingCheck_) return Stored::Current;
   exists_ = true;
   storedDeadline_ = writingDeadline_;
+  copyShape_ = std::exchange(writingShape_, std::nullopt);
   rollbackSeenEpoch_.reset();
   return Stored::Written;
 }
@@ -306,6 +313,7 @@ std::optional<std::string> CachedGroup::why_not_writing(const PodView& view, Mil
 
 void CachedGroup::drop() {
   g_.reset();
+  copyShape_.reset();
   copyTerm_ = 0;
   storedDeadline_.reset();
   writing_.reset();

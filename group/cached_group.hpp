@@ -222,6 +222,9 @@ class CachedGroup {
   uint64_t copyTerm_ = 0;
   std::map<std::string, Millis> revokeStarted_;  // member -> when its revocation was asked for
   std::optional<uint64_t> shapeBefore_;  // shape_signature of the copy the step started from
+  // shape_signature of the copy when this pod wrote it and nothing replaced it since (the next step
+  // takes it instead of computing it again); of the write in flight.
+  std::optional<uint64_t> copyShape_, writingShape_;
   // The write in flight.
   std::shared_ptr<GroupState> writing_;
   bool writingCheck_ = false;

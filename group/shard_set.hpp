@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <vector>
@@ -20,6 +21,16 @@ inline ShardSet set_minus(const ShardSet& a, const ShardSet& b) {
   ShardSet out;
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
   return out;
+}
+// How many of a are not in b (set_minus(a, b).size() without building it).
+inline std::size_t minus_count(const ShardSet& a, const ShardSet& b) {
+  std::size_t n = 0;
+  auto j = b.begin();
+  for (int32_t x : a) {
+    while (j != b.end() && *j < x) ++j;
+    if (j == b.end() || *j != x) ++n;
+  }
+  return n;
 }
 inline ShardSet set_union(const ShardSet& a, const ShardSet& b) {
   ShardSet out;

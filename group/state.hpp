@@ -114,6 +114,7 @@ struct Member {
   // Shards this member holds: nobody else may read them.
   ShardSet held() const { return set_union(assigned, revoking); }
   ShardSet pending() const { return set_minus(target, assigned); }
+  std::size_t pending_count() const { return minus_count(target, assigned); }
 };
 
 struct GroupState {

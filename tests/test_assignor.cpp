@@ -198,3 +198,19 @@ TEST(Assignor, ShardCountGrowthKeepsEveryExistingShardWhereItWas) {
     for (const auto& [m, s] : before) EXPECT_TRUE(is_subset(s, after.at(m)) || after.at(m).size() < s.size());
   }
 }
+
+// minus_count counts what set_minus would build, on random sorted sets of shard indexes.
+TEST(ShardSets, MinusCountIsTheSizeOfTheDifference) {
+  std::mt19937 rng(7);
+  for (int c = 0; c < 500; ++c) {
+    ShardSet a, b;
+    for (int32_t s = 0; s < 24; ++s) {
+      if (rng() % 3 == 0) a.push_back(s);
+      if (rng() % 2 == 0) b.push_back(s);
+    }
+    ASSERT_EQ(minus_count(a, b), set_minus(a, b).size()) << "case " << c;
+  }
+  EXPECT_EQ(minus_count({}, {1, 2}), 0u);
+  EXPECT_EQ(minus_count({1, 2, 9}, {}), 3u);
+  EXPECT_EQ(minus_count({1, 5, 9}, {0, 5, 10}), 2u);
+}

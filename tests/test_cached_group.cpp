@@ -350,6 +350,30 @@ TEST_F(CachedGroupTest, AChangedShapeWakesTheOtherMembersASteadyHeartbeatWakesNo
   EXPECT_EQ(join.wake, std::vector<std::string>{"a"});  // b is answered anyway
 }
 
+// A written copy keeps the signature its write computed; a copy adopted from the store (another
+// pod's state) has its own computed again, or a change back to the written shape would wake nobody.
+TEST_F(CachedGroupTest, AnAdoptedCopyIsNotJudgedByTheShapeOfTheCopyItReplaced) {
+  joined("a");
+  const auto alone = stored;  // a holds every shard
+  auto join = c.plan_write(std::move(*step({request("b", 0)})), std::nullopt, view, local,
+                           [] { return std::set<std::string>{"b"}; });
+  ASSERT_EQ(join.wake, std::vector<std::string>{"a"});
+  const auto written = rsc::group::shape_signature(*join.next);
+  ASSERT_EQ(store(join), Stored::Written);  // the copy: a to give shards up, b waiting for them
+  // Another pod's write took b out again (the race this pod then loses): a holds every shard.
+  auto theirs = alone;
+  theirs.storeRevision = revision + 1;
+  revision += 1;
+  c.lost_race(std::move(theirs), {}, c.calls().next_call(), view, local, now);
+  ASSERT_EQ(c.state().members.count("b"), 0u);
+  // b joins again: the same shape as this pod's last write, but a, holding everything, must hear it.
+  auto again = c.plan_write(std::move(*step({request("b", 0)})), std::nullopt, view, local,
+                            [] { return std::set<std::string>{"b"}; });
+  ASSERT_EQ(again.kind, WritePlan::Kind::Write);
+  ASSERT_EQ(rsc::group::shape_signature(*again.next), written);
+  EXPECT_EQ(again.wake, std::vector<std::string>{"a"});
+}
+
 // --- the heartbeat batch -------------------------------------------------------------------------
 
 TEST_F(CachedGroupTest, AJoinOverTheGroupsPerStreamLimitIsRefusedAndTheCopyDropped) {
