@@ -255,8 +255,10 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
     next.capAvail += m.capacity.availableConcurrency;
   }
   next.epoch = g.groupEpoch;
+  thread_local std::string key;  // every write publishes: no string built per call once the group is known
+  key.assign(stream).append("/").append(group);
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto [it, fresh] = impl_->perGroup.try_emplace(stream + "/" + group);
+  auto [it, fresh] = impl_->perGroup.try_emplace(key);
   auto& cur = it->second;
   if (fresh) {
     cur.stream = stream;
