@@ -523,7 +523,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       std::lock_guard<std::mutex> lock(mu_);
       awaiting = awaiting_;
     }
-    if (awaiting) lowest().expires_never();  // pipelined behind a direct answer: see read_next
+    // Pipelined behind a direct answer: no Beast timer (see read_next); the guard bounds the read
+    // by the idle timeout since that answer instead.
+    untimedRead_ = awaiting;
+    if (awaiting) lowest().expires_never();
     else lowest().expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
@@ -591,6 +594,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void dispatch(Request q) {
     reading_ = false;
+    untimedRead_ = false;
     keepAlive_ = q.keepAlive;
     version_ = q.version;
     ++server_->inFlight;
@@ -647,6 +651,14 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (buffer_.size() > 0) return read_request();  // pipelined: it has started already
     stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
       if (ec) {
+        {
+          // A client that half-closes after its request still gets the answer awaited.
+          std::lock_guard<std::mutex> lock(self->mu_);
+          if (self->awaiting_) {
+            self->closeAfter_ = true;
+            return;
+          }
+        }
         if (ec != net::error::operation_aborted) fail(ec, "read");
         return self->do_close();
       }
@@ -753,7 +765,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     guard_->async_wait([self = shared_from_this()](beast::error_code ec) {
       self->guardArmed_ = false;
       if (ec) return;
-      if (self->busy_ || self->reading_) return;  // Beast's timers apply then
+      if (self->busy_ || (self->reading_ && !self->untimedRead_)) return;  // Beast's timers apply then
       int64_t since = 0;
       {
         std::lock_guard<std::mutex> lock(self->mu_);
@@ -831,6 +843,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool busy_ = false;  // a request answered the usual way is in progress
   bool first_ = true;
   bool reading_ = false;  // a request has started arriving
+  bool untimedRead_ = false;  // ... while an answer was awaited (no Beast timer on it)
   // Shared with the thread answering directly (the rest are the I/O thread's alone).
   std::mutex mu_;
   bool open_ = true;

@@ -271,6 +271,34 @@ TEST(HttpServer, StoppingLetsAnAwaitedAnswerOutWithConnectionCloseThenCloses) {
   close(fd);
 }
 
+TEST(HttpServer, AClientThatHalfClosesAfterItsRequestStillGetsTheAnswer) {
+  Fixture f;
+  const int fd = connect_to(f.port());
+  ASSERT_GE(fd, 0);
+  send_all(fd, post("/echo/200", "half"));
+  shutdown(fd, SHUT_WR);  // nothing more to send, still reading
+  std::string buf;
+  auto a = read_answer(fd, buf);
+  ASSERT_EQ(a.status, 200) << "the connection closed before the answer";
+  EXPECT_EQ(a.body, "half");
+  EXPECT_TRUE(closed_within(fd, std::chrono::milliseconds(2000)));
+  close(fd);
+}
+
+// A request pipelined behind an awaited answer that then stops arriving is not held forever: the
+// idle timeout since that answer bounds it.
+TEST(HttpServer, APipelinedRequestThatStopsArrivingIsCutOffAtTheIdleTimeout) {
+  Fixture f(/*idleMs=*/400, /*headerMs=*/10000);
+  const int fd = connect_to(f.port());
+  ASSERT_GE(fd, 0);
+  send_all(fd, post("/echo/200", "first") + "POST /echo/0 HTT");
+  std::string buf;
+  ASSERT_EQ(read_answer(fd, buf).body, "first");
+  std::chrono::milliseconds took{};
+  EXPECT_TRUE(closed_within(fd, std::chrono::milliseconds(3000), &took)) << "the trickling request held the connection";
+  close(fd);
+}
+
 TEST(HttpServer, AClientThatHangsUpWhileItsAnswerIsAwaitedCostsNothingLater) {
   Fixture f;
   for (int i = 0; i < 20; ++i) {
