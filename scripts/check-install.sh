@@ -43,7 +43,7 @@ for b in cmake-build/example-consumer example-pkgconfig; do
   out=$(timeout 60 "$dir/$b" "http://127.0.0.1:$cport" 127.0.0.1 "$rport" orders "g-${b%%/*}" 20 2>&1)
   rc=$?
   echo "  $out" | tail -2
-  [ "$rc" = 0 ] && echo "$out" | grep -q "produced 20 and consumed 20"
+  [ "$rc" = 0 ] && grep -q "produced 20 and consumed 20" <<<"$out"
   check $? "$b produced 20 records and consumed them through the coordinator"
 done
 
@@ -54,7 +54,7 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   if [ -n "$deb" ]; then
     contents=$(dpkg-deb -c "$deb")
     for f in bin/rsc-coordinator lib/librsc_member.a lib/cmake/rsc/rscConfig.cmake include/rsc/member/producer.hpp; do
-      echo "$contents" | grep -q "$f"; check $? "the .deb holds $f"
+      grep -q "$f" <<<"$contents"; check $? "the .deb holds $f"
     done
     echo "  $(dpkg-deb -f "$deb" Package Version Depends | tr '\n' ' ')"
   fi

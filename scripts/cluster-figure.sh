@@ -45,7 +45,7 @@ cluster_up() {  # cluster_up NAME: starts 3 cluster-enabled masters in $dir/NAME
   redis-cli --cluster create $(for p in "${ports[@]}"; do printf '127.0.0.1:%s ' "$p"; done) --cluster-yes >/dev/null
   for _ in $(seq 1 200); do
     local ok=0
-    for p in "${ports[@]}"; do redis-cli -p "$p" cluster info | grep -q cluster_state:ok && ok=$((ok + 1)); done
+    for p in "${ports[@]}"; do [[ $(redis-cli -p "$p" cluster info) == *cluster_state:ok* ]] && ok=$((ok + 1)); done
     [ "$ok" = 3 ] && return
     sleep 0.05
   done
