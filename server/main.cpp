@@ -9,6 +9,7 @@
 #include "actors/service.hpp"
 #include "http/server.hpp"
 #include "redis/redis_store.hpp"
+#include "server/allocator.hpp"
 #include "server/config.hpp"
 
 using namespace rsc;
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  log::info("rsc-coordinator starting: " + server::summary(cfg));
+  log::info("rsc-coordinator starting: " + server::summary(cfg) + " allocator=" + server::allocator_name());
   if (cfg.auth.open()) log::warn("auth: no tokens configured, the server runs OPEN (anyone may call any endpoint)");
 
   // Other pods forward the calls of the groups this pod serves to this address; known before the

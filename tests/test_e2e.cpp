@@ -93,6 +93,20 @@ TEST_F(E2E, JoinThenScaleOutHandsShardsOverOnlyAfterTheRevokeAck) {
   EXPECT_EQ(b.owned, given);
 }
 
+// The heap the build chose is the one the running binary uses, and its starting line says which
+// (an operator comparing pods' CPU should know).
+TEST_F(E2E, TheStartingLineNamesTheAllocatorInUse) {
+  const auto log = coord->log();
+  const auto at = log.find("rsc-coordinator starting:");
+  ASSERT_NE(at, std::string::npos) << log;
+  const auto line = log.substr(at, log.find('\n', at) - at);
+#ifdef RSC_EXPECT_JEMALLOC
+  EXPECT_NE(line.find(" allocator=jemalloc 5."), std::string::npos) << line;
+#else
+  EXPECT_NE(line.find(" allocator=glibc malloc"), std::string::npos) << line;
+#endif
+}
+
 TEST_F(E2E, ARepeatedRequestIdIsAnsweredIdenticallyAndALostResponseIsTolerated) {
   Member a{"a"};
   a.beat(port());

@@ -1,0 +1,11 @@
+// Which heap rsc-coordinator was linked with, for its starting line (CMakeLists.txt, RSC_JEMALLOC).
+#pragma once
+
+#include <string>
+
+namespace rsc::server {
+
+// "jemalloc <version>" when linked with it (and it is the malloc in use), else "glibc malloc".
+std::string allocator_name();
+
+}  // namespace rsc::server
