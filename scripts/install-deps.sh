@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config dpkg-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libcaf-dev libhiredis-dev libssl-dev openssl libboost-dev libboost-system-dev prometheus-cpp-dev libjemalloc-dev
+  libcaf-dev libhiredis-dev libssl-dev openssl libboost-dev libboost-system-dev prometheus-cpp-dev libgoogle-perftools-dev
   redis-server prometheus faketime
   clang libclang-rt-14-dev
   curl python3 python3-yaml

@@ -1,11 +1,11 @@
-// Which heap rsc-coordinator was linked with, for its starting line (CMakeLists.txt, RSC_JEMALLOC).
+// Which heap rsc-coordinator was linked with, for its starting line (CMakeLists.txt, RSC_TCMALLOC).
 #pragma once
 
 #include <string>
 
 namespace rsc::server {
 
-// "jemalloc <version>" when linked with it (and it is the malloc in use), else "glibc malloc".
+// "gperftools <version>" (tcmalloc) when linked with it (and it is the malloc in use), else "glibc malloc".
 std::string allocator_name();
 
 }  // namespace rsc::server

@@ -100,8 +100,8 @@ TEST_F(E2E, TheStartingLineNamesTheAllocatorInUse) {
   const auto at = log.find("rsc-coordinator starting:");
   ASSERT_NE(at, std::string::npos) << log;
   const auto line = log.substr(at, log.find('\n', at) - at);
-#ifdef RSC_EXPECT_JEMALLOC
-  EXPECT_NE(line.find(" allocator=jemalloc 5."), std::string::npos) << line;
+#ifdef RSC_EXPECT_TCMALLOC
+  EXPECT_NE(line.find(" allocator=gperftools 2."), std::string::npos) << line;
 #else
   EXPECT_NE(line.find(" allocator=glibc malloc"), std::string::npos) << line;
 #endif
