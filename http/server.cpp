@@ -649,41 +649,22 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     parser_->body_limit(server_->opts.bodyLimit);
     parser_->header_limit(64 * 1024);
     if (buffer_.size() > 0) return read_request();  // pipelined: it has started already
-    // The client sends its next request once it has this answer (a pipelining one has sent it
-    // already, and then it is read at once below): a read started now finds nothing, and Asio
-    // tries every read once before it waits for the socket, a recvmsg failing EAGAIN per
-    // heartbeat. So wait until the socket is readable, then read it here, with no second hop.
-    lowest().socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return self->on_next_read(ec, 0);
-      const auto buf = self->buffer_.prepare(4096);
-      for (;;) {
-        const auto n = ::recv(self->lowest().socket().native_handle(), buf.data(), buf.size(), MSG_DONTWAIT);
-        if (n > 0) return self->on_next_read({}, static_cast<std::size_t>(n));
-        if (n == 0) return self->on_next_read(net::error::eof, 0);
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // readable no more: read as usual
-        return self->on_next_read(beast::error_code(errno, net::error::get_system_category()), 0);
-      }
-      self->lowest().socket().async_read_some(
-          buf, [self](beast::error_code e, std::size_t n) { self->on_next_read(e, n); });
-    });
-  }
-
-  void on_next_read(beast::error_code ec, std::size_t n) {
-    if (ec) {
-      {
-        // A client that half-closes after its request still gets the answer awaited.
-        std::lock_guard<std::mutex> lock(mu_);
-        if (awaiting_) {
-          closeAfter_ = true;
-          return;
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      if (ec) {
+        {
+          // A client that half-closes after its request still gets the answer awaited.
+          std::lock_guard<std::mutex> lock(self->mu_);
+          if (self->awaiting_) {
+            self->closeAfter_ = true;
+            return;
+          }
         }
+        if (ec != net::error::operation_aborted) fail(ec, "read");
+        return self->do_close();
       }
-      if (ec != net::error::operation_aborted) fail(ec, "read");
-      return do_close();
-    }
-    buffer_.commit(n);
-    read_request();
+      self->buffer_.commit(n);
+      self->read_request();
+    });
   }
 
   // From any thread, once per directly answered request: the answer is written now if the socket
