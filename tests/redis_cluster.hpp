@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -151,17 +152,55 @@ class LocalCluster {
   // Every live node says cluster_state:ok and every slot has a master.
   void wait_state_ok(int timeoutMs = 20000) {
     for (int waited = 0; waited < timeoutMs; waited += 50) {
+      reap_crashed();
       bool ok = true;
       for (std::size_t i = 0; i < servers_.size() && ok; ++i) {
         if (!servers_[i]->running()) continue;
         auto info = node(i).command({"CLUSTER", "INFO"});
         ok = info.ok() && info.value->str.find("cluster_state:ok") != std::string::npos;
       }
-      if (ok) return;
+      if (ok && crashed_.empty()) return;
+      if (ok) restart_crashed();  // every slot served again without them: they rejoin as replicas
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    throw std::runtime_error("the cluster did not reach cluster_state:ok");
+    // What each node says, and the end of the log of every node that is not ok: enough to tell a
+    // slow node from a partition or a slot nobody serves.
+    std::string why;
+    for (std::size_t i = 0; i < servers_.size(); ++i) {
+      if (!servers_[i]->running()) continue;
+      auto info = node(i).command({"CLUSTER", "INFO"});
+      const std::string state = !info.ok() ? "unreachable: " + info.error.message
+                                : info.value->str.find("cluster_state:ok") != std::string::npos ? "ok"
+                                                                                                : "not ok";
+      why += "node " + std::to_string(i) + " (port " + std::to_string(servers_[i]->port()) + "): " + state + "\n";
+      if (state != "ok") why += servers_[i]->log_tail();
+    }
+    throw std::runtime_error("the cluster did not reach cluster_state:ok within " + std::to_string(timeoutMs) +
+                             " ms\n" + why + describe());
   }
+  // A node that exited on its own is a crash of redis-server itself (seen once in about fifty runs:
+  // redis-server 7.0.15 aborting on the old master during CLUSTER FAILOVER on a loaded machine).
+  // It is handled as a supervisor with no persistence would: left down until every slot is served
+  // again (a crashed master's replica promoted, as after a kill), then started again, so it rejoins
+  // from its nodes.conf as a replica and resyncs (started at once, an empty master would come
+  // back with its slots and wipe them). For the coordinators and members under test this is one
+  // more Redis fault to survive; what it printed goes to stderr.
+  void reap_crashed() {
+    for (std::size_t i = 0; i < servers_.size(); ++i) {
+      if (!servers_[i]->running() || !servers_[i]->exited()) continue;
+      std::cerr << "redis-server node " << i << " (port " << servers_[i]->port()
+                << ") exited on its own; it is started again once its slots are served. Its log:\n"
+                << servers_[i]->log_tail();
+      ++crashes_;
+      crashed_.push_back(i);
+    }
+  }
+  void restart_crashed() {
+    for (std::size_t i : crashed_) servers_[i]->start();
+    crashed_.clear();
+  }
+  int crashes() const { return crashes_; }  // nodes restarted by restart_crashed()
+
   // Each live node's view of itself (its CLUSTER NODES line and ROLE), for a failure's message.
   std::string describe() {
     std::string out;
@@ -242,6 +281,8 @@ class LocalCluster {
   }
 
   std::vector<std::unique_ptr<RedisServer>> servers_;
+  int crashes_ = 0;
+  std::vector<std::size_t> crashed_;  // exited on their own, not started again yet
 };
 
 }  // namespace rsc::testing

@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -168,6 +170,31 @@ class RedisServer {
   void restart() {
     stop();
     start();
+  }
+
+  // The last `lines` lines of the server's log, for a failure's message.
+  // A crash report is given from its start instead (the assertion and the stack come first).
+  std::string log_tail(std::size_t lines = 12) const {
+    std::ifstream in(dir_ + "/redis.log");
+    std::deque<std::string> last;
+    std::vector<std::string> crash;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("REDIS BUG REPORT START") != std::string::npos) crash.clear(), crash.push_back(line);
+      else if (!crash.empty() && crash.size() < 60) crash.push_back(line);
+      last.push_back(line);
+      if (last.size() > lines) last.pop_front();
+    }
+    std::string out;
+    for (const auto& l : crash.empty() ? std::vector<std::string>(last.begin(), last.end()) : crash) out += "    " + l + "\n";
+    return out;
+  }
+  // Whether the server exited on its own (a crash), reaped if so.
+  bool exited() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    return true;
   }
 
   // An admin connection for test set-up (FLUSHALL, DUMP/RESTORE, INFO...).

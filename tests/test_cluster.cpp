@@ -414,6 +414,36 @@ TEST_P(ClientOnCluster, AKilledMasterFailsRetryablyUntilItsReplicaIsPromoted) {
   EXPECT_EQ(cl.master_of(key), replica) << "the replica was promoted";
 }
 
+// The test cluster's own handling of a redis-server that dies by itself (not by the test's kill):
+// left down until its replica took its slots, then started again; it rejoins as a replica and no
+// acknowledged write is lost. The end-to-end tests rely on it when Redis crashes under them.
+TEST(HarnessOnCluster, ANodeThatExitsOnItsOwnRejoinsAsAReplicaOnceItsSlotsAreServed) {
+  LocalCluster cl(3, 1);
+  const std::string key = "key:11";
+  const std::size_t master = cl.master_of(key);
+  auto written = cl.node(master).pipeline({{"SET", key, "kept"}, {"WAIT", "1", "5000"}});
+  ASSERT_TRUE(written[1].ok());
+  ASSERT_EQ(written[1].value->integer, 1) << "the replica has it";
+  const std::size_t replica = cl.replica_of(master);
+  cl.node(master).command({"SHUTDOWN", "NOSAVE"});  // exits by itself: the harness did not kill it
+  for (int i = 0; i < 100 && cl.node(master).command({"PING"}).ok(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(cl.wait_master_of(key), replica) << "its replica serves the slot";
+  EXPECT_EQ(cl.crashes(), 1);
+  ASSERT_TRUE(cl.server(master).running()) << "started again";
+  bool rejoined = false;
+  for (int i = 0; i < 200 && !rejoined; ++i) {
+    auto role = cl.node(master).command({"ROLE"});
+    rejoined = role.ok() && role.value->elements.size() >= 4 && role.value->elements[0].str == "slave" &&
+               role.value->elements[2].integer == cl.server(replica).port() && role.value->elements[3].str == "connected";
+    if (!rejoined) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(rejoined) << "a synced replica of the promoted node; the cluster now:\n" << cl.describe();
+  auto got = cl.node(replica).command({"GET", key});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got.value->str, "kept");
+}
+
 // The check the store's contract tests make on a cluster (no command spans two slots) can fail:
 // a command that does is refused by the master and counted.
 TEST_P(ClientOnCluster, ACommandSpanningTwoSlotsIsRefusedAndCounted) {
