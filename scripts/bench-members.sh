@@ -19,8 +19,18 @@
 # adds flags to the pods (e.g. "--lease-renewal-slack-ms 0"). With INTERVAL_MS > 0 the pods get it
 # as their heartbeat interval (the default, 3000, is the design's) and a lease of 5 intervals; as
 # fast as answers come, a lease of 60 s (a round of 100,000 members takes longer than 15 s here).
+# PIN=1 keeps the pods on CPU 0 and everything else (Redis, the load generator, this script) on the
+# other CPUs, so that a pod's threads wake each other on one CPU instead of across CPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+pin=()
+if [ "${PIN:-0}" = 1 ]; then
+  ncpu=${RSC_BENCH_NCPU:-$(nproc)}
+  [ "$ncpu" -ge 2 ] || { echo "bench-members: PIN=1 needs at least 2 CPUs (this process may use $ncpu)" >&2; exit 2; }
+  [ -n "${RSC_BENCH_NCPU:-}" ] ||
+    RSC_BENCH_NCPU=$ncpu exec taskset -c "1-$((ncpu - 1))" bash "$PWD/scripts/bench-members.sh" "$@"
+  pin=(taskset -c 0)
+fi
 sizes=${1:-1000x200,20000x2000,100000x10000} interval=${2:-0} secs=${3:-10} npods=${4:-1} threads=${5:-16}
 progress=${PROGRESS:-moving} settle=${SETTLE_ROUNDS:-3}
 . scripts/lib/local.sh
@@ -46,7 +56,7 @@ run_size() {  # run_size MEMBERS GROUPS: appends a row
   else timing=(--member-lease-ttl-ms 60000); fi
   for i in $(seq 1 "$npods"); do
     p=$(free_port)
-    "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
+    "${pin[@]}" "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
       --default-shard-count 16 "${timing[@]}" ${RSC_POD_ARGS:-} 2>"$dir/pod$i.log" &
     pids+=($!)
     podpids="${podpids:+$podpids,}$!"
@@ -74,7 +84,7 @@ for s in "${list[@]}"; do
   run_size "$m" "$g"
 done
 echo
-echo "members × groups, $npods pod(s), $( [ "$interval" -gt 0 ] && echo "each member every $interval ms" || echo "as fast as answers come"), progress $progress, ${secs} s, $threads load threads:"
+echo "members × groups, $npods pod(s), $( [ "$interval" -gt 0 ] && echo "each member every $interval ms" || echo "as fast as answers come"), progress $progress, ${secs} s, $threads load threads$( [ ${#pin[@]} -gt 0 ] && echo ", pods on CPU 0 and the rest on 1-$((ncpu - 1))"):"
 printf '%s\n' "${rows[@]}" | awk '
   function v(k,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "-" }
   BEGIN {
