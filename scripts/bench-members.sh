@@ -23,17 +23,10 @@
 # other CPUs, so that a pod's threads wake each other on one CPU instead of across CPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pin=()
-if [ "${PIN:-0}" = 1 ]; then
-  ncpu=${RSC_BENCH_NCPU:-$(nproc)}
-  [ "$ncpu" -ge 2 ] || { echo "bench-members: PIN=1 needs at least 2 CPUs (this process may use $ncpu)" >&2; exit 2; }
-  [ -n "${RSC_BENCH_NCPU:-}" ] ||
-    RSC_BENCH_NCPU=$ncpu exec taskset -c "1-$((ncpu - 1))" bash "$PWD/scripts/bench-members.sh" "$@"
-  pin=(taskset -c 0)
-fi
+. scripts/lib/local.sh
+pin_pods "$PWD/scripts/bench-members.sh" "$@"
 sizes=${1:-1000x200,20000x2000,100000x10000} interval=${2:-0} secs=${3:-10} npods=${4:-1} threads=${5:-16}
 progress=${PROGRESS:-moving} settle=${SETTLE_ROUNDS:-3}
-. scripts/lib/local.sh
 rows=()
 metric_sum() {  # metric_sum NAME URL...: the metric summed over the pods
   local t=0 u v
@@ -84,7 +77,7 @@ for s in "${list[@]}"; do
   run_size "$m" "$g"
 done
 echo
-echo "members × groups, $npods pod(s), $( [ "$interval" -gt 0 ] && echo "each member every $interval ms" || echo "as fast as answers come"), progress $progress, ${secs} s, $threads load threads$( [ ${#pin[@]} -gt 0 ] && echo ", pods on CPU 0 and the rest on 1-$((ncpu - 1))"):"
+echo "members × groups, $npods pod(s), $( [ "$interval" -gt 0 ] && echo "each member every $interval ms" || echo "as fast as answers come"), progress $progress, ${secs} s, $threads load threads${pin_note:+, $pin_note}:"
 printf '%s\n' "${rows[@]}" | awk '
   function v(k,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "-" }
   BEGIN {

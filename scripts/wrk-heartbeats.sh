@@ -4,17 +4,21 @@
 # join and settle first (scripts/lib/settle-members.py); then wrk sends their steady heartbeats
 # (scripts/lib/wrk-heartbeat.lua, a requestId of their own each), then /healthz, for SECONDS each,
 # and the pod's CPU (utime + stime) per request of each is printed with their ratio, as rsc-load
-# prints them. Everything it started is stopped by pid at the end.
+# prints them, with Redis's commands per request and the heartbeats answered other than OK (the pods
+# get a 10-minute member lease, so that no member expires while the others settle or while wrk
+# walks the file). Everything it started is stopped by pid at the end.
 #   bash scripts/wrk-heartbeats.sh [GROUPS] [MEMBERS_PER_GROUP] [SECONDS] [CONNECTIONS] [THREADS]
 # RSC_COORDINATOR_BIN picks another build of the coordinator, RSC_POD_ARGS adds flags to the pods
 # (e.g. "--lease-renewal-slack-ms 0": every heartbeat written). RSC_WRK_PODS=N runs N pods behind
 # rsc-proxy (round robin per connection, as a Kubernetes Service); CPU is then summed over the pods.
-# RSC_WRK_HTTPS=1 serves and sends everything over HTTPS.
+# RSC_WRK_HTTPS=1 serves and sends everything over HTTPS. PIN=1 keeps the pods on CPU 0 and
+# everything else (Redis, wrk, the proxy, this script) on the other CPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/local.sh
+pin_pods "$PWD/scripts/wrk-heartbeats.sh" "$@"
 groups=${1:-100} per=${2:-10} secs=${3:-5} conns=${4:-8} threads=${5:-2}
 command -v wrk >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
-. scripts/lib/local.sh
 local_init wrk
 start_redis
 npods=${RSC_WRK_PODS:-1}
@@ -28,14 +32,15 @@ if [ "${RSC_WRK_HTTPS:-0}" = 1 ]; then
 fi
 for i in $(seq 1 "$npods"); do
   p=$(free_port)
-  "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
-    --default-shard-count 16 "${tlsArgs[@]}" ${RSC_POD_ARGS:-} 2>"$dir/pod$i.log" &
+  "${pin[@]}" "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$p" --redis "127.0.0.1:$rport" \
+    --default-shard-count 16 --member-lease-ttl-ms 600000 "${tlsArgs[@]}" ${RSC_POD_ARGS:-} 2>"$dir/pod$i.log" &
   pids+=($!)
   podpids+=($!)
   backends="${backends:+$backends,}127.0.0.1:$p"
 done
 wait_pods_ready "$npods"
 wait_pods_serving "$npods"
+[ -z "$pin_note" ] || echo "wrk: $pin_note"
 port=${backends##*:}
 if [ "$npods" -gt 1 ]; then
   port=$(free_port)
@@ -47,16 +52,17 @@ fi
 python3 scripts/lib/settle-members.py "$scheme://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
 cpu() { local t=0 p; for p in "${podpids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }  # clock ticks, all pods
 tck=$(getconf CLK_TCK)
-run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request"
-  local name=$1 c0 c1 out n
+rcalls() { redis-cli -p "$rport" info stats | awk -F: '/^total_commands_processed:/ {print $2 + 0}'; }
+run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request, R Redis calls per request"
+  local name=$1 c0 c1 r0 r1 out n
   shift
-  c0=$(cpu)
+  c0=$(cpu) r0=$(rcalls)
   out=$(RSC_WRK_MEMBERS="$dir/members.txt" wrk --latency -t"$threads" -c"$conns" -d"${secs}s" "$@")
-  c1=$(cpu)
+  c1=$(cpu) r1=$(rcalls)
   n=$(echo "$out" | awk '/requests in/ {print $1}')
-  echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors|^ +99%' | sed "s/^/  $name: /"
-  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" \
-    'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request\n", name, n, c * 1e6 / t / n }'
+  echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors|^ +99%|answers not OK' | sed "s/^/  $name: /"
+  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" -v r=$((r1 - r0 - 2)) \
+    'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request, %.2f Redis calls per request\n", name, n, c * 1e6 / t / n, r / n }'
 }
 hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "$scheme://127.0.0.1:$port" | tee /dev/stderr | tail -1)
 hz=$(run healthz "$scheme://127.0.0.1:$port/healthz" | tee /dev/stderr | tail -1)

@@ -11,6 +11,17 @@ local_cleanup() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if [ "${KEEP_DIR:-0}" = 1 ]; then echo "logs are in $dir"; else rm -rf "$dir"; fi
 }
+pin_pods() {  # pin_pods SCRIPT ARGS...: with PIN=1, re-runs SCRIPT on CPUs 1-N and sets pin=(taskset -c 0)
+  # for the pods, so that a pod's threads wake each other on one CPU, not across CPUs; else pin=()
+  pin=() pin_note=""
+  [ "${PIN:-0}" = 1 ] || return 0
+  local ncpu=${RSC_BENCH_NCPU:-$(nproc)} script=$1
+  shift
+  [ "$ncpu" -ge 2 ] || { echo "$(basename "$script"): PIN=1 needs at least 2 CPUs (this process may use $ncpu)" >&2; exit 2; }
+  [ -n "${RSC_BENCH_NCPU:-}" ] || RSC_BENCH_NCPU=$ncpu exec taskset -c "1-$((ncpu - 1))" bash "$script" "$@"
+  pin=(taskset -c 0)
+  pin_note="pods on CPU 0 and the rest on 1-$((ncpu - 1))"
+}
 free_port() {  # a loopback port nothing answers on, below the ephemeral range (32768+)
   local p
   for _ in $(seq 1 50); do

@@ -5,10 +5,13 @@
 local members = {}
 local counter = 0
 local thread_id = 0
+local threads = {}
+not_ok = 0  -- answers whose status is not OK (FENCED, UNKNOWN_MEMBER, RETRY, ...): counted by done()
 
 function setup(thread)
   thread:set("tid", thread_id)
   thread_id = thread_id + 1
+  threads[#threads + 1] = thread
 end
 
 function init(args)
@@ -33,4 +36,14 @@ function request()
   counter = counter + 1
   local m = members[(counter % #members) + 1]
   return wrk.format("POST", m.path, {["Content-Type"] = "application/json"}, m.head .. counter .. '"}')
+end
+
+function response(status, headers, body)
+  if status ~= 200 or not body:find('"status":"OK"', 1, true) then not_ok = not_ok + 1 end
+end
+
+function done(summary, latency, requests)
+  local n = 0
+  for _, t in ipairs(threads) do n = n + t:get("not_ok") end
+  io.write(string.format("answers not OK: %d\n", n))
 end
