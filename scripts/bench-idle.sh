@@ -30,18 +30,11 @@ wait_pods_serving "$pods"
 echo "setup: $(cat "$dir/setup.txt")"
 sleep 3  # let what the joins started settle
 
-ticks() {  # utime + stime of every pod, in clock ticks
-  local t=0 p
-  for p in "${podpids[@]}"; do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
-stat() { redis-cli -p "$rport" info stats | tr -d '\r' | awk -F: -v k="$1" '$1 == k {print $2}'; }
+stat() { redis_stat "$rport" "$1"; }
 hz=$(getconf CLK_TCK)
-t0=$(ticks) c0=$(stat total_commands_processed) r0=$(stat total_reads_processed) s0=$(date +%s.%N)
+t0=$(pods_cpu_ticks) c0=$(stat total_commands_processed) r0=$(stat total_reads_processed) s0=$(date +%s.%N)
 sleep "$secs"
-t1=$(ticks) c1=$(stat total_commands_processed) r1=$(stat total_reads_processed) s1=$(date +%s.%N)
+t1=$(pods_cpu_ticks) c1=$(stat total_commands_processed) r1=$(stat total_reads_processed) s1=$(date +%s.%N)
 rss=0
 for p in "${podpids[@]}"; do rss=$((rss + $(awk '/VmRSS/ {print $2}' "/proc/$p/status"))); done
 awk -v g="$groups" -v pods="$pods" -v t="$((t1 - t0))" -v hz="$hz" -v c="$((c1 - c0))" -v r="$((r1 - r0))" \

@@ -98,7 +98,7 @@ run() {
   sleep 1
   # At rest: commands Redis runs per second with nothing produced (reads, heartbeats' writes).
   local c0 c1
-  commands() { for n in $nodes; do redis-cli -p "${n##*:}" info stats | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p'; done | awk '{s += $1} END {print s}'; }
+  commands() { for n in $nodes; do redis_stat "${n##*:}" total_commands_processed; done | awk '{s += $1} END {print s}'; }
   c0=$(commands); sleep 3; c1=$(commands)
   python3 - "$mode" "$RECORDS" "$done_n" "$produced_s" "$start" "$end" "$dir/$mode-$round" "$(( (c1 - c0) / 3 ))" <<'PY'
 import glob, json, sys

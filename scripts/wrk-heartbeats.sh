@@ -50,15 +50,13 @@ if [ "$npods" -gt 1 ]; then
   echo "wrk: $npods pods behind rsc-proxy"
 fi
 python3 scripts/lib/settle-members.py "$scheme://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
-cpu() { local t=0 p; for p in "${podpids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }  # clock ticks, all pods
 tck=$(getconf CLK_TCK)
-rcalls() { redis-cli -p "$rport" info stats | awk -F: '/^total_commands_processed:/ {print $2 + 0}'; }
 run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request, R Redis calls per request"
   local name=$1 c0 c1 r0 r1 out n
   shift
-  c0=$(cpu) r0=$(rcalls)
+  c0=$(pods_cpu_ticks) r0=$(redis_stat "$rport" total_commands_processed)
   out=$(RSC_WRK_MEMBERS="$dir/members.txt" wrk --latency -t"$threads" -c"$conns" -d"${secs}s" "$@")
-  c1=$(cpu) r1=$(rcalls)
+  c1=$(pods_cpu_ticks) r1=$(redis_stat "$rport" total_commands_processed)
   n=$(echo "$out" | awk '/requests in/ {print $1}')
   echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors|^ +99%|answers not OK' | sed "s/^/  $name: /"
   awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" -v r=$((r1 - r0 - 2)) \

@@ -22,6 +22,14 @@ pin_pods() {  # pin_pods SCRIPT ARGS...: with PIN=1, re-runs SCRIPT on CPUs 1-N 
   pin=(taskset -c 0)
   pin_note="pods on CPU 0 and the rest on 1-$((ncpu - 1))"
 }
+pods_cpu_ticks() {  # utime + stime of every pod in podpids, in clock ticks (getconf CLK_TCK a second)
+  local t=0 p
+  for p in "${podpids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+redis_stat() {  # redis_stat PORT FIELD: one field of that redis-server's INFO stats
+  redis-cli -p "$1" info stats | tr -d '\r' | awk -F: -v k="$2" '$1 == k {print $2}'
+}
 free_port() {  # a loopback port nothing answers on, below the ephemeral range (32768+)
   local p
   for _ in $(seq 1 50); do

@@ -21,6 +21,7 @@ import time
 import urllib.request
 
 url, stream, groups, per, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+SHARDS = 16
 seq = itertools.count(1)
 # An https:// URL is verified against RSC_WRK_CA when given (a certificate made for the run).
 tls = ssl.create_default_context(cafile=os.environ.get("RSC_WRK_CA")) if url.startswith("https://") else None
@@ -64,14 +65,14 @@ def settle(g):
         # member, and nobody's shards changed in the round. (Not the group's GET: its lag reading lists
         # every group of each shard stream, which with thousands of groups is the dearest call there is.)
         owned = sorted(x for m in ms for x in m["owned"])
-        if all(m["status"] == "OK" for m in ms) and owned == list(range(16)) and before == [m["owned"] for m in ms]:
+        if all(m["status"] == "OK" for m in ms) and owned == list(range(SHARDS)) and before == [m["owned"] for m in ms]:
             break
     else:
         raise SystemExit("group %s did not settle" % group)
     return ["%s %s %s %d %s" % (stream, group, m["id"], m["epoch"], ",".join(str(s) for s in m["owned"])) for m in ms]
 
 
-call("PUT", "/coord/v1/streams/" + stream, {"shardCount": 16})
+call("PUT", "/coord/v1/streams/" + stream, {"shardCount": SHARDS})
 with concurrent.futures.ThreadPoolExecutor(int(os.environ.get("RSC_SETTLE_THREADS", "16"))) as pool:
     settled = list(pool.map(settle, range(groups)))
 lines = [settled[g][i] for i in range(per) for g in range(groups)]
