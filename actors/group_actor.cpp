@@ -93,7 +93,17 @@ void redo(Self self, const Batch& ws) {
 
 // The step's outcome goes to the store, or is answered from the copy (group::WritePlan); a write
 // that hands a shard out first has the store actor give the shard streams their consumer group.
-void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken) {
+// What a write's reply needs, in one allocation shared by the reply's handlers (each CAF and
+// std::function copy of them would otherwise copy the batch).
+struct InFlightWrite {
+  Batch ws;
+  std::vector<std::string> wake;
+  std::vector<group::Event> events;
+  double computeSeconds = 0;
+  bool check = false;
+};
+
+void commit(Self self, Batch ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken) {
   auto& st = self->state;
   auto plan = st.c.plan_write(st.c.prepare(std::move(o)), oldest_arrival(ws), *view(self), local(self), [&ws] { return members_in(ws); });
   using K = group::WritePlan::Kind;
@@ -103,10 +113,10 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
   const bool check = plan.kind == K::Check;
   CasCall call{st.key, plan.expectedRevision, plan.next, plan.delta, lockToken, 0, plan.lowerDeadlineTo,
                give_up_at(self), check, plan.provision, st.cfg->start_id(st.key)};
-  auto wake = std::make_shared<std::vector<std::string>>(std::move(plan.wake));
-  auto events = std::make_shared<std::vector<group::Event>>(std::move(plan.events));
-  ask<CasReply>(self, ws, std::make_tuple(cas_atom::value, std::move(call)), [=](CasReply& reply) {
+  auto f = std::make_shared<InFlightWrite>(InFlightWrite{std::move(ws), std::move(plan.wake), std::move(plan.events), computeSeconds, check});
+  ask_held<CasReply>(self, f, std::make_tuple(cas_atom::value, std::move(call)), [self, f](CasReply& reply) {
         auto& s = self->state;
+        const Batch& ws = f->ws;
         if (!reply.result.ok()) return store_failed(self, reply.result.error, ws);
         auto& r = *reply.result.value;
         auto* m = s.cfg->metrics.get();
@@ -116,15 +126,15 @@ void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSecond
             case group::Stored::Current: if (m) m->copy_check(true); return answered(self, ws);
             case group::Stored::Written: break;
           }
-          s.report.stored(*events, s.c, computeSeconds, now(self));
-          if (!wake->empty()) {  // best effort: a lost message only means the member learns at its next heartbeat
-            const auto message = group::notification_message(s.c.state().groupEpoch, *wake);
+          s.report.stored(f->events, s.c, f->computeSeconds, now(self));
+          if (!f->wake.empty()) {  // best effort: a lost message only means the member learns at its next heartbeat
+            const auto message = group::notification_message(s.c.state().groupEpoch, f->wake);
             self->send(s.store, task_atom::value, StoreTask{[key = s.key, message](store::GroupStore& gs) { gs.notify(key, message); }});
-            if (m) m->notified(wake->size());
+            if (m) m->notified(f->wake.size());
           }
           return answered(self, ws);
         }
-        if (m) check ? m->copy_check(false) : r.status == store::CasStatus::Conflict ? m->cas_conflict() : m->mutex_contention();
+        if (m) f->check ? m->copy_check(false) : r.status == store::CasStatus::Conflict ? m->cas_conflict() : m->mutex_contention();
         s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.asker.line.replying(), *view(self), local(self), now(self)), s.c);
         redo(self, ws);
       });

@@ -46,7 +46,7 @@ void refuse(Self self, const Batch& ws, const std::string& why);
 // Work that lost a race with another pod goes first again, or is given up on when contended.
 void redo(Self self, const Batch& ws);
 // The step's outcome goes to the store, or is answered from the copy (group::WritePlan).
-void commit(Self self, const Batch& ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {});
+void commit(Self self, Batch ws, group::Outcome&& o, double computeSeconds, const std::string& lockToken = {});
 
 // actors/group_admin.cpp
 // Describe shows the store's state (other pods write too), read without touching the copy.
@@ -76,6 +76,12 @@ void ask(Self self, Args args, OnReply onReply, OnError onError) {
 template <class Reply, class Args, class OnReply>
 void ask(Self self, const Batch& ws, Args args, OnReply onReply) {
   ask<Reply>(self, std::move(args), std::move(onReply), [=](const store::Error& e) { store_failed(self, e, ws); });
+}
+// The same for a batch held by `held` (a shared pointer to something with a `ws`): the handlers'
+// copies share it instead of each copying the batch.
+template <class Reply, class Held, class Args, class OnReply>
+void ask_held(Self self, std::shared_ptr<Held> held, Args args, OnReply onReply) {
+  ask<Reply>(self, std::move(args), std::move(onReply), [held = std::move(held), self](const store::Error& e) { store_failed(self, e, held->ws); });
 }
 
 }  // namespace rsc::actors::group_parts

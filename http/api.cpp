@@ -82,14 +82,16 @@ std::string caller_of(const AuthConfig& auth, const AuthDecision& decision) {
 
 namespace {
 
-std::vector<std::string> split_path(const std::string& path) {
-  std::vector<std::string> parts;
+// Views into `path` (routing allocates nothing per request but the names it keeps).
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> parts;
+  parts.reserve(10);
   std::size_t i = 0;
   while (i < path.size()) {
     while (i < path.size() && path[i] == '/') ++i;
     if (i >= path.size()) break;
     auto j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
+    if (j == std::string_view::npos) j = path.size();
     parts.push_back(path.substr(i, j - i));
     i = j;
   }
@@ -138,22 +140,23 @@ const std::vector<ServedRoute>& served_routes() {
 }
 
 Routed route(const std::string& method, const std::string& target) {
-  std::string path = target.substr(0, target.find('?'));
+  std::string_view path(target);
+  path = path.substr(0, path.find('?'));
   // The absolute form (RFC 9112 §3.2.2: "GET http://host/healthz") names the same resource.
-  for (const char* scheme : {"http://", "https://"}) {
-    const std::string sc = scheme;
+  for (std::string_view sc : {std::string_view("http://"), std::string_view("https://")}) {
     if (path.size() > sc.size() && std::equal(sc.begin(), sc.end(), path.begin(), [](char x, char y) {
           return x == std::tolower(static_cast<unsigned char>(y));
         })) {
       const auto slash = path.find('/', sc.size());
-      path = slash == std::string::npos ? "/" : path.substr(slash);
+      path = slash == std::string_view::npos ? std::string_view("/") : path.substr(slash);
     }
   }
   const auto p = split_path(path);
   using K = Route::Kind;
-  auto only = [&](const char* allowed, K kind, std::string s = {}, std::string g = {}, std::string m = {}) -> Routed {
+  auto only = [&](const char* allowed, K kind, std::string_view s = {}, std::string_view g = {},
+                  std::string_view m = {}) -> Routed {
     if (method != allowed) return method_not_allowed(method, allowed);
-    return {Route{kind, std::move(s), std::move(g), std::move(m)}, {}};
+    return {Route{kind, std::string(s), std::string(g), std::string(m)}, {}};
   };
   // Probes and metrics answer HEAD too (load balancers use it): the same answer without a body.
   auto probe = [&](K kind) -> Routed {
@@ -166,25 +169,25 @@ Routed route(const std::string& method, const std::string& target) {
   if (p.size() == 1 && p[0] == "healthz") return probe(K::Health);
   if (p.size() == 1 && p[0] == "readyz") return probe(K::Ready);
   if (p.size() >= 4 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") {
-    const auto& s = p[3];
+    const std::string_view s = p[3];
     if (p.size() == 4) {
-      if (method == "GET") return {Route{K::GetStream, s, {}, {}}, {}};
-      if (method == "PUT") return {Route{K::PutStream, s, {}, {}}, {}};
-      if (method == "POST") return {Route{K::PostStream, s, {}, {}}, {}};
+      if (method == "GET") return {Route{K::GetStream, std::string(s), {}, {}}, {}};
+      if (method == "PUT") return {Route{K::PutStream, std::string(s), {}, {}}, {}};
+      if (method == "POST") return {Route{K::PostStream, std::string(s), {}, {}}, {}};
       return method_not_allowed(method, "GET, PUT, POST");
     }
     if (p.size() == 5 && p[4] == "scale") return only("POST", K::ScaleStream, s);
     if (p.size() == 6 && p[4] == "scale" && p[5] == "rollback") return only("POST", K::RollbackScale, s);
     if (p.size() == 5 && p[4] == "retention") {
-      if (method == "GET") return {Route{K::GetRetention, s, {}, {}}, {}};
-      if (method == "PUT") return {Route{K::PutRetention, s, {}, {}}, {}};
+      if (method == "GET") return {Route{K::GetRetention, std::string(s), {}, {}}, {}};
+      if (method == "PUT") return {Route{K::PutRetention, std::string(s), {}, {}}, {}};
       return method_not_allowed(method, "GET, PUT");
     }
     if (p[4] == "groups") {
       if (p.size() == 5) return only("GET", K::ListGroups, s);
       if (p.size() == 6) {
-        if (method == "GET") return {Route{K::Describe, s, p[5], {}}, {}};
-        if (method == "DELETE") return {Route{K::DeleteGroup, s, p[5], {}}, {}};
+        if (method == "GET") return {Route{K::Describe, std::string(s), std::string(p[5]), {}}, {}};
+        if (method == "DELETE") return {Route{K::DeleteGroup, std::string(s), std::string(p[5]), {}}, {}};
         return method_not_allowed(method, "GET, DELETE");
       }
       if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);
@@ -193,8 +196,8 @@ Routed route(const std::string& method, const std::string& target) {
       if (p.size() == 7 && p[6] == "scale") return only("POST", K::ScaleStream, s, p[5]);
       if (p.size() == 9 && p[6] == "migrations" && p[8] == "rollback") {
         if (method != "POST") return method_not_allowed(method, "POST");
-        Route r{K::RollbackScale, s, p[5], {}};
-        r.migration = p[7];
+        Route r{K::RollbackScale, std::string(s), std::string(p[5]), {}};
+        r.migration = std::string(p[7]);
         return {r, {}};
       }
       if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
@@ -204,7 +207,7 @@ Routed route(const std::string& method, const std::string& target) {
       if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
     }
   }
-  return {std::nullopt, {404, "no such endpoint: " + path, {}}};
+  return {std::nullopt, {404, "no such endpoint: " + std::string(path), {}}};
 }
 
 HttpResponse plain_error(int status, const std::string& error, const std::string& message) {
@@ -369,11 +372,13 @@ std::optional<std::string> query_param(const std::string& target, const std::str
 }
 
 bool is_json(const std::string& contentType) {
-  const auto semi = contentType.find(';');
-  std::string base = contentType.substr(0, semi);
-  while (!base.empty() && base.back() == ' ') base.pop_back();
-  for (auto& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return base == "application/json";
+  std::string_view base(contentType);
+  base = base.substr(0, base.find(';'));
+  while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
+  constexpr std::string_view want = "application/json";
+  return base.size() == want.size() && std::equal(want.begin(), want.end(), base.begin(), [](char w, char c) {
+           return w == std::tolower(static_cast<unsigned char>(c));
+         });
 }
 
 // A value in an audit line: as is when it is one plain word, quoted (with \" and \\ escaped, and
@@ -425,10 +430,14 @@ std::string audit_line(const std::string& caller, const std::string& action, con
 
 void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& given) {
   // HEAD: the same answer as GET, without its body.
-  const Respond respondAll = req.method != "HEAD" ? given : Respond([given](HttpResponse r) {
-    r.body.clear();
-    given(std::move(r));
-  });
+  // Wrappers are made only when needed: a std::function copy allocates (a heartbeat makes none).
+  std::optional<Respond> headWrap;
+  if (req.method == "HEAD")
+    headWrap.emplace([given](HttpResponse r) {
+      r.body.clear();
+      given(std::move(r));
+    });
+  const Respond& respondAll = headWrap ? *headWrap : given;
   const auto routed = route(req.method, req.target);
   if (!routed.route) {
     auto r = plain_error(routed.error.status, routed.error.status == 405 ? "METHOD_NOT_ALLOWED" : "NOT_FOUND",
@@ -451,13 +460,16 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                                                     : nullptr;
   // Who called is known after authorization; only an admin call keeps a place for it.
   auto caller = action == nullptr ? nullptr : std::make_shared<std::string>(caller_of(auth, {}));
-  const Respond respond = action == nullptr ? respondAll : Respond([&backend, respondAll, caller, action, rt](HttpResponse r) {
-    std::string target = rt.stream;
-    if (!rt.group.empty()) target += "/" + rt.group;
-    if (!rt.member.empty()) target += "/" + rt.member;
-    backend.audit(audit_line(*caller, action, target, r));
-    respondAll(std::move(r));
-  });
+  std::optional<Respond> auditWrap;
+  if (action != nullptr)
+    auditWrap.emplace([&backend, respondAll, caller, action, rt](HttpResponse r) {
+      std::string target = rt.stream;
+      if (!rt.group.empty()) target += "/" + rt.group;
+      if (!rt.member.empty()) target += "/" + rt.member;
+      backend.audit(audit_line(*caller, action, target, r));
+      respondAll(std::move(r));
+    });
+  const Respond& respond = auditWrap ? *auditWrap : respondAll;
 
   // Names in the path are validated before anything else touches them.
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"streamPrefix", &rt.stream},
