@@ -492,13 +492,18 @@ std::vector<int32_t> owned_indexes(const HeartbeatRequest& req) {
   return normalized(std::move(v));
 }
 
-// Progress is kept only for shards the member holds (rule 3 fences the rest).
-std::vector<protocol::ShardProgress> held_progress(const Member& m, const HeartbeatRequest& req) {
-  std::vector<protocol::ShardProgress> out;
-  for (const auto& p : req.shardProgress)
-    if (contains(m.assigned, p.shardIndex) || contains(m.revoking, p.shardIndex)) out.push_back(p);
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.shardIndex < b.shardIndex; });
-  return out;
+// Progress is kept only for shards the member holds (rule 3 fences the rest). Written over the
+// member's previous progress: its entries' strings keep their buffers from one heartbeat to the next.
+void keep_held_progress(Member& m, const HeartbeatRequest& req) {
+  std::size_t n = 0;
+  for (const auto& p : req.shardProgress) {
+    if (!contains(m.assigned, p.shardIndex) && !contains(m.revoking, p.shardIndex)) continue;
+    if (n < m.progress.size()) m.progress[n] = p;
+    else m.progress.push_back(p);
+    ++n;
+  }
+  m.progress.resize(n);
+  std::sort(m.progress.begin(), m.progress.end(), [](const auto& a, const auto& b) { return a.shardIndex < b.shardIndex; });
 }
 
 std::optional<protocol::ValidationError> out_of_range(const HeartbeatRequest& req, int32_t shardCount) {
@@ -648,7 +653,7 @@ HeartbeatOutcome leave(Step& st, const HeartbeatRequest& req, bool temporary) {
   }
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
-  m->progress = held_progress(*m, req);
+  keep_held_progress(*m, req);
   // A leaving member reports its full state, so what it no longer mentions is released.
   const auto acked = process_revoke_acks(*m, req, /*implicitAcks=*/true);
   if (!acked.empty()) st.event(Event::Kind::REVOKE_ACKED, m->id, acked);
@@ -761,7 +766,7 @@ HeartbeatOutcome member_heartbeat(Step& st, const HeartbeatRequest& req) {
     before = *m;
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
-  m->progress = held_progress(*m, req);
+  keep_held_progress(*m, req);
   if (m->state == LS::STARTING) m->state = LS::ACTIVE;
   // A shard missing from the report counts as acked only when the report is at the current epoch:
   // a report at the previous epoch may predate the revocation.

@@ -144,6 +144,8 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
   if (auto e = ensure_scripts()) return std::vector<R>(batch.size(), R::failure(*e));
   std::vector<Command> cmds;
   std::vector<std::size_t> casIndex;
+  cmds.reserve(batch.size());
+  casIndex.reserve(batch.size());
   for (const auto& req : batch) {
     if (req.verifyOnly) {  // a plain read of the revision: the cheapest call (a stale copy is reloaded)
       casIndex.push_back(cmds.size());
@@ -151,25 +153,31 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
       continue;
     }
     auto w = field_writes(*req.next, req.delta);
-    std::vector<std::string> args{req.lockToken,
-                                  std::to_string(req.lockTtlMs),
-                                  std::to_string(req.expectedRevision),
-                                  req.returnStateOnConflict ? "1" : "0",
-                                  w.full ? "1" : "0",
-                                  std::to_string(w.set.size())};
-    args.reserve(args.size() + 2 * w.set.size() + 1 + w.del.size());
-    for (auto& [f, v] : w.set) {  // moved: a member's record is about a kilobyte
-      args.push_back(std::move(f));
-      args.push_back(std::move(v));
-    }
-    args.push_back(std::to_string(w.del.size()));
-    for (auto& f : w.del) args.push_back(std::move(f));
     // Lowering the deadline index goes first: if the write is lost after it, an early deadline
     // only costs one look at the group.
     if (req.lowerDeadlineTo)
       cmds.push_back(deadline_command(req.key, req.lowerDeadlineTo, req.expectedRevision + 1, /*lower=*/true));
     casIndex.push_back(cmds.size());
-    cmds.push_back(evalsha(cas_, {keys_.group_state(req.key), keys_.group_lock(req.key)}, std::move(args)));
+    // The script's call, built in place (keys and the field values moved in, not copied).
+    Command& c = cmds.emplace_back();
+    c.reserve(12 + 2 * w.set.size() + w.del.size());
+    c.push_back("EVALSHA");
+    c.push_back(cas_.sha);
+    c.push_back("2");
+    c.push_back(keys_.group_state(req.key));
+    c.push_back(keys_.group_lock(req.key));
+    c.push_back(req.lockToken);
+    c.push_back(std::to_string(req.lockTtlMs));
+    c.push_back(std::to_string(req.expectedRevision));
+    c.push_back(req.returnStateOnConflict ? "1" : "0");
+    c.push_back(w.full ? "1" : "0");
+    c.push_back(std::to_string(w.set.size()));
+    for (auto& [f, v] : w.set) {  // moved: a member's record is about a kilobyte
+      c.push_back(std::move(f));
+      c.push_back(std::move(v));
+    }
+    c.push_back(std::to_string(w.del.size()));
+    for (auto& f : w.del) c.push_back(std::move(f));
     if (req.delta == nullptr && !req.verifyOnly) {  // a new (or recreated) group: make it discoverable (idempotent)
       cmds.push_back({"SADD", keys_.group_index(), req.key.str()});
       cmds.push_back({"SADD", keys_.stream_groups(req.key.streamPrefix), req.key.consumerGroup});
@@ -177,6 +185,7 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
   }
   auto replies = run(cmds);
   std::vector<R> out;
+  out.reserve(batch.size());
   for (std::size_t b = 0; b < batch.size(); ++b) {
     const auto& req = batch[b];
     auto& rep = replies[casIndex[b]];

@@ -219,6 +219,24 @@ TEST_F(TwoMembers, ProgressOnHeldShardsIsKept) {
   EXPECT_EQ(h.member("b").progress[1].shardIndex, 5);
 }
 
+// Progress is written over the previous report's (in place): each heartbeat's report replaces
+// the last one whole, shorter or longer, in shard order.
+TEST_F(TwoMembers, EachProgressReportReplacesTheLastWhole) {
+  hand_over();
+  h.hb("b", b.memberEpoch, {{3, 4, 5}, {}, {}, {5, 3}});
+  ASSERT_EQ(h.member("b").progress.size(), 2u);
+  EXPECT_EQ(h.member("b").progress[0].shardIndex, 3);
+  EXPECT_EQ(h.member("b").progress[1].shardIndex, 5);
+  h.hb("b", b.memberEpoch, {{3, 4, 5}, {}, {}, {4}});
+  ASSERT_EQ(h.member("b").progress.size(), 1u);
+  EXPECT_EQ(h.member("b").progress[0].shardIndex, 4);
+  h.hb("b", b.memberEpoch, {{3, 4, 5}, {}, {}, {5, 4, 3}});
+  ASSERT_EQ(h.member("b").progress.size(), 3u);
+  EXPECT_EQ(h.member("b").progress[2].shardIndex, 5);
+  h.hb("b", b.memberEpoch, {{3, 4, 5}});
+  EXPECT_TRUE(h.member("b").progress.empty());
+}
+
 TEST_F(TwoMembers, AShardOutsideTheStreamIsInvalidAndNothingIsStored) {
   const auto rev = h.state().storeRevision;
   auto r = h.hb("a", a.memberEpoch, {{0, 1, 2, 3, 4, 5, 6}});
