@@ -160,8 +160,10 @@ const std::string& Service::pod_id() const { return impl_->pod->pod_id(); }
 void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,
                         std::function<void(protocol::HeartbeatResponse)> done) {
   HeartbeatCall call{std::move(req), std::move(done)};
+  thread_local std::string name;  // the directory's key, built in a buffer this thread keeps
+  name.assign(key.streamPrefix).append("/").append(key.consumerGroup);
   if (impl_->directory->send_if_present(
-          key.str(), [&](const caf::actor& a) { caf::anon_send(a, hb_atom::value, std::move(call)); }))
+          name, [&](const caf::actor& a) { caf::anon_send(a, hb_atom::value, std::move(call)); }))
     return;
   caf::anon_send(impl_->gateway_for(key), hb_atom::value, key, std::move(call));
 }

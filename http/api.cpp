@@ -428,7 +428,7 @@ std::string audit_line(const std::string& caller, const std::string& action, con
          " status=" + std::to_string(answer.status) + " outcome=" + audit_value(outcome);
 }
 
-void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& given) {
+void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, Respond given) {
   // HEAD: the same answer as GET, without its body.
   // Wrappers are made only when needed: a std::function copy allocates (a heartbeat makes none).
   std::optional<Respond> headWrap;
@@ -437,15 +437,15 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       r.body.clear();
       given(std::move(r));
     });
-  const Respond& respondAll = headWrap ? *headWrap : given;
-  const auto routed = route(req.method, req.target);
+  Respond& respondAll = headWrap ? *headWrap : given;
+  auto routed = route(req.method, req.target);
   if (!routed.route) {
     auto r = plain_error(routed.error.status, routed.error.status == 405 ? "METHOD_NOT_ALLOWED" : "NOT_FOUND",
                          routed.error.message);
     if (!routed.error.allow.empty()) r.headers.emplace_back("Allow", routed.error.allow);
     return respondAll(std::move(r));
   }
-  const Route& rt = *routed.route;
+  Route& rt = *routed.route;
   using K = Route::Kind;
   // An admin call leaves one audit line, whatever its answer (refusals included).
   const char* action = rt.kind == K::PostStream     ? "create-stream"
@@ -469,7 +469,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       backend.audit(audit_line(*caller, action, target, r));
       respondAll(std::move(r));
     });
-  const Respond& respond = auditWrap ? *auditWrap : respondAll;
+  Respond& respond = auditWrap ? *auditWrap : respondAll;
 
   // Names in the path are validated before anything else touches them.
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"streamPrefix", &rt.stream},
@@ -572,8 +572,9 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         return respond(refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status,
                                          decoded.error.message, notAnObject ? 400 : 0, decoded.error.field));
       }
-      backend.heartbeat({rt.stream, rt.group}, std::move(*decoded.value),
-                        [respond](protocol::HeartbeatResponse r) { respond(heartbeat_answer(r)); });
+      // The answer callback takes the given one over (its last use here): no copy of it.
+      backend.heartbeat({std::move(rt.stream), std::move(rt.group)}, std::move(*decoded.value),
+                        [respond = std::move(respond)](protocol::HeartbeatResponse r) { respond(heartbeat_answer(r)); });
       return;
     }
     case K::PutStream:

@@ -272,7 +272,7 @@ struct ServedRoute {
 const std::vector<ServedRoute>& served_routes();
 
 // Everything between the parsed request and the response.
-void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, const Respond& respond);
+void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, Respond respond);
 
 // The audit line of an admin call: `audit caller=C action=A target=T status=N outcome=...`, each
 // value quoted when it holds a space. `action` is create-stream (POST), put-stream (PUT: create or

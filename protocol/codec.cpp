@@ -1,5 +1,7 @@
 #include "protocol/codec.hpp"
 
+#include <algorithm>
+#include <array>
 #include <ctime>
 #include <cstdio>
 #include <charconv>
@@ -331,7 +333,6 @@ class FastRequest {
     enum Seen : unsigned { kVersion = 1, kRequestId = 2, kMember = 4, kEpoch = 8, kMeta = 16, kCap = 32, kOwned = 64,
                            kRevoking = 128, kProgress = 256, kLeavingEpoch = 512, kInstance = 1024 };
     unsigned seen = 0;
-    std::set<int32_t> held;
     bool ok = object([&](std::string_view key) {
       auto once = [&](unsigned bit) { return first(seen, bit); };
       if (key == "protocolVersion") {
@@ -374,7 +375,7 @@ class FastRequest {
                           }
                           return false;
                         }) &&
-                        (fields & 1) && held.insert(s.shardIndex).second && (r.ownedShards.push_back(s), true);
+                        (fields & 1) && (add(r.ownedShards, s), true);
                });
       }
       if (key == "revokingShards") {
@@ -402,11 +403,10 @@ class FastRequest {
                           return false;
                         }) &&
                         (fields & 7) == 7 && !(s.state == ShardAssignmentState::REVOKED && s.inFlight != 0) &&
-                        held.insert(s.shardIndex).second && (r.revokingShards.push_back(std::move(s)), true);
+                        (add(r.revokingShards, std::move(s)), true);
                }));
       }
       if (key == "shardProgress") {
-        std::set<int32_t> progressSeen;
         return once(kProgress) && (null() || array([&] {
                  ShardProgress pr;
                  unsigned fields = 0;
@@ -421,8 +421,7 @@ class FastRequest {
                           if (k == "lag" && first(fields, 8)) return optional_count(pr.lag);
                           return false;
                         }) &&
-                        (fields & 1) && progressSeen.insert(pr.shardIndex).second &&
-                        (r.shardProgress.push_back(std::move(pr)), true);
+                        (fields & 1) && (add(r.shardProgress, std::move(pr)), true);
                }));
       }
       return false;  // an unknown key: the full decoder knows what to ignore
@@ -430,10 +429,41 @@ class FastRequest {
     ws();
     const unsigned required = kVersion | kRequestId | kMember | kEpoch | kMeta | kCap | kOwned;
     if (!ok || p_ != end_ || (seen & required) != required) return std::nullopt;
+    // A shard is held once (owned or revoking) and reported once.
+    if (!distinct(r.ownedShards, r.revokingShards) || !distinct(r.shardProgress))
+      return std::nullopt;
     return r;
   }
 
  private:
+  // Shard lists are short (a member's share of its stream's shards): the first element reserves
+  // room for a few, so a usual heartbeat grows each list once, not at 1, 2 and 4 elements.
+  template <typename V, typename T>
+  static void add(V& v, T&& x) {
+    if (v.empty()) v.reserve(4);
+    v.push_back(std::forward<T>(x));
+  }
+  // No shard index twice across the lists: sorted on the stack for the usual few shards, on the
+  // heap only past 64 (a set would allocate a node per shard).
+  template <typename... Lists>
+  static bool distinct(const Lists&... lists) {
+    const std::size_t n = (lists.size() + ...);
+    if (n < 2) return true;
+    std::array<int32_t, 64> small;
+    std::vector<int32_t> big;
+    int32_t* out = small.data();
+    if (n > small.size()) {
+      big.resize(n);
+      out = big.data();
+    }
+    std::size_t k = 0;
+    auto copy = [&](const auto& list) {
+      for (const auto& x : list) out[k++] = x.shardIndex;
+    };
+    (copy(lists), ...);
+    std::sort(out, out + n);
+    return std::adjacent_find(out, out + n) == out + n;
+  }
   // A key may come once: false when `bit` was seen already.
   static bool first(unsigned& seen, unsigned bit) {
     if (seen & bit) return false;

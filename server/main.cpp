@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   auto httpOpts = cfg.http;
   httpOpts.podId = service->pod_id();
   http::Server srv(httpOpts, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
-    http::handle_request(req, *service, auth, respond);
+    http::handle_request(req, *service, auth, std::move(respond));
   });
   try {
     srv.start();

@@ -600,6 +600,38 @@ TEST(FastDecode, UnusualButValidBodiesAreLeftToTheFullDecoder) {
   }
 }
 
+// The fast path checks shard indexes for duplicates without a set: on the stack up to 64 shards,
+// on the heap past that. Either way a duplicate (within a list, or owned and revoking at once)
+// is left to the full decoder, which refuses it; distinct shards are taken.
+TEST(FastDecode, DuplicateShardsAreFoundInShortAndLongLists) {
+  auto body = [](int owned, int revokingFrom, int progress, int progressDup) {
+    std::string b = R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":3,"metadataVersion":0,)"
+                    R"("runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[)";
+    for (int i = 0; i < owned; ++i) b += (i ? "," : "") + std::string(R"({"shardIndex":)") + std::to_string(i) + R"(,"state":"OWNED"})";
+    b += R"(],"revokingShards":[)";
+    if (revokingFrom >= 0)
+      b += R"({"shardIndex":)" + std::to_string(revokingFrom) + R"(,"state":"DRAINING","inFlight":1})";
+    b += R"(],"shardProgress":[)";
+    for (int i = 0; i < progress; ++i)
+      b += (i ? "," : "") + std::string(R"({"shardIndex":)") + std::to_string(i == progress - 1 && progressDup >= 0 ? progressDup : i) +
+           R"(,"lastDeliveredId":"1700000000000-)" + std::to_string(i) + R"(","pending":0,"lag":1})";
+    return b + "]}";
+  };
+  for (int n : {3, 63, 64, 65, 200}) {
+    SCOPED_TRACE("shards " + std::to_string(n));
+    auto ok = decode_heartbeat_request_fast(body(n, n, n, -1), "member-a");
+    ASSERT_TRUE(ok.has_value());
+    EXPECT_EQ(ok->ownedShards.size(), static_cast<std::size_t>(n));
+    EXPECT_EQ(ok->revokingShards.size(), 1u);
+    EXPECT_EQ(ok->shardProgress.size(), static_cast<std::size_t>(n));
+    EXPECT_EQ(*ok, decode_heartbeat_request(body(n, n, n, -1), "member-a").value);
+    for (const auto& bad : {body(n, n - 1, 0, -1), body(n, 0, 0, -1), body(n, -1, n, 0), body(n, -1, n, n - 2)}) {
+      EXPECT_FALSE(decode_heartbeat_request_fast(bad, "member-a").has_value()) << bad;
+      EXPECT_FALSE(decode_heartbeat_request(bad, "member-a").ok()) << bad;
+    }
+  }
+}
+
 TEST(Retention, EveryPolicyRoundTripsThroughTheStoredFormAndBadOnesAreRefused) {
   using K = rsc::protocol::Retention::Kind;
   for (const auto& r : {rsc::protocol::Retention{}, rsc::protocol::Retention{K::MaxLen, 5},
