@@ -35,6 +35,9 @@ struct StoreState {
   std::shared_ptr<store::GroupStore> store;
   std::vector<PendingCas> pending;
   bool flushScheduled = false;
+  // Buffers a flush reuses (cleared, their capacity kept): a batch allocates no vectors.
+  std::vector<PendingCas> flushing;
+  std::vector<store::CasRequest> requests;
 };
 
 caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr<store::GroupStore> st) {
@@ -84,35 +87,41 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         return rp;
       },
       [=](flush_atom) {
-        auto all = std::move(self->state.pending);
-        self->state.pending.clear();
-        self->state.flushScheduled = false;
-        std::vector<PendingCas> batch;
-        for (auto& p : all) {
+        auto& st = self->state;
+        auto& batch = st.flushing;  // the calls that came; then, compacted in place, those to write
+        batch.swap(st.pending);     // pending takes the empty buffer of the last flush
+        st.flushScheduled = false;
+        std::size_t kept = 0;
+        for (auto& p : batch) {
           if (gave_up(p.call.deadline))  // its group stopped waiting (and answered RETRY): not written
             p.rp.deliver(CasReply{gone<store::CasResult>()});
-          else if (auto e = provision(*self->state.store, p.call))  // the data plane first, or no write
+          else if (auto e = provision(*st.store, p.call))  // the data plane first, or no write
             p.rp.deliver(CasReply{store::Result<store::CasResult>::failure(*e)});
-          else
-            batch.push_back(std::move(p));
+          else {
+            if (&batch[kept] != &p) batch[kept] = std::move(p);
+            ++kept;
+          }
         }
-        if (batch.empty()) return;
-        std::vector<store::CasRequest> reqs;
-        reqs.reserve(batch.size());
+        batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(kept), batch.end());
+        auto& reqs = st.requests;
+        reqs.clear();
         for (auto& p : batch) {
-          store::CasRequest r;
-          r.key = p.call.key;
+          store::CasRequest& r = reqs.emplace_back();
+          r.key = std::move(p.call.key);  // the call is only answered from here on
           r.expectedRevision = p.call.expectedRevision;
           r.next = p.call.next.get();
           r.delta = p.call.delta.get();
-          r.lockToken = p.call.lockToken;
+          r.lockToken = std::move(p.call.lockToken);
           r.lockTtlMs = p.call.lockTtlMs;
           r.lowerDeadlineTo = p.call.lowerDeadlineTo;
           r.verifyOnly = p.call.verifyOnly;
-          reqs.push_back(std::move(r));
         }
-        auto results = self->state.store->compare_and_set(reqs);
-        for (std::size_t i = 0; i < batch.size(); ++i) batch[i].rp.deliver(CasReply{std::move(results[i])});
+        if (!batch.empty()) {
+          auto results = st.store->compare_and_set(reqs);
+          for (std::size_t i = 0; i < batch.size(); ++i) batch[i].rp.deliver(CasReply{std::move(results[i])});
+        }
+        batch.clear();
+        reqs.clear();
       },
       [=](lease_atom, const LeaseCall& c) -> LeaseReply {
         if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>(), std::nullopt, std::nullopt};

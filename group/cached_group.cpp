@@ -35,7 +35,7 @@ Outcome fence_live_members(GroupState g, const std::string& reason, const Config
   for (const auto& id : live) {
     auto f = fence_member(std::move(o.state), id, reason, cfg, now);
     o.state = std::move(f.state);
-    o.delta.merge(f.delta);
+    o.delta.merge(std::move(f.delta));
     for (auto& e : f.events) o.events.push_back(std::move(e));
   }
   return o;
@@ -69,7 +69,7 @@ Next CachedGroup::next(Ticket& front, Millis now, bool synced) {
 void CachedGroup::merge(Outcome&& o) {
   g_ = std::move(o.state);
   copyShape_.reset();
-  pending_.merge(o.delta);
+  pending_.merge(std::move(o.delta));
   for (auto& e : o.events) pendingEvents_.push_back(std::move(e));
 }
 
@@ -156,7 +156,7 @@ CachedGroup::Batch::Beat CachedGroup::Batch::add(Ticket& t, const protocol::Hear
     b.fate = Fate::Answered;
     return b;
   }
-  total_.delta.merge(hb.delta);
+  total_.delta.merge(std::move(hb.delta));
   for (auto& e : hb.events) total_.events.push_back(std::move(e));
   ++batched_;
   return b;
@@ -178,9 +178,11 @@ std::optional<Outcome> CachedGroup::Batch::finish() {
 }
 
 Prepared CachedGroup::prepare(Outcome&& o) {
-  Delta total = std::move(pending_);
-  total.merge(o.delta);
-  o.delta = std::move(total);
+  if (!pending_.empty()) {  // what came before this step, then the step's changes over it
+    Delta total = std::move(pending_);
+    total.merge(std::move(o.delta));
+    o.delta = std::move(total);
+  }
   Prepared p;
   p.events = std::move(pendingEvents_);
   for (auto& e : o.events) p.events.push_back(std::move(e));

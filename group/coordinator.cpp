@@ -29,6 +29,14 @@ void Delta::merge(const Delta& o) {
   }
 }
 
+void Delta::merge(Delta&& o) {
+  group = group || o.group;
+  for (const auto& id : o.upserted) removed.erase(id);
+  upserted.merge(o.upserted);  // set::merge moves the nodes; names already here stay in `o`
+  for (const auto& id : o.removed) upserted.erase(id);
+  removed.merge(o.removed);
+}
+
 std::string to_string(Event::Kind k) {
   switch (k) {
     case Event::Kind::JOINED: return "joined";

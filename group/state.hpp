@@ -162,6 +162,7 @@ struct Delta {
   std::set<std::string> removed;
   bool empty() const { return !group && upserted.empty() && removed.empty(); }
   void merge(const Delta& o);  // `o` came after: its upserts and removals win
+  void merge(Delta&& o);       // the same, its members' names moved over (no node or string made)
 };
 
 // A state change worth one log line.

@@ -18,7 +18,7 @@ Outcome absorb_outages(GroupState g, const std::vector<Outage>& outages) {
     if (o.to <= total.state.outageCoveredUntilMs || o.to <= o.from) continue;
     auto step = resume_after_outage(std::move(total.state), o.from, o.to);
     total.state = std::move(step.state);
-    total.delta.merge(step.delta);
+    total.delta.merge(std::move(step.delta));
   }
   return total;
 }
@@ -27,7 +27,7 @@ Outcome tick(GroupState g, const Config& cfg, const TimeView& tv) {
   auto absorbed = absorb_outages(std::move(g), tv.outages);
   auto ticked = tick(std::move(absorbed.state), cfg, tv.now, expiry_allowed(tv));
   // The absorption came first: the tick's changes win (a member it removes stays removed).
-  absorbed.delta.merge(ticked.delta);
+  absorbed.delta.merge(std::move(ticked.delta));
   ticked.delta = std::move(absorbed.delta);
   return ticked;
 }

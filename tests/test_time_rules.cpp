@@ -376,3 +376,34 @@ TEST(CopyConfirmation, OnlyAStoreCallMadeAfterARequestArrivedConfirmsTheCopyForI
   c.forget();
   EXPECT_FALSE(c.may_answer(arrived)) << "a dropped copy confirms nothing";
 }
+
+// A step's changes merged over earlier ones: the moving merge (names spliced over, used on the
+// heartbeat path) gives exactly what the copying one gives, for every mix of upserts and removals
+// of a few names on both sides, including names both sides touch.
+TEST(DeltaMerge, MovingAndCopyingMergesAgree) {
+  const std::vector<std::string> names{"a", "member-with-a-name-longer-than-fifteen", "c"};
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    group::Delta before, after;
+    before.group = rng() % 2;
+    after.group = rng() % 2;
+    for (const auto& n : names) {
+      // 0: untouched, 1: upserted, 2: removed (a well-formed delta never has a name in both)
+      if (auto k = rng() % 3; k == 1) before.upserted.insert(n);
+      else if (k == 2) before.removed.insert(n);
+      if (auto k = rng() % 3; k == 1) after.upserted.insert(n);
+      else if (k == 2) after.removed.insert(n);
+    }
+    auto copied = before;
+    copied.merge(after);
+    auto moved = before;
+    auto source = after;
+    moved.merge(std::move(source));
+    EXPECT_EQ(moved.group, copied.group);
+    EXPECT_EQ(moved.upserted, copied.upserted);
+    EXPECT_EQ(moved.removed, copied.removed);
+    // the later step wins: what it upserted is upserted, what it removed is removed
+    for (const auto& n : after.upserted) EXPECT_TRUE(moved.upserted.count(n) && !moved.removed.count(n));
+    for (const auto& n : after.removed) EXPECT_TRUE(moved.removed.count(n) && !moved.upserted.count(n));
+  }
+}
