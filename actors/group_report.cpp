@@ -13,7 +13,7 @@ void GroupReport::stored(const std::vector<group::Event>& events, group::CachedG
   if (!metrics_) return;
   metrics_->group_events(events, computeSeconds);
   for (auto ms : handovers) metrics_->revocation(static_cast<double>(ms) / 1000.0);
-  metrics_->publish_group(key_.streamPrefix, key_.consumerGroup, c.state());
+  metrics_->publish_group(slot_, key_.streamPrefix, key_.consumerGroup, c.state());
 }
 
 void GroupReport::rollback(const std::optional<group::Rollback>& r, const group::CachedGroup& c) {

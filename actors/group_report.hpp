@@ -38,6 +38,7 @@ class GroupReport {
   Metrics* metrics_ = nullptr;  // may be null; owned by the gateway's configuration
   bool logEvents_ = true;
   group::RecentEvents recent_;
+  std::shared_ptr<Metrics::GroupSlot> slot_;  // the group's place in the metrics
 };
 
 }  // namespace rsc::actors

@@ -169,10 +169,27 @@ struct Metrics::Impl {
     double pendingShards = 0, revokingShards = 0;  // shards not where the target wants them yet
     double live = 0;                               // live members
   };
-  std::unordered_map<std::string, GroupGauges> perGroup;
+  std::unordered_map<std::string, std::shared_ptr<GroupSlot>> perGroup;  // by "stream/group"
+  // The group's slot for `key`, made (empty) when it has none: under mu.
+  std::shared_ptr<GroupSlot>& slot_of(const std::string& stream, const std::string& group);
   std::array<prometheus::Gauge*, 6> stateGauges{};
   std::array<std::atomic<prometheus::Counter*>, 9> statusCounters{};  // by protocol::HeartbeatStatus
 };
+
+struct Metrics::GroupSlot {
+  Impl::GroupGauges gauges;
+  bool listed = true;  // false once forgotten: no longer in perGroup
+};
+
+std::shared_ptr<Metrics::GroupSlot>& Metrics::Impl::slot_of(const std::string& stream, const std::string& group) {
+  auto [it, fresh] = perGroup.try_emplace(stream + "/" + group);
+  if (fresh) {
+    it->second = std::make_shared<GroupSlot>();
+    it->second->gauges.stream = stream;
+    it->second->gauges.group = group;
+  }
+  return it->second;
+}
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
   // Every kind of store error exists from the start at 0, so rate() over it works (and alert
@@ -237,7 +254,8 @@ void Metrics::group_events(const std::vector<group::Event>& events, double compu
   }
 }
 
-void Metrics::publish_group(const std::string& stream, const std::string& group, const group::GroupState& g) {
+void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
+                            const group::GroupState& g) {
   Impl::GroupGauges next;
   for (const auto& [id, m] : g.members) {
     const auto st = group::lifecycle(m);
@@ -255,15 +273,9 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
     next.capAvail += m.capacity.availableConcurrency;
   }
   next.epoch = g.groupEpoch;
-  thread_local std::string key;  // every write publishes: no string built per call once the group is known
-  key.assign(stream).append("/").append(group);
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto [it, fresh] = impl_->perGroup.try_emplace(key);
-  auto& cur = it->second;
-  if (fresh) {
-    cur.stream = stream;
-    cur.group = group;
-  }
+  if (!slot || !slot->listed) slot = impl_->slot_of(stream, group);
+  auto& cur = slot->gauges;
   for (std::size_t i = 0; i < kStates.size(); ++i)
     if (next.counts[i] != cur.counts[i]) impl_->stateGauges[i]->Increment(next.counts[i] - cur.counts[i]);
   cur.counts = next.counts;
@@ -279,12 +291,7 @@ void Metrics::publish_group(const std::string& stream, const std::string& group,
 
 void Metrics::dead_letters(const std::string& stream, const std::string& group, int64_t n) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto [it, fresh] = impl_->perGroup.try_emplace(stream + "/" + group);
-  if (fresh) {
-    it->second.stream = stream;
-    it->second.group = group;
-  }
-  it->second.deadLetters = static_cast<double>(n);
+  impl_->slot_of(stream, group)->gauges.deadLetters = static_cast<double>(n);
 }
 
 void Metrics::stream_lag(const std::string& stream, group::LagByGroup byGroup,
@@ -314,8 +321,10 @@ void Metrics::forget_group(const std::string& stream, const std::string& group) 
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->perGroup.find(stream + "/" + group);
   if (it == impl_->perGroup.end()) return;
+  auto& cur = it->second->gauges;
   for (std::size_t i = 0; i < kStates.size(); ++i)
-    if (it->second.counts[i] != 0) impl_->stateGauges[i]->Decrement(it->second.counts[i]);
+    if (cur.counts[i] != 0) impl_->stateGauges[i]->Decrement(cur.counts[i]);
+  it->second->listed = false;  // its holder's next publish lists the group again, from zero
   impl_->perGroup.erase(it);
 }
 
@@ -345,7 +354,7 @@ std::string Metrics::text() const {
     std::lock_guard<std::mutex> lock(impl_->mu);
     std::vector<const Impl::GroupGauges*> groups;
     groups.reserve(impl_->perGroup.size());
-    for (const auto& [k, v] : impl_->perGroup) groups.push_back(&v);
+    for (const auto& [k, v] : impl_->perGroup) groups.push_back(&v->gauges);
     std::sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) {
       return std::tie(a->stream, a->group) < std::tie(b->stream, b->group);
     });

@@ -50,7 +50,12 @@ class Metrics {
   // What a stored step's events count: rebalances, fencings, expiries, assignments computed.
   void group_events(const std::vector<group::Event>& events, double computeSeconds);
   // Replaces this group's contribution to the member-state totals and its per-group gauges.
-  void publish_group(const std::string& stream, const std::string& group, const group::GroupState& g);
+  // `slot` is the group's place here, kept by its caller between calls (null at first): a group
+  // that writes often is found without building and hashing its name each time. A slot whose
+  // group was forgotten since is replaced.
+  struct GroupSlot;
+  void publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
+                     const group::GroupState& g);
   void forget_group(const std::string& stream, const std::string& group);
   // The group's dead letters now (rsc_group_dead_letters; a group not read yet has no series).
   void dead_letters(const std::string& stream, const std::string& group, int64_t n);

@@ -24,13 +24,17 @@ class StoreWatch {
   // way: the caller then sends the sweeper one, due at the call's deadline.
   bool began(caf::actor_id id, caf::actor_addr who, int64_t now) {
     std::lock_guard<std::mutex> lock(mu_);
-    calls_[id] = Call{std::move(who), now};
+    calls_[id] = Call{std::move(who), now, true};  // an actor's entry is reused until a sweep prunes it
     return !std::exchange(armed_, true);
   }
-  // Its call was answered or given up.
+  // Its call was answered or given up. The entry stays, closed, until the next sweep: an actor
+  // writing again before then allocates nothing (a written heartbeat made and freed one each).
   void ended(caf::actor_id id) {
     std::lock_guard<std::mutex> lock(mu_);
-    calls_.erase(id);
+    if (auto it = calls_.find(id); it != calls_.end()) {
+      it->second.open = false;
+      it->second.who = nullptr;
+    }
   }
   // A sweep at local time `now`: the actors whose call is `deadlineMs` old or more (forgotten
   // here: each gives its call up), and in `next` how long until the next call in flight reaches
@@ -40,6 +44,10 @@ class StoreWatch {
     std::vector<caf::actor_addr> out;
     next = 0;
     for (auto it = calls_.begin(); it != calls_.end();) {
+      if (!it->second.open) {  // ended since: pruned
+        it = calls_.erase(it);
+        continue;
+      }
       const int64_t due = it->second.since + deadlineMs;
       if (due <= now) {
         out.push_back(std::move(it->second.who));
@@ -54,6 +62,10 @@ class StoreWatch {
   }
   std::size_t in_flight() {
     std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<std::size_t>(std::count_if(calls_.begin(), calls_.end(), [](const auto& c) { return c.second.open; }));
+  }
+  std::size_t entries() {  // open or closed and not yet pruned
+    std::lock_guard<std::mutex> lock(mu_);
     return calls_.size();
   }
   caf::actor sweeper;  // set once, before any group actor uses the watch
@@ -62,6 +74,7 @@ class StoreWatch {
   struct Call {
     caf::actor_addr who;  // weak: an actor that stopped with a call in flight is not kept alive
     int64_t since = 0;
+    bool open = false;  // a call in flight (false: ended, kept for reuse until the next sweep)
   };
   std::mutex mu_;
   std::unordered_map<caf::actor_id, Call> calls_;

@@ -10,6 +10,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/store_watch.hpp"
+#include "group_harness.hpp"
 #include "log/log.hpp"
 #include "group/coordinator.hpp"
 #include "redis/memory_store.hpp"
@@ -830,7 +831,8 @@ TEST_F(GroupActorTest, StoreCallsWatchedByOneSweeperAreEachGivenUpAtTheirOwnDead
   EXPECT_EQ(watch->in_flight(), 0u);
 }
 
-// A call answered in time leaves the watch at once; the sweep that comes finds nothing to give up.
+// A call answered in time is closed in the watch at once (its entry kept for the next call until a
+// sweep prunes it); the sweep that comes finds nothing to give up.
 TEST_F(GroupActorTest, AStoreCallAnsweredInTimeLeavesTheWatchAndIsNotGivenUp) {
   auto cfg = pod_config("pod-1");
   auto watch = std::make_shared<StoreWatch>();
@@ -847,6 +849,10 @@ TEST_F(GroupActorTest, AStoreCallAnsweredInTimeLeavesTheWatchAndIsNotGivenUp) {
     EXPECT_EQ(r.status, HeartbeatStatus::OK) << r.message.value_or("");
     EXPECT_EQ(watch->in_flight(), 0u);
   }
+  EXPECT_EQ(watch->entries(), 1u) << "the actor's ended entry is kept for its next call";
+  advance(1000);  // the sweep armed by a call in the loop comes: it prunes the ended entry
+  EXPECT_EQ(watch->entries(), 0u);
+  EXPECT_EQ(watch->in_flight(), 0u);
 }
 
 TEST_F(GroupActorTest, AStoreThatNeverAnswersIsGivenUpAtTheStoreDeadline) {
@@ -864,4 +870,42 @@ TEST_F(GroupActorTest, AStoreThatNeverAnswersIsGivenUpAtTheStoreDeadline) {
   EXPECT_EQ((*out)->status, HeartbeatStatus::RETRY);
   EXPECT_NE((*out)->message.value_or("").find("did not answer within 1000ms"), std::string::npos)
       << (*out)->message.value_or("");
+}
+
+// A group actor keeps its group's place in the metrics between writes. The place is reused while
+// the group is listed (its members are counted once, not again at each write); when the gateway
+// forgets the group meanwhile, the next publish lists it again, from zero, in a new place.
+TEST(MetricsSlot, AGroupForgottenWhileItsActorKeepsItsSlotIsListedAgainFromZero) {
+  rsc::testing::Harness h;
+  h.send(h.request("a", 0));
+  h.send(h.request("b", 0));  // two members joined (STARTING until they report their shards)
+  Metrics m;
+  auto line = [&](const std::string& prefix) {
+    const auto text = m.text();
+    const auto at = text.find("\n" + prefix + " ");
+    if (at == std::string::npos) return std::string("(none)");
+    const auto end = text.find('\n', at + 1);
+    return text.substr(at + 1 + prefix.size() + 1, end - at - 1 - prefix.size() - 1);
+  };
+  const std::string live = "rsc_group_members_live{group=\"g1\",stream=\"orders\"}";
+  std::shared_ptr<Metrics::GroupSlot> slot;
+  m.publish_group(slot, "orders", "g1", h.state());
+  ASSERT_NE(slot, nullptr);
+  const auto first = slot;
+  EXPECT_EQ(line("rsc_members{state=\"STARTING\"}"), "2");
+  EXPECT_EQ(line(live), "2");
+  m.publish_group(slot, "orders", "g1", h.state());
+  EXPECT_EQ(slot, first) << "a listed group keeps its place";
+  EXPECT_EQ(line("rsc_members{state=\"STARTING\"}"), "2") << "replaced, not added again";
+  m.dead_letters("orders", "g1", 3);  // found by name: the same place
+  EXPECT_EQ(line("rsc_group_dead_letters{group=\"g1\",stream=\"orders\"}"), "3");
+
+  m.forget_group("orders", "g1");
+  EXPECT_EQ(line("rsc_members{state=\"STARTING\"}"), "0");
+  EXPECT_EQ(line(live), "(none)");
+  m.publish_group(slot, "orders", "g1", h.state());
+  EXPECT_NE(slot, first) << "a forgotten place is not written to";
+  EXPECT_EQ(line("rsc_members{state=\"STARTING\"}"), "2");
+  EXPECT_EQ(line(live), "2");
+  EXPECT_EQ(line("rsc_group_dead_letters{group=\"g1\",stream=\"orders\"}"), "(none)") << "listed again from zero";
 }
