@@ -153,10 +153,14 @@ Routed route(const std::string& method, const std::string& target) {
   }
   const auto p = split_path(path);
   using K = Route::Kind;
+  // A route to `kind` with the names from the path (views into the target) copied out.
+  auto to = [](K kind, std::string_view s = {}, std::string_view g = {}, std::string_view m = {}) -> Routed {
+    return {Route{kind, std::string(s), std::string(g), std::string(m)}, {}};
+  };
   auto only = [&](const char* allowed, K kind, std::string_view s = {}, std::string_view g = {},
                   std::string_view m = {}) -> Routed {
     if (method != allowed) return method_not_allowed(method, allowed);
-    return {Route{kind, std::string(s), std::string(g), std::string(m)}, {}};
+    return to(kind, s, g, m);
   };
   // Probes and metrics answer HEAD too (load balancers use it): the same answer without a body.
   auto probe = [&](K kind) -> Routed {
@@ -171,23 +175,23 @@ Routed route(const std::string& method, const std::string& target) {
   if (p.size() >= 4 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") {
     const std::string_view s = p[3];
     if (p.size() == 4) {
-      if (method == "GET") return {Route{K::GetStream, std::string(s), {}, {}}, {}};
-      if (method == "PUT") return {Route{K::PutStream, std::string(s), {}, {}}, {}};
-      if (method == "POST") return {Route{K::PostStream, std::string(s), {}, {}}, {}};
+      if (method == "GET") return to(K::GetStream, s);
+      if (method == "PUT") return to(K::PutStream, s);
+      if (method == "POST") return to(K::PostStream, s);
       return method_not_allowed(method, "GET, PUT, POST");
     }
     if (p.size() == 5 && p[4] == "scale") return only("POST", K::ScaleStream, s);
     if (p.size() == 6 && p[4] == "scale" && p[5] == "rollback") return only("POST", K::RollbackScale, s);
     if (p.size() == 5 && p[4] == "retention") {
-      if (method == "GET") return {Route{K::GetRetention, std::string(s), {}, {}}, {}};
-      if (method == "PUT") return {Route{K::PutRetention, std::string(s), {}, {}}, {}};
+      if (method == "GET") return to(K::GetRetention, s);
+      if (method == "PUT") return to(K::PutRetention, s);
       return method_not_allowed(method, "GET, PUT");
     }
     if (p[4] == "groups") {
       if (p.size() == 5) return only("GET", K::ListGroups, s);
       if (p.size() == 6) {
-        if (method == "GET") return {Route{K::Describe, std::string(s), std::string(p[5]), {}}, {}};
-        if (method == "DELETE") return {Route{K::DeleteGroup, std::string(s), std::string(p[5]), {}}, {}};
+        if (method == "GET") return to(K::Describe, s, p[5]);
+        if (method == "DELETE") return to(K::DeleteGroup, s, p[5]);
         return method_not_allowed(method, "GET, DELETE");
       }
       if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);

@@ -69,13 +69,17 @@ std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
   return std::nullopt;
 }
 
+void RedisStore::evalsha_head(Command& c, const Script& s, std::size_t keys) {
+  c.push_back("EVALSHA");
+  c.push_back(s.sha);
+  c.push_back(std::to_string(keys));
+}
+
 Command RedisStore::evalsha(const Script& s, std::initializer_list<std::string> keys,
                             std::vector<std::string> args) const {
   Command c;
   c.reserve(3 + keys.size() + args.size());
-  c.push_back("EVALSHA");
-  c.push_back(s.sha);
-  c.push_back(std::to_string(keys.size()));
+  evalsha_head(c, s, keys.size());
   for (const auto& k : keys) c.push_back(k);
   for (auto& a : args) c.push_back(std::move(a));
   return c;
@@ -161,9 +165,7 @@ std::vector<Result<CasResult>> RedisStore::compare_and_set(const std::vector<Cas
     // The script's call, built in place (keys and the field values moved in, not copied).
     Command& c = cmds.emplace_back();
     c.reserve(12 + 2 * w.set.size() + w.del.size());
-    c.push_back("EVALSHA");
-    c.push_back(cas_.sha);
-    c.push_back("2");
+    evalsha_head(c, cas_, 2);
     c.push_back(keys_.group_state(req.key));
     c.push_back(keys_.group_lock(req.key));
     c.push_back(req.lockToken);

@@ -67,6 +67,8 @@ class RedisStore : public GroupStore {
   // Runs commands (some EVALSHA); on NOSCRIPT reloads the scripts and reruns those, once.
   std::vector<Result<Value>> run(const std::vector<Command>& cmds);
   Command evalsha(const Script& s, std::initializer_list<std::string> keys, std::vector<std::string> args) const;
+  // The first words of a script's call (EVALSHA sha numkeys), for a command built in place.
+  static void evalsha_head(Command& c, const Script& s, std::size_t keys);
 
   RedisOptions opts_;
   KeySpace keys_;
