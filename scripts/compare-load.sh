@@ -5,6 +5,11 @@
 # stopped by pid).
 #   bash scripts/compare-load.sh BIN_A BIN_B [PAIRS] [LOAD.SH ARGUMENTS...]
 # e.g. bash scripts/compare-load.sh /tmp/rsc-before ./build/rsc-coordinator 3 1 200 5 32 8
+# With COMPARE=members each run is scripts/bench-members.sh instead (runtime-shaped heartbeats;
+# give it one size), e.g. PIN=1 COMPARE=members RSC_POD_ARGS="--lease-renewal-slack-ms 0" \
+#   bash scripts/compare-load.sh /tmp/rsc-before ./build/rsc-coordinator 4 20000x2000 0 10 1 16
+# The coordinator's CPU per heartbeat is also given pair by pair as B/A (the pair saw the same
+# noise; the pairs' spread says how far to trust the medians).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash scripts/compare-load.sh BIN_A BIN_B [PAIRS] [LOAD.SH ARGUMENTS...]" >&2; exit 2; }
@@ -27,18 +32,35 @@ figures() {
     -e 's/.*(\([0-9.]*\) bytes per member.*/rss_bytes_per_member \1/p'
 }
 
+# bench-members.sh's machine-readable row: "rsc-load: row members=... hbps=... cpu_us=..."
+member_figures() {
+  grep '^  rsc-load: row \|^rsc-load: row ' | tail -1 | tr ' ' '\n' | awk -F= '
+    $1 == "hbps" {print "heartbeats_per_s", $2} $1 == "cpu_us" {print "coordinator_us_per_heartbeat", $2}
+    $1 == "redis_calls" {print "redis_commands", $2} $1 == "redis_cpu_us" {print "redis_us_per_heartbeat", $2}
+    $1 == "p99_ms" {print "p99_ms", $2} $1 == "errors" {print "errors", $2} $1 == "expired" {print "expired", $2}
+    $1 == "bytes_per_member" {print "rss_bytes_per_member", $2}'
+}
+
+ratios=""
 for i in $(seq 1 "$pairs"); do
   for side in A B; do
     bin=$a
     [ "$side" = B ] && bin=$b
-    RSC_COORDINATOR_BIN=$bin bash scripts/load.sh "$@" > "$out/run.txt" 2>&1 || true
-    figures < "$out/run.txt" > "$out/$side.$i"
+    if [ "${COMPARE:-load}" = members ]; then
+      RSC_COORDINATOR_BIN=$bin bash scripts/bench-members.sh "$@" > "$out/run.txt" 2>&1 || true
+      member_figures < "$out/run.txt" > "$out/$side.$i"
+    else
+      RSC_COORDINATOR_BIN=$bin bash scripts/load.sh "$@" > "$out/run.txt" 2>&1 || true
+      figures < "$out/run.txt" > "$out/$side.$i"
+    fi
     echo "run $i $side: $(tr '\n' ' ' < "$out/$side.$i")"
   done
+  r=$(cat "$out/A.$i" "$out/B.$i" | awk '$1 == "coordinator_us_per_heartbeat" {v[++n] = $2} END {if (n == 2 && v[1] > 0) printf "%.3f", v[2] / v[1]; else print "-"}')
+  ratios="$ratios $r"
 done
 
 echo "medians over $pairs run(s) each (A = $a, B = $b):"
-for name in heartbeats_per_s ratio_to_healthz coordinator_us_per_heartbeat redis_commands redis_us_per_heartbeat p99_ms errors rss_bytes_per_member; do
+for name in heartbeats_per_s ratio_to_healthz coordinator_us_per_heartbeat redis_commands redis_us_per_heartbeat p99_ms errors expired rss_bytes_per_member; do
   line="  $name"
   for side in A B; do
     m=$(cat "$out"/$side.* | awk -v n="$name" '$1 == n {print $2}' | sort -g |
@@ -47,3 +69,4 @@ for name in heartbeats_per_s ratio_to_healthz coordinator_us_per_heartbeat redis
   done
   echo "$line"
 done
+echo "coordinator CPU per heartbeat, B/A pair by pair:$ratios"
