@@ -181,7 +181,9 @@ TEST_F(StaticGroup, ACrashThatDoesNotReturnWithinTheTimeoutIsRebalancedLikeAnyLe
     a = h.hb("a", a.memberEpoch, {assigned(a)});
     b = h.hb("b", b.memberEpoch, {assigned(b)});
     h.tick();
-    if (h.now() < until) EXPECT_EQ(h.state().groupEpoch, epoch) << "nothing moves while reserved";
+    if (h.now() < until) {
+      EXPECT_EQ(h.state().groupEpoch, epoch) << "nothing moves while reserved";
+    }
   }
   EXPECT_TRUE(h.state().reservations.empty());
   EXPECT_EQ(h.state().groupEpoch, epoch + 1);

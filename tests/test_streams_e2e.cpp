@@ -1455,7 +1455,9 @@ TEST(Streams, RetiredShardStreamsAreDeletedAfterTheirTtlAndAGrowthBackLosesNothi
   ASSERT_GT(goneAt, 0) << "the retired shard streams were not deleted (" << existing_shards(addr, 4, 16)
                        << " left); the pods said:\n" << stream_lines() << get_json(pod, "/coord/v1/streams/orders").dump();
   EXPECT_GE(goneAt - retiredAt, kTtlMs) << "deleted before their TTL";
-  if (keptAtTtl >= 0) EXPECT_EQ(keptAtTtl, 12) << "seen before the TTL: all still there";
+  if (keptAtTtl >= 0) {
+    EXPECT_EQ(keptAtTtl, 12) << "seen before the TTL: all still there";
+  }
   EXPECT_EQ(existing_shards(addr, 0, 4), 4) << "the routed shards untouched";
   // Members still handing them back (or told late) must not bring them back (no MKSTREAM).
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -1540,7 +1542,9 @@ TEST(StaticMembers, AKilledStaticMemberRestartedWithItsInstanceIdGetsItsShardsBa
   EXPECT_NE(described.find("(consumer-0)"), std::string::npos) << "members show their instance: " << described;
   for (const auto& [who, shards] : d["shards"].items()) {
     (void)who;
-    if (shards.contains("reservedFor")) EXPECT_EQ(shards["reservedFor"], "consumer-1");
+    if (shards.contains("reservedFor")) {
+      EXPECT_EQ(shards["reservedFor"], "consumer-1");
+    }
   }
   run.start_consumer("c1b", "", "consumer-1");
   d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [&](const json& j) {
