@@ -161,7 +161,7 @@ void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest r
                         std::function<void(protocol::HeartbeatResponse)> done) {
   HeartbeatCall call{std::move(req), std::move(done)};
   thread_local std::string name;  // the directory's key, built in a buffer this thread keeps
-  name.assign(key.streamPrefix).append("/").append(key.consumerGroup);
+  key.str_into(name);
   if (impl_->directory->send_if_present(
           name, [&](const caf::actor& a) { caf::anon_send(a, hb_atom::value, std::move(call)); }))
     return;

@@ -17,17 +17,7 @@ using LS = protocol::MemberLifecycleState;
 // ---------------------------------------------------------------------------------------------
 // State helpers shared with describe and the store.
 
-void Delta::merge(const Delta& o) {
-  group = group || o.group;
-  for (const auto& id : o.upserted) {
-    upserted.insert(id);
-    removed.erase(id);
-  }
-  for (const auto& id : o.removed) {
-    removed.insert(id);
-    upserted.erase(id);
-  }
-}
+void Delta::merge(const Delta& o) { merge(Delta(o)); }
 
 void Delta::merge(Delta&& o) {
   group = group || o.group;

@@ -161,8 +161,10 @@ struct Delta {
   std::set<std::string> upserted;
   std::set<std::string> removed;
   bool empty() const { return !group && upserted.empty() && removed.empty(); }
-  void merge(const Delta& o);  // `o` came after: its upserts and removals win
-  void merge(Delta&& o);       // the same, its members' names moved over (no node or string made)
+  // `o` came after: its upserts and removals win. The names of a `Delta&&` are moved over (no
+  // node or string made); a const one is copied first.
+  void merge(const Delta& o);
+  void merge(Delta&& o);
 };
 
 // A state change worth one log line.

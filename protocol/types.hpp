@@ -283,7 +283,13 @@ struct Timings {
 struct GroupKey {
   std::string streamPrefix;
   std::string consumerGroup;
-  std::string str() const { return streamPrefix + "/" + consumerGroup; }
+  // "stream/group": how the group is named in logs, metrics and the pod's directory of actors.
+  void str_into(std::string& out) const { out.assign(streamPrefix).append("/").append(consumerGroup); }
+  std::string str() const {
+    std::string s;
+    str_into(s);
+    return s;
+  }
   friend bool operator==(const GroupKey& a, const GroupKey& b) {
     return a.streamPrefix == b.streamPrefix && a.consumerGroup == b.consumerGroup;
   }

@@ -378,8 +378,9 @@ TEST(CopyConfirmation, OnlyAStoreCallMadeAfterARequestArrivedConfirmsTheCopyForI
 }
 
 // A step's changes merged over earlier ones: the moving merge (names spliced over, used on the
-// heartbeat path) gives exactly what the copying one gives, for every mix of upserts and removals
-// of a few names on both sides, including names both sides touch.
+// heartbeat path) gives exactly what the copying one gives, and both give the rule written out
+// (upserted: (U ∪ U') \ R', removed: (R \ U') ∪ R'), for every mix of upserts and removals of a
+// few names on both sides, including names both sides touch.
 TEST(DeltaMerge, MovingAndCopyingMergesAgree) {
   const std::vector<std::string> names{"a", "member-with-a-name-longer-than-fifteen", "c"};
   std::mt19937 rng(7);
@@ -405,5 +406,15 @@ TEST(DeltaMerge, MovingAndCopyingMergesAgree) {
     // the later step wins: what it upserted is upserted, what it removed is removed
     for (const auto& n : after.upserted) EXPECT_TRUE(moved.upserted.count(n) && !moved.removed.count(n));
     for (const auto& n : after.removed) EXPECT_TRUE(moved.removed.count(n) && !moved.upserted.count(n));
+    std::set<std::string> up, rm;
+    for (const auto& n : before.upserted)
+      if (!after.removed.count(n)) up.insert(n);
+    for (const auto& n : after.upserted) up.insert(n);
+    for (const auto& n : before.removed)
+      if (!after.upserted.count(n)) rm.insert(n);
+    for (const auto& n : after.removed) rm.insert(n);
+    EXPECT_EQ(moved.upserted, up);
+    EXPECT_EQ(moved.removed, rm);
+    EXPECT_EQ(moved.group, before.group || after.group);
   }
 }
