@@ -116,14 +116,14 @@ void commit(Self self, Batch ws, group::Outcome&& o, double computeSeconds, cons
   auto f = std::make_shared<InFlightWrite>(InFlightWrite{std::move(ws), std::move(plan.wake), std::move(plan.events), computeSeconds, check});
   ask_held<CasReply>(self, f, std::make_tuple(cas_atom::value, std::move(call)), [self, f](CasReply& reply) {
         auto& s = self->state;
-        const Batch& ws = f->ws;
-        if (!reply.result.ok()) return store_failed(self, reply.result.error, ws);
+        const Batch& written = f->ws;
+        if (!reply.result.ok()) return store_failed(self, reply.result.error, written);
         auto& r = *reply.result.value;
         auto* m = s.cfg->metrics.get();
         if (r.status == store::CasStatus::Written) {
           switch (s.c.written(r.revision, s.asker.line.replying(), *view(self), local(self))) {
-            case group::Stored::Lapsed: return refuse(self, ws, "this coordinator pod's registration lapsed while it wrote");
-            case group::Stored::Current: if (m) m->copy_check(true); return answered(self, ws);
+            case group::Stored::Lapsed: return refuse(self, written, "this coordinator pod's registration lapsed while it wrote");
+            case group::Stored::Current: if (m) m->copy_check(true); return answered(self, written);
             case group::Stored::Written: break;
           }
           s.report.stored(f->events, s.c, f->computeSeconds, now(self));
@@ -132,11 +132,11 @@ void commit(Self self, Batch ws, group::Outcome&& o, double computeSeconds, cons
             self->send(s.store, task_atom::value, StoreTask{[key = s.key, message](store::GroupStore& gs) { gs.notify(key, message); }});
             if (m) m->notified(f->wake.size());
           }
-          return answered(self, ws);
+          return answered(self, written);
         }
         if (m) f->check ? m->copy_check(false) : r.status == store::CasStatus::Conflict ? m->cas_conflict() : m->mutex_contention();
         s.report.rollback(s.c.lost_race(std::move(r.current), r.rollback, s.asker.line.replying(), *view(self), local(self), now(self)), s.c);
-        redo(self, ws);
+        redo(self, written);
       });
 }
 

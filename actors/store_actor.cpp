@@ -40,13 +40,13 @@ struct StoreState {
   std::vector<store::CasRequest> requests;
 };
 
-caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr<store::GroupStore> st) {
-  self->state.store = std::move(st);
+caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr<store::GroupStore> backend) {
+  self->state.store = std::move(backend);
   return {
       [=](load_atom, const LoadCall& c) -> LoadReply {
         auto& s = *self->state.store;
-        if (gave_up(c.deadline)) return LoadReply{gone<store::Loaded>(), gone<protocol::StreamMetadata>(), {}};
-        LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, ""), {}};
+        if (gave_up(c.deadline)) return LoadReply{gone<store::Loaded>(), gone<protocol::StreamMetadata>(), {}, {}};
+        LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, ""), {}, {}};
         if (!r.loaded.ok()) {
           r.stream = store::Result<protocol::StreamMetadata>::failure(r.loaded.error);
           return r;
@@ -60,7 +60,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
           // A group on a stream nobody configured: the stream gets the default shard count.
           r.stream = s.put_stream(c.key.streamPrefix, c.defaultShardCount);
         } else {
-          r.stream = store::Result<protocol::StreamMetadata>::success(protocol::StreamMetadata{c.key.streamPrefix, 0, 0});
+          r.stream = store::Result<protocol::StreamMetadata>::success(protocol::StreamMetadata{c.key.streamPrefix, 0, 0, protocol::KeyStyle::Plain, std::nullopt});
         }
         if (c.countGroups && r.stream.ok() && !r.loaded.value->exists) {
           auto n = s.count_stream_groups(c.key.streamPrefix);

@@ -20,13 +20,13 @@ struct Fake : http::Backend {
   void write_stream(const std::string& p, const protocol::StreamRequest& r, bool createOnly,
                     std::function<void(http::Answer<http::StreamWritten>)> done) override {
     done(http::Answer<http::StreamWritten>::success(
-        {{p, r.shardCount.value_or(16), 1, r.keyStyle.value_or(protocol::KeyStyle::Plain)},
+        {{p, r.shardCount.value_or(16), 1, r.keyStyle.value_or(protocol::KeyStyle::Plain), std::nullopt},
          createOnly ? http::StreamWritten::Outcome::Exists : http::StreamWritten::Outcome::Created}));
   }
   void producer_routing(const protocol::GroupKey& k,
                         std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
     done(http::Answer<std::optional<protocol::StreamMetadata>>::success(
-        protocol::StreamMetadata{k.streamPrefix, 8, 1, protocol::KeyStyle::HashTag}));
+        protocol::StreamMetadata{k.streamPrefix, 8, 1, protocol::KeyStyle::HashTag, std::nullopt}));
   }
   void get_stream(const std::string&, std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
     done(http::Answer<std::optional<protocol::StreamMetadata>>::success(std::nullopt));
@@ -82,8 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   req.body = nl == std::string::npos ? std::string() : rest.substr(nl + 1);
   http::AuthConfig auth;
   if (data[2] & 4) {
-    auth.tokens.push_back({"admin-token-0123456789", "admin", {"*"}, {"*"}});
-    auth.tokens.push_back({"member-token-0123456789", "member", {"o*"}, {"b*"}});
+    auth.tokens.push_back({"admin-token-0123456789", "admin", {"*"}, {"*"}, "fuzz-admin"});
+    auth.tokens.push_back({"member-token-0123456789", "member", {"o*"}, {"b*"}, "fuzz-member"});
     auth.metricsPublic = (data[2] & 8) != 0;
   }
   Fake backend;

@@ -155,7 +155,7 @@ Routed route(const std::string& method, const std::string& target) {
   using K = Route::Kind;
   // A route to `kind` with the names from the path (views into the target) copied out.
   auto to = [](K kind, std::string_view s = {}, std::string_view g = {}, std::string_view m = {}) -> Routed {
-    return {Route{kind, std::string(s), std::string(g), std::string(m)}, {}};
+    return {Route{kind, std::string(s), std::string(g), std::string(m), {}}, {}};
   };
   auto only = [&](const char* allowed, K kind, std::string_view s = {}, std::string_view g = {},
                   std::string_view m = {}) -> Routed {
@@ -165,7 +165,7 @@ Routed route(const std::string& method, const std::string& target) {
   // Probes and metrics answer HEAD too (load balancers use it): the same answer without a body.
   auto probe = [&](K kind) -> Routed {
     if (method != "GET" && method != "HEAD") return method_not_allowed(method, "GET, HEAD");
-    return {Route{kind, {}, {}, {}}, {}};
+    return {Route{kind, {}, {}, {}, {}}, {}};
   };
   if (p.empty()) return probe(K::StatusPage);
   if (p.size() == 3 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") return only("GET", K::ListStreams);
@@ -200,9 +200,7 @@ Routed route(const std::string& method, const std::string& target) {
       if (p.size() == 7 && p[6] == "scale") return only("POST", K::ScaleStream, s, p[5]);
       if (p.size() == 9 && p[6] == "migrations" && p[8] == "rollback") {
         if (method != "POST") return method_not_allowed(method, "POST");
-        Route r{K::RollbackScale, std::string(s), std::string(p[5]), {}};
-        r.migration = std::string(p[7]);
-        return {r, {}};
+        return {Route{K::RollbackScale, std::string(s), std::string(p[5]), {}, std::string(p[7])}, {}};
       }
       if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
       if (p.size() == 7 && p[6] == "dead-letters") return only("GET", K::DeadLetters, s, p[5]);

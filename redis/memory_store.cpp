@@ -331,7 +331,7 @@ Result<StreamWrite> MemoryStore::write_stream(const std::string& streamPrefix, c
   if (injected_failure(e)) return R::failure(e);
   auto it = streams_.find(streamPrefix);
   if (it == streams_.end()) {
-    protocol::StreamMetadata m{streamPrefix, put.shardCount, 1, put.keyStyle.value_or(protocol::KeyStyle::Plain)};
+    protocol::StreamMetadata m{streamPrefix, put.shardCount, 1, put.keyStyle.value_or(protocol::KeyStyle::Plain), std::nullopt};
     streams_.emplace(streamPrefix, m);
     return R::success({m, StreamWrite::Outcome::Created});
   }

@@ -644,7 +644,7 @@ Result<StreamWrite> RedisStore::write_stream(const std::string& streamPrefix, co
   if (!stored) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + v.elements[3].str + "'");
   StreamWrite w;
   w.meta = protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(as_int(v.elements[1]).value_or(0)),
-                                    static_cast<int32_t>(as_int(v.elements[2]).value_or(0)), *stored};
+                                    static_cast<int32_t>(as_int(v.elements[2]).value_or(0)), *stored, std::nullopt};
   const auto& status = v.elements[0].str;
   if (status == "SHRINK")
     return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(w.meta.shardCount) +

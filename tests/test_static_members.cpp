@@ -15,9 +15,9 @@ namespace {
 struct StaticGroup : ::testing::Test {
   Harness h;
   HeartbeatResponse a, b, s;
-  HeartbeatResponse static_hb(const std::string& id, int32_t epoch, const Report& r = {},
+  HeartbeatResponse static_hb(const std::string& id, int32_t memberEpoch, const Report& r = {},
                               const std::string& instance = "pod-2") {
-    auto q = h.request(id, epoch, r);
+    auto q = h.request(id, memberEpoch, r);
     q.instanceId = instance;
     return h.send(q);
   }
