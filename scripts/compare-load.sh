@@ -38,7 +38,8 @@ member_figures() {
     $1 == "hbps" {print "heartbeats_per_s", $2} $1 == "cpu_us" {print "coordinator_us_per_heartbeat", $2}
     $1 == "redis_calls" {print "redis_commands", $2} $1 == "redis_cpu_us" {print "redis_us_per_heartbeat", $2}
     $1 == "p99_ms" {print "p99_ms", $2} $1 == "errors" {print "errors", $2} $1 == "expired" {print "expired", $2}
-    $1 == "bytes_per_member" {print "rss_bytes_per_member", $2}'
+    $1 == "bytes_per_member" {print "rss_bytes_per_member", $2}
+    $1 == "switches" {print "context_switches_per_heartbeat", $2} $1 == "load_cpu_us" {print "load_gen_us_per_heartbeat", $2}'
 }
 
 ratios=""
@@ -60,7 +61,7 @@ for i in $(seq 1 "$pairs"); do
 done
 
 echo "medians over $pairs run(s) each (A = $a, B = $b):"
-for name in heartbeats_per_s ratio_to_healthz coordinator_us_per_heartbeat redis_commands redis_us_per_heartbeat p99_ms errors expired rss_bytes_per_member; do
+for name in heartbeats_per_s ratio_to_healthz coordinator_us_per_heartbeat redis_commands redis_us_per_heartbeat context_switches_per_heartbeat load_gen_us_per_heartbeat p99_ms errors expired rss_bytes_per_member; do
   line="  $name"
   for side in A B; do
     m=$(cat "$out"/$side.* | awk -v n="$name" '$1 == n {print $2}' | sort -g |
