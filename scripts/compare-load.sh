@@ -9,7 +9,8 @@
 # give it one size), e.g. PIN=1 COMPARE=members RSC_POD_ARGS="--lease-renewal-slack-ms 0" \
 #   bash scripts/compare-load.sh /tmp/rsc-before ./build/rsc-coordinator 4 20000x2000 0 10 1 16
 # The coordinator's CPU per heartbeat is also given pair by pair as B/A (the pair saw the same
-# noise; the pairs' spread says how far to trust the medians).
+# noise; the pairs' spread says how far to trust the medians), and with COMPARE=members B/A again
+# with each build's CPU over the load generator's CPU in its own run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bash scripts/compare-load.sh BIN_A BIN_B [PAIRS] [LOAD.SH ARGUMENTS...]" >&2; exit 2; }
@@ -56,14 +57,16 @@ for i in $(seq 1 "$pairs"); do
     fi
     echo "run $i $side: $(tr '\n' ' ' < "$out/$side.$i")"
   done
-  r=$(cat "$out/A.$i" "$out/B.$i" | awk '$1 == "coordinator_us_per_heartbeat" {v[++n] = $2} END {if (n == 2 && v[1] > 0) printf "%.3f", v[2] / v[1]; else print "-"}')
-  ratios="$ratios $r"
-  # The load generator does the same work per heartbeat for either build, so its CPU per heartbeat
-  # moves only with the host (steal, other tenants, where the scheduler put the threads): the
-  # coordinator's CPU over it is a comparison that a noisy minute moves less.
-  r=$(cat "$out/A.$i" "$out/B.$i" | awk '$1 == "coordinator_us_per_heartbeat" {c[++n] = $2} $1 == "load_gen_us_per_heartbeat" {l[++m] = $2}
-        END {if (n == 2 && m == 2 && c[1] > 0 && l[1] > 0 && l[2] > 0) printf "%.3f", (c[2] / l[2]) / (c[1] / l[1]); else print "-"}')
-  controlled="$controlled $r"
+  # B/A raw, and B/A with each build's CPU over the load generator's in the same run: the load
+  # generator does the same work per heartbeat for either build, so its CPU per heartbeat moves
+  # only with the host (steal, other tenants, where the scheduler put the threads).
+  read -r r c < <(cat "$out/A.$i" "$out/B.$i" | awk '
+    $1 == "coordinator_us_per_heartbeat" {c[++n] = $2} $1 == "load_gen_us_per_heartbeat" {l[++m] = $2}
+    END {
+      if (n == 2 && c[1] > 0) printf "%.3f ", c[2] / c[1]; else printf "- "
+      if (n == 2 && m == 2 && c[1] > 0 && l[1] > 0 && l[2] > 0) printf "%.3f\n", (c[2] / l[2]) / (c[1] / l[1]); else print "-"
+    }')
+  ratios="$ratios $r" controlled="$controlled $c"
 done
 
 echo "medians over $pairs run(s) each (A = $a, B = $b):"

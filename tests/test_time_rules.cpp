@@ -379,7 +379,7 @@ TEST(CopyConfirmation, OnlyAStoreCallMadeAfterARequestArrivedConfirmsTheCopyForI
 
 // A step's changes merged over earlier ones: the moving merge (names spliced over, used on the
 // heartbeat path) gives exactly what the copying one gives, and both give the rule written out
-// (upserted: (U ∪ U') \ R', removed: (R \ U') ∪ R'), for every mix of upserts and removals of a
+// (upserted: (U \ R') ∪ U', removed: (R \ U') ∪ R'), for every mix of upserts and removals of a
 // few names on both sides, including names both sides touch.
 TEST(DeltaMerge, MovingAndCopyingMergesAgree) {
   const std::vector<std::string> names{"a", "member-with-a-name-longer-than-fifteen", "c"};
