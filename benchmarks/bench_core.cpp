@@ -4,6 +4,7 @@
 
 #include "group/assignor.hpp"
 #include "group/coordinator.hpp"
+#include "group/notify.hpp"
 
 using namespace rsc;
 
@@ -108,6 +109,27 @@ void BM_HeartbeatSteady(benchmark::State& st) {
 BENCHMARK(BM_HeartbeatSteady)
     ->Args({10, 0})->Args({10, 1})->Args({100, 0})->Args({100, 1})->Args({1000, 0})->Args({1000, 1})
     ->Unit(benchmark::kMicrosecond);
+
+// What the group actor computed once per write to tell whether anybody else has work, and still
+// does after a join, a leave or an expiry: the shape of a whole stable group (members, states, shards).
+void BM_ShapeSignature(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  group::Config cfg;
+  const auto g = stable_group(members, static_cast<int32_t>(members * 10), cfg, 1'000'000);
+  for (auto _ : st) benchmark::DoNotOptimize(group::shape_of(g));
+}
+BENCHMARK(BM_ShapeSignature)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+// What a write of steady heartbeats computes instead: the heartbeating member's part of the
+// shape, before and after its beat (the rest of the group is not gone over).
+void BM_MemberShape(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  group::Config cfg;
+  const auto g = stable_group(members, static_cast<int32_t>(members * 10), cfg, 1'000'000);
+  const auto& [id, m] = *g.members.begin();
+  for (auto _ : st) benchmark::DoNotOptimize(group::member_shape(id, m));
+}
+BENCHMARK(BM_MemberShape)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
 
 // A join into a stable group: bump, target recompute, reconcile of the joiner.
 void BM_HeartbeatJoin(benchmark::State& st) {

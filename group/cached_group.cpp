@@ -114,9 +114,31 @@ void CachedGroup::begin_step(WorkKind kind) {
   // adopting a loaded state changed it: then every member with something to do is told.
   // A copy this pod wrote itself has its signature from that write (computed once per write).
   shapeBefore_.reset();
+  stepShape_.reset();
   const auto known = std::exchange(copyShape_, std::nullopt);
-  if (g_ && pending_.empty()) shapeBefore_ = known ? *known : shape_signature(*g_);
+  if (g_ && pending_.empty()) shapeBefore_ = known ? *known : walk_shape(*g_);
 }
+
+Shape CachedGroup::walk_shape(const GroupState& g) {
+  ++shapeWalks_;
+  return shape_of(g);
+}
+
+namespace {
+// The member's part of a shape; 0 for a member the state does not have.
+uint64_t shape_in(const GroupState& g, const std::string& id) {
+  auto it = g.members.find(id);
+  return it == g.members.end() ? 0 : member_shape(id, it->second);
+}
+// The delta changed no member but `id`.
+bool only_member(const Delta& d, const std::string& id) {
+  for (const auto& n : d.upserted)
+    if (n != id) return false;
+  for (const auto& n : d.removed)
+    if (n != id) return false;
+  return true;
+}
+}  // namespace
 
 std::optional<protocol::HeartbeatResponse> CachedGroup::refuse_over_limit(const Ticket& t,
                                                                           const protocol::HeartbeatRequest& req,
@@ -137,11 +159,19 @@ CachedGroup::Batch::Batch(CachedGroup& c, const TimeView& tv, int64_t maxGroupsP
     : c_(c), now_(tv.now), fresh_(c.justLoaded_), limitApplies_(!c.exists_ && maxGroupsPerStream > 0) {
   c.justLoaded_ = false;
   total_ = tick(std::move(*c.g_), *c.cfg_, tv);
+  // The tick changed no member (nobody expired): the members' sum is the copy's, kept beat by beat.
+  if (c.exists_ && c.shapeBefore_ && total_.delta.upserted.empty() && total_.delta.removed.empty())
+    memberSum_ = c.shapeBefore_->memberSum;
 }
 
 CachedGroup::Batch::Beat CachedGroup::Batch::add(Ticket& t, const protocol::HeartbeatRequest& req) {
+  const uint64_t shapeBefore = memberSum_ ? shape_in(total_.state, req.memberId) : 0;
   auto hb = heartbeat(std::move(total_.state), req, *c_.cfg_, now_);
   total_.state = std::move(hb.state);
+  if (memberSum_) {
+    if (only_member(hb.delta, req.memberId)) *memberSum_ += shape_in(total_.state, req.memberId) - shapeBefore;
+    else memberSum_.reset();  // the beat changed others too (a join's new targets): counted whole
+  }
   Beat b;
   b.unwritten = hb.leaseRenewalDeferred;
   b.response = std::move(hb.response);
@@ -172,13 +202,16 @@ std::optional<Outcome> CachedGroup::Batch::finish() {
     c_.g_.reset();
     c_.pending_ = {};
     c_.pendingEvents_.clear();
+    c_.stepShape_.reset();
     return std::nullopt;
   }
+  if (memberSum_) c_.stepShape_ = Shape{*memberSum_, total_.state.assignmentEpoch, total_.state.members.size()};
   return std::move(total_);
 }
 
 Prepared CachedGroup::prepare(Outcome&& o) {
   if (!pending_.empty()) {  // what came before this step, then the step's changes over it
+    stepShape_.reset();     // (never counted beat by beat: the step's shape before was not known)
     Delta total = std::move(pending_);
     total.merge(std::move(o.delta));
     o.delta = std::move(total);
@@ -204,10 +237,12 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
                                   Millis local, const std::function<std::set<std::string>()>& answered) {
   WritePlan w;
   auto& o = p.outcome;
+  const auto counted = std::exchange(stepShape_, std::nullopt);  // provisioning changes no shape
   if (p.provision) w.provision = *p.provision, provisioned(p, *p.provision);
   const bool check = o.delta.empty() && oldestArrival && !copy_answers(*oldestArrival, view, local);
   if (o.delta.empty() && !check) {
     g_ = std::move(o.state);
+    copyShape_ = counted;  // the next step starts from it
     return w;  // FromCopy
   }
   // Only the group's owner writes it: an owner answering from its copy would not see another
@@ -233,7 +268,7 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
   // A steady heartbeat changes nothing anyone waits for; a changed shape may give others work.
   const auto before = std::exchange(shapeBefore_, std::nullopt);
   writingShape_.reset();
-  if (!check) writingShape_ = shape_signature(*w.next);
+  if (!check) writingShape_ = counted ? *counted : walk_shape(*w.next);
   if (!check && (!before || *before != *writingShape_))
     w.wake = members_to_wake(nullptr, *w.next, answered ? answered() : std::set<std::string>{});
   w.events = std::move(p.events);
@@ -316,6 +351,7 @@ std::optional<std::string> CachedGroup::why_not_writing(const PodView& view, Mil
 void CachedGroup::drop() {
   g_.reset();
   copyShape_.reset();
+  stepShape_.reset();
   copyTerm_ = 0;
   storedDeadline_.reset();
   writing_.reset();

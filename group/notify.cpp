@@ -60,26 +60,42 @@ bool may_need_telling(const GroupState* before, const GroupState& after) {
   return before == nullptr || before->assignmentEpoch != after.assignmentEpoch || !same_shape(*before, after);
 }
 
+namespace {
+// One multiply-xorshift round per word.
+void mix(uint64_t& h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+}
+void mix_set(uint64_t& h, const ShardSet& s) {
+  mix(h, s.size());
+  for (int32_t x : s) mix(h, static_cast<uint32_t>(x));
+}
+}  // namespace
+
+uint64_t member_shape(const std::string& id, const Member& m) {
+  uint64_t h = 0x243f6a8885a308d3ull;
+  mix(h, std::hash<std::string>{}(id));
+  mix(h, (static_cast<uint64_t>(static_cast<uint32_t>(m.epoch)) << 8) | static_cast<uint64_t>(m.state));
+  mix_set(h, m.assigned);
+  mix_set(h, m.revoking);
+  mix_set(h, m.target);
+  return h;
+}
+
+Shape shape_of(const GroupState& g) {
+  Shape s;
+  s.assignmentEpoch = g.assignmentEpoch;
+  s.members = g.members.size();
+  for (const auto& [id, m] : g.members) s.memberSum += member_shape(id, m);  // wraps: a sum mod 2^64
+  return s;
+}
+
 uint64_t shape_signature(const GroupState& g) {
-  uint64_t h = 0x243f6a8885a308d3ull;  // one multiply-xorshift round per word of what same_shape compares
-  auto mix = [&h](uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-  };
-  auto mix_set = [&](const ShardSet& s) {
-    mix(s.size());
-    for (int32_t x : s) mix(static_cast<uint32_t>(x));
-  };
-  mix(static_cast<uint32_t>(g.assignmentEpoch));
-  mix(g.members.size());
-  for (const auto& [id, m] : g.members) {
-    mix(std::hash<std::string>{}(id));
-    mix((static_cast<uint64_t>(static_cast<uint32_t>(m.epoch)) << 8) | static_cast<uint64_t>(m.state));
-    mix_set(m.assigned);
-    mix_set(m.revoking);
-    mix_set(m.target);
-  }
+  const auto s = shape_of(g);
+  uint64_t h = s.memberSum;
+  mix(h, static_cast<uint32_t>(s.assignmentEpoch));
+  mix(h, s.members);
   return h;
 }
 

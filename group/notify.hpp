@@ -5,6 +5,8 @@
 // notification costs time, never safety.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,10 +34,26 @@ MemberTodo member_todo(const GroupState& g, const Member& m);
 // of a steady heartbeat, decided in O(members) without building anything.
 bool may_need_telling(const GroupState* before, const GroupState& after);
 
-// What may_need_telling compares, folded into 64 bits, for a caller that hands its state to the
-// step by move and so has no `before` left to compare: equal signatures before and after a step
-// mean nobody needs telling (a collision only delays a notification to the member's next
-// heartbeat: notifications speed things up, they never decide anything).
+// What may_need_telling compares, for a caller that hands its state to the step by move and so
+// has no `before` left to compare: equal shapes before and after a step mean nobody needs telling
+// (a collision only delays a notification to the member's next heartbeat: notifications speed
+// things up, they never decide anything). The members count as a sum of one 64-bit mix each, so
+// that a step which changed a few members updates the sum with theirs alone (member_shape of each
+// before, subtracted, and after, added) instead of going over the whole group again.
+struct Shape {
+  uint64_t memberSum = 0;
+  int32_t assignmentEpoch = 0;
+  std::size_t members = 0;
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return a.memberSum == b.memberSum && a.assignmentEpoch == b.assignmentEpoch && a.members == b.members;
+  }
+  friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
+};
+// One member's part of the sum: its id, epoch, state and the shards it holds, gives up and is meant to have.
+uint64_t member_shape(const std::string& id, const Member& m);
+// The whole group's shape, member by member.
+Shape shape_of(const GroupState& g);
+// shape_of folded into 64 bits.
 uint64_t shape_signature(const GroupState& g);
 
 // The members to wake after a step from `before` (null: not known, as for a first load) to

@@ -374,6 +374,75 @@ TEST_F(CachedGroupTest, AnAdoptedCopyIsNotJudgedByTheShapeOfTheCopyItReplaced) {
   EXPECT_EQ(again.wake, std::vector<std::string>{"a"});
 }
 
+// A write's shape is counted beat by beat from the copy's (each beat's delta names whom it
+// changed) and equals the whole group's shape counted member by member, whatever the steps do:
+// steady heartbeats, joins, leaves, revocations acked, members expiring in the tick, several beats
+// in one batch, answers from the copy. A batch that only changed the members heartbeating goes
+// over no member but them.
+TEST_F(CachedGroupTest, AWritesShapeIsCountedBeatByBeatAndEqualsTheWholeGroupsShape) {
+  load();
+  joined("m0");
+  joined("m1");
+  uint32_t rnd = 12345;
+  auto next = [&rnd](uint32_t n) {
+    rnd = rnd * 1103515245u + 12345u;
+    return (rnd >> 8) % n;
+  };
+  int newcomers = 2, writes = 0, counted = 0, steadyBatches = 0;
+  for (int round = 0; round < 400; ++round) {
+    now += static_cast<Millis>(next(static_cast<uint32_t>(cfg.heartbeatIntervalMs)));
+    if (next(40) == 0) now += cfg.memberLeaseTtlMs + 1;  // whoever does not heartbeat now expires in the tick
+    std::vector<std::string> live;
+    for (const auto& [id, m] : stored.members)
+      if (m.live() && !m.leaving()) live.push_back(id);
+    std::vector<HeartbeatRequest> qs;
+    bool steadyOnly = true;
+    const auto beats = 1 + next(3);
+    for (uint32_t b = 0; b < beats; ++b) {
+      const auto pick = next(10);
+      if (pick == 0 || live.empty()) {
+        qs.push_back(request("m" + std::to_string(newcomers++), 0));
+        steadyOnly = false;
+      } else {
+        const auto id = live[next(static_cast<uint32_t>(live.size()))];
+        if (std::any_of(qs.begin(), qs.end(), [&](const HeartbeatRequest& q) { return q.memberId == id; })) continue;
+        if (pick == 1 && live.size() > 1) {
+          auto q = steady(id);
+          q.memberEpoch = -1;  // leaves
+          qs.push_back(q);
+          steadyOnly = false;
+        } else {
+          qs.push_back(steady(id));  // owns what it was given: acks what it was asked to give up
+        }
+      }
+    }
+    const auto walksBefore = c.shape_walks();
+    auto p = step(qs);
+    if (!p) continue;
+    // Every event of the step is about a member heartbeating in it (none expired or ended in the tick).
+    const bool nothingElse = std::all_of(p->events.begin(), p->events.end(), [&](const Event& e) {
+      return std::any_of(qs.begin(), qs.end(), [&](const HeartbeatRequest& q) { return q.memberId == e.member; });
+    });
+    auto w = plan(std::move(*p));
+    if (w.kind == WritePlan::Kind::FromCopy) continue;
+    ASSERT_EQ(w.kind, WritePlan::Kind::Write) << "round " << round;
+    ++writes;
+    ASSERT_TRUE(c.writing_shape().has_value());
+    ASSERT_TRUE(*c.writing_shape() == shape_of(*w.next)) << "round " << round;
+    if (c.shape_walks() == walksBefore) ++counted;
+    // Only steady beats, nobody expiring, the copy this pod wrote: counted beat by beat.
+    if (steadyOnly && nothingElse) {
+      ++steadyBatches;
+      EXPECT_EQ(c.shape_walks(), walksBefore) << "round " << round;
+    }
+    ASSERT_EQ(store(w), Stored::Written);
+  }
+  EXPECT_GT(writes, 300);
+  EXPECT_GT(steadyBatches, 100);
+  EXPECT_LT(counted, writes);  // joins, leaves and expiries were counted over the whole group
+  EXPECT_GE(counted, steadyBatches);
+}
+
 // --- the heartbeat batch -------------------------------------------------------------------------
 
 TEST_F(CachedGroupTest, AJoinOverTheGroupsPerStreamLimitIsRefusedAndTheCopyDropped) {
