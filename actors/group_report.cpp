@@ -13,7 +13,8 @@ void GroupReport::stored(const std::vector<group::Event>& events, group::CachedG
   if (!metrics_) return;
   metrics_->group_events(events, computeSeconds);
   for (auto ms : handovers) metrics_->revocation(static_cast<double>(ms) / 1000.0);
-  metrics_->publish_group(slot_, key_.streamPrefix, key_.consumerGroup, c.state());
+  if (const auto* totals = c.totals()) metrics_->publish_group(slot_, key_.streamPrefix, key_.consumerGroup, c.state(), *totals);
+  else metrics_->publish_group(slot_, key_.streamPrefix, key_.consumerGroup, c.state());
 }
 
 void GroupReport::rollback(const std::optional<group::Rollback>& r, const group::CachedGroup& c) {

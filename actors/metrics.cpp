@@ -256,22 +256,22 @@ void Metrics::group_events(const std::vector<group::Event>& events, double compu
 
 void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
                             const group::GroupState& g) {
+  group::MemberTotals t;
+  for (const auto& [id, m] : g.members) t += group::member_totals(m);
+  publish_group(slot, stream, group, g, t);
+}
+
+void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
+                            const group::GroupState& g, const group::MemberTotals& t) {
   Impl::GroupGauges next;
-  for (const auto& [id, m] : g.members) {
-    const auto st = group::lifecycle(m);
-    for (std::size_t i = 0; i < kStates.size(); ++i)
-      if (kStates[i] == st) next.counts[i] += 1;
-    if (!m.live()) continue;
-    for (const auto& p : m.progress) {
-      next.lag += static_cast<double>(p.lag.value_or(0));
-      next.pending += static_cast<double>(p.pending.value_or(0));
-    }
-    next.pendingShards += static_cast<double>(m.pending_count());
-    next.revokingShards += static_cast<double>(m.revoking.size());
-    next.live += 1;
-    next.capMax += m.capacity.runtimeMaxConcurrency;
-    next.capAvail += m.capacity.availableConcurrency;
-  }
+  for (std::size_t i = 0; i < kStates.size(); ++i) next.counts[i] = static_cast<double>(t.byState[static_cast<std::size_t>(kStates[i])]);
+  next.lag = static_cast<double>(t.lag);
+  next.pending = static_cast<double>(t.pending);
+  next.pendingShards = static_cast<double>(t.pendingShards);
+  next.revokingShards = static_cast<double>(t.revokingShards);
+  next.live = static_cast<double>(t.live);
+  next.capMax = static_cast<double>(t.capMax);
+  next.capAvail = static_cast<double>(t.capAvail);
   next.epoch = g.groupEpoch;
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!slot || !slot->listed) slot = impl_->slot_of(stream, group);

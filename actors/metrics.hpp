@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "group/notify.hpp"
 #include "group/state.hpp"
 #include "group/stream_lag.hpp"
 
@@ -54,6 +55,10 @@ class Metrics {
   // that writes often is found without building and hashing its name each time. A slot whose
   // group was forgotten since is replaced.
   struct GroupSlot;
+  // `totals` are g's members' (group::count_group), kept by the group's copy; without them they
+  // are counted here.
+  void publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
+                     const group::GroupState& g, const group::MemberTotals& totals);
   void publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
                      const group::GroupState& g);
   void forget_group(const std::string& stream, const std::string& group);

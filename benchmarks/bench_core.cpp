@@ -112,13 +112,13 @@ BENCHMARK(BM_HeartbeatSteady)
 
 // What the group actor computed once per write to tell whether anybody else has work, and still
 // does after a join, a leave or an expiry: the shape of a whole stable group (members, states, shards).
-void BM_ShapeSignature(benchmark::State& st) {
+void BM_GroupShape(benchmark::State& st) {
   const int members = static_cast<int>(st.range(0));
   group::Config cfg;
   const auto g = stable_group(members, static_cast<int32_t>(members * 10), cfg, 1'000'000);
   for (auto _ : st) benchmark::DoNotOptimize(group::shape_of(g));
 }
-BENCHMARK(BM_ShapeSignature)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GroupShape)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
 
 // What a write of steady heartbeats computes instead: the heartbeating member's part of the
 // shape, before and after its beat (the rest of the group is not gone over).

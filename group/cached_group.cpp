@@ -68,7 +68,7 @@ Next CachedGroup::next(Ticket& front, Millis now, bool synced) {
 
 void CachedGroup::merge(Outcome&& o) {
   g_ = std::move(o.state);
-  copyShape_.reset();
+  copyCounts_.reset();
   pending_.merge(std::move(o.delta));
   for (auto& e : o.events) pendingEvents_.push_back(std::move(e));
 }
@@ -77,7 +77,7 @@ std::optional<Rollback> CachedGroup::adopt(Loaded&& l, const std::optional<proto
                                            Millis now) {
   storedDeadline_ = next_deadline(l.state, *cfg_);
   g_ = std::move(l.state);
-  copyShape_.reset();
+  copyCounts_.reset();
   exists_ = l.exists;
   pending_ = {};
   pendingEvents_.clear();
@@ -113,23 +113,18 @@ void CachedGroup::begin_step(WorkKind kind) {
   // What the members' to-dos depend on, taken before the step consumes the copy. Not known when
   // adopting a loaded state changed it: then every member with something to do is told.
   // A copy this pod wrote itself has its signature from that write (computed once per write).
-  shapeBefore_.reset();
-  stepShape_.reset();
-  const auto known = std::exchange(copyShape_, std::nullopt);
-  if (g_ && pending_.empty()) shapeBefore_ = known ? *known : walk_shape(*g_);
+  countsBefore_.reset();
+  stepCounts_.reset();
+  const auto known = std::exchange(copyCounts_, std::nullopt);
+  if (g_ && pending_.empty()) countsBefore_ = known ? *known : walk(*g_);
 }
 
-Shape CachedGroup::walk_shape(const GroupState& g) {
-  ++shapeWalks_;
-  return shape_of(g);
+GroupCounts CachedGroup::walk(const GroupState& g) {
+  ++walks_;
+  return count_group(g);
 }
 
 namespace {
-// The member's part of a shape; 0 for a member the state does not have.
-uint64_t shape_in(const GroupState& g, const std::string& id) {
-  auto it = g.members.find(id);
-  return it == g.members.end() ? 0 : member_shape(id, it->second);
-}
 // The delta changed no member but `id`.
 bool only_member(const Delta& d, const std::string& id) {
   for (const auto& n : d.upserted)
@@ -159,18 +154,24 @@ CachedGroup::Batch::Batch(CachedGroup& c, const TimeView& tv, int64_t maxGroupsP
     : c_(c), now_(tv.now), fresh_(c.justLoaded_), limitApplies_(!c.exists_ && maxGroupsPerStream > 0) {
   c.justLoaded_ = false;
   total_ = tick(std::move(*c.g_), *c.cfg_, tv);
-  // The tick changed no member (nobody expired): the members' sum is the copy's, kept beat by beat.
-  if (c.exists_ && c.shapeBefore_ && total_.delta.upserted.empty() && total_.delta.removed.empty())
-    memberSum_ = c.shapeBefore_->memberSum;
+  // The tick changed no member (nobody expired): the counts are the copy's, kept beat by beat.
+  if (c.exists_ && c.countsBefore_ && total_.delta.upserted.empty() && total_.delta.removed.empty())
+    counts_ = c.countsBefore_;
 }
 
 CachedGroup::Batch::Beat CachedGroup::Batch::add(Ticket& t, const protocol::HeartbeatRequest& req) {
-  const uint64_t shapeBefore = memberSum_ ? shape_in(total_.state, req.memberId) : 0;
+  const auto before = counts_ ? member_part(total_.state, req.memberId) : MemberPart{};
   auto hb = heartbeat(std::move(total_.state), req, *c_.cfg_, now_);
   total_.state = std::move(hb.state);
-  if (memberSum_) {
-    if (only_member(hb.delta, req.memberId)) *memberSum_ += shape_in(total_.state, req.memberId) - shapeBefore;
-    else memberSum_.reset();  // the beat changed others too (a join's new targets): counted whole
+  if (counts_) {
+    if (only_member(hb.delta, req.memberId)) {
+      const auto after = member_part(total_.state, req.memberId);
+      counts_->shape.memberSum += after.shape - before.shape;  // mod 2^64
+      counts_->totals -= before.totals;
+      counts_->totals += after.totals;
+    } else {
+      counts_.reset();  // the beat changed others too (a join's new targets): counted whole
+    }
   }
   Beat b;
   b.unwritten = hb.leaseRenewalDeferred;
@@ -202,16 +203,20 @@ std::optional<Outcome> CachedGroup::Batch::finish() {
     c_.g_.reset();
     c_.pending_ = {};
     c_.pendingEvents_.clear();
-    c_.stepShape_.reset();
+    c_.stepCounts_.reset();
     return std::nullopt;
   }
-  if (memberSum_) c_.stepShape_ = Shape{*memberSum_, total_.state.assignmentEpoch, total_.state.members.size()};
+  if (counts_) {
+    counts_->shape.assignmentEpoch = total_.state.assignmentEpoch;
+    counts_->shape.members = total_.state.members.size();
+  }
+  c_.stepCounts_ = std::move(counts_);
   return std::move(total_);
 }
 
 Prepared CachedGroup::prepare(Outcome&& o) {
   if (!pending_.empty()) {  // what came before this step, then the step's changes over it
-    stepShape_.reset();     // (never counted beat by beat: the step's shape before was not known)
+    stepCounts_.reset();    // (never counted beat by beat: the counts before the step were not known)
     Delta total = std::move(pending_);
     total.merge(std::move(o.delta));
     o.delta = std::move(total);
@@ -237,12 +242,12 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
                                   Millis local, const std::function<std::set<std::string>()>& answered) {
   WritePlan w;
   auto& o = p.outcome;
-  const auto counted = std::exchange(stepShape_, std::nullopt);  // provisioning changes no shape
+  auto counted = std::exchange(stepCounts_, std::nullopt);  // provisioning changes no count
   if (p.provision) w.provision = *p.provision, provisioned(p, *p.provision);
   const bool check = o.delta.empty() && oldestArrival && !copy_answers(*oldestArrival, view, local);
   if (o.delta.empty() && !check) {
     g_ = std::move(o.state);
-    copyShape_ = counted;  // the next step starts from it
+    copyCounts_ = std::move(counted);  // the next step starts from them
     return w;  // FromCopy
   }
   // Only the group's owner writes it: an owner answering from its copy would not see another
@@ -266,10 +271,10 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
   w.next = std::make_shared<GroupState>(std::move(o.state));
   if (exists_) w.delta = std::make_shared<Delta>(std::move(o.delta));
   // A steady heartbeat changes nothing anyone waits for; a changed shape may give others work.
-  const auto before = std::exchange(shapeBefore_, std::nullopt);
-  writingShape_.reset();
-  if (!check) writingShape_ = counted ? *counted : walk_shape(*w.next);
-  if (!check && (!before || *before != *writingShape_))
+  const auto before = std::exchange(countsBefore_, std::nullopt);
+  writingCounts_.reset();
+  if (!check) writingCounts_ = counted ? std::move(*counted) : walk(*w.next);
+  if (!check && (!before || before->shape != writingCounts_->shape))
     w.wake = members_to_wake(nullptr, *w.next, answered ? answered() : std::set<std::string>{});
   w.events = std::move(p.events);
   g_.reset();  // the copy is the write in flight until the store says so
@@ -293,7 +298,7 @@ Stored CachedGroup::written(int64_t revision, uint64_t call, const PodView& view
   if (writingCheck_) return Stored::Current;
   exists_ = true;
   storedDeadline_ = writingDeadline_;
-  copyShape_ = std::exchange(writingShape_, std::nullopt);
+  copyCounts_ = std::exchange(writingCounts_, std::nullopt);
   rollbackSeenEpoch_.reset();
   return Stored::Written;
 }
@@ -350,8 +355,8 @@ std::optional<std::string> CachedGroup::why_not_writing(const PodView& view, Mil
 
 void CachedGroup::drop() {
   g_.reset();
-  copyShape_.reset();
-  stepShape_.reset();
+  copyCounts_.reset();
+  stepCounts_.reset();
   copyTerm_ = 0;
   storedDeadline_.reset();
   writing_.reset();

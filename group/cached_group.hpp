@@ -170,7 +170,7 @@ class CachedGroup {
     std::size_t batched_ = 0;
     bool stop_ = false;
     bool dropCopy_ = false;
-    std::optional<uint64_t> memberSum_;  // of total_.state, while each step's delta says whom it changed
+    std::optional<GroupCounts> counts_;  // of total_.state, while each beat's delta says whom it changed
   };
   Batch batch(const TimeView& tv, int64_t maxGroupsPerStream) { return Batch(*this, tv, maxGroupsPerStream); }
 
@@ -190,10 +190,13 @@ class CachedGroup {
   std::optional<Rollback> lost_race(std::optional<GroupState>&& current, const Rollback& rollback, uint64_t call,
                                     const PodView& view, Millis local, Millis now);
 
-  // The shape of the write in flight, and how many times a step went over the whole group to
-  // count a shape (a steady heartbeat's write goes over none): for tests.
-  const std::optional<Shape>& writing_shape() const { return writingShape_; }
-  uint64_t shape_walks() const { return shapeWalks_; }
+  // The totals of the copy's members for its gauges (nullopt when not counted since it was read;
+  // always known after Stored::Written).
+  const MemberTotals* totals() const { return copyCounts_ ? &copyCounts_->totals : nullptr; }
+  // The shape and totals of the write in flight, and how many times a step went over the whole
+  // group to count them (a steady heartbeat's write goes over none): for tests.
+  const std::optional<GroupCounts>& writing_counts() const { return writingCounts_; }
+  uint64_t walks() const { return walks_; }
 
   // The revocations these stored events completed: how long each took since it was asked for.
   std::vector<Millis> handovers_done(const std::vector<Event>& events, Millis now);
@@ -228,17 +231,17 @@ class CachedGroup {
   // The pod's term in which a store call confirmed the copy while this pod owned the group (0: not).
   uint64_t copyTerm_ = 0;
   std::map<std::string, Millis> revokeStarted_;  // member -> when its revocation was asked for
-  // The shape of the copy the step started from (notify.hpp).
-  std::optional<Shape> shapeBefore_;
-  // The shape of the copy when this pod wrote it (or answered from it) and nothing replaced it
-  // since: the next step takes it instead of going over the group again; of the write in flight.
-  std::optional<Shape> copyShape_, writingShape_;
-  // The shape after a heartbeat batch, counted beat by beat from shapeBefore_ (each beat's delta
-  // names the members it changed); nullopt when a beat or the tick changed members other than
-  // the one heartbeating: then the shape is counted over the whole group.
-  std::optional<Shape> stepShape_;
-  uint64_t shapeWalks_ = 0;
-  Shape walk_shape(const GroupState& g);
+  // The shape and totals (notify.hpp) of the copy the step started from.
+  std::optional<GroupCounts> countsBefore_;
+  // Those of the copy when this pod wrote it (or answered from it) and nothing replaced it since:
+  // the next step takes them instead of going over the group again; of the write in flight.
+  std::optional<GroupCounts> copyCounts_, writingCounts_;
+  // Those after a heartbeat batch, kept beat by beat from countsBefore_ (each beat's delta names
+  // the members it changed besides the one heartbeating); nullopt when a beat or the tick changed
+  // others: then they are counted over the whole group.
+  std::optional<GroupCounts> stepCounts_;
+  uint64_t walks_ = 0;
+  GroupCounts walk(const GroupState& g);
   // The write in flight.
   std::shared_ptr<GroupState> writing_;
   bool writingCheck_ = false;

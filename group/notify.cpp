@@ -91,6 +91,65 @@ Shape shape_of(const GroupState& g) {
   return s;
 }
 
+static_assert(static_cast<std::size_t>(MemberLifecycleState::FENCED) + 1 == std::tuple_size<decltype(MemberTotals::byState)>::value,
+              "one count per lifecycle state");
+
+MemberTotals& MemberTotals::operator+=(const MemberTotals& o) {
+  for (std::size_t i = 0; i < byState.size(); ++i) byState[i] += o.byState[i];
+  live += o.live, lag += o.lag, pending += o.pending, pendingShards += o.pendingShards;
+  revokingShards += o.revokingShards, capMax += o.capMax, capAvail += o.capAvail;
+  return *this;
+}
+
+MemberTotals& MemberTotals::operator-=(const MemberTotals& o) {
+  for (std::size_t i = 0; i < byState.size(); ++i) byState[i] -= o.byState[i];
+  live -= o.live, lag -= o.lag, pending -= o.pending, pendingShards -= o.pendingShards;
+  revokingShards -= o.revokingShards, capMax -= o.capMax, capAvail -= o.capAvail;
+  return *this;
+}
+
+bool operator==(const MemberTotals& a, const MemberTotals& b) {
+  return a.byState == b.byState && a.live == b.live && a.lag == b.lag && a.pending == b.pending &&
+         a.pendingShards == b.pendingShards && a.revokingShards == b.revokingShards && a.capMax == b.capMax &&
+         a.capAvail == b.capAvail;
+}
+
+MemberTotals member_totals(const Member& m) {
+  MemberTotals t;
+  t.byState[static_cast<std::size_t>(lifecycle(m))] = 1;
+  if (!m.live()) return t;
+  for (const auto& p : m.progress) {
+    t.lag += p.lag.value_or(0);
+    t.pending += p.pending.value_or(0);
+  }
+  t.pendingShards = static_cast<int64_t>(m.pending_count());
+  t.revokingShards = static_cast<int64_t>(m.revoking.size());
+  t.live = 1;
+  t.capMax = m.capacity.runtimeMaxConcurrency;
+  t.capAvail = m.capacity.availableConcurrency;
+  return t;
+}
+
+GroupCounts count_group(const GroupState& g) {
+  GroupCounts c;
+  c.shape.assignmentEpoch = g.assignmentEpoch;
+  c.shape.members = g.members.size();
+  for (const auto& [id, m] : g.members) {
+    c.shape.memberSum += member_shape(id, m);
+    c.totals += member_totals(m);
+  }
+  return c;
+}
+
+MemberPart member_part(const GroupState& g, const std::string& id) {
+  MemberPart p;
+  auto it = g.members.find(id);
+  if (it == g.members.end()) return p;
+  p.shape = member_shape(id, it->second);
+  p.totals = member_totals(it->second);
+  return p;
+}
+
 uint64_t shape_signature(const GroupState& g) {
   const auto s = shape_of(g);
   uint64_t h = s.memberSum;

@@ -5,6 +5,7 @@
 // notification costs time, never safety.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -53,6 +54,34 @@ struct Shape {
 uint64_t member_shape(const std::string& id, const Member& m);
 // The whole group's shape, member by member.
 Shape shape_of(const GroupState& g);
+
+// What a group's members add up to, for its gauges: how many are in each lifecycle state
+// (indexed by MemberLifecycleState, draining counted apart), and over the live ones the lag and
+// pending records they reported, their shards not yet where the target wants them, those they
+// are giving up, and their capacity. Integers, so that a step's changed members update the
+// totals exactly (theirs subtracted before, added after), like the shape's sum.
+struct MemberTotals {
+  std::array<int64_t, 6> byState{};
+  int64_t live = 0, lag = 0, pending = 0, pendingShards = 0, revokingShards = 0, capMax = 0, capAvail = 0;
+  MemberTotals& operator+=(const MemberTotals& o);
+  MemberTotals& operator-=(const MemberTotals& o);
+  friend bool operator==(const MemberTotals& a, const MemberTotals& b);
+};
+MemberTotals member_totals(const Member& m);
+
+// A group's shape and totals, as a step leaves it: counted over every member, or kept step by
+// step from the copy's (CachedGroup).
+struct GroupCounts {
+  Shape shape;
+  MemberTotals totals;
+};
+GroupCounts count_group(const GroupState& g);
+// One member's part of both (nothing for a member the state does not have).
+struct MemberPart {
+  uint64_t shape = 0;
+  MemberTotals totals;
+};
+MemberPart member_part(const GroupState& g, const std::string& id);
 // shape_of folded into 64 bits.
 uint64_t shape_signature(const GroupState& g);
 

@@ -374,12 +374,12 @@ TEST_F(CachedGroupTest, AnAdoptedCopyIsNotJudgedByTheShapeOfTheCopyItReplaced) {
   EXPECT_EQ(again.wake, std::vector<std::string>{"a"});
 }
 
-// A write's shape is counted beat by beat from the copy's (each beat's delta names whom it
-// changed) and equals the whole group's shape counted member by member, whatever the steps do:
-// steady heartbeats, joins, leaves, revocations acked, members expiring in the tick, several beats
-// in one batch, answers from the copy. A batch that only changed the members heartbeating goes
-// over no member but them.
-TEST_F(CachedGroupTest, AWritesShapeIsCountedBeatByBeatAndEqualsTheWholeGroupsShape) {
+// A write's shape and member totals are kept beat by beat from the copy's (each beat's delta names
+// whom it changed) and equal those counted over the whole group, whatever the steps do: steady
+// heartbeats with moving progress and capacity, joins, leaves, revocations acked, members expiring
+// in the tick, several beats in one batch. A batch that only changed the members heartbeating goes
+// over no member but them; the copy's totals after a write are the write's.
+TEST_F(CachedGroupTest, AWritesShapeAndTotalsAreKeptBeatByBeatAndEqualThoseOfTheWholeGroup) {
   load();
   joined("m0");
   joined("m1");
@@ -388,7 +388,7 @@ TEST_F(CachedGroupTest, AWritesShapeIsCountedBeatByBeatAndEqualsTheWholeGroupsSh
     rnd = rnd * 1103515245u + 12345u;
     return (rnd >> 8) % n;
   };
-  int newcomers = 2, writes = 0, counted = 0, steadyBatches = 0;
+  int newcomers = 2, writes = 0, counted = 0, aloneWrites = 0, withLag = 0;
   for (int round = 0; round < 400; ++round) {
     now += static_cast<Millis>(next(static_cast<uint32_t>(cfg.heartbeatIntervalMs)));
     if (next(40) == 0) now += cfg.memberLeaseTtlMs + 1;  // whoever does not heartbeat now expires in the tick
@@ -412,35 +412,51 @@ TEST_F(CachedGroupTest, AWritesShapeIsCountedBeatByBeatAndEqualsTheWholeGroupsSh
           qs.push_back(q);
           steadyOnly = false;
         } else {
-          qs.push_back(steady(id));  // owns what it was given: acks what it was asked to give up
+          auto q = steady(id);  // owns what it was given: acks what it was asked to give up
+          for (const auto& o : q.ownedShards)  // and reports where it reads, with a lag that moves
+            q.shardProgress.push_back({o.shardIndex, "1-0", static_cast<int64_t>(next(5)),
+                                       next(4) == 0 ? std::nullopt : std::optional<int64_t>(next(1000))});
+          q.runtimeConsumerCapacity = {4, static_cast<int32_t>(next(5))};
+          qs.push_back(q);
         }
       }
     }
-    const auto walksBefore = c.shape_walks();
+    const auto walksBefore = c.walks();
+    bool tickChangedNobody = false;
+    if (c.held()) {
+      const auto t = tick(c.state(), cfg, tv());
+      tickChangedNobody = t.delta.upserted.empty() && t.delta.removed.empty();
+    }
     auto p = step(qs);
     if (!p) continue;
-    // Every event of the step is about a member heartbeating in it (none expired or ended in the tick).
-    const bool nothingElse = std::all_of(p->events.begin(), p->events.end(), [&](const Event& e) {
-      return std::any_of(qs.begin(), qs.end(), [&](const HeartbeatRequest& q) { return q.memberId == e.member; });
-    });
+    // One steady beat that changed its member alone, after a tick that changed nobody.
+    const auto& d = p->outcome.delta;
+    const bool oneBeatAlone = qs.size() == 1 && steadyOnly && tickChangedNobody && d.removed.empty() &&
+                                    std::all_of(d.upserted.begin(), d.upserted.end(), [&](const std::string& n) { return n == qs[0].memberId; });
     auto w = plan(std::move(*p));
     if (w.kind == WritePlan::Kind::FromCopy) continue;
     ASSERT_EQ(w.kind, WritePlan::Kind::Write) << "round " << round;
     ++writes;
-    ASSERT_TRUE(c.writing_shape().has_value());
-    ASSERT_TRUE(*c.writing_shape() == shape_of(*w.next)) << "round " << round;
-    if (c.shape_walks() == walksBefore) ++counted;
-    // Only steady beats, nobody expiring, the copy this pod wrote: counted beat by beat.
-    if (steadyOnly && nothingElse) {
-      ++steadyBatches;
-      EXPECT_EQ(c.shape_walks(), walksBefore) << "round " << round;
+    ASSERT_TRUE(c.writing_counts().has_value());
+    const auto whole = count_group(*w.next);
+    ASSERT_TRUE(c.writing_counts()->shape == whole.shape) << "round " << round;
+    ASSERT_TRUE(c.writing_counts()->totals == whole.totals) << "round " << round;
+    ASSERT_TRUE(whole.shape == shape_of(*w.next));
+    if (whole.totals.lag > 0 && whole.totals.capAvail > 0) ++withLag;
+    if (c.walks() == walksBefore) ++counted;
+    if (oneBeatAlone) {
+      ++aloneWrites;
+      EXPECT_EQ(c.walks(), walksBefore) << "round " << round;
     }
     ASSERT_EQ(store(w), Stored::Written);
+    ASSERT_NE(c.totals(), nullptr);
+    ASSERT_TRUE(*c.totals() == whole.totals);
   }
   EXPECT_GT(writes, 300);
-  EXPECT_GT(steadyBatches, 100);
+  EXPECT_GT(aloneWrites, 50);
   EXPECT_LT(counted, writes);  // joins, leaves and expiries were counted over the whole group
-  EXPECT_GE(counted, steadyBatches);
+  EXPECT_GE(counted, aloneWrites);
+  EXPECT_GT(withLag, 100);  // the totals moved with what the members reported
 }
 
 // --- the heartbeat batch -------------------------------------------------------------------------
