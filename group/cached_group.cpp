@@ -112,16 +112,21 @@ void CachedGroup::begin_step(WorkKind kind) {
   if (kind != WorkKind::Heartbeat) justLoaded_ = false;
   // What the members' to-dos depend on, taken before the step consumes the copy. Not known when
   // adopting a loaded state changed it: then every member with something to do is told.
-  // A copy this pod wrote itself has its signature from that write (computed once per write).
+  // A copy this pod wrote itself (or answered from) has its counts from that step.
+  shapeBefore_.reset();
   countsBefore_.reset();
   stepCounts_.reset();
-  const auto known = std::exchange(copyCounts_, std::nullopt);
-  if (g_ && pending_.empty()) countsBefore_ = known ? *known : walk(*g_);
+  auto known = std::move(copyCounts_);
+  copyCounts_.reset();
+  if (g_ && pending_.empty()) {
+    countsBefore_ = known ? std::move(known) : walk(*g_);
+    shapeBefore_ = countsBefore_->shape;
+  }
 }
 
-GroupCounts CachedGroup::walk(const GroupState& g) {
+CachedGroup::Counts CachedGroup::walk(const GroupState& g) {
   ++walks_;
-  return count_group(g);
+  return std::make_unique<GroupCounts>(count_group(g));
 }
 
 namespace {
@@ -156,7 +161,7 @@ CachedGroup::Batch::Batch(CachedGroup& c, const TimeView& tv, int64_t maxGroupsP
   total_ = tick(std::move(*c.g_), *c.cfg_, tv);
   // The tick changed no member (nobody expired): the counts are the copy's, kept beat by beat.
   if (c.exists_ && c.countsBefore_ && total_.delta.upserted.empty() && total_.delta.removed.empty())
-    counts_ = c.countsBefore_;
+    counts_ = std::move(c.countsBefore_);
 }
 
 CachedGroup::Batch::Beat CachedGroup::Batch::add(Ticket& t, const protocol::HeartbeatRequest& req) {
@@ -242,7 +247,9 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
                                   Millis local, const std::function<std::set<std::string>()>& answered) {
   WritePlan w;
   auto& o = p.outcome;
-  auto counted = std::exchange(stepCounts_, std::nullopt);  // provisioning changes no count
+  auto counted = std::move(stepCounts_);  // provisioning changes no count
+  stepCounts_.reset();
+  countsBefore_.reset();
   if (p.provision) w.provision = *p.provision, provisioned(p, *p.provision);
   const bool check = o.delta.empty() && oldestArrival && !copy_answers(*oldestArrival, view, local);
   if (o.delta.empty() && !check) {
@@ -271,10 +278,10 @@ WritePlan CachedGroup::plan_write(Prepared&& p, std::optional<uint64_t> oldestAr
   w.next = std::make_shared<GroupState>(std::move(o.state));
   if (exists_) w.delta = std::make_shared<Delta>(std::move(o.delta));
   // A steady heartbeat changes nothing anyone waits for; a changed shape may give others work.
-  const auto before = std::exchange(countsBefore_, std::nullopt);
+  const auto before = std::exchange(shapeBefore_, std::nullopt);
   writingCounts_.reset();
-  if (!check) writingCounts_ = counted ? std::move(*counted) : walk(*w.next);
-  if (!check && (!before || before->shape != writingCounts_->shape))
+  if (!check) writingCounts_ = counted ? std::move(counted) : walk(*w.next);
+  if (!check && (!before || *before != writingCounts_->shape))
     w.wake = members_to_wake(nullptr, *w.next, answered ? answered() : std::set<std::string>{});
   w.events = std::move(p.events);
   g_.reset();  // the copy is the write in flight until the store says so
@@ -298,7 +305,8 @@ Stored CachedGroup::written(int64_t revision, uint64_t call, const PodView& view
   if (writingCheck_) return Stored::Current;
   exists_ = true;
   storedDeadline_ = writingDeadline_;
-  copyCounts_ = std::exchange(writingCounts_, std::nullopt);
+  copyCounts_ = std::move(writingCounts_);
+  writingCounts_.reset();
   rollbackSeenEpoch_.reset();
   return Stored::Written;
 }

@@ -170,7 +170,7 @@ class CachedGroup {
     std::size_t batched_ = 0;
     bool stop_ = false;
     bool dropCopy_ = false;
-    std::optional<GroupCounts> counts_;  // of total_.state, while each beat's delta says whom it changed
+    std::unique_ptr<GroupCounts> counts_;  // of total_.state, while each beat's delta says whom it changed
   };
   Batch batch(const TimeView& tv, int64_t maxGroupsPerStream) { return Batch(*this, tv, maxGroupsPerStream); }
 
@@ -195,7 +195,7 @@ class CachedGroup {
   const MemberTotals* totals() const { return copyCounts_ ? &copyCounts_->totals : nullptr; }
   // The shape and totals of the write in flight, and how many times a step went over the whole
   // group to count them (a steady heartbeat's write goes over none): for tests.
-  const std::optional<GroupCounts>& writing_counts() const { return writingCounts_; }
+  const GroupCounts* writing_counts() const { return writingCounts_.get(); }
   uint64_t walks() const { return walks_; }
 
   // The revocations these stored events completed: how long each took since it was asked for.
@@ -231,17 +231,21 @@ class CachedGroup {
   // The pod's term in which a store call confirmed the copy while this pod owned the group (0: not).
   uint64_t copyTerm_ = 0;
   std::map<std::string, Millis> revokeStarted_;  // member -> when its revocation was asked for
-  // The shape and totals (notify.hpp) of the copy the step started from.
-  std::optional<GroupCounts> countsBefore_;
+  // The shape and totals (notify.hpp) of the copy, kept on the heap and handed from slot to slot
+  // (no allocation on a steady write): an idle group carries one pointer's worth plus the counts.
+  using Counts = std::unique_ptr<GroupCounts>;
+  // The shape of the copy the step started from; its counts, until the heartbeat batch takes them.
+  std::optional<Shape> shapeBefore_;
+  Counts countsBefore_;
   // Those of the copy when this pod wrote it (or answered from it) and nothing replaced it since:
   // the next step takes them instead of going over the group again; of the write in flight.
-  std::optional<GroupCounts> copyCounts_, writingCounts_;
-  // Those after a heartbeat batch, kept beat by beat from countsBefore_ (each beat's delta names
-  // the members it changed besides the one heartbeating); nullopt when a beat or the tick changed
-  // others: then they are counted over the whole group.
-  std::optional<GroupCounts> stepCounts_;
+  Counts copyCounts_, writingCounts_;
+  // Those after a heartbeat batch, kept beat by beat from the copy's (each beat's delta names the
+  // members it changed besides the one heartbeating); null when a beat or the tick changed others:
+  // then they are counted over the whole group.
+  Counts stepCounts_;
   uint64_t walks_ = 0;
-  GroupCounts walk(const GroupState& g);
+  Counts walk(const GroupState& g);
   // The write in flight.
   std::shared_ptr<GroupState> writing_;
   bool writingCheck_ = false;
