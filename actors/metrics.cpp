@@ -256,9 +256,7 @@ void Metrics::group_events(const std::vector<group::Event>& events, double compu
 
 void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
                             const group::GroupState& g) {
-  group::MemberTotals t;
-  for (const auto& [id, m] : g.members) t += group::member_totals(m);
-  publish_group(slot, stream, group, g, t);
+  publish_group(slot, stream, group, g, group::count_group(g).totals);
 }
 
 void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string& stream, const std::string& group,
