@@ -12,39 +12,62 @@
 namespace rsc::store {
 namespace {
 
-struct FreeReply {
-  void operator()(void* r) const { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<void, FreeReply>;
-
-Value convert(const redisReply* r) {
-  Value v;
-  switch (r->type) {
-    case REDIS_REPLY_NIL: v.type = Value::Type::Nil; break;
-    case REDIS_REPLY_INTEGER:
-      v.type = Value::Type::Integer;
-      v.integer = r->integer;
-      break;
-    case REDIS_REPLY_STRING:
-      v.type = Value::Type::String;
-      v.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      v.type = Value::Type::Status;
-      v.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      v.type = Value::Type::Error;
-      v.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ARRAY:
-      v.type = Value::Type::Array;
-      v.elements.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) v.elements.push_back(convert(r->element[i]));
-      break;
-    default: v.type = Value::Type::Nil;
+// hiredis' parser builds each reply as a Value directly (its reply-object hooks) instead of a tree of
+// redisReply to copy and free: one allocation per array and per string too long to keep inline.
+// A child is the parent's element at its index (the parent's elements are sized when the array is
+// made, so the address holds); only a whole reply (no parent) is allocated, and it is what hiredis
+// frees on an error. A hook that cannot allocate returns null: hiredis then fails the read as out of
+// memory.
+Value* slot(const redisReadTask* t) {
+  if (t->parent == nullptr) return new Value;
+  return &static_cast<Value*>(t->parent->obj)->elements[static_cast<std::size_t>(t->idx)];
+}
+void* make_string(const redisReadTask* t, char* s, size_t n) noexcept {
+  try {
+    Value* v = slot(t);
+    v->type = t->type == REDIS_REPLY_ERROR ? Value::Type::Error
+              : t->type == REDIS_REPLY_STATUS ? Value::Type::Status
+                                              : Value::Type::String;
+    v->str.assign(s, n);
+    return v;
+  } catch (...) {
+    return nullptr;
   }
-  return v;
+}
+void* make_array(const redisReadTask* t, int n) noexcept {
+  try {
+    Value* v = slot(t);
+    v->type = Value::Type::Array;
+    v->elements.resize(static_cast<std::size_t>(std::max(n, 0)));
+    return v;
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* make_integer(const redisReadTask* t, long long n) noexcept {
+  try {
+    Value* v = slot(t);
+    v->type = Value::Type::Integer;
+    v->integer = n;
+    return v;
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* make_nil(const redisReadTask* t) noexcept {
+  try {
+    return slot(t);  // a Value is Nil until told otherwise
+  } catch (...) {
+    return nullptr;
+  }
+}
+void free_value(void* v) noexcept { delete static_cast<Value*>(v); }
+redisReplyObjectFunctions kValueHooks{make_string, make_array, make_integer, make_nil, free_value};
+
+// A reply hiredis handed over: moved out, its root freed.
+Value take(void* raw) {
+  std::unique_ptr<Value> root(static_cast<Value*>(raw));
+  return std::move(*root);
 }
 
 }  // namespace
@@ -76,7 +99,7 @@ std::optional<Error> RedisConnection::ensure_connected() {
   transport_ = Transport::open(opts_.host, opts_.port, opts_.tls, opts_.connectTimeoutMs, opts_.commandTimeoutMs, why);
   if (!transport_) return Error{ErrorKind::Retryable, why};
   heardFrom_ = false;
-  reader_.reset(redisReaderCreate());
+  reader_.reset(redisReaderCreateWithFunctions(&kValueHooks));
   if (!reader_) {
     drop();
     return Error{ErrorKind::Retryable, "redis: cannot allocate a reply reader"};
@@ -174,8 +197,7 @@ std::vector<Result<Value>> RedisConnection::read_replies(std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     void* raw = nullptr;
     if (!next_reply(&raw)) return std::vector<Result<Value>>(n, Result<Value>::failure(io_failure("read reply")));
-    ReplyPtr reply(raw);
-    out.push_back(Result<Value>::success(convert(static_cast<redisReply*>(raw))));
+    out.push_back(Result<Value>::success(take(raw)));
   }
   return out;
 }
@@ -237,8 +259,7 @@ Result<std::optional<Value>> RedisConnection::next_push(Millis waitMs) {
     }
     if (raw == nullptr) return R::success(std::nullopt);  // part of a message so far
   }
-  ReplyPtr reply(raw);
-  return R::success(convert(static_cast<redisReply*>(raw)));
+  return R::success(take(raw));
 }
 
 bool store_answered(const std::vector<Result<Value>>& replies) {

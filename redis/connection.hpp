@@ -17,7 +17,7 @@ struct redisReader;
 namespace rsc::store {
 
 
-// A reply, copied out of hiredis so that no redisReply outlives its call.
+// A reply, as hiredis' parser builds it (redis/connection.cpp: no redisReply tree to copy).
 struct Value {
   enum class Type { Nil, Integer, String, Status, Error, Array };
   Type type = Type::Nil;

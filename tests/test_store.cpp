@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <set>
@@ -1092,6 +1093,82 @@ TEST_F(RedisStoreTest, WrongCommandsAreFatalNotRetryable) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error.kind, ErrorKind::Fatal);
   EXPECT_NE(r.error.message.find("WRONGTYPE"), std::string::npos) << r.error.message;
+}
+
+// Replies are built by hiredis' parser straight into Values (redis/connection.cpp): every shape
+// Redis sends reads back whole, nested or not, in one read or split over many.
+TEST_F(RedisStoreTest, EveryReplyShapeReadsBackWholeNestedAndSplitOverReads) {
+  RedisConnection c(shared_server().client_options());
+  const std::string binary("a\0b\r\nc", 6);
+  const std::string big(100000, 'x');  // longer than one read of the socket (16 KB)
+  ASSERT_TRUE(c.command({"SET", "reply:bin", binary}).ok());
+  ASSERT_TRUE(c.command({"SET", "reply:big", big}).ok());
+  auto r = c.command({"EVAL",
+                      "return {1, -123456789012, 'short', redis.call('GET', KEYS[1]), {}, {7, {'deep', {false}}}, "
+                      "redis.status_reply('FINE'), redis.error_reply('ERR inner'), false, redis.call('GET', KEYS[2])}",
+                      "2", "reply:bin", "reply:big"});
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  const Value& v = *r.value;
+  ASSERT_EQ(v.type, Value::Type::Array);
+  ASSERT_EQ(v.elements.size(), 10u);
+  EXPECT_EQ(v.elements[0].type, Value::Type::Integer);
+  EXPECT_EQ(v.elements[0].integer, 1);
+  EXPECT_EQ(v.elements[1].integer, -123456789012LL);
+  EXPECT_EQ(v.elements[2].type, Value::Type::String);
+  EXPECT_EQ(v.elements[2].str, "short");
+  EXPECT_EQ(v.elements[3].str, binary);
+  EXPECT_EQ(v.elements[4].type, Value::Type::Array);
+  EXPECT_TRUE(v.elements[4].elements.empty());
+  const Value& nested = v.elements[5];
+  ASSERT_EQ(nested.elements.size(), 2u);
+  EXPECT_EQ(nested.elements[0].integer, 7);
+  ASSERT_EQ(nested.elements[1].elements.size(), 2u);
+  EXPECT_EQ(nested.elements[1].elements[0].str, "deep");
+  ASSERT_EQ(nested.elements[1].elements[1].elements.size(), 1u);
+  EXPECT_TRUE(nested.elements[1].elements[1].elements[0].is_nil());  // Lua's false is a nil reply
+  EXPECT_EQ(v.elements[6].type, Value::Type::Status);
+  EXPECT_EQ(v.elements[6].str, "FINE");
+  EXPECT_TRUE(v.elements[7].is_error());
+  EXPECT_EQ(v.elements[7].str, "ERR inner");
+  EXPECT_TRUE(v.elements[8].is_nil());
+  EXPECT_EQ(v.elements[9].str, big);
+  // Status and error replies inside an array, and a nil and a long string, as separate replies.
+  auto many = c.pipeline({{"EVAL", "return {redis.status_reply('FINE'), redis.error_reply('ERR inner'), 3}", "0"},
+                          {"GET", "reply:none"},
+                          {"GET", "reply:big"},
+                          {"PING"},
+                          {"INCRBY", "reply:n", "-5"},
+                          {"NOSUCHCOMMAND"}});
+  ASSERT_EQ(many.size(), 6u);
+  for (const auto& m : many) ASSERT_TRUE(m.ok()) << m.error.message;
+  ASSERT_EQ(many[0].value->elements.size(), 3u);
+  EXPECT_EQ(many[0].value->elements[0].type, Value::Type::Status);
+  EXPECT_EQ(many[0].value->elements[0].str, "FINE");
+  EXPECT_TRUE(many[0].value->elements[1].is_error());
+  EXPECT_EQ(many[0].value->elements[1].str, "ERR inner");
+  EXPECT_EQ(many[0].value->elements[2].integer, 3);
+  EXPECT_TRUE(many[1].value->is_nil());
+  EXPECT_EQ(many[2].value->type, Value::Type::String);
+  EXPECT_EQ(many[2].value->str, big);
+  EXPECT_EQ(many[3].value->type, Value::Type::Status);
+  EXPECT_EQ(many[3].value->str, "PONG");
+  EXPECT_EQ(many[4].value->integer, -5);
+  EXPECT_TRUE(many[5].value->is_error());
+  EXPECT_NE(many[5].value->str.find("unknown command"), std::string::npos) << many[5].value->str;
+  // A reply of thousands of nested entries (as XINFO GROUPS of a busy stream), split over reads.
+  std::vector<Command> fill;
+  for (int i = 0; i < 3000; ++i) fill.push_back({"HSET", "reply:h", "field-" + std::to_string(i), std::string(40, 'v') + std::to_string(i)});
+  for (const auto& f : c.pipeline(fill)) ASSERT_TRUE(f.ok());
+  auto all = c.command({"HGETALL", "reply:h"});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all.value->elements.size(), 6000u);
+  std::map<std::string, std::string> seen;
+  for (std::size_t i = 0; i + 1 < all.value->elements.size(); i += 2) seen[all.value->elements[i].str] = all.value->elements[i + 1].str;
+  ASSERT_EQ(seen.size(), 3000u);
+  EXPECT_EQ(seen["field-2999"], std::string(40, 'v') + "2999");
+  EXPECT_EQ(seen["field-0"], std::string(40, 'v') + "0");
+  // The connection is still in step afterwards.
+  EXPECT_EQ(c.command({"ECHO", "after"}).value->str, "after");
 }
 
 TEST(RedisRestart, CallsFailRetryableWhileDownAndRecoverByThemselvesWithPersistence) {
