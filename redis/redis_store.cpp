@@ -814,6 +814,7 @@ Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::s
       s.exists = true;
       const auto trimmed = field_map(*replies[2].value).value_or(FieldMap{});
       if (auto it = trimmed.find(protocol::kTrimmedTotalField); it != trimmed.end()) s.trimmed = std::atoll(it->second.c_str());
+      if (onlyGroup.empty()) s.groups.reserve(info.elements.size());  // one per group: no regrowth at 10,000
       for (auto& e : info.elements)
         if (auto g = group_reading(e); g && (onlyGroup.empty() || g->group == onlyGroup)) {
           if (auto it = trimmed.find(g->group); it != trimmed.end()) g->trimmedUnread = std::atoll(it->second.c_str());
