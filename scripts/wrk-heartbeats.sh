@@ -13,11 +13,17 @@
 # rsc-proxy (round robin per connection, as a Kubernetes Service); CPU is then summed over the pods.
 # RSC_WRK_HTTPS=1 serves and sends everything over HTTPS. PIN=1 keeps the pods on CPU 0 and
 # everything else (Redis, wrk, the proxy, this script) on the other CPUs.
+# PROGRESS=none (the default: the lease and the owned shards only), still or moving shapes each
+# heartbeat as scripts/bench-members.sh does (moving is that script's default): moving adds
+# revokingShards and a shardProgress entry per owned shard whose lastDeliveredId is new in every
+# heartbeat, so that every heartbeat changes what the coordinator stores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/local.sh
 pin_pods "$PWD/scripts/wrk-heartbeats.sh" "$@"
 groups=${1:-100} per=${2:-10} secs=${3:-5} conns=${4:-8} threads=${5:-2}
+case ${PROGRESS:-none} in none|still|moving) ;; *) echo "wrk-heartbeats: PROGRESS is none, still or moving" >&2; exit 2 ;; esac
+export RSC_WRK_PROGRESS=${PROGRESS:-none}
 command -v wrk >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 local_init wrk
 start_redis
@@ -62,6 +68,7 @@ run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us 
   awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" -v r=$((r1 - r0 - 2)) \
     'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request, %.2f Redis calls per request\n", name, n, c * 1e6 / t / n, r / n }'
 }
+echo "wrk: heartbeats with progress $RSC_WRK_PROGRESS"
 hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "$scheme://127.0.0.1:$port" | tee /dev/stderr | tail -1)
 hz=$(run healthz "$scheme://127.0.0.1:$port/healthz" | tee /dev/stderr | tail -1)
 echo "$hb" | awk -v other="$hz" '{ for (i = 1; i <= NF; i++) if ($i == "CPU") h = $(i + 1) }

@@ -2,10 +2,16 @@
 -- writes their ids, epochs and shards to the file named by RSC_WRK_MEMBERS, one member a line:
 -- "stream group member epoch shard,shard,..."). Each request is the next member's heartbeat with a
 -- requestId of its own (a repeated one would be answered from the member's stored answer).
+-- RSC_WRK_PROGRESS shapes it as the member runtime sends it (as rsc-load's --progress does):
+-- `none` (the default) sends the lease and the owned shards only; `still` adds `revokingShards` and
+-- a `shardProgress` entry per owned shard whose lastDeliveredId stays put (an idle consumer);
+-- `moving` makes that id new in every heartbeat (records flowing: every heartbeat changes what the
+-- coordinator stores).
 local members = {}
 local counter = 0
 local thread_id = 0
 local threads = {}
+local progress = os.getenv("RSC_WRK_PROGRESS") or "none"
 not_ok = 0  -- answers whose status is not OK (FENCED, UNKNOWN_MEMBER, RETRY, ...): counted by done()
 
 function setup(thread)
@@ -19,9 +25,13 @@ function init(args)
   for line in io.lines(path) do
     local stream, group, member, epoch, shards = line:match("^(%S+) (%S+) (%S+) (%S+) ?(%S*)$")
     if member then
-      local owned = {}
-      for s in shards:gmatch("%d+") do owned[#owned + 1] = '{"shardIndex":' .. s .. ',"state":"OWNED"}' end
+      local owned, held = {}, {}
+      for s in shards:gmatch("%d+") do
+        owned[#owned + 1] = '{"shardIndex":' .. s .. ',"state":"OWNED"}'
+        held[#held + 1] = s
+      end
       members[#members + 1] = {
+        held = held,
         path = "/coord/v1/streams/" .. stream .. "/groups/" .. group .. "/members/" .. member .. "/heartbeat",
         head = '{"protocolVersion":1,"memberId":"' .. member .. '","memberEpoch":' .. epoch ..
                ',"metadataVersion":1,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":4,"availableConcurrency":4},' ..
@@ -32,10 +42,21 @@ function init(args)
   counter = (tid or 0) * 1000000000
 end
 
+-- The revokingShards and shardProgress that follow the requestId (none when RSC_WRK_PROGRESS is none).
+local function progress_part(m)
+  if progress == "none" then return "" end
+  local id = progress == "moving" and ("1700000000000-" .. counter) or "1700000000000-0"
+  local entries = {}
+  for i, s in ipairs(m.held) do
+    entries[i] = '{"shardIndex":' .. s .. ',"lastDeliveredId":"' .. id .. '","pending":0,"lag":0}'
+  end
+  return ',"revokingShards":[],"shardProgress":[' .. table.concat(entries, ",") .. ']'
+end
+
 function request()
   counter = counter + 1
   local m = members[(counter % #members) + 1]
-  return wrk.format("POST", m.path, {["Content-Type"] = "application/json"}, m.head .. counter .. '"}')
+  return wrk.format("POST", m.path, {["Content-Type"] = "application/json"}, m.head .. counter .. '"' .. progress_part(m) .. '}')
 end
 
 function response(status, headers, body)
