@@ -57,16 +57,22 @@ if [ "$npods" -gt 1 ]; then
 fi
 python3 scripts/lib/settle-members.py "$scheme://127.0.0.1:$port" orders "$groups" "$per" "$dir/members.txt"
 tck=$(getconf CLK_TCK)
-run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request, R Redis calls per request"
+# cpu_seconds FILE: the CPU seconds (user + system) of the waited-for children in a `times` output
+# (taken in the shell that waited for wrk: `times` in a pipe or $(...) would speak for a new subshell).
+cpu_seconds() { awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.6f", t }' "$1"; }
+run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us per request, R Redis calls per request, ..."
   local name=$1 c0 c1 r0 r1 out n
   shift
   c0=$(pods_cpu_ticks) r0=$(redis_stat "$rport" total_commands_processed)
+  times >"$dir/times0"
   out=$(RSC_WRK_MEMBERS="$dir/members.txt" wrk --latency -t"$threads" -c"$conns" -d"${secs}s" "$@")
+  times >"$dir/times1"
   c1=$(pods_cpu_ticks) r1=$(redis_stat "$rport" total_commands_processed)
   n=$(echo "$out" | awk '/requests in/ {print $1}')
   echo "$out" | grep -E 'Requests/sec|Non-2xx|Socket errors|^ +99%|answers not OK' | sed "s/^/  $name: /"
-  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" -v r=$((r1 - r0 - 2)) \
-    'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request, %.2f Redis calls per request\n", name, n, c * 1e6 / t / n, r / n }'
+  # wrk's own CPU too: it shares the machine's cores with the pod and Redis (as rsc-load does).
+  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" -v r=$((r1 - r0 - 2)) -v w0="$(cpu_seconds "$dir/times0")" -v w1="$(cpu_seconds "$dir/times1")" \
+    'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request, %.2f Redis calls per request, load generator (wrk) %.1f us per request\n", name, n, c * 1e6 / t / n, r / n, (w1 - w0) * 1e6 / n }'
 }
 echo "wrk: heartbeats with progress $RSC_WRK_PROGRESS"
 hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "$scheme://127.0.0.1:$port" | tee /dev/stderr | tail -1)
