@@ -20,6 +20,21 @@ function setup(thread)
   threads[#threads + 1] = thread
 end
 
+-- The revokingShards and shardProgress that follow the requestId (none when RSC_WRK_PROGRESS is
+-- none), made once per member: the constant text between the places where a shard's
+-- lastDeliveredId goes, so that a request joins them around its id in one table.concat.
+local function progress_pieces(held)
+  if progress == "none" then return {""} end
+  local pieces = {',"revokingShards":[],"shardProgress":['}
+  for i, s in ipairs(held) do
+    pieces[#pieces] = pieces[#pieces] .. (i > 1 and "," or "") .. '{"shardIndex":' .. s .. ',"lastDeliveredId":"'
+    pieces[#pieces + 1] = '","pending":0,"lag":0}'
+  end
+  pieces[#pieces] = pieces[#pieces] .. "]"
+  if progress == "still" then return {table.concat(pieces, "1700000000000-0")} end
+  return pieces
+end
+
 function init(args)
   local path = os.getenv("RSC_WRK_MEMBERS")
   for line in io.lines(path) do
@@ -31,7 +46,7 @@ function init(args)
         held[#held + 1] = s
       end
       members[#members + 1] = {
-        held = held,
+        progress = progress_pieces(held),
         path = "/coord/v1/streams/" .. stream .. "/groups/" .. group .. "/members/" .. member .. "/heartbeat",
         head = '{"protocolVersion":1,"memberId":"' .. member .. '","memberEpoch":' .. epoch ..
                ',"metadataVersion":1,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":4,"availableConcurrency":4},' ..
@@ -42,21 +57,17 @@ function init(args)
   counter = (tid or 0) * 1000000000
 end
 
--- The revokingShards and shardProgress that follow the requestId (none when RSC_WRK_PROGRESS is none).
-local function progress_part(m)
-  if progress == "none" then return "" end
-  local id = progress == "moving" and ("1700000000000-" .. counter) or "1700000000000-0"
-  local entries = {}
-  for i, s in ipairs(m.held) do
-    entries[i] = '{"shardIndex":' .. s .. ',"lastDeliveredId":"' .. id .. '","pending":0,"lag":0}'
-  end
-  return ',"revokingShards":[],"shardProgress":[' .. table.concat(entries, ",") .. ']'
+-- A moving member's progress takes this request's id; the others' is made already.
+local function progress_of(m)
+  local p = m.progress
+  if p[2] then return table.concat(p, "1700000000000-" .. counter) end
+  return p[1]
 end
 
 function request()
   counter = counter + 1
   local m = members[(counter % #members) + 1]
-  return wrk.format("POST", m.path, {["Content-Type"] = "application/json"}, m.head .. counter .. '"' .. progress_part(m) .. '}')
+  return wrk.format("POST", m.path, {["Content-Type"] = "application/json"}, m.head .. counter .. '"' .. progress_of(m) .. '}')
 end
 
 function response(status, headers, body)
