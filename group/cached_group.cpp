@@ -16,6 +16,7 @@ using protocol::HeartbeatStatus;
 bool needs_fresh_state(const protocol::HeartbeatResponse& r, const Delta& d) {
   if (!d.empty()) return false;
   return r.status == HeartbeatStatus::UNKNOWN_MEMBER_ID || r.status == HeartbeatStatus::FENCED_MEMBER_EPOCH ||
+         r.status == HeartbeatStatus::UNRELEASED_INSTANCE_ID ||
          r.status == HeartbeatStatus::INVALID_REQUEST || r.memberEpoch < 0;  // a leave (-1, or -2 coming back)
 }
 

@@ -532,11 +532,33 @@ HeartbeatOutcome finish(Step& st, Member* m, HeartbeatResponse resp) {
   return st.take_with(std::move(resp));
 }
 
+// The live (not leaving) member other than `except` that holds static instance `instance`.
+std::optional<std::string> live_holder_of(const GroupState& g, const std::string& instance, const std::string& except) {
+  for (const auto& [id, o] : g.members)
+    if (id != except && o.live() && !o.leaving() && o.instanceId == instance) return id;
+  return std::nullopt;
+}
+
+// Rule 12: one live process per instance (Kafka's UNRELEASED_INSTANCE_ID). A join under another
+// member id while the instance's holder is live (not leaving) is refused with nothing changed: the
+// holder may be a second process of the instance, or a crashed one whose lease has not ended yet;
+// a join again once that lease ends takes its reservation.
+HeartbeatResponse instance_in_use(Step& st, const HeartbeatRequest& req, const std::string& instance,
+                                  const Member& holder) {
+  const Millis leaseLeft = std::max<Millis>(0, std::max(holder.leaseUntilMs, holder.lastHeartbeatMs + st.cfg().memberLeaseTtlMs) - st.now());
+  return error(st.g(), req, st.cfg(), HeartbeatStatus::UNRELEASED_INSTANCE_ID,
+               "instance " + instance + " is held by live member '" + holder.id + "' (its lease ends in " +
+                   std::to_string(leaseLeft) +
+                   "ms unless it heartbeats): join again once it has left or its lease has ended; if it keeps "
+                   "heartbeating, another process of this instance is running",
+               "instanceId");
+}
+
 HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
   auto& g = st.g();
-  // Rule 12: a static member's instance takes back its reservation, or the target of a live
-  // incarnation of another id (fenced: it may read what it holds until its lease ends), with no
-  // group-epoch bump and nobody else's shards moved.
+  // Rule 12: a static member's instance takes back its reservation (or the target of an incarnation
+  // still draining its -2 leave), with no group-epoch bump and nobody else's shards moved; while
+  // another member id holds the instance live, the join is refused.
   std::optional<ShardSet> inherited;
   const std::string instance = req.instanceId.value_or(std::string());
   // Epochs tell incarnations of one id apart: an id the group knows (a record in any state, or the
@@ -546,12 +568,9 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
   bool knownId = st.find(req.memberId) != nullptr;
   for (const auto& [inst, r] : g.reservations) knownId = knownId || r.memberId == req.memberId;
   if (!instance.empty()) {
+    if (auto holder = live_holder_of(g, instance, req.memberId))
+      return st.take_with(instance_in_use(st, req, instance, g.members.at(*holder)));
     inherited = st.take_reservation(instance, req.memberId);
-    for (auto& [id, o] : g.members) {
-      if (id == req.memberId || !o.live() || o.leaving() || o.instanceId != instance) continue;
-      if (!inherited) inherited = o.target;
-      st.kill(o, LS::FENCED, "instance " + instance + " rejoined as " + req.memberId, /*bump=*/false);
-    }
   }
   Member* m = st.find(req.memberId);
   if (m != nullptr) {

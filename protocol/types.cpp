@@ -23,7 +23,7 @@ std::optional<E> reverse(const std::array<std::pair<E, std::string_view>, N>& ta
 }
 
 using HS = HeartbeatStatus;
-constexpr std::array<std::pair<HS, std::string_view>, 9> kStatus{{
+constexpr std::array<std::pair<HS, std::string_view>, 10> kStatus{{
     {HS::OK, "OK"},
     {HS::RETRY, "RETRY"},
     {HS::SYNC_METADATA, "SYNC_METADATA"},
@@ -33,6 +33,7 @@ constexpr std::array<std::pair<HS, std::string_view>, 9> kStatus{{
     {HS::UNSUPPORTED_PROTOCOL, "UNSUPPORTED_PROTOCOL"},
     {HS::INVALID_REQUEST, "INVALID_REQUEST"},
     {HS::GROUP_AUTHORIZATION_FAILED, "GROUP_AUTHORIZATION_FAILED"},
+    {HS::UNRELEASED_INSTANCE_ID, "UNRELEASED_INSTANCE_ID"},
 }};
 
 using SS = ShardAssignmentState;

@@ -23,6 +23,10 @@ enum class HeartbeatStatus {
   UNSUPPORTED_PROTOCOL,
   INVALID_REQUEST,
   GROUP_AUTHORIZATION_FAILED,
+  // A join with an instanceId another member id holds live (Kafka's UNRELEASED_INSTANCE_ID): nothing
+  // changed; join again once that member has left or its lease has ended. rsc's runtime gives up
+  // (another process of the instance is running) once it has been refused for longer than a lease.
+  UNRELEASED_INSTANCE_ID,
 };
 
 enum class ShardAssignmentState { OWNED, REVOKING, DRAINING, REVOKED };

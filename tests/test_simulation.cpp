@@ -50,7 +50,8 @@ struct Stats {
        pendingWaits = 0, i5Checks = 0, outages = 0, outageRetries = 0, podRestarts = 0, skippedWrites = 0,
        staleAnswers = 0, answeredAfterFence = 0, quarantines = 0, conflicts = 0, adminRemovals = 0,
        lateJoins = 0, twins = 0, heldJoins = 0, zombieLeaves = 0, lateLeaves = 0, staleCopies = 0,
-       staticReturns = 0, staticDuplicates = 0, reservations = 0, reservationsTaken = 0, reservationTimeouts = 0;
+       staticReturns = 0, staticDuplicates = 0, reservations = 0, reservationsTaken = 0, reservationTimeouts = 0,
+       instanceRefusals = 0, instanceGaveUp = 0;
   void add(const Stats& o) {
     heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
     lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
@@ -63,6 +64,7 @@ struct Stats {
     lateLeaves += o.lateLeaves, staleCopies += o.staleCopies;
     staticReturns += o.staticReturns, staticDuplicates += o.staticDuplicates, reservations += o.reservations;
     reservationsTaken += o.reservationsTaken, reservationTimeouts += o.reservationTimeouts;
+    instanceRefusals += o.instanceRefusals, instanceGaveUp += o.instanceGaveUp;
   }
 };
 
@@ -98,6 +100,7 @@ struct SimMember {
   bool thawed = false;  // a zombie that has run again since it was replaced
   int incarnation = 0;  // requestIds are unique per process, as real clients make them
   int seq = 0;
+  Millis instanceRefusedSince = -1;  // its joins have been refused UNRELEASED_INSTANCE_ID since then
 
   bool self_fenced(Millis now, const group::Config& cfg) const {
     return now >= lastSuccessSentAt + cfg.memberLeaseTtlMs - kSelfFenceMargin;
@@ -343,7 +346,7 @@ class Simulation {
         break;
       case 11:  // a static member's instance starts again under a new member id (a new pod with
                 // the StatefulSet's name): its old process may be running still (two live
-                // processes with one instance: the newer fences the older) or gone
+                // processes with one instance: the newer is refused while the older lives) or gone
         if (!m.instance.empty() && chance(400)) {
           SimMember next;
           next.id = m.id + "r" + std::to_string(++renames_);
@@ -437,6 +440,7 @@ class Simulation {
       q = build(m);
     }
     m.lastAttemptAt = now_;
+    lastSentBy_[m.id] = now_;
     // Behind a load balancer, one heartbeat in four goes to some pod other than the usual one.
     if (!sameRoute && pods_.size() > 1 && rng_() % 4 == 0) m.pod = static_cast<int>(rng_() % pods_.size());
     auto answer = pod_heartbeat(m.pod, q, m.id);
@@ -468,7 +472,8 @@ class Simulation {
   static bool needs_fresh_state(const protocol::HeartbeatResponse& r, const group::Delta& d) {
     if (!d.empty()) return false;
     return r.status == HeartbeatStatus::UNKNOWN_MEMBER_ID || r.status == HeartbeatStatus::FENCED_MEMBER_EPOCH ||
-           r.status == HeartbeatStatus::INVALID_REQUEST || r.memberEpoch < 0;
+           r.status == HeartbeatStatus::UNRELEASED_INSTANCE_ID || r.status == HeartbeatStatus::INVALID_REQUEST ||
+           r.memberEpoch < 0;
   }
 
   // One heartbeat at a pod, as the group actor runs it: the tick first, then the heartbeat, on the
@@ -689,6 +694,27 @@ class Simulation {
         m.drop_everything();  // stop every read, rejoin with epoch 0
         m.nextHeartbeatAt = now_;
         return;
+      case HeartbeatStatus::UNRELEASED_INSTANCE_ID: {
+        // As the runtime: joins again at the interval; refused for longer than a lease, another
+        // live process holds the instance and this one stops for good.
+        ++stats_.instanceRefusals;
+        if (m.instanceRefusedSince < 0) m.instanceRefusedSince = sentAt;
+        if (sentAt - m.instanceRefusedSince >= cfg_.memberLeaseTtlMs + 2 * r.heartbeatIntervalMs + 1000) {
+          ++stats_.instanceGaveUp;
+          // It gave up for a holder that heartbeated after the refusals began, never for the record
+          // of a process that was already dead then (whose lease the refusals waited out).
+          std::string holder;
+          for (const auto& [id, o] : g_.members)
+            if (id != m.id && o.live() && !o.leaving() && o.instanceId == m.instance) holder = id;
+          const auto sent = lastSentBy_.find(holder);
+          if (!holder.empty() && (sent == lastSentBy_.end() || sent->second < m.instanceRefusedSince))
+            fail("member " + m.id + " gave up on instance " + m.instance + " held by " + holder +
+                 ", which sent nothing since the refusals began");
+          m.running = false;
+          m.drop_everything();
+        }
+        return;
+      }
       default:
         fail("unexpected status " + std::string(protocol::to_string(r.status)));
     }
@@ -942,6 +968,7 @@ class Simulation {
   int step_ = 0;
   std::vector<SimMember> members_;
   std::map<std::string, int32_t> metadataSeen_;
+  std::map<std::string, Millis> lastSentBy_;  // member id -> the last heartbeat any process of it sent
   std::map<std::string, int32_t> maxEpoch_;
   std::map<std::string, int32_t> joinEpoch_;  // the epoch the id's last join was given
   int32_t maxGroupEpochAnswered_ = 0, maxAssignmentEpochAnswered_ = 0;
@@ -1068,8 +1095,8 @@ TEST(Simulation, InvariantsHoldOverManySeeds) {
 }
 
 // Static members (rule 12, issue 31): half the members have an instanceId, leave with -2, die,
-// and come back under new member ids, at times while the old process still runs (the newer fences
-// the older). Every invariant holds, on one pod and on two with coarse lease renewal.
+// and come back under new member ids, at times while the old process still runs (the newer is
+// refused while the older lives, and gives up after a lease of refusals). Every invariant holds, on one pod and on two with coarse lease renewal.
 TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvariant) {
   const long steps = env_long("RSC_SIM_STEPS", 3000);
   const long seeds = env_long("RSC_SIM_SEEDS", 100);  // per run: two runs
@@ -1089,13 +1116,16 @@ TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvaria
     std::cout << "  static: " << total.reservations << " reservations (leave -2 or death), " << total.reservationsTaken
               << " taken back by their instance, " << total.reservationTimeouts << " ended by the timeout; "
               << total.staticReturns << " returns under a new id, " << total.staticDuplicates
-              << " while the old process still ran\n";
+              << " while the old process still ran; " << total.instanceRefusals
+              << " joins refused UNRELEASED_INSTANCE_ID, " << total.instanceGaveUp
+              << " processes gave up after a lease of them (each for a holder that heartbeated after its refusals began)\n";
     EXPECT_EQ(r.failures, 0);
     EXPECT_GT(total.reservations, seeds / 4);
     EXPECT_GT(total.reservationsTaken, seeds / 8);
     EXPECT_GT(total.reservationTimeouts, 0);
     EXPECT_GT(total.staticReturns, seeds / 4);
     EXPECT_GT(total.staticDuplicates, seeds / 8);
+    EXPECT_GT(total.instanceRefusals, 0) << "a second process of a live instance is refused (issue 51)";
     EXPECT_GT(total.leaves, 0);
     EXPECT_GT(total.crashes, 0);
   }

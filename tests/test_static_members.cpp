@@ -196,32 +196,45 @@ TEST_F(StaticGroup, ACrashThatDoesNotReturnWithinTheTimeoutIsRebalancedLikeAnyLe
   EXPECT_EQ(h.state().groupEpoch, epoch + 2) << "a late return is a join like any";
 }
 
-TEST_F(StaticGroup, ASecondLiveMemberWithTheSameInstanceFencesTheOlderAndWaitsForItsLease) {
+// Issue 51: one live process per instance. A join under another member id while the instance's
+// holder is live is refused UNRELEASED_INSTANCE_ID with nothing changed: the holder keeps its
+// shards and epoch, the group epoch stays, nobody is fenced (two processes of one instance used to
+// fence each other in a loop). The holder may be a crashed process: once its lease ends (its
+// shards reserved for the instance), the same join takes them.
+TEST_F(StaticGroup, ASecondMemberIdOfALiveInstanceIsRefusedAndTakesItsShardsOnlyOnceTheHolderIsGone) {
+  const int32_t sEpoch = s.memberEpoch;
+  const auto revision = h.state().storeRevision;
   auto dup = static_hb("s2", 0);
-  EXPECT_EQ(h.member(sId).state, LS::FENCED);
-  EXPECT_EQ(h.state().groupEpoch, epoch) << "the newer takes the older's target: nothing else moves";
-  EXPECT_TRUE(assigned(dup).empty()) << "the older may read until its lease ends";
-  EXPECT_EQ(pending(dup), sShards);
-  auto old = static_hb(sId, s.memberEpoch, {sShards});
-  EXPECT_EQ(old.status, HeartbeatStatus::FENCED_MEMBER_EPOCH);
-  // Held from everyone, the newer incarnation included, until the older's stored lease ends.
-  const auto oldLeaseEnd = h.member(sId).quarantineUntilMs;
-  EXPECT_GT(oldLeaseEnd, h.now());
-  EXPECT_EQ(h.member(sId).quarantined, sShards);
-  while (h.now() < oldLeaseEnd) {
+  EXPECT_EQ(std::string(rsc::protocol::to_string(dup.status)), "UNRELEASED_INSTANCE_ID") << dup.message.value_or("");
+  EXPECT_EQ(dup.errorField.value_or(""), "instanceId");
+  EXPECT_NE(dup.message.value_or("").find("held by live member 's1'"), std::string::npos) << dup.message.value_or("");
+  EXPECT_FALSE(h.has("s2")) << "nothing stored for the refused join";
+  EXPECT_EQ(h.state().storeRevision, revision);
+  EXPECT_EQ(h.state().groupEpoch, epoch);
+  s = static_hb(sId, s.memberEpoch, {sShards});
+  EXPECT_EQ(s.status, HeartbeatStatus::OK) << "the holder is untouched";
+  EXPECT_EQ(s.memberEpoch, sEpoch);
+  EXPECT_EQ(assigned(s), sShards);
+  // The holder goes silent (crashed): refused until its lease ends, then the join takes its shards.
+  int refusedAfter = 0;
+  while (h.member(sId).live()) {
     h.advance(100);
     a = h.hb("a", a.memberEpoch, {aShards});
     b = h.hb("b", b.memberEpoch, {bShards});
-    if (h.now() < oldLeaseEnd) {
-      dup = static_hb("s2", dup.memberEpoch);
-      EXPECT_TRUE(assigned(dup).empty()) << "not before the old incarnation's lease ends";
-    }
     h.tick();
+    if (h.member(sId).live()) {
+      dup = static_hb("s2", 0);
+      EXPECT_EQ(std::string(rsc::protocol::to_string(dup.status)), "UNRELEASED_INSTANCE_ID");
+      ++refusedAfter;
+    }
   }
+  EXPECT_GT(refusedAfter, 3);
+  dup = static_hb("s2", 0);
+  EXPECT_EQ(dup.status, HeartbeatStatus::OK) << dup.message.value_or("");
   dup = static_hb("s2", dup.memberEpoch);
-  EXPECT_EQ(assigned(dup), sShards);
-  EXPECT_EQ(assigned(a), aShards);
-  EXPECT_EQ(assigned(b), bShards);
+  EXPECT_EQ(assigned(dup), sShards) << "the reservation: the instance's shards, nobody else moved";
+  EXPECT_EQ(h.state().groupEpoch, epoch);
+  EXPECT_EQ(assigned(h.hb("a", a.memberEpoch, {aShards})), aShards);
 }
 
 TEST_F(StaticGroup, MinusTwoNeedsTheInstanceTheMemberJoinedWith) {
