@@ -41,13 +41,20 @@ void start_reset(Self self, const WorkPtr& w) {
   auto& st = self->state;
   if (auto why = st.c.why_not_writing(*view(self), local(self))) return refuse(self, {w}, *why);
   const auto& to = std::get<Reset>(w->what).call.to;
-  ask<ResetStoreReply>(self, {w}, std::make_tuple(reset_atom::value, ResetStoreCall{st.key, st.c.state().shardCount, to}),
+  const ResetStoreCall call{st.key, st.c.state().shardCount, to, st.c.state().storeRevision};
+  ask<ResetStoreReply>(self, {w}, std::make_tuple(reset_atom::value, call),
       [=](ResetStoreReply& r) {
-        auto& call = std::get<Reset>(w->what).call;
+        auto& s = self->state;
+        auto& reset = std::get<Reset>(w->what).call;
         if (!r.result.ok() && r.result.error.kind == store::ErrorKind::Retryable) return store_failed(self, r.result.error, {w});
-        if (!r.result.ok()) return call.done(store::Result<store::OffsetsReset>::failure(r.result.error));
-        self->state.report.offsets_reset(call.to, *r.result.value);
-        call.done(store::Result<store::OffsetsReset>::success({store::OffsetsReset::Outcome::Reset, *r.result.value}));
+        s.c.drop();  // the stored revision moved on (or had): the next work reads the state again
+        if (!r.result.ok()) return reset.done(store::Result<store::OffsetsReset>::failure(r.result.error));
+        if (r.result.value->conflict) {  // written meanwhile: judged again on a fresh read, like a delete
+          w->t.verified = false;
+          return redo(self, {w});
+        }
+        s.report.offsets_reset(reset.to, r.result.value->shards);
+        reset.done(store::Result<store::OffsetsReset>::success({store::OffsetsReset::Outcome::Reset, r.result.value->shards}));
       });
 }
 

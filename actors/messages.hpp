@@ -159,9 +159,10 @@ struct ResetStoreCall {
   store::GroupKey key;
   int32_t shardCount = 0;
   std::string to;
+  int64_t expectedRevision = 0;  // the state the reset was judged on
 };
 struct ResetStoreReply {
-  store::Result<int32_t> result;
+  store::Result<store::GroupStore::OffsetsMoved> result;
 };
 struct DeleteStoreReply {
   store::Result<store::DeleteStatus> result;

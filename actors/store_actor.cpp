@@ -141,7 +141,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         return DeleteStoreReply{self->state.store->delete_group(c.key, c.expectedRevision, c.grantsHeldUntilMs)};
       },
       [=](reset_atom, const ResetStoreCall& c) -> ResetStoreReply {
-        return ResetStoreReply{self->state.store->reset_offsets(c.key, c.shardCount, c.to)};
+        return ResetStoreReply{self->state.store->reset_offsets(c.key, c.shardCount, c.to, c.expectedRevision)};
       },
       [=](task_atom, const StoreTask& t) { t.run(*self->state.store); },
   };

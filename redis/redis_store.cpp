@@ -54,13 +54,14 @@ RedisStore::RedisStore(RedisOptions opts)
       setDeadline_{scripts::kSetDeadline, {}},
       podBeat_{scripts::kPodBeat, {}},
       deleteGroup_{scripts::kDeleteGroup, {}},
+      bumpRevision_{scripts::kBumpRevision, {}},
       tracker_(opts.log) {
   keys_.ns = opts_.ns;
   conn_.on_connect([this](RedisConnection& c) { return load_scripts(c); });
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &setRetention_, &trim_, &putStream_, &scaleStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_}) {
+  for (Script* s : {&cas_, &unlock_, &setRetention_, &trim_, &putStream_, &scaleStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_, &bumpRevision_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -826,8 +827,22 @@ Result<std::optional<group::StreamReading>> RedisStore::read_stream(const std::s
   return R::success(std::move(out));
 }
 
-Result<int32_t> RedisStore::reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to) {
-  using R = Result<int32_t>;
+Result<GroupStore::OffsetsMoved> RedisStore::reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to,
+                                                            int64_t expectedRevision) {
+  using R = Result<OffsetsMoved>;
+  OffsetsMoved out;
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  // First the guard: the state the reset was judged on is still the stored one, and moves on.
+  auto g = run({evalsha(bumpRevision_, {keys_.group_state(key)}, {std::to_string(expectedRevision)})}).front();
+  if (!g.ok()) return R::failure(g.error);
+  const Value& gv = *g.value;
+  if (gv.type != Value::Type::Array || gv.elements.size() != 2) return reply_failure<OffsetsMoved>(gv, "reset " + key.str());
+  out.revision = as_int(gv.elements[1]).value_or(0);
+  if (gv.elements[0].str == "CONFLICT") {
+    out.conflict = true;
+    return R::success(out);
+  }
+  tracker_.observe(key, out.revision, 0);
   auto meta = get_stream(key.streamPrefix);
   if (!meta.ok()) return R::failure(meta.error);
   const auto style = meta.value->has_value() ? (*meta.value)->keyStyle : protocol::KeyStyle::Plain;
@@ -849,10 +864,11 @@ Result<int32_t> RedisStore::reset_offsets(const GroupKey& key, int32_t shardCoun
       r = run({{"XGROUP", "CREATE", cmds[i][2], key.consumerGroup, to, "MKSTREAM"}}).front();
       if (!r.ok()) return R::failure(r.error);
     }
-    if (r.value->is_error()) return reply_failure<int32_t>(*r.value, "XGROUP SETID " + cmds[i][2] + " " + key.consumerGroup);
+    if (r.value->is_error()) return reply_failure<OffsetsMoved>(*r.value, "XGROUP SETID " + cmds[i][2] + " " + key.consumerGroup);
     ++moved;
   }
-  return R::success(moved);
+  out.shards = moved;
+  return R::success(out);
 }
 
 std::optional<Error> RedisStore::ensure_scripts() {

@@ -28,7 +28,8 @@ class RedisStore : public GroupStore {
   Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision, int64_t grantsHeldUntilMs = 0) override;
   Result<int64_t> count_stream_groups(const std::string& streamPrefix) override;
   Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) override;
-  Result<int32_t> reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to) override;
+  Result<OffsetsMoved> reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to,
+                                     int64_t expectedRevision) override;
   Result<int64_t> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
@@ -77,7 +78,8 @@ class RedisStore : public GroupStore {
   Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
   Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;
 
-  Script cas_, unlock_, setRetention_, trim_, putStream_, scaleStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_;
+  Script cas_, unlock_, setRetention_, trim_, putStream_, scaleStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_,
+      bumpRevision_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

@@ -235,6 +235,16 @@ if tonumber(ARGV[2]) > 0 then redis.call('HSET', KEYS[1], 'dg', ARGV[2]) end
 return {'DELETED', rev + 1}
 )lua";
 
+// KEYS[1] group state hash; ARGV[1] expected revision. Moves the revision on by one, nothing else,
+// if it is the expected one: a write of the group that is not in its state (an offset reset).
+// -> {"OK", rev} | {"CONFLICT", rev}
+inline constexpr const char* kBumpRevision = R"lua(
+local rev = tonumber(redis.call('HGET', KEYS[1], 'rev') or '0') or 0
+if rev ~= tonumber(ARGV[1]) then return {'CONFLICT', rev} end
+redis.call('HSET', KEYS[1], 'rev', rev + 1)
+return {'OK', rev + 1}
+)lua";
+
 // KEYS[1] stream metadata hash; ARGV[1] the encoded retention policy. 0: no such stream.
 inline constexpr const char* kSetRetention = R"lua(
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end

@@ -138,10 +138,20 @@ class GroupStore {
                                             int64_t grantsHeldUntilMs = 0) = 0;
   virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
   // Moves the group's position on each of the stream's `shardCount` shard streams to `to` (a Redis
-  // entry id, "0" or "$"; XGROUP SETID, the group created there at `to` if missing): how many.
-  virtual Result<int32_t> reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to) {
-    (void)key, (void)shardCount, (void)to;
-    return Result<int32_t>::failure(ErrorKind::Fatal, "this store has no shard streams");
+  // entry id, "0" or "$"; XGROUP SETID, the group created there at `to` if missing), guarded like
+  // every write of the group: only while its state is still at `expectedRevision` (the state the
+  // reset was judged on), which it then moves on by one, so a pod that judged anything on the
+  // older state must read it again before it writes. `conflict`: the state had moved on; nothing
+  // was moved, judge again.
+  struct OffsetsMoved {
+    bool conflict = false;
+    int32_t shards = 0;
+    int64_t revision = 0;  // the group's revision after the reset (or the newer one it found)
+  };
+  virtual Result<OffsetsMoved> reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to,
+                                             int64_t expectedRevision) {
+    (void)key, (void)shardCount, (void)to, (void)expectedRevision;
+    return Result<OffsetsMoved>::failure(ErrorKind::Fatal, "this store has no shard streams");
   }
   // The group's dead letters: how many, and the oldest `limit` (0: only how many).
   virtual Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) {

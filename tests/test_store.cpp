@@ -919,6 +919,44 @@ TEST_F(RedisStoreTest, AskingAboutGroupsThatDoNotExistIsRememberedNowhere) {
   EXPECT_TRUE(gone.value->rollback.detected) << "the deleted group's revision went back to 0";
 }
 
+// Issue 51: an offset reset is guarded like every write of the group. Judged on a state another pod
+// has since written, it moves nothing and says so (the group actor then judges it again on a fresh
+// read); judged on the stored state, it moves every shard's position and the revision on by one, so
+// a pod still holding the older state must read it again before it writes.
+TEST_F(RedisStoreTest, AnOffsetResetJudgedOnAnOlderStateMovesNothing) {
+  auto pod = this->pod();
+  auto a = shared_server().admin();
+  const GroupKey k{"orders", "billing"};
+  ASSERT_TRUE(pod.write_stream("orders", StreamPut{2, std::nullopt, false}).ok());
+  ASSERT_TRUE(a.command({"XADD", "orders:0", "1-1", "k", "v"}).ok());
+  ASSERT_TRUE(pod.provision(k, 2, "$").ok());
+  auto s = sample_group(k);
+  ASSERT_EQ(pod.compare_and_set(CasRequest{k, 0, &s, nullptr}).value->status, CasStatus::Written);
+  ASSERT_EQ(pod.compare_and_set(CasRequest{k, 1, &s, nullptr}).value->status, CasStatus::Written);  // another write: rev 2
+  auto position = [&] {
+    auto r = a.command({"XINFO", "GROUPS", "orders:0"});
+    for (const auto& g : r.value->elements)
+      for (std::size_t i = 0; i + 1 < g.elements.size(); i += 2)
+        if (g.elements[i].str == "last-delivered-id") return g.elements[i + 1].str;
+    return std::string("?");
+  };
+  ASSERT_EQ(position(), "1-1") << "created at $";
+  auto stale = pod.reset_offsets(k, 2, "0", 1);
+  ASSERT_TRUE(stale.ok()) << stale.error.message;
+  EXPECT_TRUE(stale.value->conflict);
+  EXPECT_EQ(stale.value->revision, 2);
+  EXPECT_EQ(position(), "1-1") << "nothing moved";
+  EXPECT_EQ(pod.load(k).value->state.storeRevision, 2);
+  auto fresh = pod.reset_offsets(k, 2, "0", 2);
+  ASSERT_TRUE(fresh.ok()) << fresh.error.message;
+  EXPECT_FALSE(fresh.value->conflict);
+  EXPECT_EQ(fresh.value->shards, 2);
+  EXPECT_EQ(position(), "0-0");
+  EXPECT_EQ(pod.load(k).value->state.storeRevision, 3) << "the reset is a write of the group";
+  EXPECT_EQ(pod.compare_and_set(CasRequest{k, 2, &s, nullptr}).value->status, CasStatus::Conflict)
+      << "a pod that judged on the state before the reset must read it again";
+}
+
 TEST(RevisionTracker, RemembersOnlyWhatItLearnedAndStillDetectsALostGroup) {
   RevisionTracker t;
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(t.observe({"s", "g" + std::to_string(i)}, 0, 0).detected);
