@@ -294,6 +294,55 @@ TEST_F(GroupActorTest, AnIdleGroupRetiresFromMemoryAndComesBackWithItsState) {
   EXPECT_EQ(back.memberEpoch, a.memberEpoch);
 }
 
+// Issue 51: retirement is a handshake. The gateway has forgotten a retiring actor, but that actor
+// may still hold calls in its mailbox (sent to it through the directory before it was forgotten)
+// and answer them from its copy: no second actor for the group may start, and write, before the
+// first is gone. Here the first gets a heartbeat in its mailbox, the gateway then handles its
+// retirement and a join for the same group: that join waits until the first actor has quit.
+TEST_F(GroupActorTest, ANewActorForARetiringGroupStartsOnlyOnceTheOldOneIsGone) {
+  auto cfg = pod_config("pod-r");
+  cfg.retireAfterMs = 60000;  // it retires when the test says so
+  auto dir = std::make_shared<GroupDirectory>();
+  auto gw = spawn_gateway(*sys_, cfg, store_, 0, 1, dir);
+  actors_.push_back(gw);
+  auto answer = [&](const caf::actor& to, protocol::HeartbeatRequest q, bool viaGateway) {
+    auto out = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+    HeartbeatCall call{std::move(q), [out](auto r) { *out = std::move(r); }};
+    if (viaGateway) caf::anon_send(to, hb_atom::value, kKey, std::move(call));
+    else caf::anon_send(to, hb_atom::value, std::move(call));
+    return out;
+  };
+  auto a0 = answer(gw, request("a", 0), true);
+  run();
+  ASSERT_TRUE(a0->has_value());
+  auto a1 = answer(gw, request("a", (*a0)->memberEpoch, assigned(**a0)), true);
+  run();
+  ASSERT_TRUE(a1->has_value());
+  caf::actor first;
+  ASSERT_TRUE(dir->send_if_present(kKey.str(), [&](const caf::actor& x) { first = x; }));
+  auto firstDown = std::make_shared<bool>(false);
+  first->attach_functor([firstDown](const caf::error&) { *firstDown = true; });
+  // In this order, nothing run in between: a heartbeat reaches the first actor straight (as the HTTP
+  // threads send through the directory), the actor asks to retire, a join of b reaches the gateway.
+  auto steady = answer(first, request("a", (*a1)->memberEpoch, assigned(**a1)), false);
+  caf::anon_send(gw, retire_atom::value, kKey, first);
+  auto join = answer(gw, request("b", 0), true);
+  while (sched_->prioritize(gw)) sched_->run_once();  // the gateway alone: the retirement, then the join
+  caf::actor now;
+  dir->send_if_present(kKey.str(), [&](const caf::actor& x) { now = x; });
+  EXPECT_FALSE(*firstDown) << "the first actor still has the heartbeat to answer";
+  EXPECT_FALSE(now && now != first) << "a second actor for the group started while the first still runs";
+  run();
+  EXPECT_TRUE(*firstDown);
+  ASSERT_TRUE(steady->has_value());
+  EXPECT_EQ((*steady)->status, HeartbeatStatus::OK);
+  ASSERT_TRUE(join->has_value()) << "the join waited, then was served by the new actor";
+  EXPECT_EQ((*join)->status, HeartbeatStatus::OK);
+  dir->send_if_present(kKey.str(), [&](const caf::actor& x) { now = x; });
+  EXPECT_TRUE(now && now != first);
+  EXPECT_TRUE(stored().members.count("b"));
+}
+
 TEST_F(GroupActorTest, AGroupIsDeletedOnlyWhenEmptyOrWithItsMembersFenced) {
   auto del = [&](bool fence) {
     std::optional<store::Result<store::GroupDeletion>> out;
