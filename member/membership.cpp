@@ -21,7 +21,9 @@ int64_t Membership::deadline_ns() const {
   return lastOkSentNs_ + (leaseMs_ - margin_ms()) * 1'000'000;
 }
 
-bool Membership::may_process(int64_t nowNs) const { return !selfFenced_ && !left_ && nowNs < deadline_ns(); }
+bool Membership::may_process(int64_t nowNs) const {
+  return !selfFenced_ && !left_ && fatal_.empty() && nowNs < deadline_ns();
+}
 
 bool Membership::may_read(int32_t shard, int64_t nowNs) const {
   auto it = shards_.find(shard);
@@ -65,9 +67,19 @@ protocol::HeartbeatRequest Membership::next_request(int64_t nowNs) {
   // The deadline may pass while no worker looks (all idle or blocked): the user still hears of it.
   if (lastOkSentNs_ != 0 && nowNs >= deadline_ns() && !selfFenced_) self_fence();
   protocol::HeartbeatRequest r;
-  r.requestId = o_.memberId + "-" + o_.incarnation + "-" + std::to_string(++seq_);
   r.memberId = o_.memberId;
   r.memberEpoch = leaving_ ? (o_.instanceId.empty() ? -1 : -2) : epoch_;
+  // A join goes out again with its requestId until it is answered: the coordinator may have stored
+  // it (its answer lost, or RETRY at the store deadline while the write went through), and then
+  // replays that answer instead of taking the resend for a new incarnation of this id. Any other
+  // request gets a new id: what it reports may have changed since the last send.
+  const bool join = r.memberEpoch == 0;
+  if (!join || joinRequestId_.empty()) {
+    r.requestId = o_.memberId + "-" + o_.incarnation + "-" + std::to_string(++seq_);
+    joinRequestId_ = join ? r.requestId : std::string();
+  } else {
+    r.requestId = joinRequestId_;
+  }
   if (!o_.instanceId.empty()) r.instanceId = o_.instanceId;
   // So that this leave, should it arrive after a newer incarnation of the id joined, changes nothing.
   if (leaving_ && epoch_ > 0) r.leavingMemberEpoch = epoch_;
@@ -107,10 +119,21 @@ void Membership::self_fence() {
   note("self-fenced: no answered heartbeat for lease minus margin; reading stops");
 }
 
-void Membership::drop_all(const std::string& why) {
+void Membership::drop_all(const std::string& why, int64_t nowNs) {
   if (!selfFenced_) event(ShardEvent::Kind::Lost, owned());  // a self-fence told of them already
   note("drops all shards and rejoins: " + why);
   ++counters_.rejoins;
+  // Fenced again and again within a short time: almost always a second process using this member
+  // id (each join of one fences the other). Said plainly, once per window.
+  fenceTimesNs_.push_back(nowNs);
+  while (!fenceTimesNs_.empty() && nowNs - fenceTimesNs_.front() > kRepeatedFenceWindowMs * 1'000'000)
+    fenceTimesNs_.erase(fenceTimesNs_.begin());
+  if (static_cast<int>(fenceTimesNs_.size()) >= kRepeatedFences && nowNs - lastRepeatNoteNs_ > kRepeatedFenceWindowMs * 1'000'000) {
+    lastRepeatNoteNs_ = nowNs;
+    note("fenced " + std::to_string(fenceTimesNs_.size()) + " times in " + std::to_string(kRepeatedFenceWindowMs / 1000) +
+         " s: another process is probably using member id '" + o_.memberId +
+         "' (each of its joins fences this one): give every process its own member id, or leave it unset");
+  }
   for (auto it = shards_.begin(); it != shards_.end();) {
     if (it->second.busy) {  // forgotten once its worker lets go
       it->second.dropped = true;
@@ -138,6 +161,19 @@ Membership::Reaction Membership::not_answered(const std::string& why) {
 
 Membership::Reaction Membership::on_no_answer(const std::string& why) {
   ++counters_.heartbeats;
+  // A leave nobody answers: once what was in the handler has drained there is nothing left to hand
+  // back (reading stopped at leave()), so after a few tries the member goes without the answer and
+  // the coordinator expires it at its lease end, rather than the stop waiting out its timeout.
+  if (leaving_ && ++unansweredLeaves_ >= kUnansweredLeaveAttempts) {
+    bool draining = false;
+    for (const auto& [s, st] : shards_) draining = draining || (!st.dropped && (st.busy || st.inFlight > 0));
+    if (!draining) {
+      left_ = true;
+      leftUnanswered_ = true;
+      note("leaves without an answer after " + std::to_string(unansweredLeaves_) + " unanswered tries (" + why +
+           "): the coordinator expires this member at its lease end");
+    }
+  }
   return not_answered(why);
 }
 
@@ -145,6 +181,8 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
   ++counters_.heartbeats;
   if (r.status == HeartbeatStatus::RETRY) return not_answered("RETRY: " + r.message.value_or(""));
   backoffMs_ = 50;
+  joinRequestId_.clear();  // answered: the next join is a new request
+  if (r.status != HeartbeatStatus::UNRELEASED_INSTANCE_ID) instanceRefusedSinceNs_ = 0;
   const auto revoked = std::move(reportedRevoked_);
   reportedRevoked_.clear();
   Reaction out;
@@ -205,6 +243,29 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
       event(ShardEvent::Kind::Assigned, std::move(taking));
       break;
     }
+    case HeartbeatStatus::UNRELEASED_INSTANCE_ID: {
+      // Another member id holds this member's instance live. It may be a crashed process whose
+      // lease has not ended (then the join goes through once it has): joins go on at the interval.
+      // Refused for longer than a lease, the holder is heartbeating: another process of the
+      // instance runs, and this one stops for good (Runtime::fatal).
+      if (instanceRefusedSinceNs_ == 0) {
+        instanceRefusedSinceNs_ = sentNs;
+        note("join refused: " + r.message.value_or("instance " + o_.instanceId + " is in use") +
+             "; joining again until that member's lease ends");
+      }
+      const int64_t lease = r.memberLeaseTtlMs > 0 ? r.memberLeaseTtlMs : leaseMs_;
+      const int64_t interval = r.heartbeatIntervalMs > 0 ? r.heartbeatIntervalMs : intervalMs_;
+      const int64_t refusedMs = (sentNs - instanceRefusedSinceNs_) / 1'000'000;
+      if (refusedMs >= lease + 2 * interval + kInstanceGraceMs) {
+        fatal_ = "UNRELEASED_INSTANCE_ID: instance " + o_.instanceId + " is still held by another live member after " +
+                 std::to_string(refusedMs) + "ms of refused joins: another process of this instance is running (" +
+                 r.message.value_or("") + ")";
+        note("stops for good: " + fatal_);
+        break;
+      }
+      out.waitMs = interval;
+      return out;
+    }
     case HeartbeatStatus::FENCED_MEMBER_EPOCH:
     case HeartbeatStatus::UNKNOWN_MEMBER_ID:
     case HeartbeatStatus::INVALID_REQUEST:
@@ -217,7 +278,7 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
         left_ = true;
         break;
       }
-      drop_all(std::string(protocol::to_string(r.status)) + (r.message ? ": " + *r.message : ""));
+      drop_all(std::string(protocol::to_string(r.status)) + (r.message ? ": " + *r.message : ""), sentNs);
       break;
     default:
       note("heartbeat answered " + std::string(protocol::to_string(r.status)) + ": " + r.message.value_or(""));

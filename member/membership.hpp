@@ -91,6 +91,17 @@ class Membership {
   // instanceId: its shards wait for it to come back).
   void leave();
   bool left() const { return left_; }
+  // Left without the coordinator's answer (kUnansweredLeaveAttempts leaves went unanswered).
+  bool left_unanswered() const { return leftUnanswered_; }
+  static constexpr int kUnansweredLeaveAttempts = 3;
+  // Why this member must stop for good (its joins were refused UNRELEASED_INSTANCE_ID for longer
+  // than a lease plus two intervals and kInstanceGraceMs: another live process holds its instance);
+  // "" while it may go on. Nothing is sent or read once set.
+  const std::string& fatal() const { return fatal_; }
+  // Fenced this many times within the window: the log says another process probably uses the id.
+  static constexpr int kRepeatedFences = 3;
+  static constexpr int64_t kInstanceGraceMs = 1000;
+  static constexpr int64_t kRepeatedFenceWindowMs = 30000;
   bool leaving() const { return leaving_; }
   // Something wants a heartbeat before the interval is up (a drained revocation, a notification,
   // a new assignment, a leave). take_wake() reads and clears it.
@@ -182,7 +193,7 @@ class Membership {
   void event(ShardEvent::Kind k, std::vector<int32_t> shards);
   void note(std::string line) { log_.push_back(std::move(line)); }
   void self_fence();
-  void drop_all(const std::string& why);
+  void drop_all(const std::string& why, int64_t nowNs);
   Reaction not_answered(const std::string& why);
   int64_t margin_ms() const;
 
@@ -200,6 +211,13 @@ class Membership {
   bool left_ = false;
   bool wake_ = false;
   bool selfFenced_ = false;
+  bool leftUnanswered_ = false;
+  int unansweredLeaves_ = 0;
+  int64_t instanceRefusedSinceNs_ = 0;  // the first join refused UNRELEASED_INSTANCE_ID in a row
+  std::string fatal_;
+  std::string joinRequestId_;  // the unanswered join's requestId, sent again until it is answered
+  std::vector<int64_t> fenceTimesNs_;  // recent drop_all()s, for kRepeatedFences
+  int64_t lastRepeatNoteNs_ = INT64_MIN / 2;
   std::set<int32_t> reportedRevoked_;
   std::set<int> interrupts_;
   void stop_reading(int32_t shard, Shard& st) {

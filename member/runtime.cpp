@@ -39,7 +39,33 @@ std::string dead_letter_key(const std::string& ns, const std::string& streamPref
   return keys.dead_letters({streamPrefix, group});
 }
 
-std::string member_id_from_environment(const std::string& suffix) {
+namespace {
+std::string incarnation() {
+  std::random_device rd;
+  char buf[17];
+  snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+}  // namespace
+
+std::string member_id_from_environment() {
+  // The host's name (a pod's name in Kubernetes), the process id and a random part: unique per
+  // process, so that two consumers on one host never share an id (and fence each other), and an
+  // operator reading a group sees where each member runs.
+  char host[256] = {};
+  std::string name;
+  if (::gethostname(host, sizeof host - 1) == 0) name = host;
+  for (char& c : name) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) c = '-';
+  }
+  if (name.size() > 96) name.resize(96);
+  if (name.empty()) name = address_from_environment();
+  return name + ":" + std::to_string(::getpid()) + ":" + incarnation().substr(0, 6);
+}
+
+std::string address_from_environment() {
   std::string ip;
   if (const char* p = std::getenv("POD_IP"); p != nullptr && *p) ip = p;
   if (ip.empty()) {
@@ -58,17 +84,8 @@ std::string member_id_from_environment(const std::string& suffix) {
     }
   }
   if (ip.empty()) ip = "127.0.0.1";
-  return ip + ":" + suffix;
+  return ip;
 }
-
-namespace {
-std::string incarnation() {
-  std::random_device rd;
-  char buf[17];
-  snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
-  return buf;
-}
-}  // namespace
 
 // The I/O shell around the membership machine: one heartbeat thread, one notification listener,
 // `concurrency` worker threads, all calling the machine under one lock. Every decision about the
@@ -163,7 +180,7 @@ struct Runtime::Impl {
       protocol::HeartbeatRequest req;
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (m->left()) break;
+        if (m->left() || !m->fatal().empty()) break;
         req = m->next_request(mono_ns());
         after_machine();
       }
@@ -176,13 +193,26 @@ struct Runtime::Impl {
       Membership::Reaction reaction;
       {
         std::lock_guard<std::mutex> lock(mu);
-        reaction = answer.response ? m->on_response(*answer.response, ev.sentNs) : m->on_no_answer(answer.error);
+        reaction = answer.response ? m->on_response(*answer.response, ev.sentNs)
+                                   : m->on_no_answer(answer.error + " from " + opts.coordinatorUrl);
         after_machine();
         ev.status = answer.response ? std::string(protocol::to_string(answer.response->status)) : "";
         ev.epoch = m->epoch();
         ev.owned = m->owned();
       }
       cv.notify_all();
+      std::string fatal;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        fatal = m->fatal();
+      }
+      if (!fatal.empty()) {
+        deliver_events();  // onLost first
+        if (opts.onHeartbeat) opts.onHeartbeat(ev);
+        log("must stop: " + fatal);
+        if (opts.onFatal) opts.onFatal(fatal);
+        break;
+      }
       if (reaction.answered && !patternKnown) patternKnown = learn_key_pattern(client);
       if (opts.onHeartbeat) opts.onHeartbeat(ev);
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(reaction.waitMs);
@@ -365,15 +395,19 @@ struct Runtime::Impl {
       }
       log("XGROUP CREATE on shard " + std::to_string(shard) + ": " + e);
     }
-    // The first page holds one record: the one a failure left first. While it keeps failing, the
-    // records behind it are not delivered again (Redis counts every delivery).
+    // The first page holds one record: the one a failure (or a crash, or a handover) left first,
+    // and this claim is its next delivery, which Redis counts. The records behind it were not
+    // tried since their own delivery: they are claimed with JUSTID, which leaves their counts
+    // alone, so a failing record never uses up the retry allowance of the records after it.
     std::string cursor = "0-0";
     int count = 1;
+    bool justIds = false;
     do {
-      auto page = reader.autoclaim(shard, cursor, count);
+      auto page = reader.autoclaim(shard, cursor, count, justIds);
       if (!page.ok) return false;
       cursor = page.cursor;
       count = opts.readCount;
+      justIds = true;
       if (!process(reader, shard, page.records)) return false;
     } while (cursor != "0-0" && !stopping);
     return true;
@@ -469,11 +503,16 @@ Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<
                              ? dead_letter_key(impl_->opts.redis.ns, impl_->opts.streamPrefix, impl_->opts.group)
                              : impl_->opts.deadLetterKey;
   impl_->memberId =
-      !impl_->opts.memberId.empty() ? impl_->opts.memberId
+      !impl_->opts.memberId.empty() && impl_->opts.instanceId.empty() ? impl_->opts.memberId
       // A static member is its instance: each process start is a new member id of it, so that the
-      // coordinator gives it back its shards with no rebalance (a reused id needs a new epoch).
-      : !impl_->opts.instanceId.empty() ? impl_->opts.instanceId.substr(0, 119) + "." + incarnation().substr(0, 8)
-                                        : member_id_from_environment(std::to_string(impl_->opts.concurrency));
+      // coordinator gives it back its shards with no rebalance (a reused id needs a new epoch), and
+      // so that two processes of one instance never share an id: the second is then refused
+      // (UNRELEASED_INSTANCE_ID) while the first lives, and stops (a given memberId is only the id's
+      // first part).
+      : !impl_->opts.instanceId.empty()
+          ? (impl_->opts.memberId.empty() ? impl_->opts.instanceId : impl_->opts.memberId).substr(0, 119) + "." +
+                incarnation().substr(0, 8)
+                                        : member_id_from_environment();
   Membership::Options mo;
   mo.memberId = impl_->memberId;
   mo.incarnation = incarnation();
@@ -503,14 +542,16 @@ void Runtime::start() {
 }
 
 bool Runtime::shutdown(int64_t timeoutMs) {
+  bool fatal = false;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->m->leave();
+    fatal = !impl_->m->fatal().empty();
+    if (!fatal) impl_->m->leave();  // a member refused for good has nothing to hand back
     impl_->after_machine();
   }
   impl_->cv.notify_all();
   bool ok = false;
-  {
+  if (!fatal) {
     std::unique_lock<std::mutex> lock(impl_->mu);
     ok = impl_->cv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return impl_->m->left(); });
   }
@@ -519,8 +560,22 @@ bool Runtime::shutdown(int64_t timeoutMs) {
   for (auto& t : impl_->threads)
     if (t.joinable()) t.join();
   impl_->threads.clear();
-  impl_->log(ok ? "left the group" : "leave timed out; the coordinator will expire this member");
-  return ok;
+  bool unanswered = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    unanswered = impl_->m->left_unanswered();
+  }
+  if (!fatal)
+    impl_->log(unanswered ? "left without an answer from " + impl_->opts.coordinatorUrl +
+                                "; the coordinator will expire this member"
+               : ok       ? "left the group"
+                          : "leave timed out (" + impl_->opts.coordinatorUrl + "); the coordinator will expire this member");
+  return ok && !unanswered;
+}
+
+std::string Runtime::fatal() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->m->fatal();
 }
 
 Runtime::Stats Runtime::stats() const {

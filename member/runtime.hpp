@@ -42,7 +42,9 @@ struct RuntimeOptions {
   std::string streamKeyPattern;
   std::string streamPrefix;
   std::string group;
-  std::string memberId;  // empty: "<instanceId>.<random>" for a static member, else member_id_from_environment(concurrency suffix)
+  // Empty: member_id_from_environment(). A static member's id is always "<memberId or
+  // instanceId>.<random>", one per process (see instanceId).
+  std::string memberId;
   // Static membership (KIP-345): a stable id across restarts (a StatefulSet pod's name). A restart
   // within the coordinator's static session timeout gets the same shards back with no rebalance;
   // a graceful stop sends -2 rather than -1. Empty: a plain member.
@@ -57,6 +59,11 @@ struct RuntimeOptions {
   bool listenForChanges = true;
   std::function<void(const std::string&)> log;
   std::function<void(const HeartbeatEvent&)> onHeartbeat;
+  // The member was refused for good (UNRELEASED_INSTANCE_ID for longer than a lease: another live
+  // process holds its instance): it reads nothing and sends nothing more; the process should stop
+  // (rsc-consume exits 3).
+  // Called once, from the heartbeat thread, with why (it names the instance).
+  std::function<void(const std::string&)> onFatal;
 
   // What happens to the member's shards, as Kafka's ConsumerRebalanceListener tells it. Each is
   // called from the runtime's heartbeat thread, one call at a time and never while the runtime
@@ -102,8 +109,10 @@ struct DeadLetterNow : std::runtime_error {
 // deliveries, error, member, at (ms since the epoch), then the record's fields as "field:<name>".
 std::string dead_letter_key(const std::string& ns, const std::string& streamPrefix, const std::string& group);
 
-// memberId from env POD_IP, else the host's first non-loopback IPv4 address, plus ":" + suffix.
-std::string member_id_from_environment(const std::string& suffix);
+// A member id of its own for this process: "<host name>:<pid>:<6 random hex digits>".
+std::string member_id_from_environment();
+// env POD_IP, else the host's first non-loopback IPv4 address, else 127.0.0.1.
+std::string address_from_environment();
 
 class Runtime {
  public:
@@ -124,6 +133,8 @@ class Runtime {
   };
   Stats stats() const;
   const std::string& member_id() const;
+  // Why the member had to stop for good (see RuntimeOptions::onFatal); "" while it goes on.
+  std::string fatal() const;
 
  private:
   struct Impl;

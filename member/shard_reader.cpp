@@ -82,20 +82,43 @@ bool ShardReader::no_stream(const std::string& error) {
   return error.find("requires the key to exist") != std::string::npos;
 }
 
-ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& cursor, int count) {
+ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& cursor, int count, bool justIds) {
   Page p;
-  auto r = conn_.command({"XAUTOCLAIM", keyOf_(shard), group_, consumer_, "0", cursor, "COUNT", std::to_string(count)});
+  const std::string key = keyOf_(shard);
+  store::Command cmd{"XAUTOCLAIM", key, group_, consumer_, "0", cursor, "COUNT", std::to_string(count)};
+  if (justIds) cmd.push_back("JUSTID");  // Redis then leaves the delivery counts as they are
+  auto r = conn_.command(cmd);
   if (!r.ok() || r.value->is_error() || r.value->type != Value::Type::Array || r.value->elements.size() < 2) {
     p.error = r.ok() ? (r.value->is_error() ? r.value->str : "unexpected XAUTOCLAIM reply") : r.error.message;
     return p;
   }
   p.ok = true;
   p.cursor = r.value->elements[0].str;
-  append_entries(r.value->elements[1], shard, p.records);
-  if (p.records.empty()) return p;
-  // The delivery counts (XAUTOCLAIM has just added one to each).
-  auto d = conn_.command({"XPENDING", keyOf_(shard), group_, p.records.front().id, p.records.back().id,
-                          std::to_string(p.records.size()), consumer_});
+  std::vector<std::string> ids;
+  if (justIds) {
+    for (const auto& e : r.value->elements[1].elements)
+      if (e.type != Value::Type::Array) ids.push_back(e.str);
+  } else {
+    append_entries(r.value->elements[1], shard, p.records);
+    for (const auto& rec : p.records) ids.push_back(rec.id);
+  }
+  if (ids.empty()) return p;
+  // The records' fields (JUSTID named only their ids) and their delivery counts, in one round trip.
+  std::vector<store::Command> cmds;
+  if (justIds)
+    for (const auto& id : ids) cmds.push_back({"XRANGE", key, id, id});
+  cmds.push_back({"XPENDING", key, group_, ids.front(), ids.back(), std::to_string(ids.size()), consumer_});
+  auto replies = conn_.pipeline(cmds);
+  for (std::size_t i = 0; i + 1 < replies.size(); ++i) {
+    const auto& x = replies[i];
+    if (!x.ok() || x.value->is_error()) {
+      p.ok = false;
+      p.error = x.ok() ? x.value->str : x.error.message;
+      return p;
+    }
+    append_entries(*x.value, shard, p.records);  // a record deleted meanwhile has none: skipped
+  }
+  const auto& d = replies.back();
   if (!d.ok() || d.value->type != Value::Type::Array) {
     p.ok = false;
     p.error = d.ok() ? (d.value->is_error() ? d.value->str : "unexpected XPENDING reply") : d.error.message;

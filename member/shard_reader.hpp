@@ -35,8 +35,11 @@ class ShardReader {
     std::vector<Record> records;
   };
   // One XAUTOCLAIM page: entries pending for anyone in the group, from `cursor`, now this consumer's,
-  // each with its delivery count (read with XPENDING).
-  Page autoclaim(int32_t shard, const std::string& cursor, int count);
+  // each with its delivery count (read with XPENDING). Redis adds one to the count of each record
+  // it claims, unless `justIds` (JUSTID, the fields then read with XRANGE): a record's count is
+  // its own attempts, so the claim that brings back a failed record must not charge the records
+  // queued behind it, which were never tried.
+  Page autoclaim(int32_t shard, const std::string& cursor, int count, bool justIds = false);
   struct Read {
     enum class Outcome { Records, Refused, Lost } outcome = Outcome::Records;
     std::string error;             // Refused: Redis's error (e.g. NOGROUP); Lost: the connection's

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <future>
@@ -160,6 +161,48 @@ TEST_F(RuntimeTest, WithoutAnsweredHeartbeatsAMemberFencesItselfThenResumesWithI
   // The coordinator may have expired a meanwhile (its lease ran out too): either way a reads again.
   EXPECT_TRUE(eventually([&] { return processed.load() == 3; }, 8000));
   EXPECT_TRUE(a.shutdown(5000));
+}
+
+// Issue 51: a join that lands on a stalled store is answered RETRY at the pod's store deadline, yet
+// its write goes through once the store is back. The runtime sends it again with the same
+// requestId, so the pod replays the stored answer: no second incarnation of the member, nothing
+// held from it for a lease, its shards read as soon as the store answers.
+TEST(RuntimeRetriedJoin, AJoinStoredAfterItsAnswerSaidRetryIsReplayedNotTakenForANewIncarnation) {
+  RedisServer redis;
+  Coordinator coord(redis.port(), std::vector<std::string>{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
+                                   "2000", "--rebalance-timeout-ms", "5000", "--mutex-ttl-ms", "300",
+                                   "--store-deadline-ms", "200"});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
+  std::mutex mu;
+  std::vector<std::string> statuses;
+  auto o = runtime_options(coord, redis, "x");
+  o.onHeartbeat = [&](const member::HeartbeatEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    statuses.push_back(e.status);
+  };
+  // The group exists (a member came and went), so x's join is one write.
+  const std::string path = hb_path("orders", "billing", "w");
+  auto w = http_call(coord.port(), "POST", path, hb_body("w", 0).dump()).json();
+  ASSERT_EQ(w.value("status", ""), "OK") << w.dump();
+  w = http_call(coord.port(), "POST", path, hb_body("w", -1).dump()).json();
+  ASSERT_EQ(w.value("status", ""), "OK") << w.dump();
+  redis.pause();  // the join's write waits on the store past the pod's deadline
+  member::Runtime x(o, [](const member::Record&, int64_t) {});
+  x.start();
+  const bool retried = eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::count(statuses.begin(), statuses.end(), "RETRY") >= 2;
+  }, 3000);
+  redis.resume();
+  ASSERT_TRUE(retried) << coord.log();
+  const auto resumed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return x.stats().owned.size() == 2; }, 5000)) << coord.log();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - resumed).count();
+  std::printf("retried join: both shards read %ld ms after the store came back (lease 2000 ms)\n", static_cast<long>(ms));
+  EXPECT_LT(ms, 1000) << "nothing held from the member for a lease\n" << coord.log();
+  EXPECT_EQ(coord.log().find("rejoined member=x"), std::string::npos) << "one incarnation\n" << coord.log();
+  EXPECT_EQ(x.stats().rejoins, 0);
+  EXPECT_TRUE(x.shutdown(5000));
 }
 
 // The rest of a batch that comes back (or, here, is reached) only after the self-fence deadline is
@@ -497,7 +540,7 @@ TEST(RuntimeOverTls, TheCoordinatorAndTwoMembersWorkOnATlsOnlyRedis) {
   ro.tlsAuthClients = true;
   RedisServer redis(ro);
   const auto& pki = rsc::testing::TestPki::get();
-  Coordinator coord(redis.port(), {"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
+  Coordinator coord(redis.port(), std::vector<std::string>{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
                                    "1500", "--redis-tls-ca-file", pki.ca(), "--redis-tls-cert-file", pki.clientCert(),
                                    "--redis-tls-key-file", pki.clientKey()});
   ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200) << coord.log();
@@ -720,13 +763,66 @@ TEST(HttpClient, AServerThatNeverAnswersCostsTheTimeoutNotMore) {
   EXPECT_LT(ms, 2000) << "the call must not hang past its 300 ms timeout";
 }
 
-TEST(MemberId, ComesFromPodIpAndASuffix) {
+// Issue 51: with no coordinator at all, the log names the URL it keeps failing to reach, and a
+// graceful stop ends after a few unanswered leaves instead of waiting out its timeout.
+TEST(RuntimeWithoutCoordinator, TheLogNamesTheUrlAndAStopIsQuick) {
+  RedisServer redis;
+  const int port = free_loopback_port();  // nobody listens there
+  member::RuntimeOptions o;
+  o.coordinatorUrl = "http://127.0.0.1:" + std::to_string(port);
+  o.redis = redis.client_options();
+  o.streamPrefix = "orders";
+  o.group = "billing";
+  o.memberId = "lonely";
+  std::mutex mu;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(l);
+  };
+  auto said = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& l : lines)
+      if (l.find(what) != std::string::npos) return true;
+    return false;
+  };
+  member::Runtime x(o, [](const member::Record&, int64_t) {});
+  x.start();
+  EXPECT_TRUE(eventually([&] { return said("heartbeat failed") && said(o.coordinatorUrl); }, 3000))
+      << "the failing calls name " << o.coordinatorUrl;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(x.shutdown(15000)) << "not a graceful leave: nobody answered it";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("stop with no coordinator: %ld ms\n", static_cast<long>(ms));
+  EXPECT_LT(ms, 3000);
+  EXPECT_TRUE(said("left without an answer from " + o.coordinatorUrl));
+}
+
+// Issue 51: the default id is the process's own (host, pid, a random part), so two consumers on
+// one host never share one and fence each other in a loop.
+TEST(MemberId, IsTheHostThePidAndARandomPartUniquePerCall) {
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const auto a = member::member_id_from_environment();
+  const auto b = member::member_id_from_environment();
+  EXPECT_NE(a, b) << "two runtimes in one process get two ids";
+  EXPECT_TRUE(protocol::valid_name(a)) << a;
+  EXPECT_EQ(a.rfind(std::string(host).substr(0, 20), 0), 0u) << "starts with the host name: " << a;
+  EXPECT_NE(a.find(":" + std::to_string(::getpid()) + ":"), std::string::npos) << "names the process: " << a;
   setenv("POD_IP", "10.1.2.3", 1);
-  EXPECT_EQ(member::member_id_from_environment("4"), "10.1.2.3:4");
+  EXPECT_EQ(member::address_from_environment(), "10.1.2.3");
   unsetenv("POD_IP");
-  const auto id = member::member_id_from_environment("1");
-  EXPECT_EQ(id.substr(id.size() - 2), ":1");
-  EXPECT_TRUE(protocol::valid_name(id)) << id;
+  // A static member's id is one per process even when a member id is given: two processes of one
+  // instance never share an id (the older then hears FENCED_INSTANCE_ID and stops).
+  member::RuntimeOptions o;
+  o.memberId = "dup-m";
+  o.instanceId = "dup";
+  member::Runtime r1(o, [](const member::Record&, int64_t) {}), r2(o, [](const member::Record&, int64_t) {});
+  EXPECT_EQ(r1.member_id().rfind("dup-m.", 0), 0u) << r1.member_id();
+  EXPECT_NE(r1.member_id(), r2.member_id());
+  o.instanceId.clear();
+  member::Runtime plain(o, [](const member::Record&, int64_t) {});
+  EXPECT_EQ(plain.member_id(), "dup-m") << "a plain member's given id is kept as it is";
 }
 
 // ---- the shard reader on a Redis Cluster -------------------------------------------------------

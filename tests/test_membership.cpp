@@ -301,12 +301,132 @@ TEST_F(MembershipMachine, WorkersSplitTheShardsAndNeverShareOne) {
 }
 
 TEST_F(MembershipMachine, RequestIdsAreUniqueAndCarryTheIncarnation) {
+  joined({0});
   const auto a = m.next_request(now).requestId;
+  m.on_response(answer(HeartbeatStatus::OK, 1, {0}), now);
   const auto b = m.next_request(now).requestId;
   EXPECT_NE(a, b);
   EXPECT_NE(a.find("inc"), std::string::npos);
   Membership restarted{{"m", "other", 2, 0}};
   EXPECT_NE(restarted.next_request(now).requestId, a) << "a restart does not repeat an old requestId";
+}
+
+// Issue 51: a join the coordinator stored but whose answer was lost (a timeout) or said RETRY (its
+// store deadline passed while the write went through) is sent again with the same requestId, so
+// the coordinator replays its answer instead of taking it for a new incarnation of the id (which
+// fences the first and holds its shards until its lease ends).
+TEST_F(MembershipMachine, AnUnansweredJoinIsResentWithItsRequestIdUntilItIsAnswered) {
+  const auto join = m.next_request(now);
+  ASSERT_EQ(join.memberEpoch, 0);
+  m.on_no_answer("timeout");
+  EXPECT_EQ(m.next_request(now).requestId, join.requestId) << "after a timeout";
+  m.on_response(refusal(HeartbeatStatus::RETRY, "store deadline"), now);
+  EXPECT_EQ(m.next_request(now).requestId, join.requestId) << "after RETRY";
+  m.on_response(answer(HeartbeatStatus::OK, 1, {0}), now);
+  const auto beat = m.next_request(now);
+  EXPECT_EQ(beat.memberEpoch, 1);
+  EXPECT_NE(beat.requestId, join.requestId) << "answered: the next request is a new one";
+  m.on_no_answer("timeout");
+  EXPECT_NE(m.next_request(now).requestId, beat.requestId)
+      << "only a join is resent as it was: a heartbeat's report may have changed meanwhile";
+  // Fenced: the rejoin is a new request (the coordinator answered the last join already).
+  m.on_response(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "stale"), now);
+  const auto rejoin = m.next_request(now);
+  EXPECT_EQ(rejoin.memberEpoch, 0);
+  EXPECT_NE(rejoin.requestId, join.requestId);
+  m.on_no_answer("timeout");
+  m.leave();
+  const auto leave = m.next_request(now);
+  EXPECT_EQ(leave.memberEpoch, -1);
+  EXPECT_NE(leave.requestId, rejoin.requestId) << "a leave is never taken for the join it follows";
+}
+
+// Issue 51: three times in a row a member fenced again soon after it rejoined: the log says plainly
+// that another process probably uses its member id.
+TEST_F(MembershipMachine, BeingFencedAgainAndAgainIsSaidPlainlyInTheLog) {
+  joined({0});
+  for (int i = 0; i < 2; ++i) {
+    exchange(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "stale"));
+    exchange(answer(HeartbeatStatus::OK, 3 + i, {0}));
+  }
+  auto log = m.take_log();
+  for (const auto& l : log) EXPECT_EQ(l.find("another process"), std::string::npos) << "not after two: " << l;
+  exchange(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "stale"));
+  log = m.take_log();
+  bool said = false;
+  for (const auto& l : log) said = said || l.find("another process is probably using member id 'm'") != std::string::npos;
+  EXPECT_TRUE(said);
+  now += (Membership::kRepeatedFenceWindowMs + 1) * kMs;  // fences far apart say nothing
+  exchange(answer(HeartbeatStatus::OK, 9, {0}));
+  m.take_log();
+  exchange(refusal(HeartbeatStatus::FENCED_MEMBER_EPOCH, "stale"));
+  for (const auto& l : m.take_log()) EXPECT_EQ(l.find("another process"), std::string::npos) << l;
+}
+
+// Issue 51: a join refused UNRELEASED_INSTANCE_ID (another member id holds the instance live) is
+// tried again at the interval: a crashed holder's lease ends and the join goes through. Refused for
+// longer than a lease plus two intervals and a grace, the holder is alive: the member stops for
+// good, fatal() naming the instance, and nothing more is sent or read.
+TEST(StaticMembership, RefusedJoinsAreTriedForALeaseThenTheMemberStopsForGood) {
+  auto refused = [] {
+    HeartbeatResponse r = answer(HeartbeatStatus::OK, 0);
+    r.status = HeartbeatStatus::UNRELEASED_INSTANCE_ID;
+    r.assignment.reset();
+    r.message = "instance pod-2 is held by live member 's.1' (its lease ends in 1500ms unless it heartbeats)";
+    r.errorField = "instanceId";
+    return r;
+  };
+  const int64_t giveUpMs = kLeaseMs + 2 * kIntervalMs + Membership::kInstanceGraceMs;
+  {  // a crashed holder: its lease ends, the join goes through
+    Membership m{{"s.2", "inc", 1, 0, "pod-2"}};
+    int64_t now = 1000 * kMs;
+    for (int i = 0; i < 5; ++i, now += kIntervalMs * kMs) {
+      EXPECT_EQ(m.next_request(now).memberEpoch, 0);
+      const auto r = m.on_response(refused(), now);
+      EXPECT_EQ(r.waitMs, kIntervalMs) << "tried again at the interval";
+    }
+    EXPECT_TRUE(m.fatal().empty());
+    m.next_request(now);
+    m.on_response(answer(HeartbeatStatus::OK, 1, {0}), now);
+    EXPECT_TRUE(m.may_read(0, now));
+    EXPECT_TRUE(m.fatal().empty());
+  }
+  {  // a live holder: refused for longer than a lease
+    Membership m{{"s.2", "inc", 1, 0, "pod-2"}};
+    const int64_t start = 1000 * kMs;
+    int64_t now = start;
+    while (m.fatal().empty() && now - start <= (giveUpMs + kIntervalMs) * kMs) {
+      m.next_request(now);
+      m.on_response(refused(), now);
+      if (m.fatal().empty()) now += kIntervalMs * kMs;
+    }
+    ASSERT_FALSE(m.fatal().empty());
+    EXPECT_GE(now - start, giveUpMs * kMs) << "not before a lease of refusals";
+    EXPECT_NE(m.fatal().find("instance pod-2"), std::string::npos) << m.fatal();
+    EXPECT_NE(m.fatal().find("another process of this instance is running"), std::string::npos) << m.fatal();
+    EXPECT_FALSE(m.may_process(now));
+  }
+}
+
+// Issue 51: a leave nobody answers (no coordinator at all) ends after three tries once nothing is
+// in the handler, instead of the stop waiting out its timeout; not while a record is in flight.
+TEST_F(MembershipMachine, ALeaveNobodyAnswersEndsAfterThreeTriesOnceNothingIsInFlight) {
+  joined({0});
+  const auto lease = m.take_shards(0, now);
+  ASSERT_EQ(lease.shards, (std::vector<int32_t>{0}));
+  ASSERT_TRUE(m.begin_record(0, now));
+  m.leave();
+  for (int i = 0; i < 5; ++i) {
+    m.next_request(now);
+    m.on_no_answer("connection refused from http://x");
+  }
+  EXPECT_FALSE(m.left()) << "a record is still in the handler";
+  m.record_done(0, "1-0", true);
+  m.release(lease.shards);
+  m.next_request(now);
+  m.on_no_answer("connection refused from http://x");
+  EXPECT_TRUE(m.left());
+  EXPECT_TRUE(m.left_unanswered());
 }
 
 // ---- SPEC §6 traps -----------------------------------------------------------------------

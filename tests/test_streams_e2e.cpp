@@ -104,6 +104,7 @@ class StreamsRun {
                                   "--max-deliveries", "4", "--retry-backoff-ms", "20", "--retry-backoff-max-ms", "100"};
     if (instanceId.empty()) args.insert(args.end(), {"--member-id", memberId.empty() ? id : memberId});
     else args.insert(args.end(), {"--instance-id", instanceId});
+    if (!instanceId.empty() && !memberId.empty()) args.insert(args.end(), {"--member-id", memberId});
     consumers[id] = std::make_unique<Process>(args, dir + "/" + id + ".out");
   }
   // How many heartbeats of the process's log were answered `status`.
@@ -690,12 +691,12 @@ struct ExecRun {
     ASSERT_TRUE(redis.admin().command({"XADD", "orders:" + std::to_string(shard), "*", "key", key}).ok());
   }
   std::unique_ptr<Process> consumer(const std::string& flag, const std::string& cmd, const std::string& id = "x",
-                                    const std::string& backoffMs = "20") {
+                                    const std::string& backoffMs = "20", const std::string& maxDeliveries = "3") {
     return std::make_unique<Process>(
         std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(pod.port()),
                                  "--redis", "127.0.0.1:" + std::to_string(redis.port()), "--stream", "orders", "--group",
-                                 "billing", "--member-id", id, flag, cmd, "--max-deliveries", "3", "--retry-backoff-ms",
-                                 backoffMs, "--retry-backoff-max-ms", backoffMs},
+                                 "billing", "--member-id", id, flag, cmd, "--max-deliveries", maxDeliveries,
+                                 "--retry-backoff-ms", backoffMs, "--retry-backoff-max-ms", backoffMs},
         dir + "/consumer-" + id + ".out");
   }
   std::vector<std::map<std::string, std::string>> dead_letters() {
@@ -707,6 +708,17 @@ struct ExecRun {
       const auto& kv = e.elements[1].elements;
       for (std::size_t i = 0; i + 1 < kv.size(); i += 2) f[kv[i].str] = kv[i + 1].str;
       out.push_back(std::move(f));
+    }
+    return out;
+  }
+  // Each record the handler saw, in order: its "key" and the delivery count it was handed.
+  std::vector<std::pair<std::string, int>> seen_deliveries() {
+    std::vector<std::pair<std::string, int>> out;
+    std::ifstream in(dir + "/seen.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = json::parse(line, nullptr, false);
+      if (!j.is_discarded()) out.emplace_back(j["fields"]["key"], j["deliveries"].get<int>());
     }
     return out;
   }
@@ -830,6 +842,130 @@ TEST(Consume, APoisonRecordIsTriedExactlyMaxDeliveriesTimesAcrossASigkillAndAHan
   EXPECT_EQ(dead[0].at("error"), "exit 1");
   b->signal(SIGTERM);
   EXPECT_EQ(b->wait(10000), 0);
+}
+
+// Issue 51: two consumers on one host without --member-id get ids of their own (host, pid and a
+// random part), so they share the group instead of fencing each other in a loop.
+TEST(Consume, TwoConsumersOnOneHostWithoutAMemberIdShareTheGroup) {
+  ExecRun run;
+  auto start = [&](const std::string& name) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(run.pod.port()),
+                                 "--redis", "127.0.0.1:" + std::to_string(run.redis.port()), "--stream", "orders",
+                                 "--group", "billing"},
+        run.dir + "/" + name + ".out");
+  };
+  auto a = start("a");
+  auto b = start("b");
+  auto settled = [&](const json& d) {
+    if (!d.is_object() || !d.contains("members")) return false;  // no group yet
+    int live = 0, shards = 0;
+    for (const auto& m : d["members"]) {
+      if (m["state"] == "EXPIRED" || m["state"] == "FENCED") continue;
+      ++live;
+      shards += static_cast<int>(m["assignedShards"].size());
+    }
+    return live == 2 && shards == 2 && d["state"] == "STABLE";
+  };
+  json d;
+  ASSERT_TRUE(within([&] { return settled(d = http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/groups/billing").json()); }, 10000))
+      << d.dump() << "\n" << a->output() << b->output();
+  const int epoch = d["groupEpoch"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  d = http_call(run.pod.port(), "GET", "/coord/v1/streams/orders/groups/billing").json();
+  EXPECT_EQ(d["groupEpoch"], epoch) << "nobody fences anybody: " << d.dump();
+  EXPECT_TRUE(settled(d)) << d.dump();
+  std::set<std::string> ids;
+  for (const auto& m : d["members"]) ids.insert(m["memberId"].get<std::string>());
+  for (const auto& id : ids)
+    EXPECT_TRUE(id.find(std::to_string(a->pid())) != std::string::npos ||
+                id.find(std::to_string(b->pid())) != std::string::npos)
+        << "the id names its process: " << id;
+  a->signal(SIGTERM);
+  b->signal(SIGTERM);
+  EXPECT_EQ(a->wait(10000), 0);
+  EXPECT_EQ(b->wait(10000), 0);
+}
+
+// A record's allowance is its own (issue 51): records queued behind failing ones are not charged
+// for the claims that bring the failing ones back. The first read holds three records that always
+// fail, one that fails twice then succeeds, and six good ones; --max-deliveries 4.
+namespace {
+void expect_own_allowance(ExecRun& run, Process& c) {
+  ASSERT_TRUE(within([&] {
+    const auto s = run.seen_deliveries();
+    return !s.empty() && s.back().first == "g6";
+  }, 30000)) << c.output();
+  std::map<std::string, std::vector<int>> got;
+  for (const auto& [k, d] : run.seen_deliveries()) got[k].push_back(d);
+  for (const char* f : {"f1", "f2", "f3"})
+    EXPECT_EQ(got[f], (std::vector<int>{1, 2, 3, 4})) << f << " is tried exactly 4 times, counted from 1\n" << c.output();
+  EXPECT_EQ(got["flaky"], (std::vector<int>{1, 2, 3})) << "fails twice, succeeds on its 3rd attempt\n" << c.output();
+  for (int i = 1; i <= 6; ++i)
+    EXPECT_EQ(got["g" + std::to_string(i)], (std::vector<int>{1})) << "a good record is processed on its 1st delivery";
+  const auto dead = run.dead_letters();
+  ASSERT_EQ(dead.size(), 3u) << c.output();
+  for (std::size_t i = 0; i < dead.size(); ++i) {
+    EXPECT_EQ(dead[i].at("field:key"), "f" + std::to_string(i + 1));
+    EXPECT_EQ(dead[i].at("deliveries"), "4");
+  }
+}
+}  // namespace
+
+TEST(Consume, ExecRecordsBehindFailingOnesKeepTheirOwnRetryAllowance) {
+  ExecRun run;
+  std::ofstream(run.dir + "/handler.sh") << "rec=$(cat)\n"
+                                            "printf '%s\\n' \"$rec\" >> " + run.dir + "/seen.jsonl\n"
+                                            "case \"$rec\" in\n"
+                                            "  *'\"key\":\"flaky\"'*) echo x >> " + run.dir + "/flaky; [ $(wc -l < " + run.dir + "/flaky) -ge 3 ] || exit 75;;\n"
+                                            "  *'\"key\":\"f'*) exit 3;;\n"
+                                            "esac\n";
+  for (const char* k : {"f1", "f2", "f3", "flaky", "g1", "g2", "g3", "g4", "g5", "g6"}) run.add(0, k);
+  auto c = run.consumer("--exec", "sh " + run.dir + "/handler.sh", "x", "20", "4");
+  expect_own_allowance(run, *c);
+  c->signal(SIGTERM);
+  EXPECT_EQ(c->wait(10000), 0);
+}
+
+TEST(Consume, ExecLinesRecordsBehindFailingOnesKeepTheirOwnRetryAllowance) {
+  ExecRun run;
+  std::ofstream(run.dir + "/lines.sh") << "n=0\n"
+                                          "while read -r rec; do\n"
+                                          "  printf '%s\\n' \"$rec\" >> " + run.dir + "/seen.jsonl\n"
+                                          "  case \"$rec\" in\n"
+                                          "    *'\"key\":\"flaky\"'*) n=$((n+1)); if [ $n -ge 3 ]; then echo ok; else echo 'retry busy'; fi;;\n"
+                                          "    *'\"key\":\"f'*) echo 'fail: downstream refused';;\n"
+                                          "    *) echo ok;;\n"
+                                          "  esac\n"
+                                          "done\n";
+  for (const char* k : {"f1", "f2", "f3", "flaky", "g1", "g2", "g3", "g4", "g5", "g6"}) run.add(0, k);
+  auto c = run.consumer("--exec-lines", "sh " + run.dir + "/lines.sh", "x", "20", "4");
+  expect_own_allowance(run, *c);
+  c->signal(SIGTERM);
+  EXPECT_EQ(c->wait(10000), 0);
+}
+
+// --exec's own "dead-letter now": exit 65 (EX_DATAERR, the input is bad) sends the record to the
+// dead-letter stream on its first attempt, with its stderr as the error.
+TEST(Consume, ExecExit65DeadLettersAtOnce) {
+  ExecRun run;
+  std::ofstream(run.dir + "/handler.sh") << "rec=$(cat)\n"
+                                            "printf '%s\\n' \"$rec\" >> " + run.dir + "/seen.jsonl\n"
+                                            "case \"$rec\" in *'\"key\":\"bad\"'*) echo 'schema 9 is not supported' >&2; exit 65;; esac\n";
+  for (const char* k : {"k1", "bad", "k2"}) run.add(0, k);
+  auto c = run.consumer("--exec", "sh " + run.dir + "/handler.sh", "x", "20", "4");
+  ASSERT_TRUE(within([&] {
+    const auto s = run.seen();
+    return !s.empty() && s.back() == "k2";
+  }, 15000)) << c->output();
+  EXPECT_EQ(run.seen(), (std::vector<std::string>{"k1", "bad", "k2"}));
+  const auto dead = run.dead_letters();
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].at("field:key"), "bad");
+  EXPECT_EQ(dead[0].at("deliveries"), "1");
+  EXPECT_EQ(dead[0].at("error"), "exit 65: schema 9 is not supported");
+  c->signal(SIGTERM);
+  EXPECT_EQ(c->wait(10000), 0);
 }
 
 // ---- what Redis holds: lag read by the coordinator, members or not (issue 28) ------------------
@@ -1562,6 +1698,42 @@ TEST(StaticMembers, AKilledStaticMemberRestartedWithItsInstanceIdGetsItsShardsBa
   run.check(run.all_records(), 0);
   std::cout << "static member SIGKILLed and restarted: its shards back " << unreadS
             << " s after the kill (lease 2 s), group epoch unchanged at " << epoch << "\n";
+}
+
+// Issue 51: two live processes of one instance. The second is refused (UNRELEASED_INSTANCE_ID)
+// while the first lives: the first keeps its shards, nobody is fenced, the group epoch never moves;
+// after a lease of refusals the second stops, non-zero, naming the instance (they used to fence
+// each other in a loop, the group epoch climbing by hundreds a second). Both with the runtime's own
+// member ids and with one --member-id given to both (the runtime then makes it one id per process).
+TEST(StaticMembers, ASecondProcessOfALiveInstanceIsRefusedThenStopsAndTheGroupNeverMoves) {
+  for (const std::string memberId : {"", "dup-m"}) {
+    SCOPED_TRACE(memberId.empty() ? "member ids made by the runtime" : "--member-id dup-m for both");
+    RedisServer redis;
+    StreamsRun run("127.0.0.1:" + std::to_string(redis.port()), seed_from_env() + 5);
+    const int pod = run.podA.port();
+    run.start_consumer("other");
+    run.start_consumer("first", memberId, "dup");
+    auto d = wait_settled(pod, 2, 16);
+    const int epoch = d["groupEpoch"];
+    const auto before = live_assignment(d);
+    run.start_consumer("second", memberId, "dup");
+    const auto started = std::chrono::steady_clock::now();
+    const int rc = run.consumers["second"]->wait(10000);
+    const double stoppedS = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const std::string out = run.consumers["second"]->output();
+    EXPECT_EQ(rc, 3) << "the second process stops as refused for good\n" << out;
+    EXPECT_NE(out.find("UNRELEASED_INSTANCE_ID"), std::string::npos) << out;
+    EXPECT_NE(out.find("instance dup"), std::string::npos) << "it names the instance: " << out;
+    EXPECT_GE(stoppedS, 2.0) << "not before a lease (2 s) of refusals";
+    d = describe_billing(pod);
+    EXPECT_EQ(d["groupEpoch"], epoch) << "the group never moved: " << d.dump();
+    EXPECT_EQ(live_assignment(d), before) << "the first keeps its shards";
+    EXPECT_EQ(run.heard_count("first", "FENCED_MEMBER_EPOCH"), 0);
+    EXPECT_EQ(run.consumers["first"]->wait(0), -1) << "the first reads on\n" << run.consumers["first"]->output();
+    std::printf("two processes of instance dup%s: the second refused, stopped (exit %d) %.2f s after it started; "
+                "group epoch %d before and after, the first's shards unchanged\n",
+                memberId.empty() ? "" : " (one --member-id)", rc, stoppedS, d["groupEpoch"].get<int>());
+  }
 }
 
 namespace {

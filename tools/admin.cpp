@@ -268,6 +268,10 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--help" || a == "-h") help = true;
+    else if (a == "--version") {
+      std::cout << "rsc-admin " << RSC_VERSION << "\n";
+      return kOk;
+    }
     else if (a == "--coordinator") url = value("a URL");
     else if (a == "--token") token = value("a token");
     else if (rsc::member::apply_client_tls_flag(coordinatorTls, a, [&] { return value("a file"); })) {}

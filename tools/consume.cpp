@@ -22,6 +22,7 @@
 // SIGTERM or SIGINT: leave the group gracefully (epoch -1), drain, exit 0.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -40,20 +41,24 @@
 using namespace rsc;
 
 namespace {
+// `why` empty: the help asked for (stdout, exit 0); else a usage error (stderr, exit 2).
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "rsc-consume: " << why << "\n"
-            << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
+  std::ostream& os = why.empty() ? std::cout : std::cerr;
+  if (!why.empty()) os << "rsc-consume: " << why << "\n";
+  os << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
                "                   --stream PREFIX --group G [--member-id ID] [--instance-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
                "                   [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
                "                   " << member::kClientTlsFlagsUsage << "\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
             << "--instance-id (or RSC_INSTANCE_ID, e.g. a StatefulSet pod's name): a static member, whose shards wait for\n"
-               "it across a restart (SIGTERM leaves with -2) within the coordinator's static session timeout.\n"
+               "it across a restart (SIGTERM leaves with -2) within the coordinator's static session timeout. Its member id\n"
+               "is one per process (--member-id, if given, is its first part); while another live process holds the instance,\n"
+               "joins are refused (UNRELEASED_INSTANCE_ID), and after a lease of refusals this one exits 3.\n"
                "Environment: RSC_TOKEN, RSC_INSTANCE_ID, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
                "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
                "RSC_REDIS_TLS_SERVER_NAME; flags override them.\n";
-  std::exit(2);
+  std::exit(why.empty() ? 0 : 2);
 }
 }  // namespace
 
@@ -99,7 +104,11 @@ int main(int argc, char** argv) {
     else if (a == "--fail-every") failEvery = std::max(0L, std::atol(val().c_str()));
     else if (a == "--exec") execCmd = val();
     else if (a == "--exec-lines") execLines = val();
-    else if (a == "--help" || a == "-h") usage("help");
+    else if (a == "--help" || a == "-h") usage("");
+    else if (a == "--version") {
+      std::cout << "rsc-consume " << RSC_VERSION << "\n";
+      return 0;
+    }
     else if (std::string error; store::apply_redis_flag(o.redis, a, val, error)) {
       if (!error.empty()) usage(error);
     } else usage("unknown argument " + a);
@@ -116,6 +125,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);  // the runtime's onFatal: stop for good
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   FILE* out = nullptr;
@@ -132,6 +142,7 @@ int main(int argc, char** argv) {
     std::fflush(out);
   };
   o.log = [](const std::string& m) { log::info(m); };
+  o.onFatal = [](const std::string&) { ::kill(::getpid(), SIGUSR1); };
   std::string memberId;
   o.onHeartbeat = [&](const member::HeartbeatEvent& e) {
     if (e.status.empty()) return;
@@ -166,6 +177,7 @@ int main(int argc, char** argv) {
   runtime.start();
   int sig = 0;
   sigwait(&signals, &sig);
+  const std::string fatal = rt->fatal();
   const bool left = rt->shutdown(15000);
   const auto s = rt->stats();
   log::info("rsc-consume " + memberId + ": processed " + std::to_string(s.processed) + " records, " +
@@ -173,5 +185,9 @@ int main(int argc, char** argv) {
             std::to_string(s.failedAttempts) + " failed attempts, " + std::to_string(s.retried) + " retried, " +
             std::to_string(s.deadLettered) + " dead-lettered");
   if (out) std::fclose(out);
+  if (!fatal.empty()) {
+    log::error("rsc-consume " + memberId + " stops: " + fatal);
+    return 3;
+  }
   return left ? 0 : 1;
 }

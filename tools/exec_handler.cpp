@@ -127,7 +127,10 @@ void run_per_record(const std::string& cmd, const member::Record& r) {
   if (err.size() > 300) err = "..." + err.substr(err.size() - 300);
   while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 75) throw member::RetryLater("exit 75" + (err.empty() ? "" : ": " + err));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExitRetryLater)
+    throw member::RetryLater("exit 75" + (err.empty() ? "" : ": " + err));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExitDeadLetterNow)
+    throw member::DeadLetterNow("exit 65" + (err.empty() ? "" : ": " + err));
   const std::string how = WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
                                             : "signal " + std::to_string(WTERMSIG(status));
   throw std::runtime_error(how + (err.empty() ? "" : ": " + err));

@@ -12,8 +12,11 @@ namespace rsc::tools {
 std::string record_json(const member::Record& r);
 
 // --exec CMD: `sh -c CMD` per record, the record on its stdin. Exit 0: done; exit 75
-// (EX_TEMPFAIL): retry later (member::RetryLater); any other status, or a signal: a failed attempt
-// (std::runtime_error with the status and the end of its stderr).
+// (EX_TEMPFAIL): retry later (member::RetryLater); exit 65 (EX_DATAERR, the record itself is bad):
+// dead-letter it now, without the retries (member::DeadLetterNow); any other status, or a signal:
+// a failed attempt (std::runtime_error with the status and the end of its stderr).
+constexpr int kExitRetryLater = 75;
+constexpr int kExitDeadLetterNow = 65;
 void run_per_record(const std::string& cmd, const member::Record& r);
 
 // --exec-lines CMD: one long-lived `sh -c CMD` per worker thread, reading one record per line on

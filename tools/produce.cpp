@@ -44,9 +44,11 @@ namespace {
 volatile std::sig_atomic_t stopSignal = 0;
 void on_signal(int sig) { stopSignal = sig; }
 
+// `why` empty: the help asked for (stdout, exit 0); else a usage error (stderr, exit 2).
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "rsc-produce: " << why << "\n"
-            << "usage: rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX (--count N | --stdin)\n"
+  std::ostream& os = why.empty() ? std::cout : std::cerr;
+  if (!why.empty()) os << "rsc-produce: " << why << "\n";
+  os << "usage: rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX (--count N | --stdin)\n"
                "                   [--coordinator URL [--group G] | --shards N --key-pattern P]\n"
                "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n"
                "                   [--refresh-ms T] [--max-len N] [--token T] [--seq-start S]\n"
@@ -55,7 +57,7 @@ void on_signal(int sig) { stopSignal = sig; }
             << "                   " << store::kRedisFlagsUsage << "\n"
             << "Environment: RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS and\n"
                "RSC_REDIS_TLS_{CA_FILE,CA_DIR,CERT_FILE,KEY_FILE,SERVER_NAME}; flags override them.\n";
-  std::exit(2);
+  std::exit(why.empty() ? 0 : 2);
 }
 
 // Whole lines from stdin as they arrive: each read() hands over what is there, so a slow pipe is
@@ -136,7 +138,11 @@ int main(int argc, char** argv) {
     else if (a == "--seq-start") seqStart = num();
     else if (a == "--token") po.token = val();
     else if (member::apply_client_tls_flag(po.coordinatorTls, a, val)) {}
-    else if (a == "--help" || a == "-h") usage("help");
+    else if (a == "--help" || a == "-h") usage("");
+    else if (a == "--version") {
+      std::cout << "rsc-produce " << RSC_VERSION << "\n";
+      return 0;
+    }
     else if (std::string error; store::apply_redis_flag(o, a, val, error)) {
       if (!error.empty()) usage(error);
     } else usage("unknown argument " + a);
