@@ -160,13 +160,51 @@ std::string flag_name(const std::string& key) {
   return "--" + key + "-ms";
 }
 
+// An object's keys must all be among `known`: a typo is refused with the key's path, never
+// ignored (a misspelt setting would silently keep its default, or leave a token unscoped).
+void only_known(const json& obj, const std::string& path, const std::string& where,
+                std::initializer_list<const char*> known) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    std::string names;
+    for (const char* k : known) {
+      ok = ok || it.key() == k;
+      names += (names.empty() ? "" : ", ") + std::string(k);
+    }
+    if (!ok) throw Bad{path + ": " + where + it.key() + ": unknown setting (" + names + ")"};
+  }
+}
+
+// The line and column of byte `offset` (1-based) in `text`.
+std::string line_and_column(const std::string& text, std::size_t offset) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
 void load_file(Config& c, const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Bad{"--config: cannot read " + path};
   std::stringstream ss;
   ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw Bad{path + ": not a JSON object"};
+  const std::string text = ss.str();
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based position of the byte that could not be read.
+    throw Bad{path + ": not valid JSON at " + line_and_column(text, e.byte > 0 ? e.byte - 1 : 0) + ": " +
+              std::string(e.what()).substr(std::string(e.what()).find(':') + 2)};
+  }
+  if (!j.is_object()) throw Bad{path + ": not a JSON object"};
+  only_known(j, path, "", {"listen", "advertise", "redis", "tls", "coordinator", "groups", "auth"});
   auto str = [&](const json& o, const char* k, const std::string& where) -> std::optional<std::string> {
     if (!o.contains(k)) return std::nullopt;
     if (!o[k].is_string()) throw Bad{path + ": " + where + " must be a string"};
@@ -177,6 +215,7 @@ void load_file(Config& c, const std::string& path) {
   if (j.contains("redis")) {
     const auto& r = j["redis"];
     if (!r.is_object()) throw Bad{path + ": redis must be an object"};
+    only_known(r, path, "redis.", {"address", "cluster", "user", "password", "passwordFile", "tls", "namespace"});
     if (auto v = str(r, "address", "redis.address")) set_redis(c, *v, path + ": redis.address");
     if (r.contains("cluster")) {
       if (!r["cluster"].is_boolean()) throw Bad{path + ": redis.cluster must be true or false"};
@@ -218,15 +257,25 @@ void load_file(Config& c, const std::string& path) {
     if (!co.is_object()) throw Bad{path + ": coordinator must be an object"};
     for (auto it = co.begin(); it != co.end(); ++it) {
       const std::string where = path + ": coordinator." + it.key();
-      if (it.key() == "consumer-group-start") {
+      // The flag's spelling is taken too: "heartbeat-interval-ms" as well as "heartbeat-interval".
+      std::string key = it.key();
+      if (key.size() > 3 && key.compare(key.size() - 3, 3, "-ms") == 0 && !is_count(key.substr(0, key.size() - 3)) &&
+          std::find(kNumeric.begin(), kNumeric.end(), key.substr(0, key.size() - 3)) != kNumeric.end())
+        key.resize(key.size() - 3);
+      if (key == "consumer-group-start") {
         if (!it->is_string()) throw Bad{where + " must be \"0\" or \"$\""};
         set_group_start(c, it->get<std::string>(), where);
         continue;
       }
+      if (std::find(kNumeric.begin(), kNumeric.end(), key) == kNumeric.end()) {
+        std::string names;
+        for (const auto& k : kNumeric) names += (names.empty() ? "" : ", ") + k;
+        throw Bad{where + ": unknown setting (" + names + ", consumer-group-start; each also with the flag's -ms)"};
+      }
       if (!it->is_number_integer()) throw Bad{where + " must be an integer"};
-      if (it->get<int64_t>() < 0 || (it->get<int64_t>() == 0 && !allows_zero(it.key())))
-        throw Bad{where + (allows_zero(it.key()) ? " must be 0 or more" : " must be positive")};
-      set_number(c, it.key(), it->get<int64_t>(), where);
+      if (it->get<int64_t>() < 0 || (it->get<int64_t>() == 0 && !allows_zero(key)))
+        throw Bad{where + (allows_zero(key) ? " must be 0 or more" : " must be positive")};
+      set_number(c, key, it->get<int64_t>(), where);
     }
   }
   if (j.contains("groups")) {  // per-group settings: {"<prefix>/<group>": {"consumerGroupStart": "0"|"$"}}
@@ -250,6 +299,7 @@ void load_file(Config& c, const std::string& path) {
   if (j.contains("auth")) {
     const auto& a = j["auth"];
     if (!a.is_object() || (a.contains("tokens") && !a["tokens"].is_array())) throw Bad{path + ": auth.tokens must be an array"};
+    only_known(a, path, "auth.", {"tokens", "metricsPublic"});
     if (a.contains("metricsPublic")) {
       if (!a["metricsPublic"].is_boolean()) throw Bad{path + ": auth.metricsPublic must be true or false"};
       c.auth.metricsPublic = a["metricsPublic"].get<bool>();
@@ -258,6 +308,7 @@ void load_file(Config& c, const std::string& path) {
       const auto& t = a["tokens"][i];
       const std::string where = "auth.tokens[" + std::to_string(i) + "]";
       if (!t.is_object()) throw Bad{path + ": " + where + " must be an object"};
+      only_known(t, path, where + ".", {"token", "tokenFile", "role", "name", "streams", "groups"});
       http::Token tok;
       auto token = str(t, "token", where + ".token");
       if (auto file = str(t, "tokenFile", where + ".tokenFile")) {  // a mounted Secret
@@ -392,6 +443,10 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         out.help = true;
         return out;
       }
+      if (args[i] == "--version") {
+        out.version = true;
+        return out;
+      }
       if (args[i] == "--config") {
         if (i + 1 >= args.size()) throw Bad{"--config needs a value"};
         file = args[i + 1];
@@ -488,6 +543,18 @@ std::string summary(const Config& c) {
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
      << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
      << "ms lag-interval=" << c.service.lagIntervalMs << "ms scale-in-grace=" << c.service.scaleInGraceMs << "ms retired-shard-ttl=" << (c.service.retiredShardTtlMs < 0 ? std::string("keep") : std::to_string(c.service.retiredShardTtlMs) + "ms") << " static-session-timeout=" << c.service.core.static_session_timeout() << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
+  // Each token's scope (never the token itself), and whether /metrics needs one.
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+    return out;
+  };
+  for (std::size_t i = 0; i < c.auth.tokens.size(); ++i) {
+    const auto& t = c.auth.tokens[i];
+    os << (i == 0 ? " [" : "; ") << (t.name.empty() ? "#" + std::to_string(i) : t.name) << ": " << t.role
+       << " streams=" << join(t.streams) << " groups=" << join(t.groups) << (i + 1 == c.auth.tokens.size() ? "]" : "");
+  }
+  os << " metrics-public=" << (c.auth.open() ? "yes (no tokens)" : c.auth.metricsPublic ? "yes" : "no");
   return os.str();
 }
 

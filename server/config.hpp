@@ -32,6 +32,7 @@ struct Parsed {
   std::optional<Config> config;
   std::string error;  // a message naming the flag, variable or file field
   bool help = false;
+  bool version = false;  // --version: print it, exit
   bool checkOnly = false;  // --check-config: validate everything, print the summary, exit
 };
 

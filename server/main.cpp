@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
     std::cout << server::usage();
     return 0;
   }
+  if (parsed.version) {
+    std::cout << "rsc-coordinator " << RSC_VERSION << "\n";
+    return 0;
+  }
   if (!parsed.config) {
     std::cerr << "rsc-coordinator: " << parsed.error << "\n" << server::usage();
     return 2;

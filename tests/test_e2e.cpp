@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <sstream>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -609,6 +610,46 @@ TEST(E2EConfig, LeaseRenewalSlackHasASafeDefaultAndRefusesUnsafeValues) {
   EXPECT_NE(out.find("--lease-renewal-slack-ms: must be 0 or more"), std::string::npos) << out;
   out = run("--tick-interval-ms 0", &rc);
   EXPECT_EQ(rc, 2) << "0 stays refused elsewhere: " << out;
+}
+
+// Issue 51: a typo anywhere in the file is refused with its path (a misspelt key used to be ignored:
+// the setting kept its default, a token meant for some streams was left unlimited); the flags'
+// spellings are taken in the file too; a JSON error says where; --check-config shows each token's
+// scope and whether /metrics needs a token.
+TEST(E2EConfig, UnknownKeysAnywhereInTheFileAreRefusedWithTheirPath) {
+  const auto run = run_command;
+  char tmpl[] = "/tmp/rsc-config-XXXXXX";
+  const std::string dir = mkdtemp(tmpl), conf = dir + "/c.json";
+  const std::string bin = RSC_COORDINATOR_BIN;
+  const std::string tok = R"("token": "0123456789abcdef0123")";
+  int rc = 0;
+  for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"lisen": "127.0.0.1:1"})", "c.json: lisen: unknown setting (listen, advertise, redis, tls, coordinator, groups, auth)"},
+           {R"({"redis": {"adress": "127.0.0.1:6379"}})", "c.json: redis.adress: unknown setting (address, "},
+           {R"({"redis": {"pasword": "x"}})", "c.json: redis.pasword: unknown setting"},
+           {R"({"auth": {"metricPublic": false}})", "c.json: auth.metricPublic: unknown setting (tokens, metricsPublic)"},
+           {R"({"auth": {"tokens": [{)" + tok + R"(, "stream": ["orders"]}]}})",
+            "c.json: auth.tokens[0].stream: unknown setting (token, tokenFile, role, name, streams, groups)"},
+           {R"({"coordinator": {"heartbeat-intervall-ms": 5}})", "c.json: coordinator.heartbeat-intervall-ms: unknown setting"},
+           {"{\n  \"listen\": \"127.0.0.1:1\",\n  \"redis\": {\"address\": }\n}", "c.json: not valid JSON at line 3, column 24"}}) {
+    std::ofstream(conf) << body;
+    const auto out = run(bin + " --check-config --config " + conf + " 2>&1", &rc);
+    EXPECT_EQ(rc, 2) << body << ": " << out;
+    EXPECT_NE(out.find(says), std::string::npos) << body << ": " << out;
+    EXPECT_EQ(out.find("configuration valid"), std::string::npos) << out;
+  }
+  std::ofstream(conf) << R"({"coordinator": {"heartbeat-interval-ms": 1500, "member-lease-ttl": 9000, "default-shard-count": 8},
+                            "auth": {"metricsPublic": false, "tokens": [{)" + tok + R"(, "name": "billing-app",
+                              "streams": ["orders*"], "groups": ["billing"]}, {"token": "fedcba98765432100123", "role": "admin"}]}})";
+  const auto out = run(bin + " --check-config --config " + conf + " 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("heartbeat=1500ms lease=9000ms"), std::string::npos) << "the flag's spelling works in the file: " << out;
+  EXPECT_NE(out.find("default-shards=8"), std::string::npos) << out;
+  EXPECT_NE(out.find("[billing-app: member streams=orders* groups=billing; #1: admin streams=* groups=*]"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("metrics-public=no"), std::string::npos) << out;
+  EXPECT_EQ(out.find("0123456789abcdef0123"), std::string::npos) << "never a token: " << out;
+  std::filesystem::remove_all(dir);
 }
 
 // Redis TLS and secrets from files (issue 29): --check-config names the TLS files, never the
