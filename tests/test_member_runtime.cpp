@@ -317,9 +317,10 @@ TEST_F(RuntimeTest, ARecordThatAlwaysFailsIsTriedMaxDeliveriesTimesThenDeadLette
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(seen, (std::vector<std::string>{"k0", "poison", "poison", "poison", "poison", "k1", "k2"}));
     EXPECT_EQ(deliveries, (std::vector<int64_t>{1, 2, 3, 4})) << "Redis's delivery count, one per attempt";
-    // Read with the poison record, then delivered once more when the shard went on: not once per
-    // retry of the record ahead of it (each retry claims that record alone).
-    EXPECT_EQ(k1Deliveries, 2);
+    // Read with the poison record and never tried before it was handled: its count is its own
+    // attempts, 1, however often the record ahead of it was claimed (issue 51: the records behind
+    // a failure are claimed JUSTID; this test used to expect 2, the charge the issue calls a defect).
+    EXPECT_EQ(k1Deliveries, 1);
   }
   const auto dead = dead_letters(redis);
   ASSERT_EQ(dead.size(), 1u);
