@@ -356,12 +356,22 @@ void Service::dead_letters(const protocol::GroupKey& key, int64_t limit,
 }
 
 void Service::redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
-                      std::function<void(http::Answer<int64_t>)> done) {
+                      std::function<void(http::Answer<protocol::DeadLetterMove>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
                    auto r = s.redrive(key, deadLetterIds, limit);
-                   if (r.ok() && *r.value > 0)
-                     log::info("group " + key.str() + ": " + std::to_string(*r.value) +
+                   if (r.ok() && r.value->moved > 0)
+                     log::info("group " + key.str() + ": " + std::to_string(r.value->moved) +
                                " dead letter(s) written back to their shard streams");
+                   done(answer(std::move(r)));
+                 }});
+}
+
+void Service::discard_dead_letters(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
+                                   std::function<void(http::Answer<protocol::DeadLetterMove>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+                   auto r = s.discard_dead_letters(key, deadLetterIds, limit);
+                   if (r.ok() && r.value->moved > 0)
+                     log::info("group " + key.str() + ": " + std::to_string(r.value->moved) + " dead letter(s) discarded");
                    done(answer(std::move(r)));
                  }});
 }

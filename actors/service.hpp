@@ -100,7 +100,9 @@ class Service : public http::Backend {
   void dead_letters(const protocol::GroupKey& key, int64_t limit,
                     std::function<void(http::Answer<protocol::DeadLetterPage>)> done) override;
   void redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
-               std::function<void(http::Answer<int64_t>)> done) override;
+               std::function<void(http::Answer<protocol::DeadLetterMove>)> done) override;
+  void discard_dead_letters(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
+                            std::function<void(http::Answer<protocol::DeadLetterMove>)> done) override;
   void ready(std::function<void(bool, std::string)> done) override;
   std::string metrics_text() override;
   Timings timings() const override;

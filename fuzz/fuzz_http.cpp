@@ -56,8 +56,12 @@ struct Fake : http::Backend {
     done(http::Answer<protocol::DeadLetterPage>::success({}));
   }
   void redrive(const protocol::GroupKey&, std::vector<std::string>, int64_t,
-               std::function<void(http::Answer<int64_t>)> done) override {
-    done(http::Answer<int64_t>::success(0));
+               std::function<void(http::Answer<protocol::DeadLetterMove>)> done) override {
+    done(http::Answer<protocol::DeadLetterMove>::success({}));
+  }
+  void discard_dead_letters(const protocol::GroupKey&, std::vector<std::string>, int64_t,
+                            std::function<void(http::Answer<protocol::DeadLetterMove>)> done) override {
+    done(http::Answer<protocol::DeadLetterMove>::success({}));
   }
   void ready(std::function<void(bool, std::string)> done) override { done(true, ""); }
   std::string metrics_text() override { return ""; }

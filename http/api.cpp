@@ -122,6 +122,7 @@ const std::vector<ServedRoute>& served_routes() {
       {"DELETE", g + "/members/{memberId}"},
       {"GET", g + "/dead-letters"},
       {"POST", g + "/dead-letters/redrive"},
+      {"POST", g + "/dead-letters/discard"},
       {"POST", g + "/reset-offsets"},
       {"GET", s + "/retention"},
       {"PUT", s + "/retention"},
@@ -206,6 +207,7 @@ Routed route(const std::string& method, const std::string& target) {
       if (p.size() == 7 && p[6] == "dead-letters") return only("GET", K::DeadLetters, s, p[5]);
       if (p.size() == 7 && p[6] == "reset-offsets") return only("POST", K::ResetOffsets, s, p[5]);
       if (p.size() == 8 && p[6] == "dead-letters" && p[7] == "redrive") return only("POST", K::Redrive, s, p[5]);
+      if (p.size() == 8 && p[6] == "dead-letters" && p[7] == "discard") return only("POST", K::DiscardDeadLetters, s, p[5]);
       if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
     }
   }
@@ -416,7 +418,7 @@ std::string audit_line(const std::string& caller, const std::string& action, con
   if (answer.status >= 200 && answer.status < 300) {
     outcome = "ok";
     if (body.is_object()) {
-      for (const char* field : {"shardCount", "metadataVersion", "keyStyle", "state", "deleted", "redriven", "position", "shards"})
+      for (const char* field : {"shardCount", "metadataVersion", "keyStyle", "state", "deleted", "redriven", "discarded", "notFound", "position", "shards"})
         if (body.contains(field)) outcome += std::string(" ") + field + "=" + body[field].dump();
     }
   } else {
@@ -455,6 +457,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
                        : rt.kind == K::DeleteGroup  ? "delete-group"
                        : rt.kind == K::RemoveMember ? "remove-member"
                        : rt.kind == K::Redrive      ? "redrive-dead-letters"
+                       : rt.kind == K::DiscardDeadLetters ? "discard-dead-letters"
                        : rt.kind == K::ResetOffsets ? "reset-offsets"
                        : rt.kind == K::PutRetention ? "set-retention"
                        : rt.kind == K::ScaleStream  ? "scale-stream"
@@ -501,6 +504,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::RemoveMember:
     case K::DeadLetters:  // what members could not process: the records' data, for operators
     case K::Redrive:
+    case K::DiscardDeadLetters:
     case K::ResetOffsets:
     case K::ScaleStream:
     case K::RollbackScale:
@@ -723,11 +727,14 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       }
       backend.dead_letters({rt.stream, rt.group}, limit, [respond, rt](Answer<protocol::DeadLetterPage> r) {
         if (!r.ok()) return respond(store_error(r.error));
+        if (!r.value->groupFound)
+          return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
         respond(json_ok(protocol::dump(dead_letters_json(rt.stream, rt.group, *r.value))));
       });
       return;
     }
-    case K::Redrive: {
+    case K::Redrive:
+    case K::DiscardDeadLetters: {
       // {"deadLetterIds": ["..."]} or {"all": true} (at most 1000 at a time).
       const auto body = json::parse(req.body, nullptr, false);
       std::vector<std::string> ids;
@@ -736,6 +743,11 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       if (!body.is_object()) {
         bad = "the body must be a JSON object: {\"deadLetterIds\": [...]} or {\"all\": true}";
       } else {
+        for (const auto& [k, v] : body.items())
+          if (k != "all" && k != "deadLetterIds") {
+            bad = "unknown field '" + k + "': the body is {\"deadLetterIds\": [...]} or {\"all\": true}";
+            break;
+          }
         if (body.contains("all") && !body["all"].is_boolean()) bad = "all: true or false";
         all = body.contains("all") && body["all"].is_boolean() && body["all"].get<bool>();
         if (body.contains("deadLetterIds")) {
@@ -753,11 +765,19 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         if (bad.empty() && ids.size() > 1000) bad = "deadLetterIds: at most 1000 at a time";
       }
       if (!bad.empty()) return respond(plain_error(400, "INVALID_REQUEST", bad));
-      backend.redrive({rt.stream, rt.group}, std::move(ids), 1000, [respond, rt](Answer<int64_t> r) {
+      const bool redrive = rt.kind == K::Redrive;
+      auto done = [respond, rt, redrive](Answer<protocol::DeadLetterMove> r) {
         if (!r.ok()) return respond(store_error(r.error));
-        respond(json_ok(protocol::dump(
-            json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"redriven", *r.value}})));
-      });
+        if (!r.value->groupFound)
+          return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+        // Named ids the dead-letter stream does not hold are listed; the others were moved.
+        respond(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
+                                            {"consumerGroup", rt.group},
+                                            {redrive ? "redriven" : "discarded", r.value->moved},
+                                            {"notFound", r.value->unknownIds}})));
+      };
+      if (redrive) backend.redrive({rt.stream, rt.group}, std::move(ids), 1000, std::move(done));
+      else backend.discard_dead_letters({rt.stream, rt.group}, std::move(ids), 1000, std::move(done));
       return;
     }
     case K::ResetOffsets: {

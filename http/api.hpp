@@ -157,9 +157,12 @@ class Backend {
   virtual void dead_letters(const protocol::GroupKey& key, int64_t limit,
                             std::function<void(Answer<protocol::DeadLetterPage>)> done) = 0;
   // Writes dead letters (by deadLetterId; none: the oldest `limit`) back to their shard streams and
-  // removes them from the dead-letter stream: how many were.
+  // removes them from the dead-letter stream: how many were, and the named ids it does not hold.
   virtual void redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
-                       std::function<void(Answer<int64_t>)> done) = 0;
+                       std::function<void(Answer<protocol::DeadLetterMove>)> done) = 0;
+  // Drops dead letters for good (by deadLetterId; none: the oldest `limit`).
+  virtual void discard_dead_letters(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
+                                    std::function<void(Answer<protocol::DeadLetterMove>)> done) = 0;
   // The stream's retention policy; nullopt: no such stream.
   virtual void get_retention(const std::string& prefix,
                              std::function<void(Answer<std::optional<protocol::Retention>>)> done) {
@@ -237,6 +240,7 @@ struct Route {
     RemoveMember,
     DeadLetters,
     Redrive,
+    DiscardDeadLetters,
     ResetOffsets,
     GetRetention,
     PutRetention,

@@ -116,6 +116,12 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     document.getElementById("status").textContent = "sign in to see the groups";
   }
 
+  // Live members: those whose lease runs (an expired or fenced one is listed for a while, not counted).
+  function liveMembers(d) {
+    return (d.members || []).filter(function (m) { return m.state !== "EXPIRED" && m.state !== "FENCED"; }).length;
+  }
+  function gone(d) { return (d.members || []).length - liveMembers(d); }
+
   function groupView(d) {
     var key = d.streamPrefix + "/" + d.consumerGroup;
     var box = el("div", {cls: "group", "data-group": key, "data-state": d.state});
@@ -123,7 +129,7 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
       document.createTextNode(d.consumerGroup + " "),
       el("span", {cls: "badge " + d.state, text: d.state})]));
     box.appendChild(el("div", {cls: "meta", text: "group epoch " + d.groupEpoch + " · assignment epoch " + d.assignmentEpoch +
-      " · metadata version " + d.metadataVersion + " · " + d.shardCount + " shards · " + (d.members || []).length + " members"}));
+      " · metadata version " + d.metadataVersion + " · " + d.shardCount + " shards · " + liveMembers(d) + " members" + (gone(d) > 0 ? " (+" + gone(d) + " expired or fenced, kept for a while)" : "")}));
     if (typeof d.deadLetters === "number" && d.deadLetters > 0)
       box.appendChild(el("div", {cls: "dead", "data-dead-letters": String(d.deadLetters),
         text: d.deadLetters + " dead letter" + (d.deadLetters === 1 ? "" : "s") +
@@ -159,7 +165,7 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     });
 
     var st = el("table", {"data-table": "shards"}, [el("thead", null, [el("tr", null,
-      ["SHARD", "OWNER", "STATE", "PENDING FOR", "PENDING", "LAG", "LAST-DELIVERED-ID", "REDIS: LAG", "PENDING", "LAST-DELIVERED-ID"].map(function (h) { return el("th", {text: h}); }))])]);
+      ["SHARD", "OWNER", "STATE", "PENDING FOR", "PENDING", "LAG", "LAST-DELIVERED-ID", "REDIS: LAG", "REDIS: PENDING", "REDIS: LAST-DELIVERED-ID"].map(function (h) { return el("th", {text: h}); }))])]);
     var sb = el("tbody");
     (d.shards || []).forEach(function (r) {
       var tr = el("tr", {"data-shard": String(r.shardIndex), "data-owner": r.owner || "", "data-state": r.state,

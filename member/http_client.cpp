@@ -188,6 +188,12 @@ HttpReply HttpClient::request(const std::string& method, const std::string& path
         impl_->await([&](auto handler) { bhttp::async_read(s, impl_->buffer, res, handler); });
       });
       out.status = res.result_int();
+      if (const auto ra = res.find(bhttp::field::retry_after); ra != res.end()) {
+        const std::string v(ra->value());
+        char* end = nullptr;
+        const long long n = std::strtoll(v.c_str(), &end, 10);
+        if (!v.empty() && *end == '\0' && n >= 0) out.retryAfterSeconds = n;
+      }
       out.body = std::move(res.body());
       if (!res.keep_alive()) impl_->disconnect();
       return out;

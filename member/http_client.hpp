@@ -34,6 +34,9 @@ struct HttpReply {
   int status = 0;  // 0: no answer (connection failed or timed out)
   std::string body;
   std::string error;
+  // Retry-After in seconds when the answer carried one (a 503 while the store is away, a 409 while
+  // a migration still drains), else -1.
+  int64_t retryAfterSeconds = -1;
 };
 
 class HttpClient {

@@ -48,6 +48,9 @@ struct RetryPolicy {
   int64_t maxDeliveries = 5;   // attempts before the record goes to the dead-letter stream
   int64_t backoffMs = 100;     // before the 2nd attempt; doubled for each later one
   int64_t backoffMaxMs = 5000;
+  // The dead-letter stream is capped near this many entries (XADD MAXLEN ~: the oldest go first);
+  // 0: never trimmed.
+  int64_t deadLetterMaxLen = 100000;
 };
 struct FailureVerdict {
   bool deadLetter = false;  // write it to the dead-letter stream and ack it

@@ -360,7 +360,7 @@ struct Runtime::Impl {
     if (verdict.deadLetter) {
       const auto atMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
-      std::string e = reader.dead_letter(deadLetterKey, rec, error, memberId, atMs);
+      std::string e = reader.dead_letter(deadLetterKey, rec, error, memberId, atMs, opts.retry.deadLetterMaxLen);
       if (e.empty()) e = reader.ack(shard, rec.id);
       if (e.empty()) {
         log("dead-lettered " + where + " to " + deadLetterKey + ": " + error);

@@ -287,10 +287,11 @@ std::string ShardReader::ack(int32_t shard, const std::string& id) {
 }
 
 std::string ShardReader::dead_letter(const std::string& key, const Record& r, const std::string& error,
-                                     const std::string& member, int64_t atMs) {
-  store::Command cmd{"XADD",       key,          "*",         "id",     r.id,   "shard",
-                     std::to_string(r.shard), "stream", keyOf_(r.shard), "deliveries", std::to_string(r.deliveries),
-                     "error",      error,        "member",    member,   "at",   std::to_string(atMs)};
+                                     const std::string& member, int64_t atMs, int64_t maxLen) {
+  store::Command cmd{"XADD", key};
+  if (maxLen > 0) cmd.insert(cmd.end(), {"MAXLEN", "~", std::to_string(maxLen)});
+  cmd.insert(cmd.end(), {"*", "id", r.id, "shard", std::to_string(r.shard), "stream", keyOf_(r.shard), "deliveries",
+                         std::to_string(r.deliveries), "error", error, "member", member, "at", std::to_string(atMs)});
   for (const auto& [k, v] : r.fields) {
     cmd.push_back("field:" + k);
     cmd.push_back(v);

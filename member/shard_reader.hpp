@@ -66,8 +66,9 @@ class ShardReader {
   // "" when the ack was stored, else why not.
   std::string ack(int32_t shard, const std::string& id);
   // XADD of a dead letter (see runtime.hpp: dead_letter_key) to `key`; "" when stored, else why not.
+  // `maxLen` > 0: the stream is trimmed near that many entries (MAXLEN ~), oldest first.
   std::string dead_letter(const std::string& key, const Record& r, const std::string& error, const std::string& member,
-                          int64_t atMs);
+                          int64_t atMs, int64_t maxLen = 0);
   // Entries other consumers of the group left pending on the shard, idle for at least minIdleMs,
   // claimed for this consumer (at most 100 at a time).
   std::vector<Record> claim_leftovers(int32_t shard, int64_t minIdleMs);

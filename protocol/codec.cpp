@@ -785,6 +785,10 @@ json to_json(const Migration& m) {
           {"fromShardCount", m.fromShardCount},
           {"toShardCount", m.toShardCount},
           {"state", to_string(m.state)},
+          // DEPRECATED is the reference implementation's word for a finished migration (the old
+          // layout is deprecated); what an operator reads is these two.
+          {"kind", m.toShardCount > m.fromShardCount ? "GROW" : m.toShardCount < m.fromShardCount ? "SHRINK" : "SAME"},
+          {"done", m.state == MigrationState::DEPRECATED || m.state == MigrationState::ROLLED_BACK},
           {"createdAt", iso8601_ms(m.createdAtMs)},
           {"updatedAt", iso8601_ms(m.updatedAtMs)},
           {"requestedBy", m.requestedBy.empty() ? json(nullptr) : json(m.requestedBy)},

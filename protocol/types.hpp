@@ -313,8 +313,19 @@ struct DeadLetter {
   std::vector<std::pair<std::string, std::string>> fields;  // the record's own
 };
 struct DeadLetterPage {
+  bool groupFound = true;  // false: no such group (nothing else is set)
   int64_t total = 0;  // in the dead-letter stream now
   std::vector<DeadLetter> items;  // the oldest first
 };
+// What a redrive or a discard of dead letters did: how many it moved (written back, or dropped),
+// and which of the named ids the dead-letter stream does not hold (nothing is done for those).
+struct DeadLetterMove {
+  bool groupFound = true;  // false: no such group (nothing was done)
+  int64_t moved = 0;
+  std::vector<std::string> unknownIds;
+};
+// The fields a redrive adds to a record written back (after its own): where it came from and why it
+// was given up on. A record dead-lettered again keeps only the newest set.
+inline constexpr const char* kRedriveFieldPrefix = "rsc:redrive:";
 
 }  // namespace rsc::protocol

@@ -363,7 +363,7 @@ Result<int64_t> RedisStore::index_missing_deadlines(Millis now) {
 Result<DeleteStatus> RedisStore::delete_group(const GroupKey& key, int64_t expectedRevision, int64_t grantsHeldUntilMs) {
   using R = Result<DeleteStatus>;
   if (auto e = ensure_scripts()) return R::failure(*e);
-  auto r = run({evalsha(deleteGroup_, {keys_.group_state(key), keys_.group_lock(key)},
+  auto r = run({evalsha(deleteGroup_, {keys_.group_state(key), keys_.group_lock(key), keys_.dead_letters(key)},
                         {std::to_string(expectedRevision), std::to_string(grantsHeldUntilMs)})})
                .front();
   if (!r.ok()) return R::failure(r.error);
@@ -379,6 +379,24 @@ Result<DeleteStatus> RedisStore::delete_group(const GroupKey& key, int64_t expec
                    deadline_command(key, std::nullopt, rev, /*lower=*/false)});
   for (auto& x : rest)
     if (!x.ok()) return R::failure(x.error);
+  // And the Redis consumer group on each shard stream (draining ones too), with its count of what
+  // retention trimmed unread: XINFO GROUPS and the lag show only groups that exist. A shard stream
+  // without it answers an error, which is nothing to undo.
+  auto meta = get_stream(key.streamPrefix);
+  if (!meta.ok()) return R::failure(meta.error);
+  if (meta.value->has_value()) {
+    const auto& m = **meta.value;
+    int32_t shards = m.readShardCount();
+    if (m.migration) shards = std::max({shards, m.migration->fromShardCount, m.migration->toShardCount});
+    std::vector<Command> cmds;
+    for (int32_t i = 0; i < shards; ++i) {
+      const auto stream = protocol::shard_stream_key(key.streamPrefix, m.keyStyle, i);
+      cmds.push_back({"XGROUP", "DESTROY", stream, key.consumerGroup});
+      cmds.push_back({"HDEL", protocol::trimmed_unread_key(stream), key.consumerGroup});
+    }
+    for (auto& x : run(cmds))
+      if (!x.ok()) return R::failure(x.error);
+  }
   return R::success(DeleteStatus::Deleted);
 }
 
@@ -418,51 +436,100 @@ std::optional<protocol::DeadLetter> dead_letter_of(const Value& e) {
 Result<protocol::DeadLetterPage> RedisStore::dead_letters(const GroupKey& key, int64_t limit) {
   using R = Result<protocol::DeadLetterPage>;
   const auto k = keys_.dead_letters(key);
-  std::vector<Command> cmds{{"XLEN", k}};
+  // The group's state and its dead letters share a slot: one pipeline.
+  std::vector<Command> cmds{{"HEXISTS", keys_.group_state(key), "g"}, {"XLEN", k}};
   if (limit > 0) cmds.push_back({"XRANGE", k, "-", "+", "COUNT", std::to_string(limit)});
   auto r = run(cmds);
   for (const auto& x : r)
     if (!x.ok()) return R::failure(x.error);
-  if (r[0].value->type != Value::Type::Integer) return reply_failure<protocol::DeadLetterPage>(*r[0].value, "dead letters");
+  for (std::size_t i = 0; i < 2; ++i)
+    if (r[i].value->type != Value::Type::Integer) return reply_failure<protocol::DeadLetterPage>(*r[i].value, "dead letters");
   protocol::DeadLetterPage page;
-  page.total = r[0].value->integer;
-  if (limit <= 0) return R::success(std::move(page));
-  if (r[1].value->type != Value::Type::Array) return reply_failure<protocol::DeadLetterPage>(*r[1].value, "dead letters");
-  for (const auto& e : r[1].value->elements)
+  page.total = r[1].value->integer;
+  // A group that is gone but left dead letters (written after it was deleted) still shows them.
+  page.groupFound = r[0].value->integer == 1 || page.total > 0;
+  if (limit <= 0 || !page.groupFound) return R::success(std::move(page));
+  if (r[2].value->type != Value::Type::Array) return reply_failure<protocol::DeadLetterPage>(*r[2].value, "dead letters");
+  for (const auto& e : r[2].value->elements)
     if (auto d = dead_letter_of(e)) page.items.push_back(std::move(*d));
   return R::success(std::move(page));
 }
 
-Result<int64_t> RedisStore::redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) {
-  using R = Result<int64_t>;
+Result<std::vector<protocol::DeadLetter>> RedisStore::chosen_dead_letters(const GroupKey& key,
+                                                                         const std::vector<std::string>& deadLetterIds,
+                                                                         int64_t limit, protocol::DeadLetterMove& move) {
+  using R = Result<std::vector<protocol::DeadLetter>>;
   const auto k = keys_.dead_letters(key);
-  std::vector<Command> reads;
+  std::vector<Command> reads{{"HEXISTS", keys_.group_state(key), "g"}, {"XLEN", k}};
   if (deadLetterIds.empty()) {
     reads.push_back({"XRANGE", k, "-", "+", "COUNT", std::to_string(std::max<int64_t>(1, limit))});
   } else {
     for (const auto& id : deadLetterIds) reads.push_back({"XRANGE", k, id, id});
   }
+  auto replies = run(reads);
   std::vector<protocol::DeadLetter> chosen;
-  for (auto& r : run(reads)) {
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    auto& r = replies[i];
     if (!r.ok()) return R::failure(r.error);
-    if (r.value->type != Value::Type::Array) return reply_failure<int64_t>(*r.value, "redrive");
+    if (i < 2) {
+      if (r.value->type != Value::Type::Integer) return reply_failure<std::vector<protocol::DeadLetter>>(*r.value, "dead letters");
+      continue;
+    }
+    if (r.value->type != Value::Type::Array) return reply_failure<std::vector<protocol::DeadLetter>>(*r.value, "dead letters");
+    bool any = false;
     for (const auto& e : r.value->elements)
-      if (auto d = dead_letter_of(e)) chosen.push_back(std::move(*d));
+      if (auto d = dead_letter_of(e)) chosen.push_back(std::move(*d)), any = true;
+    if (!any && !deadLetterIds.empty()) move.unknownIds.push_back(deadLetterIds[i - 2]);
   }
-  int64_t done = 0;
-  for (const auto& d : chosen) {
+  move.groupFound = replies[0].value->integer == 1 || replies[1].value->integer > 0;
+  if (!move.groupFound) chosen.clear(), move.unknownIds.clear();
+  return R::success(std::move(chosen));
+}
+
+Result<protocol::DeadLetterMove> RedisStore::redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds,
+                                                     int64_t limit) {
+  using R = Result<protocol::DeadLetterMove>;
+  protocol::DeadLetterMove move;
+  auto chosen = chosen_dead_letters(key, deadLetterIds, limit, move);
+  if (!chosen.ok()) return R::failure(chosen.error);
+  const auto k = keys_.dead_letters(key);
+  const std::string prefix = protocol::kRedriveFieldPrefix;
+  for (const auto& d : *chosen.value) {
     if (d.stream.empty() || d.fields.empty()) continue;  // nothing to write back
     // Written back first, removed after: a failure in between leaves it in both, never in neither.
+    // The record's own fields (a former redrive's marks dropped), then where it came from.
     Command add{"XADD", d.stream, "*"};
-    for (const auto& [f, v] : d.fields) add.push_back(f), add.push_back(v);
+    for (const auto& [f, v] : d.fields)
+      if (f.rfind(prefix, 0) != 0) add.push_back(f), add.push_back(v);
+    for (const auto& [f, v] : std::initializer_list<std::pair<const char*, std::string>>{
+             {"deadLetterId", d.deadLetterId}, {"id", d.id}, {"deliveries", std::to_string(d.deliveries)},
+             {"error", d.error}, {"member", d.member}})
+      add.push_back(prefix + f), add.push_back(v);
     auto a = run({add}).front();
     if (!a.ok()) return R::failure(a.error);
-    if (a.value->is_error()) return reply_failure<int64_t>(*a.value, "redrive to " + d.stream);
+    if (a.value->is_error()) return reply_failure<protocol::DeadLetterMove>(*a.value, "redrive to " + d.stream);
     auto del = run({{"XDEL", k, d.deadLetterId}}).front();
     if (!del.ok()) return R::failure(del.error);
-    ++done;
+    ++move.moved;
   }
-  return R::success(done);
+  return R::success(std::move(move));
+}
+
+Result<protocol::DeadLetterMove> RedisStore::discard_dead_letters(const GroupKey& key,
+                                                                  const std::vector<std::string>& deadLetterIds,
+                                                                  int64_t limit) {
+  using R = Result<protocol::DeadLetterMove>;
+  protocol::DeadLetterMove move;
+  auto chosen = chosen_dead_letters(key, deadLetterIds, limit, move);
+  if (!chosen.ok()) return R::failure(chosen.error);
+  if (chosen.value->empty()) return R::success(std::move(move));
+  Command del{"XDEL", keys_.dead_letters(key)};
+  for (const auto& d : *chosen.value) del.push_back(d.deadLetterId);
+  auto r = run({del}).front();
+  if (!r.ok()) return R::failure(r.error);
+  if (r.value->type != Value::Type::Integer) return reply_failure<protocol::DeadLetterMove>(*r.value, "discard dead letters");
+  move.moved = r.value->integer;
+  return R::success(std::move(move));
 }
 
 Result<std::vector<GroupKey>> RedisStore::list_groups() {

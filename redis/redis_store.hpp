@@ -30,7 +30,10 @@ class RedisStore : public GroupStore {
   Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) override;
   Result<OffsetsMoved> reset_offsets(const GroupKey& key, int32_t shardCount, const std::string& to,
                                      int64_t expectedRevision) override;
-  Result<int64_t> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) override;
+  Result<protocol::DeadLetterMove> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds,
+                                           int64_t limit) override;
+  Result<protocol::DeadLetterMove> discard_dead_letters(const GroupKey& key, const std::vector<std::string>& deadLetterIds,
+                                                        int64_t limit) override;
   Result<std::vector<GroupKey>> list_groups() override;
   Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) override;
   Result<std::vector<std::string>> list_streams() override;
@@ -59,6 +62,11 @@ class RedisStore : public GroupStore {
   int64_t script_reloads() const { return scriptReloads_; }
 
  private:
+  // The dead letters a redrive or discard names (none named: the oldest `limit`), `move` told which
+  // named ids are not there and whether the group exists.
+  Result<std::vector<protocol::DeadLetter>> chosen_dead_letters(const GroupKey& key,
+                                                                const std::vector<std::string>& deadLetterIds,
+                                                                int64_t limit, protocol::DeadLetterMove& move);
   struct Script {
     const char* source;
     std::string sha;

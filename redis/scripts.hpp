@@ -220,8 +220,8 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumb
 return {now, pods, due, since, addr}
 )lua";
 
-// KEYS[1] group state hash, KEYS[2] group mutex; ARGV expected revision, grants held until (ms, 0:
-// none). The state goes, its revision stays (it must never go back for pods that remember it), and
+// KEYS[1] group state hash, KEYS[2] group mutex, KEYS[3] its dead-letter stream; ARGV expected
+// revision, grants held until (ms, 0: none). The state goes with its dead letters, its revision stays (it must never go back for pods that remember it), and
 // so does the time before which a group created again under the name hands out no shard.
 // -> {"DELETED", rev} | {"CONFLICT", rev} | {"NOTFOUND", rev}
 inline constexpr const char* kDeleteGroup = R"lua(
@@ -229,7 +229,7 @@ local raw = redis.call('HGET', KEYS[1], 'rev')
 local rev = tonumber(raw or '0') or 0
 if redis.call('HEXISTS', KEYS[1], 'g') == 0 then return {'NOTFOUND', rev} end
 if rev ~= tonumber(ARGV[1]) then return {'CONFLICT', rev} end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'rev', rev + 1)
 if tonumber(ARGV[2]) > 0 then redis.call('HSET', KEYS[1], 'dg', ARGV[2]) end
 return {'DELETED', rev + 1}

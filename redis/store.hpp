@@ -153,16 +153,26 @@ class GroupStore {
     (void)key, (void)shardCount, (void)to, (void)expectedRevision;
     return Result<OffsetsMoved>::failure(ErrorKind::Fatal, "this store has no shard streams");
   }
-  // The group's dead letters: how many, and the oldest `limit` (0: only how many).
+  // The group's dead letters: how many, and the oldest `limit` (0: only how many); groupFound false
+  // when there is no such group and no dead letter of one.
   virtual Result<protocol::DeadLetterPage> dead_letters(const GroupKey& key, int64_t limit) {
     (void)key, (void)limit;
     return Result<protocol::DeadLetterPage>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
   }
   // Writes these dead letters (by deadLetterId; none: the oldest `limit`) back to the end of their
-  // shard streams, each removed from the dead-letter stream once written: how many were.
-  virtual Result<int64_t> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds, int64_t limit) {
+  // shard streams, each removed from the dead-letter stream once written: how many were, and the
+  // named ids the stream does not hold. Each record written back carries its provenance after its
+  // own fields (protocol::kRedriveFieldPrefix + deadLetterId, id, deliveries, error, member).
+  virtual Result<protocol::DeadLetterMove> redrive(const GroupKey& key, const std::vector<std::string>& deadLetterIds,
+                                                   int64_t limit) {
     (void)key, (void)deadLetterIds, (void)limit;
-    return Result<int64_t>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
+    return Result<protocol::DeadLetterMove>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
+  }
+  // Drops these dead letters (none named: the oldest `limit`) for good.
+  virtual Result<protocol::DeadLetterMove> discard_dead_letters(const GroupKey& key,
+                                                                const std::vector<std::string>& deadLetterIds, int64_t limit) {
+    (void)key, (void)deadLetterIds, (void)limit;
+    return Result<protocol::DeadLetterMove>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
   }
 
   // Each shard stream of the stream as Redis holds it (XINFO GROUPS and XLEN, one round trip):

@@ -111,9 +111,29 @@ check "redrive --id" 0 "${A[@]}" redrive orders billing --id "$d1"
 expect "redrive says how many" "1 dead letter(s) of orders/billing written back" "$out"
 [ "$(redis-cli -p "$rport" XLEN "$dead")" = 1 ] || { echo "FAIL: redrive --id left $(redis-cli -p "$rport" XLEN "$dead")" >&2; failures=$((failures + 1)); }
 expect "the record is back at the end of its shard" "k1" "$(redis-cli -p "$rport" XREVRANGE orders:0 + - COUNT 1)"
+expect "and says where it came from" "rsc:redrive:deadLetterId
+$d1" "$(redis-cli -p "$rport" XREVRANGE orders:0 + - COUNT 1)"
+check "redrive of an id that is not there" 1 "${A[@]}" redrive orders billing --id 1-999
+expect "redrive names the missing id" "not in the dead-letter stream of orders/billing: 1-999" "$err"
+check "dead-letters of no such group" 1 "${A[@]}" dead-letters orders nobody
+expect "dead-letters: 404 as describe" "HTTP 404 NOT_FOUND" "$err"
+check "redrive for no such group" 1 "${A[@]}" redrive orders nobody --all
+expect "redrive: 404" "HTTP 404 NOT_FOUND" "$err"
 check "redrive --all" 0 "${A[@]}" redrive orders billing --all
 [ "$(redis-cli -p "$rport" XLEN "$dead")" = 0 ] || { echo "FAIL: redrive --all left dead letters" >&2; failures=$((failures + 1)); }
 expect "the second one too" "k2" "$(redis-cli -p "$rport" XREVRANGE orders:1 + - COUNT 1)"
+# Discarding: by id (one not there is named, exit 1), then all; nothing is written back.
+d3=$(redis-cli -p "$rport" XADD "$dead" '*' id 1-3 shard 2 stream orders:2 deliveries 5 error 'poison' member m1 at 1700000000002 field:key k3)
+redis-cli -p "$rport" XADD "$dead" '*' id 1-4 shard 2 stream orders:2 deliveries 5 error 'poison' member m1 at 1700000000003 field:key k4 >/dev/null
+len2=$(redis-cli -p "$rport" XLEN orders:2)
+check "discard-dead-letters names none" 2 "${A[@]}" discard-dead-letters orders billing
+check "discard-dead-letters --id" 0 "${A[@]}" discard-dead-letters orders billing --id "$d3"
+expect "discard says how many" "1 dead letter(s) of orders/billing discarded" "$out"
+check "discard an id that is not there" 1 "${A[@]}" discard-dead-letters orders billing --id "$d3"
+expect "discard names the missing id" "not in the dead-letter stream of orders/billing: $d3" "$err"
+check "discard-dead-letters --all" 0 "${A[@]}" discard-dead-letters orders billing --all
+[ "$(redis-cli -p "$rport" XLEN "$dead")" = 0 ] || { echo "FAIL: discard --all left dead letters" >&2; failures=$((failures + 1)); }
+[ "$(redis-cli -p "$rport" XLEN orders:2)" = "$len2" ] || { echo "FAIL: a discard wrote records back" >&2; failures=$((failures + 1)); }
 
 # Kafka's --reset-offsets: refused while members read, done once they are fenced.
 check "reset-offsets with live members" 1 "${A[@]}" reset-offsets orders billing --to latest
@@ -141,7 +161,7 @@ check "set-retention none" 0 "${A[@]}" set-retention orders none
 
 # Fewer shards: scale in, what describe shows while shards drain, one change at a time, rollback.
 check "scale in" 0 "${A[@]}" scale orders 2 --reason "quiet season"
-expect "scale says what drains" "stream orders: 2 shards routed to, 2 draining (read until every group has read and acked them, then retired); migration v2 DRAINING" "$out"
+expect "scale says what drains" "stream orders: 2 shards routed to, 2 draining (read until every group has read and acked them, then retired); migration v2 draining (4 -> 2)" "$out"
 check "describe while draining" 0 "${A[@]}" describe orders billing
 expect "describe: the migration" "SCALING 4 -> 2 shards (migration v2): 2 shard(s) draining" "$out"
 expect "describe: shard 3 drains" "DRAINING (waiting for" "$(grep -E '^3 ' <<<"$out" || true)"
@@ -151,12 +171,27 @@ check "describe json: phases" 0 "${A[@]}" describe orders billing --output json
 check "a second change while draining" 1 "${A[@]}" scale orders 3
 expect "refused: one at a time" "ACTIVE_MIGRATION_EXISTS" "$err"
 check "scale --rollback" 0 "${A[@]}" scale --rollback orders
-expect "rolled back" "stream orders: 4 shards routed to; migration v2 ROLLED_BACK" "$out"
+expect "rolled back" "stream orders: 4 shards routed to; migration v2 rolled back (4 -> 2 undone)" "$out"
 check "nothing left to roll back" 1 "${A[@]}" scale --rollback orders
 expect "refused: nothing drains" "ROLLBACK_NOT_ALLOWED" "$err"
 check "scale needs a count" 2 "${A[@]}" scale orders
 check "scale to a negative count" 2 "${A[@]}" scale orders -1
 check "--rollback elsewhere" 2 "${A[@]}" describe orders billing --rollback
+check "--wait elsewhere" 2 "${A[@]}" describe orders billing --wait
+# scale --wait: a growth is over at once (and says it grew, not "DEPRECATED"); a shrink the group's
+# members do not drain (these are not reading) is still going when the wait ends: exit 4.
+check "scale up --wait" 0 "${A[@]}" scale orders 6 --wait
+expect "scale up: done, grown" "migration v4 done (grown 4 -> 6)" "$out"
+check "scale down --wait, not drained in time" 4 "${A[@]}" scale orders 5 --wait --wait-timeout-ms 1500
+expect "scale --wait: why it stopped" "still draining after 1500 ms" "$err"
+check "scale --rollback after the wait" 0 "${A[@]}" scale --rollback orders
+# A store away answers 503 with Retry-After: a read is asked again after it and succeeds.
+kill -STOP "$rpid"
+( sleep 3; kill -CONT "$rpid" ) &
+cont=$!
+check "a read rides out a store away for 3 s" 0 "${A[@]}" list-groups orders
+expect "it said it would try again" "trying again in 1 s" "$err"
+wait "$cont"
 
 check "delete-group --fence-members" 0 "${A[@]}" delete-group orders billing --fence-members
 expect "delete-group says so" "group orders/billing deleted" "$out"
@@ -170,7 +205,7 @@ check "bad shard count" 2 "${A[@]}" create-stream s zero
 check "bad output" 2 "${A[@]}" list-streams --output yaml
 check "--fence-members elsewhere" 2 "${A[@]}" describe orders billing --fence-members
 check "--help" 0 "${A[@]}" --help
-for c in list-streams list-groups describe create-stream grow-stream scale remove-member delete-group dead-letters redrive reset-offsets retention set-retention; do
+for c in list-streams list-groups describe create-stream grow-stream scale remove-member delete-group dead-letters redrive discard-dead-letters reset-offsets retention set-retention; do
   check "$c --help" 0 "${A[@]}" "$c" --help
   expect "$c --help shows its usage" "usage: rsc-admin [options] $c" "$out"
 done
@@ -179,7 +214,7 @@ check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" lis
 # The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
 audits=$(grep ' audit ' "$dir/pod.log" || true)
 n=$(grep -c ' audit ' <<<"$audits" || true)
-[ "$n" -eq 24 ] || { echo "FAIL: $n audit lines, want 24 (the setup's stream + 23 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+[ "$n" -eq 32 ] || { echo "FAIL: $n audit lines, want 32 (the setup's stream + 31 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
 expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
 expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
 expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"
@@ -188,7 +223,9 @@ expect "audit: unnamed token, refused" 'caller=token#1 action=delete-group targe
 expect "audit: retention set" 'caller=ops action=set-retention target=orders status=200' "$audits"
 expect "audit: retention refused" 'caller=ops action=set-retention target=orders status=400' "$audits"
 expect "audit: deleted" 'caller=ops action=delete-group target=orders/billing status=200 outcome="ok deleted=true"' "$audits"
-expect "audit: redriven" 'caller=ops action=redrive-dead-letters target=orders/billing status=200 outcome="ok redriven=1"' "$audits"
+expect "audit: redriven" 'caller=ops action=redrive-dead-letters target=orders/billing status=200 outcome="ok redriven=1 notFound=[]"' "$audits"
+expect "audit: a redrive of an id not there" 'caller=ops action=redrive-dead-letters target=orders/billing status=200 outcome="ok redriven=0 notFound=[\"1-999\"]"' "$audits"
+expect "audit: discarded" 'caller=ops action=discard-dead-letters target=orders/billing status=200 outcome="ok discarded=1 notFound=[]"' "$audits"
 expect "audit: reset refused" 'caller=ops action=reset-offsets target=orders/billing status=409 outcome="refused GROUP_NOT_EMPTY' "$audits"
 expect "audit: scaled" 'caller=ops action=scale-stream target=orders status=202' "$audits"
 expect "audit: scale refused" 'caller=ops action=scale-stream target=orders status=409 outcome="refused ACTIVE_MIGRATION_EXISTS' "$audits"

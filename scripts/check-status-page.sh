@@ -86,6 +86,14 @@ check("1700000000000-7" in text, "shard 0's last delivered id (m1's report) is s
 check(find(**{"data-kind": "revoke"}), "the recent events show the revocation")
 check(find(**{"data-dead-letters": "2"}), "the group's two dead letters are counted")
 check(find(**{"data-redis-lag": "3"}), "the group's lag read from Redis (3 records) is shown")
+# Each column of the shard table says what it is: no header twice (what Redis holds is marked so).
+import re
+raw = open(sys.argv[1]).read()
+table = re.search(r'<table data-table="shards">.*?</thead>', raw, re.S)
+heads = re.findall(r"<th>([^<]*)</th>", table.group(0)) if table else []
+check(heads and len(heads) == len(set(heads)), f"the shard table's column headers are distinct (got {heads})")
+meta = [t for t in dom.text if "group epoch" in t]
+check(any(t.endswith(" 2 members") for t in meta), f"the group counts its 2 live members: {meta}")
 if failures:
     print("check-status-page: FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
     sys.exit(1)
@@ -148,6 +156,20 @@ if problems:
     print("check-status-page: FAIL (static member): " + "; ".join(problems), file=sys.stderr)
     sys.exit(1)
 print("check-status-page: a static member away shows its instance id, its reservation and shards 0,1 reserved for it")
+PY
+
+# 1d. A member fenced by an operator is listed for a while but not counted as a member.
+curl -fsS -X DELETE "http://127.0.0.1:$port/coord/v1/streams/orders/groups/billing/members/m2" >/dev/null
+chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom-fenced.html"
+python3 - "$dir/dom-fenced.html" <<'PY'
+import re, sys
+html = open(sys.argv[1]).read()
+box = re.search(r'data-group="orders/billing".*?</div>', html, re.S)
+meta = box.group(0) if box else ""
+if "1 members (+1 expired or fenced" not in meta:
+    print(f"check-status-page: FAIL: with m2 fenced the group's line should count 1 live member: {meta[-200:]!r}", file=sys.stderr)
+    sys.exit(1)
+print("check-status-page: a fenced member is not counted among the group's members")
 PY
 
 # 2. Auth on, no token: the sign-in prompt, no data.

@@ -1,6 +1,8 @@
 // The HTTP surface without sockets: routing, auth, validation and the HTTP codes of SPEC §2/§5.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -26,6 +28,10 @@ struct FakeBackend : Backend {
   http::Deletion deletion = http::Deletion::Deleted;
   int64_t lastLimit = 0;
   std::vector<std::string> lastIds;
+  bool groupFound = true;  // false: the dead-letter calls answer as for a group that does not exist
+  std::string lastDeadLetterCall;  // "redrive" | "discard"
+  // The dead-letter ids the fake's dead-letter stream holds (what redrive and discard find).
+  std::vector<std::string> heldIds{"1700000000001-0", "1700000000002-0"};
 
   void heartbeat(const protocol::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override {
@@ -104,6 +110,7 @@ struct FakeBackend : Backend {
     lastKey = key;
     lastLimit = limit;
     protocol::DeadLetterPage page;
+    page.groupFound = groupFound;
     page.total = 2;
     protocol::DeadLetter d;
     d.deadLetterId = "1700000000001-0";
@@ -118,12 +125,32 @@ struct FakeBackend : Backend {
     page.items.push_back(d);
     done(http::Answer<protocol::DeadLetterPage>::success(page));
   }
+  protocol::DeadLetterMove move(const std::vector<std::string>& ids) const {
+    protocol::DeadLetterMove m;
+    m.groupFound = groupFound;
+    if (!groupFound) return m;
+    if (ids.empty()) m.moved = static_cast<int64_t>(heldIds.size());
+    for (const auto& id : ids) {
+      if (std::find(heldIds.begin(), heldIds.end(), id) != heldIds.end()) ++m.moved;
+      else m.unknownIds.push_back(id);
+    }
+    return m;
+  }
   void redrive(const protocol::GroupKey& key, std::vector<std::string> ids, int64_t limit,
-               std::function<void(http::Answer<int64_t>)> done) override {
+               std::function<void(http::Answer<protocol::DeadLetterMove>)> done) override {
     lastKey = key;
     lastIds = ids;
     lastLimit = limit;
-    done(http::Answer<int64_t>::success(ids.empty() ? 2 : static_cast<int64_t>(ids.size())));
+    lastDeadLetterCall = "redrive";
+    done(http::Answer<protocol::DeadLetterMove>::success(move(ids)));
+  }
+  void discard_dead_letters(const protocol::GroupKey& key, std::vector<std::string> ids, int64_t limit,
+                            std::function<void(http::Answer<protocol::DeadLetterMove>)> done) override {
+    lastKey = key;
+    lastIds = ids;
+    lastLimit = limit;
+    lastDeadLetterCall = "discard";
+    done(http::Answer<protocol::DeadLetterMove>::success(move(ids)));
   }
   void ready(std::function<void(bool, std::string)> done) override { done(readyOk, readyOk ? "" : "redis: refused"); }
   std::string metrics_text() override { return "# HELP x y\n"; }
@@ -375,6 +402,44 @@ TEST(Admin, DeadLettersAreListedAndRedrivenByAdminsWithClearErrors) {
     auto r = call(b, auth, "POST", redrive, bad, "application/json", admin);
     EXPECT_EQ(r.res.status, 400) << bad;
     EXPECT_EQ(b.lastIds, (std::vector<std::string>{"untouched"})) << "nothing asked of the store: " << bad;
+  }
+}
+
+// Issue 51: an id the dead-letter stream does not hold is named back (nothing done for it); a group
+// that does not exist is a 404 like describe's, for listing, redriving and discarding alike; dead
+// letters are discarded for good through their own audited endpoint.
+TEST(Admin, DeadLettersOfAnUnknownGroupAre404AndUnknownIdsAreNamedBack) {
+  FakeBackend b;
+  const auto auth = tokens();
+  const std::string list = "/coord/v1/streams/orders/groups/billing/dead-letters";
+  const std::string admin = "Bearer admin-token-0123456789", member = "Bearer member-token-0123456789";
+  auto some = call(b, auth, "POST", list + "/redrive", R"({"deadLetterIds": ["1700000000001-0", "1700000000009-0"]})",
+                   "application/json", admin);
+  ASSERT_EQ(some.res.status, 200) << some.res.body;
+  EXPECT_EQ(json::parse(some.res.body).at("redriven"), 1);
+  EXPECT_EQ(json::parse(some.res.body).at("notFound"), json::array({"1700000000009-0"}));
+  b.audits.clear();
+  auto discarded = call(b, auth, "POST", list + "/discard", R"({"deadLetterIds": ["1700000000002-0"]})",
+                        "application/json", admin);
+  ASSERT_EQ(discarded.res.status, 200) << discarded.res.body;
+  EXPECT_EQ(b.lastDeadLetterCall, "discard");
+  EXPECT_EQ(json::parse(discarded.res.body).at("discarded"), 1);
+  EXPECT_EQ(json::parse(discarded.res.body).at("notFound"), json::array());
+  ASSERT_EQ(b.audits.size(), 1u);
+  EXPECT_NE(b.audits[0].find("discard-dead-letters"), std::string::npos) << b.audits[0];
+  EXPECT_NE(b.audits[0].find("discarded=1"), std::string::npos) << b.audits[0];
+  EXPECT_EQ(call(b, auth, "POST", list + "/discard", R"({"all": true})", "application/json", member).res.status, 403);
+  EXPECT_EQ(call(b, auth, "GET", list + "/discard", "", "", admin).res.status, 405);
+  b.lastDeadLetterCall.clear();
+  EXPECT_EQ(call(b, auth, "POST", list + "/discard", R"({"all": true, "extra": 1})", "application/json", admin).res.status, 400);
+  EXPECT_EQ(b.lastDeadLetterCall, "") << "a refused body asks nothing of the store";
+
+  b.groupFound = false;
+  for (const auto& [method, path, body] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"GET", list, ""}, {"POST", list + "/redrive", R"({"all": true})"}, {"POST", list + "/discard", R"({"all": true})"}}) {
+    auto r = call(b, auth, method, path, body, body.empty() ? "" : "application/json", admin);
+    EXPECT_EQ(r.res.status, 404) << method << " " << path << ": " << r.res.body;
+    EXPECT_EQ(json::parse(r.res.body).at("error"), "NOT_FOUND") << path;
   }
 }
 

@@ -912,3 +912,27 @@ TEST(ShardReaderOnCluster, ARecordOnAnySlotEndsTheWaitAtOnceAndNoReadOutlivesThe
   EXPECT_LT(ms, 1500);
   EXPECT_EQ(blocked_clients(cl), 0);
 }
+
+// Issue 51: a dead-letter stream no longer grows without bound: the runtime's XADD carries
+// MAXLEN ~ (RetryPolicy::deadLetterMaxLen), so Redis drops the oldest whole nodes past the cap;
+// 0 keeps everything.
+TEST_F(RuntimeTest, TheDeadLetterStreamIsCappedNearItsMaximumLength) {
+  store::RedisClient admin(redis.client_options());
+  member::ShardReader reader(redis.client_options(), "billing", "m1", [](int32_t s) { return "orders:" + std::to_string(s); });
+  member::Record rec;
+  rec.shard = 1;
+  rec.fields = {{"key", "k"}};
+  for (int i = 0; i < 600; ++i) {
+    rec.id = "1-" + std::to_string(i);
+    ASSERT_EQ(reader.dead_letter("capped:dead", rec, "boom", "m1", 1700000000000 + i, 50), "");
+    ASSERT_EQ(reader.dead_letter("uncapped:dead", rec, "boom", "m1", 1700000000000 + i, 0), "");
+  }
+  const auto capped = admin.command({"XLEN", "capped:dead"}).value->integer;
+  EXPECT_GE(capped, 50) << "never below the cap";
+  EXPECT_LE(capped, 50 + 100) << "within one stream node (stream-node-max-entries 100) of it";
+  EXPECT_EQ(admin.command({"XLEN", "uncapped:dead"}).value->integer, 600);
+  // The newest are the ones kept.
+  auto last = admin.command({"XREVRANGE", "capped:dead", "+", "-", "COUNT", "1"});
+  EXPECT_EQ(last.value->elements[0].elements[1].elements[1].str, "1-599");
+  EXPECT_EQ(member::RetryPolicy{}.deadLetterMaxLen, 100000) << "the documented default";
+}

@@ -885,6 +885,7 @@ TEST_F(RedisStoreTest, EveryKeyOfAGroupHashesToOneClusterSlot) {
   KeySpace k;
   const GroupKey g{"orders.v2", "billing:eu"};
   EXPECT_EQ(key_slot(k.group_state(g)), key_slot(k.group_lock(g)));
+  EXPECT_EQ(key_slot(k.group_state(g)), key_slot(k.dead_letters(g))) << "delete-group drops its dead letters in its script";
   EXPECT_EQ(key_slot(k.pods()), key_slot(k.deadlines())) << "the pod script touches both";
   EXPECT_EQ(key_slot(k.pods()), key_slot(k.pods_info())) << "and the registrations";
   EXPECT_EQ(key_slot(k.deadlines()), key_slot(k.deadline_revisions()));
@@ -955,6 +956,93 @@ TEST_F(RedisStoreTest, AnOffsetResetJudgedOnAnOlderStateMovesNothing) {
   EXPECT_EQ(pod.load(k).value->state.storeRevision, 3) << "the reset is a write of the group";
   EXPECT_EQ(pod.compare_and_set(CasRequest{k, 2, &s, nullptr}).value->status, CasStatus::Conflict)
       << "a pod that judged on the state before the reset must read it again";
+}
+
+// Issue 51, point 8: dead letters of a group that does not exist are "not found", not an empty
+// page; a redrive names back the ids it could not find and marks what it writes back with where
+// it came from; a discard drops them for good; deleting the group takes its dead letters and its
+// Redis consumer groups with it.
+TEST_F(RedisStoreTest, DeadLettersAreFoundByGroupRedrivenWithProvenanceDiscardedAndDeletedWithTheGroup) {
+  auto pod = this->pod();
+  auto a = shared_server().admin();
+  const GroupKey k{"orders", "billing"};
+  const std::string dead = "rsc:{orders/billing}:dead";
+  EXPECT_FALSE(pod.dead_letters(k, 10).value->groupFound);
+  EXPECT_FALSE(pod.redrive(k, {}, 10).value->groupFound);
+  EXPECT_FALSE(pod.discard_dead_letters(k, {"1-1"}, 10).value->groupFound);
+  ASSERT_TRUE(pod.write_stream("orders", StreamPut{2, std::nullopt, false}).ok());
+  ASSERT_TRUE(pod.provision(k, 2, "0").ok());
+  auto s = sample_group(k);
+  ASSERT_EQ(pod.compare_and_set(CasRequest{k, 0, &s, nullptr}).value->status, CasStatus::Written);
+  auto empty = pod.dead_letters(k, 10);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty.value->groupFound);
+  EXPECT_EQ(empty.value->total, 0);
+  auto add_dead = [&](const std::string& id, const std::string& key) {
+    auto r = a.command({"XADD", dead, id, "id", "5-" + key, "shard", "1", "stream", "orders:1", "deliveries", "4", "error",
+                        "cannot parse", "member", "m1", "at", "1700000000000", "field:key", key});
+    ASSERT_TRUE(r.ok() && !r.value->is_error());
+  };
+  add_dead("10-1", "k1");
+  add_dead("10-2", "k2");
+  add_dead("10-3", "k3");
+  auto page = pod.dead_letters(k, 10);
+  EXPECT_EQ(page.value->total, 3);
+  EXPECT_EQ(page.value->items.size(), 3u);
+
+  auto moved = pod.redrive(k, {"10-1", "99-9"}, 1000);
+  ASSERT_TRUE(moved.ok()) << moved.error.message;
+  EXPECT_EQ(moved.value->moved, 1);
+  EXPECT_EQ(moved.value->unknownIds, (std::vector<std::string>{"99-9"}));
+  auto back = a.command({"XRANGE", "orders:1", "-", "+"});
+  ASSERT_EQ(back.value->elements.size(), 1u);
+  std::map<std::string, std::string> f;
+  const auto& kv = back.value->elements[0].elements[1].elements;
+  std::vector<std::string> order;
+  for (std::size_t i = 0; i + 1 < kv.size(); i += 2) f[kv[i].str] = kv[i + 1].str, order.push_back(kv[i].str);
+  EXPECT_EQ(order.front(), "key") << "the record's own fields first";
+  EXPECT_EQ(f["key"], "k1");
+  EXPECT_EQ(f["rsc:redrive:deadLetterId"], "10-1");
+  EXPECT_EQ(f["rsc:redrive:id"], "5-k1");
+  EXPECT_EQ(f["rsc:redrive:deliveries"], "4");
+  EXPECT_EQ(f["rsc:redrive:error"], "cannot parse");
+  EXPECT_EQ(f["rsc:redrive:member"], "m1");
+
+  // Dead-lettered again (its fields, the marks included, as the member writes them) and redriven
+  // again: only the newest marks.
+  ASSERT_TRUE(a.command({"XADD", dead, "11-1", "id", "6-1", "shard", "1", "stream", "orders:1", "deliveries", "2", "error",
+                         "still broken", "member", "m2", "at", "1700000000001", "field:key", "k1",
+                         "field:rsc:redrive:deadLetterId", "10-1", "field:rsc:redrive:error", "cannot parse"})
+                  .ok());
+  ASSERT_EQ(pod.redrive(k, {"11-1"}, 1000).value->moved, 1);
+  back = a.command({"XREVRANGE", "orders:1", "+", "-", "COUNT", "1"});
+  std::multimap<std::string, std::string> again;
+  const auto& kv2 = back.value->elements[0].elements[1].elements;
+  for (std::size_t i = 0; i + 1 < kv2.size(); i += 2) again.emplace(kv2[i].str, kv2[i + 1].str);
+  EXPECT_EQ(again.count("rsc:redrive:deadLetterId"), 1u);
+  EXPECT_EQ(again.find("rsc:redrive:deadLetterId")->second, "11-1");
+  EXPECT_EQ(again.find("rsc:redrive:error")->second, "still broken");
+
+  auto dropped = pod.discard_dead_letters(k, {"10-2", "10-1"}, 1000);
+  ASSERT_TRUE(dropped.ok()) << dropped.error.message;
+  EXPECT_EQ(dropped.value->moved, 1);
+  EXPECT_EQ(dropped.value->unknownIds, (std::vector<std::string>{"10-1"})) << "already redriven";
+  EXPECT_EQ(pod.dead_letters(k, 10).value->total, 1);
+  EXPECT_EQ(a.command({"XLEN", "orders:1"}).value->integer, 2) << "a discard writes nothing back";
+  EXPECT_EQ(pod.discard_dead_letters(k, {}, 1000).value->moved, 1) << "all: the oldest up to the limit";
+  EXPECT_EQ(pod.dead_letters(k, 10).value->total, 0);
+
+  add_dead("12-1", "k9");
+  auto groups_on = [&](const std::string& stream) { return a.command({"XINFO", "GROUPS", stream}).value->elements.size(); };
+  ASSERT_EQ(groups_on("orders:0"), 1u);
+  ASSERT_EQ(groups_on("orders:1"), 1u);
+  const auto rev = pod.load(k).value->state.storeRevision;
+  ASSERT_EQ(*pod.delete_group(k, rev).value, DeleteStatus::Deleted);
+  EXPECT_EQ(a.command({"EXISTS", dead}).value->integer, 0) << "the dead letters went with the group";
+  EXPECT_EQ(groups_on("orders:0"), 0u) << "and its Redis consumer groups";
+  EXPECT_EQ(groups_on("orders:1"), 0u);
+  EXPECT_EQ(a.command({"XLEN", "orders:1"}).value->integer, 2) << "the records stay: other groups read them";
+  EXPECT_FALSE(pod.dead_letters(k, 10).value->groupFound);
 }
 
 TEST(RevisionTracker, RemembersOnlyWhatItLearnedAndStillDetectsALostGroup) {

@@ -3,12 +3,14 @@
 // Exit status: 0 done, 1 the coordinator refused (its message on stderr), 2 bad usage,
 // 3 the coordinator could not be reached.
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "member/http_client.hpp"
@@ -17,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3;
+constexpr int kOk = 0, kRefused = 1, kUsage = 2, kUnreachable = 3, kWaitTimedOut = 4;
 
 struct Command {
   const char* name;
@@ -39,11 +41,13 @@ const std::vector<Command>& commands() {
        "one of another size is refused.",
        2},
       {"grow-stream", "STREAM SHARDS", "Grows STREAM to SHARDS shards (PUT); shard counts only grow.", 2},
-      {"scale", "STREAM SHARDS | --rollback STREAM  [--reason TEXT]",
+      {"scale", "STREAM SHARDS | --rollback STREAM  [--reason TEXT] [--wait [--wait-timeout-ms N]]",
        "Changes STREAM's shard count, up or down (down to 0). More shards: at once. Fewer: producers\n"
        "stop routing to the removed shards at once; they stay assigned and read until every consumer\n"
        "group has read and acked them, then they retire (see describe). One change at a time;\n"
-       "--rollback undoes a shrink that is still draining, with nothing lost.",
+       "--rollback undoes a shrink that is still draining, with nothing lost. --wait: return once\n"
+       "the change is over (the removed shards drained and retired), saying how it goes every 5 s;\n"
+       "exit 4 if it is not over within --wait-timeout-ms (default 600000).",
        2},
       {"remove-member", "STREAM GROUP MEMBER", "Fences MEMBER: its shards go to the others.", 3},
       {"delete-group", "STREAM GROUP [--fence-members]",
@@ -68,7 +72,14 @@ const std::vector<Command>& commands() {
        2},
       {"redrive", "STREAM GROUP (--id DEAD-LETTER-ID ... | --all)",
        "Writes dead letters back to the end of their shard streams (a new entry id: they come\n"
-       "after what was written since), then removes them from the dead-letter stream.",
+       "after what was written since), then removes them from the dead-letter stream. Each one\n"
+       "carries where it came from after its own fields (rsc:redrive:deadLetterId, :id,\n"
+       ":deliveries, :error, :member). An --id the dead-letter stream does not hold is named on\n"
+       "stderr and the exit status is 1 (the others are written back).",
+       2},
+      {"discard-dead-letters", "STREAM GROUP (--id DEAD-LETTER-ID ... | --all)",
+       "Drops dead letters for good (--all: the oldest 1000), for records nobody should process.\n"
+       "An --id the dead-letter stream does not hold is named on stderr and the exit status is 1.",
        2},
   };
   return all;
@@ -83,8 +94,11 @@ const char* kGlobal =
     "  --coordinator-ca-file F   for https://: the CA to verify the coordinator with (env RSC_COORDINATOR_CA_FILE)\n"
     "  --coordinator-cert-file F, --coordinator-key-file F   a client certificate (mutual TLS)\n"
     "  --help              this help, or a command's with COMMAND --help\n"
+    "A call answered 503 or 409 with Retry-After (the store away, retired shards being deleted) is\n"
+    "tried again after it for up to 30 s when it changes nothing twice (reads, scale, grow-stream,\n"
+    "set-retention).\n"
     "Exit status: 0 done, 1 refused by the coordinator (message on stderr), 2 bad usage,\n"
-    "3 the coordinator could not be reached.\n";
+    "3 the coordinator could not be reached, 4 scale --wait timed out.\n";
 
 void general_help(std::ostream& os) {
   os << "usage: rsc-admin [options] COMMAND [ARGS]\n\nCommands:\n";
@@ -149,6 +163,20 @@ std::string text(const json& v) {
   return v.dump();
 }
 
+// A migration as an operator reads it: what it does and whether it is over ("DEPRECATED" is the
+// wire's word for a finished one, kept for the reference implementation's clients).
+std::string migration_text(const json& m) {
+  const std::string state = text(m.value("state", json()));
+  const std::string counts = text(m.value("fromShardCount", json())) + " -> " + text(m.value("toShardCount", json()));
+  const std::string kind = m.value("kind", std::string());
+  if (state == "DEPRECATED")
+    return kind == "GROW" ? "done (grown " + counts + ")" : kind == "SHRINK" ? "done (shrunk " + counts + ", drained and retired)" : "done (" + counts + ")";
+  if (state == "DRAINING") return "draining (" + counts + ")";
+  if (state == "ROLLED_BACK") return "rolled back (" + counts + " undone)";
+  if (state == "ROLLING_BACK") return "rolling back (" + counts + ")";
+  return state + " (" + counts + ")";
+}
+
 std::string join(const json& list) {
   if (!list.is_array() || list.empty()) return "-";
   std::string out;
@@ -166,11 +194,21 @@ std::string age(const json& ms) {
   return os.str();
 }
 
+// Members whose lease runs: an EXPIRED or FENCED one is listed for a while, not counted.
+std::size_t live_members(const json& d) {
+  std::size_t n = 0;
+  for (const auto& m : d.value("members", json::array())) {
+    const auto st = m.value("state", std::string());
+    n += st != "EXPIRED" && st != "FENCED";
+  }
+  return n;
+}
+
 void print_describe(const json& d) {
   std::cout << "GROUP " << text(d.value("streamPrefix", json())) << "/" << text(d.value("consumerGroup", json()))
             << "  STATE " << text(d.value("state", json())) << "  GROUP-EPOCH " << text(d.value("groupEpoch", json()))
             << "  ASSIGNMENT-EPOCH " << text(d.value("assignmentEpoch", json())) << "  SHARDS "
-            << text(d.value("shardCount", json())) << "  MEMBERS " << d.value("members", json::array()).size()
+            << text(d.value("shardCount", json())) << "  MEMBERS " << live_members(d)
             << "  DEAD-LETTERS " << text(d.value("deadLetters", json())) << "\n";
   if (const auto rl = d.value("redisLag", json()); rl.is_object()) {
     const auto records = rl.value("records", json());
@@ -247,6 +285,51 @@ void print_describe(const json& d) {
   }
 }
 
+// scale --wait: the stream's GET until no migration drains (each 500 ms; progress on stderr every
+// 5 s). kOk once over, kWaitTimedOut past `timeoutMs`, kUnreachable/kRefused when asking fails.
+int wait_for_scale(rsc::member::HttpClient& http, const std::string& token, const std::string& stream, long timeoutMs,
+                   bool asJson) {
+  const auto start = std::chrono::steady_clock::now();
+  auto lastSaid = start;
+  for (;;) {
+    const auto r = http.request("GET", "/coord/v1/streams/" + seg(stream), "", token);
+    const auto j = json::parse(r.body, nullptr, false);
+    const auto elapsedMs =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    if (r.status == 200 && j.is_object()) {
+      const auto active = j.value("activeMigration", json());
+      if (!active.is_object() && asJson) {
+        std::cout << j.dump(2) << "\n";
+        return kOk;
+      }
+      if (!active.is_object()) {
+        const auto last = j.value("lastMigration", json());
+        std::cout << "stream " << stream << ": " << text(j.value("shardCount", json())) << " shards"
+                  << (last.is_object() ? "; migration " + text(last.value("reshardingId", json())) + " " + migration_text(last)
+                                       : std::string())
+                  << " after " << elapsedMs << " ms\n";
+        return kOk;
+      }
+      if (std::chrono::steady_clock::now() - lastSaid >= std::chrono::seconds(5)) {
+        lastSaid = std::chrono::steady_clock::now();
+        std::cerr << "rsc-admin: scale: " << text(j.value("drainingShards", json()))
+                  << " shard(s) still draining (migration " << text(active.value("reshardingId", json())) << ", "
+                  << elapsedMs / 1000 << " s)\n";
+      }
+    } else if (r.status == 0 || (r.status != 503 && r.status != 200)) {
+      std::cerr << "rsc-admin: scale --wait: " << (r.status == 0 ? "no answer: " + r.error : "HTTP " + std::to_string(r.status) + ": " + r.body)
+                << "\n";
+      return r.status == 0 ? kUnreachable : kRefused;
+    }
+    if (elapsedMs >= timeoutMs) {
+      std::cerr << "rsc-admin: scale --wait: still draining after " << timeoutMs << " ms (the change goes on; "
+                << "rsc-admin describe shows it)\n";
+      return kWaitTimedOut;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -256,7 +339,8 @@ int main(int argc, char** argv) {
   long timeoutMs = 10000;
   rsc::member::ClientTls coordinatorTls;
   if (const char* f = std::getenv("RSC_COORDINATOR_CA_FILE")) coordinatorTls.caFile = f;
-  bool help = false, fence = false, keyStyleGiven = false, all = false, rollback = false;
+  bool help = false, fence = false, keyStyleGiven = false, all = false, rollback = false, wait = false;
+  long waitTimeoutMs = 600000;
   std::string reason;
   std::vector<std::string> deadIds;
   std::string count, to;
@@ -284,6 +368,13 @@ int main(int argc, char** argv) {
     } else if (a == "--fence-members") fence = true;
     else if (a == "--all") all = true;
     else if (a == "--rollback") rollback = true;
+    else if (a == "--wait") wait = true;
+    else if (a == "--wait-timeout-ms") {
+      const std::string v = value("a number");
+      char* end = nullptr;
+      waitTimeoutMs = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || waitTimeoutMs <= 0) bad_usage("--wait-timeout-ms: '" + v + "' is not a positive number");
+    }
     else if (a == "--reason") reason = value("a text");
     else if (a == "--id") deadIds.push_back(value("a dead-letter id"));
     else if (a == "--count") count = value("a number");
@@ -314,7 +405,8 @@ int main(int argc, char** argv) {
   const std::size_t wanted = rollback && std::string(cmd->name) == "scale" ? 1 : cmd->argc;
   if (args.size() != wanted)
     bad_usage(std::string(cmd->name) + " takes " + std::to_string(wanted) + " argument(s), got " + std::to_string(args.size()), cmd);
-  if ((rollback || !reason.empty()) && std::string(cmd->name) != "scale") bad_usage("--rollback and --reason are for scale", cmd);
+  if ((rollback || wait || !reason.empty()) && std::string(cmd->name) != "scale")
+    bad_usage("--rollback, --wait and --reason are for scale", cmd);
   if (output != "table" && output != "json") bad_usage("--output: table or json, not '" + output + "'", cmd);
   if (fence && std::string(cmd->name) != "delete-group" && std::string(cmd->name) != "reset-offsets")
     bad_usage("--fence-members is for delete-group and reset-offsets", cmd);
@@ -323,8 +415,9 @@ int main(int argc, char** argv) {
   if (keyStyleGiven && std::string(cmd->name) != "create-stream") bad_usage("--key-style is for create-stream", cmd);
   if (keyStyleGiven && keyStyle != "plain" && keyStyle != "hashtag") bad_usage("--key-style: plain or hashtag", cmd);
   if (!count.empty() && std::string(cmd->name) != "dead-letters") bad_usage("--count is for dead-letters", cmd);
-  if ((all || !deadIds.empty()) && std::string(cmd->name) != "redrive") bad_usage("--id and --all are for redrive", cmd);
-  if (std::string(cmd->name) == "redrive" && all == !deadIds.empty()) bad_usage("redrive: --id ID (repeatable) or --all", cmd);
+  const bool deadLetterMove = std::string(cmd->name) == "redrive" || std::string(cmd->name) == "discard-dead-letters";
+  if ((all || !deadIds.empty()) && !deadLetterMove) bad_usage("--id and --all are for redrive and discard-dead-letters", cmd);
+  if (deadLetterMove && all == !deadIds.empty()) bad_usage(std::string(cmd->name) + ": --id ID (repeatable) or --all", cmd);
 
   std::string method = "GET", path, body;
   const std::string name = cmd->name;
@@ -393,9 +486,10 @@ int main(int argc, char** argv) {
       bad_usage("set-retention: the policy is none, max-len=N, max-age-ms=N or processed-by-all-groups, not '" + p + "'", cmd);
     }
     body = b.dump();
-  } else if (name == "redrive") {
+  } else if (name == "redrive" || name == "discard-dead-letters") {
     method = "POST";
-    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/dead-letters/redrive";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/dead-letters/" +
+           (name == "redrive" ? "redrive" : "discard");
     body = all ? json{{"all", true}}.dump() : json{{"deadLetterIds", deadIds}}.dump();
   }
 
@@ -403,7 +497,20 @@ int main(int argc, char** argv) {
   const auto u = rsc::member::parse_url(url, &err);
   if (!err.empty()) bad_usage("--coordinator: " + err);
   rsc::member::HttpClient http(u, timeoutMs, coordinatorTls);
-  const auto r = http.request(method, path, body, token);
+  // Asked again after its Retry-After (at most 5 s each, 30 s in all) only when a second time
+  // changes nothing the first did not.
+  const bool repeatable = method == "GET" || name == "scale" || name == "grow-stream" || name == "set-retention";
+  auto r = http.request(method, path, body, token);
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       repeatable && (r.status == 503 || r.status == 409) && r.retryAfterSeconds >= 0 && std::chrono::steady_clock::now() < until;) {
+    const auto j = json::parse(r.body, nullptr, false);
+    const auto waitS = std::min<int64_t>(std::max<int64_t>(r.retryAfterSeconds, 1), 5);
+    std::cerr << "rsc-admin: " << name << ": HTTP " << r.status << " "
+              << (j.is_object() && j.contains("message") ? text(j["message"]) : r.body) << "; trying again in " << waitS
+              << " s\n";
+    std::this_thread::sleep_for(std::chrono::seconds(waitS));
+    r = http.request(method, path, body, token);
+  }
   if (r.status == 0) {
     std::cerr << "rsc-admin: no answer from " << url << ": " << r.error << "\n";
     return kUnreachable;
@@ -420,8 +527,20 @@ int main(int argc, char** argv) {
     std::cerr << "rsc-admin: the answer is not JSON: " << r.body.substr(0, 200) << "\n";
     return kRefused;
   }
+  // Named dead letters that were not there: said on stderr, exit 1 (the others were moved).
+  auto named_missing = [&]() {
+    if (name != "redrive" && name != "discard-dead-letters") return kOk;
+    const auto missing = j.value("notFound", json::array());
+    if (missing.empty()) return kOk;
+    std::cerr << "rsc-admin: " << name << ": not in the dead-letter stream of " << args[0] << "/" << args[1] << ":";
+    for (const auto& id : missing) std::cerr << " " << text(id);
+    std::cerr << "\n";
+    return kRefused;
+  };
   if (output == "json") {
     std::cout << j.dump(2) << "\n";
+    if (name == "redrive" || name == "discard-dead-letters") return named_missing();
+    if (name == "scale" && wait) return wait_for_scale(http, token, args[0], waitTimeoutMs, true);
     return kOk;
   }
   if (name == "list-streams") {
@@ -442,7 +561,7 @@ int main(int argc, char** argv) {
     if (draining > 0)
       std::cout << ", " << draining << " draining (read until every group has read and acked them, then retired)";
     if (mig.is_object() && j.value("outcome", std::string()) != "same")
-      std::cout << "; migration " << text(mig.value("reshardingId", json())) << " " << text(mig.value("state", json()));
+      std::cout << "; migration " << text(mig.value("reshardingId", json())) << " " << migration_text(mig);
     std::cout << ", metadata version " << text(st.value("metadataVersion", json())) << "\n";
   } else if (name == "remove-member") {
     std::cout << "member " << args[2] << " of " << args[0] << "/" << args[1] << ": " << text(j.value("state", json())) << "\n";
@@ -465,9 +584,11 @@ int main(int argc, char** argv) {
     const auto policy = j.value("retention", json::object());
     std::cout << "stream " << text(j.value("streamPrefix", json())) << ": retention " << text(policy.value("policy", json()))
               << (policy.contains("value") ? " " + text(policy["value"]) : std::string()) << "\n";
-  } else if (name == "redrive") {
-    std::cout << text(j.value("redriven", json())) << " dead letter(s) of " << args[0] << "/" << args[1]
-              << " written back to their shard streams\n";
+  } else if (name == "redrive" || name == "discard-dead-letters") {
+    std::cout << text(j.value(name == "redrive" ? "redriven" : "discarded", json())) << " dead letter(s) of " << args[0]
+              << "/" << args[1] << (name == "redrive" ? " written back to their shard streams" : " discarded") << "\n";
   }
+  if (name == "redrive" || name == "discard-dead-letters") return named_missing();
+  if (name == "scale" && wait) return wait_for_scale(http, token, args[0], waitTimeoutMs, false);
   return kOk;
 }

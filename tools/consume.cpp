@@ -48,13 +48,15 @@ namespace {
   os << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
                "                   --stream PREFIX --group G [--member-id ID] [--instance-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
-               "                   [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
+               "                   [--dead-letter-max-len N] [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
                "                   " << member::kClientTlsFlagsUsage << "\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
             << "--instance-id (or RSC_INSTANCE_ID, e.g. a StatefulSet pod's name): a static member, whose shards wait for\n"
                "it across a restart (SIGTERM leaves with -2) within the coordinator's static session timeout. Its member id\n"
                "is one per process (--member-id, if given, is its first part); while another live process holds the instance,\n"
                "joins are refused (UNRELEASED_INSTANCE_ID), and after a lease of refusals this one exits 3.\n"
+               "--dead-letter-max-len N: the group's dead-letter stream is trimmed near N entries, the oldest first\n"
+               "(default 100000; 0: never).\n"
                "Environment: RSC_TOKEN, RSC_INSTANCE_ID, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
                "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
                "RSC_REDIS_TLS_SERVER_NAME; flags override them.\n";
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-deliveries") o.retry.maxDeliveries = std::max(1L, std::atol(val().c_str()));
     else if (a == "--retry-backoff-ms") o.retry.backoffMs = std::max(1L, std::atol(val().c_str()));
     else if (a == "--retry-backoff-max-ms") o.retry.backoffMaxMs = std::max(1L, std::atol(val().c_str()));
+    else if (a == "--dead-letter-max-len") o.retry.deadLetterMaxLen = std::max(0L, std::atol(val().c_str()));
     else if (a == "--fail-key") failKey = val();
     else if (a == "--fail-every") failEvery = std::max(0L, std::atol(val().c_str()));
     else if (a == "--exec") execCmd = val();
