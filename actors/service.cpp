@@ -1,4 +1,5 @@
 #include "actors/service.hpp"
+#include <atomic>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,7 @@ struct Service::Impl {
 
   int32_t defaultShardCount = 16;
   GroupActorConfig groupStart;  // for start_id(): where a group's consumer groups start
+  std::atomic<bool> https{false};  // the pods serve https: the owner URLs say so
 };
 
 Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics)
@@ -146,15 +148,26 @@ static_assert(static_cast<int>(http::Placement::Kind::Nowhere) == static_cast<in
               static_cast<int>(http::Placement::Kind::Elsewhere) == static_cast<int>(group::PodView::Placement::Kind::Elsewhere));
 
 http::Placement Service::place(const store::GroupKey& key) {
-  auto p = impl_->pod->pod_view()->place(key.str(), impl_->pod->local_now(), impl_->pod->synced());
-  return {static_cast<http::Placement::Kind>(p.kind), std::move(p.podId), std::move(p.address), std::move(p.why)};
+  const auto view = impl_->pod->pod_view();
+  auto p = view->place(key.str(), impl_->pod->local_now(), impl_->pod->synced());
+  http::Placement out{static_cast<http::Placement::Kind>(p.kind), std::move(p.podId), std::move(p.address),
+                      std::move(p.why), {}, view->term};
+  if (out.kind == http::Placement::Kind::Here) {
+    out.podId = view->self;
+    out.address = impl_->pod->address();
+  }
+  if (out.kind != http::Placement::Kind::Nowhere) out.ownerUrl = http::owner_url(impl_->https, out.address);
+  return out;
 }
 
 void Service::forwarded(bool answered) {
   if (impl_->metrics) impl_->metrics->forwarded(answered);
 }
 
-void Service::set_address(std::string address) { impl_->pod->set_address(std::move(address)); }
+void Service::set_address(std::string address, bool https) {
+  impl_->https = https;
+  impl_->pod->set_address(std::move(address));
+}
 const std::string& Service::pod_id() const { return impl_->pod->pod_id(); }
 
 void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest req,

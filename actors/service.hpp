@@ -70,8 +70,9 @@ class Service : public http::Backend {
 
   http::Placement place(const protocol::GroupKey& key) override;
   void forwarded(bool answered) override;
-  // Where other pods reach this one (ip:port), told to them through the pod registry.
-  void set_address(std::string address);
+  // Where the other pods (and clients following kGroupOwnerHeader) reach this pod: host:port, over
+  // https when `https`.
+  void set_address(std::string address, bool https = false);
   const std::string& pod_id() const;
   void heartbeat(const protocol::GroupKey& key, protocol::HeartbeatRequest req,
                  std::function<void(protocol::HeartbeatResponse)> done) override;

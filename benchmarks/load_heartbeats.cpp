@@ -4,7 +4,7 @@
 //            [--redis HOST:PORT] [--pids PID[,PID...]]
 //            [--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)
 //            [--redis-tls-* ...] (the --redis-* flags of every rsc program, for --redis)
-//            [--progress none|still|moving] [--settle-rounds N]
+//            [--progress none|still|moving] [--settle-rounds N] [--follow-owner]
 // Phases, each bounded: every member joins; then, when H > 0, GET /healthz as fast as answers come
 // on the same connections for H seconds (the HTTP baseline of this run); then steady heartbeats
 // (full state, keep-alive connections, pods taken round robin) for S seconds, as fast as answers
@@ -20,6 +20,10 @@
 // has the figures as key=value pairs for scripts (scripts/bench-members.sh). --settle-rounds N:
 // after the joins, every member heartbeats N times before anything is measured, so that the
 // groups' rebalances (revocations, handovers) are over and the measured heartbeats are steady ones.
+// --follow-owner: each member sends its next heartbeat to the pod its last answer named
+// (Rsc-Group-Owner), as rsc's member runtime does, falling back to its round-robin pod at once when
+// that pod does not answer; without it the pods are taken round robin (a Service, or a client that
+// ignores the header). `followed=` counts the heartbeats sent to a named owner.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,6 +43,7 @@
 
 #include "benchmarks/proc.hpp"
 #include "member/http_client.hpp"
+#include "member/owner_follower.hpp"
 #include "redis/client.hpp"
 #include "redis/connection.hpp"
 #include "redis/options.hpp"
@@ -62,6 +67,7 @@ struct Member {
   // generator that built a JSON document per request would spend more of the shared cores on a
   // heartbeat than on a /healthz and skew their ratio (wrk with a Lua script does not).
   std::string head, tail;
+  std::string owner;  // --follow-owner: the pod the last answer named ("" none)
 };
 
 enum class Progress { None, Still, Moving };
@@ -155,6 +161,7 @@ Answer read_answer(const rsc::member::HttpReply& r) {
   std::cerr << "rsc-load: " << why << "\n"
             << "usage: rsc-load --coordinator URL[,URL...] --groups G --members-per-group M --threads T --seconds S\n"
             << "                [--stream P] [--rounds N] [--interval-ms I] [--healthz-seconds H] [--settle-rounds N]\n"
+            << "                [--follow-owner]\n"
             << "                [--redis HOST:PORT] [--pids PID[,PID...]] [--progress none|still|moving]\n"
             << "                " << rsc::member::kClientTlsFlagsUsage << "\n"
             << "                " << rsc::store::kRedisFlagsUsage << "\n";
@@ -199,6 +206,8 @@ struct Tally {
   std::map<std::string, long> statuses;
   std::vector<double> latencies;
   long sent = 0;
+  long followed = 0;   // sent straight to the owner an earlier answer named (--follow-owner)
+  long fallbacks = 0;  // of those, sent again to the round-robin pod because the owner did not answer
 };
 
 double pct(std::vector<double>& v, double p) {
@@ -214,6 +223,7 @@ int main(int argc, char** argv) {
   int groups = 10, perGroup = 10, threads = 4;
   double seconds = 5, healthzSeconds = 0;
   long rounds = 0, intervalMs = 0, settleRounds = 0;
+  bool followOwner = false;
   std::string stream = "load", redisAddr;
   Progress progress = Progress::None;
   rsc::member::ClientTls tls;
@@ -234,6 +244,7 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = std::atol(val().c_str());
     else if (a == "--interval-ms") intervalMs = std::atol(val().c_str());
     else if (a == "--settle-rounds") settleRounds = std::atol(val().c_str());
+    else if (a == "--follow-owner") followOwner = true;
     else if (a == "--redis") redisAddr = val();
     else if (a == "--pids") pids = split(val());
     else if (a == "--progress") {
@@ -275,13 +286,35 @@ int main(int argc, char** argv) {
       c.push_back(std::make_unique<rsc::member::HttpClient>(rsc::member::parse_url(u, &err), 5000, tls));
     }
 
+  // --follow-owner: a thread's connections to pods that are not among the URLs given, by base URL.
+  std::vector<std::map<std::string, std::unique_ptr<rsc::member::HttpClient>>> ownerClients(static_cast<std::size_t>(threads));
+  auto client_for = [&](int t, const std::string& url) -> rsc::member::HttpClient& {
+    for (std::size_t i = 0; i < urls.size(); ++i)
+      if (urls[i] == url) return *clients[static_cast<std::size_t>(t)][i];
+    auto& mine = ownerClients[static_cast<std::size_t>(t)][url];
+    if (!mine) {
+      std::string err;
+      mine = std::make_unique<rsc::member::HttpClient>(rsc::member::parse_url(url, &err), 5000, tls);
+    }
+    return *mine;
+  };
   auto beat = [&](int t, Member& m, std::size_t pick, Tally& tally) {
-    auto& client = *clients[static_cast<std::size_t>(t)][pick % urls.size()];
+    const std::string& configured = urls[pick % urls.size()];
+    // The rules of member/owner_follower.hpp, with the member's round-robin pod as its configured URL.
+    rsc::member::OwnerFollower route(configured, followOwner);
+    route.on_answer(m.owner, 0);
     const auto s = Clock::now();
-    auto r = client.request("POST", "/coord/v1/streams/" + stream + "/groups/" + m.group + "/members/" + m.id + "/heartbeat",
-                            body(m, progress));
+    const std::string path = "/coord/v1/streams/" + stream + "/groups/" + m.group + "/members/" + m.id + "/heartbeat";
+    const bool direct = route.direct();
+    auto r = client_for(t, route.target()).request("POST", path, body(m, progress));
+    if (r.status == 0 && route.on_failure(0)) {
+      ++tally.fallbacks;
+      r = client_for(t, route.target()).request("POST", path, body(m, progress));
+    }
+    if (followOwner) m.owner = r.status == 0 ? "" : r.groupOwner;
     tally.latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
     ++tally.sent;
+    tally.followed += direct;
     const auto a = read_answer(r);
     ++tally.statuses[a.status];
     const auto before = std::make_pair(m.epoch, m.owned);
@@ -304,6 +337,8 @@ int main(int argc, char** argv) {
       for (auto& [k, v] : x.statuses) all.statuses[k] += v;
       all.latencies.insert(all.latencies.end(), x.latencies.begin(), x.latencies.end());
       all.sent += x.sent;
+      all.followed += x.followed;
+      all.fallbacks += x.fallbacks;
     }
     return all;
   };
@@ -361,7 +396,21 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The calls the pods forwarded to a group's owner (their /metrics), summed over the pods given.
+  auto forwarded_total = [&]() -> double {
+    double sum = 0;
+    for (std::size_t i = 0; i < urls.size(); ++i) {
+      auto r = clients[0][i]->request("GET", "/metrics", "");
+      if (r.status != 200) return -1;
+      std::istringstream lines(r.body);
+      for (std::string line; std::getline(lines, line);)
+        if (line.rfind("rsc_forwarded_calls_total{", 0) == 0) sum += std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    }
+    return sum;
+  };
+
   // 3. Steady heartbeats.
+  const double forwarded0 = forwarded_total();
   const auto c0 = redis_counters(redis.get());
   const double cpu0 = cpu_seconds(pids);
   const double self0 = cpu_seconds({"self"});
@@ -395,6 +444,10 @@ int main(int argc, char** argv) {
   const auto threads1 = thread_figures(pids);
   const auto c1 = redis_counters(redis.get());
   const long rssAfter = rss_kib(pids);
+  const double forwarded1 = forwarded_total();
+  const double forwardedPerHb = forwarded0 < 0 || forwarded1 < 0 || load.sent == 0
+                                    ? -1.0
+                                    : (forwarded1 - forwarded0) / static_cast<double>(load.sent);
 
   const double hbPerSecond = static_cast<double>(load.sent) / elapsed;
   long errors = 0;
@@ -418,6 +471,11 @@ int main(int argc, char** argv) {
               << intervalMs << " ms)\n";
   }
   std::cout << "  errors " << errors << "\n";
+  std::cout << "  forwarded by a pod to the group's owner: " << forwardedPerHb << " per heartbeat";
+  if (followOwner)
+    std::cout << "; sent straight to the owner an answer named: " << load.followed << " of " << load.sent << " ("
+              << load.fallbacks << " sent again elsewhere because it did not answer)";
+  std::cout << "\n";
   if (healthzSeconds > 0)
     std::cout << "  healthz " << static_cast<long>(healthzPerSecond) << " req/s on the same connections; heartbeat/healthz "
               << hbPerSecond / healthzPerSecond << "\n";
@@ -501,6 +559,7 @@ int main(int argc, char** argv) {
             << " p99_ms=" << pct(load.latencies, 0.99)
             << " bytes_per_member=" << (pids.empty() ? -1.0 : static_cast<double>(rssGrown) * 1024.0 / static_cast<double>(members.size()))
             << " switches=" << (pids.empty() ? -1.0 : static_cast<double>(switches) / sentD) << " errors=" << errors
-            << " expired=" << expired << "\n";
+            << " expired=" << expired << " forwarded=" << forwardedPerHb << " followed=" << load.followed
+            << " fallbacks=" << load.fallbacks << "\n";
   return errors == 0 ? 0 : 1;
 }

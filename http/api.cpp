@@ -119,6 +119,7 @@ const std::vector<ServedRoute>& served_routes() {
       {"GET", g},
       {"DELETE", g},
       {"GET", g + "/producer-routing"},
+      {"GET", g + "/owner"},
       {"DELETE", g + "/members/{memberId}"},
       {"GET", g + "/dead-letters"},
       {"POST", g + "/dead-letters/redrive"},
@@ -196,6 +197,7 @@ Routed route(const std::string& method, const std::string& target) {
         return method_not_allowed(method, "GET, DELETE");
       }
       if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);
+      if (p.size() == 7 && p[6] == "owner") return only("GET", K::GroupOwner, s, p[5]);
       // The reference implementation's per-group scale paths: a stream's shards are one for all
       // its groups, so they change the stream.
       if (p.size() == 7 && p[6] == "scale") return only("POST", K::ScaleStream, s, p[5]);
@@ -497,6 +499,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::ListGroups:
     case K::ListStreams:
     case K::Describe:
+    case K::GroupOwner:
     case K::ProducerRouting: need = Need::Member; break;
     case K::PutStream:
     case K::PostStream:
@@ -531,10 +534,41 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE",
                                "Content-Type must be application/json, not '" + req.contentType + "'"));
 
+  // Every answer about a group names the pod that owns it (kGroupOwnerHeader): rsc's clients send
+  // the group's next calls there. An answer forwarded from the owner carries the owner's own.
+  std::optional<Placement> placement;
+  std::optional<Respond> ownerWrap;
+  if (!rt.group.empty() && rt.kind != K::ScaleStream && rt.kind != K::RollbackScale) {
+    placement = backend.place(protocol::GroupKey{rt.stream, rt.group});
+    if (rt.kind == K::GroupOwner) {
+      if (placement->ownerUrl.empty() || placement->kind == Placement::Kind::Nowhere) {
+        auto r = plain_error(503, "RETRY",
+                             "no pod owns the group now" + (placement->why.empty() ? "" : ": " + placement->why));
+        r.headers.emplace_back("Retry-After", "1");
+        return respond(std::move(r));
+      }
+      auto r = json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
+                                           {"consumerGroup", rt.group},
+                                           {"owner", placement->ownerUrl},
+                                           {"podId", placement->podId},
+                                           {"term", placement->term}}));
+      r.headers.emplace_back(kGroupOwnerHeader, placement->ownerUrl);
+      return respond(std::move(r));
+    }
+    if (placement->kind != Placement::Kind::Nowhere && !placement->ownerUrl.empty())
+      ownerWrap.emplace([next = respond, url = placement->ownerUrl](HttpResponse r) {
+        for (const auto& h : r.headers)
+          if (h.first == kGroupOwnerHeader) return next(std::move(r));
+        r.headers.emplace_back(kGroupOwnerHeader, url);
+        next(std::move(r));
+      });
+  }
+  Respond& answer = ownerWrap ? *ownerWrap : respond;
+
   // A group's heartbeats and admin calls are served by its owner (group/pod_authority.hpp): at
   // another pod, this one forwards them and hands back the answer, so members keep one URL.
   if (rt.kind == K::Heartbeat || rt.kind == K::RemoveMember || rt.kind == K::DeleteGroup || rt.kind == K::ResetOffsets) {
-    auto placed = backend.place(protocol::GroupKey{rt.stream, rt.group});
+    auto& placed = *placement;
     if (placed.kind != Placement::Kind::Here) {
       // Nobody can serve it now: RETRY, as for a store that does not answer.
       auto unavailable = [&backend, kind = rt.kind, member = rt.member, body = req.body](const std::string& why) {
@@ -551,8 +585,12 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         // The owner writes the admin call's audit line; this pod's would be a second one.
         return req.forwarder->forward(
             placed.address, req,
-            [&backend, respondAll](HttpResponse r) {
+            [&backend, respondAll, url = placed.ownerUrl](HttpResponse r) {
               backend.forwarded(true);
+              // The owner names itself; a pod of an older version does not: say where it is.
+              const bool named = std::any_of(r.headers.begin(), r.headers.end(),
+                                             [](const auto& h) { return h.first == kGroupOwnerHeader; });
+              if (!named && !url.empty()) r.headers.emplace_back(kGroupOwnerHeader, url);
               respondAll(std::move(r));
             },
             [&backend, respondAll, unavailable, pod = placed.podId](const std::string& why) {
@@ -564,7 +602,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         placed.why = req.forwardedBy.empty() ? "this server cannot forward to pod " + placed.podId
                                               : "forwarded by pod " + req.forwardedBy + ", but pod " + placed.podId +
                                                     " serves the group now";
-      return respond(unavailable(placed.why));
+      return answer(unavailable(placed.why));
     }
   }
 
@@ -575,61 +613,61 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         // A body that is no JSON object at all is not a heartbeat to decide on: HTTP 400. A
         // heartbeat with a wrong field is a decision (INVALID_REQUEST), answered 200 like the rest.
         const bool notAnObject = decoded.error.field.empty();
-        return respond(refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status,
+        return answer(refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status,
                                          decoded.error.message, notAnObject ? 400 : 0, decoded.error.field));
       }
       // The answer callback takes the given one over (its last use here): no copy of it.
       backend.heartbeat({std::move(rt.stream), std::move(rt.group)}, std::move(*decoded.value),
-                        [respond = std::move(respond)](protocol::HeartbeatResponse r) { respond(heartbeat_answer(r)); });
+                        [answer = std::move(answer)](protocol::HeartbeatResponse r) { answer(heartbeat_answer(r)); });
       return;
     }
     case K::PutStream:
     case K::PostStream: {
       const bool post = rt.kind == K::PostStream;
       auto n = protocol::decode_stream_request(req.body, post);
-      if (!n.ok()) return respond(plain_error(400, "INVALID_REQUEST", n.error.message));
+      if (!n.ok()) return answer(plain_error(400, "INVALID_REQUEST", n.error.message));
       const auto asked = *n.value;
-      backend.write_stream(rt.stream, asked, post, [respond, post, asked](Answer<StreamWritten> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      backend.write_stream(rt.stream, asked, post, [answer, post, asked](Answer<StreamWritten> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         const auto& w = *r.value;
-        if (w.outcome == StreamWritten::Outcome::Created) return respond(json_ok(protocol::encode(w.meta), post ? 201 : 200));
+        if (w.outcome == StreamWritten::Outcome::Created) return answer(json_ok(protocol::encode(w.meta), post ? 201 : 200));
         if (w.outcome == StreamWritten::Outcome::Exists) {
           // POST on a stream that exists: fine when it is what was asked for, a conflict otherwise.
           const bool same = (!asked.shardCount || *asked.shardCount == w.meta.shardCount) &&
                             (!asked.keyStyle || *asked.keyStyle == w.meta.keyStyle);
           if (!same)
-            return respond(plain_error(
+            return answer(plain_error(
                 409, "CONFLICT",
                 "stream " + w.meta.streamPrefix + " exists with " + std::to_string(w.meta.shardCount) +
                     " shards and keyStyle " + std::string(protocol::to_string(w.meta.keyStyle)) +
                     "; grow it with PUT {\"shardCount\": N}"));
         }
-        respond(json_ok(protocol::encode(w.meta)));
+        answer(json_ok(protocol::encode(w.meta)));
       });
       return;
     }
     case K::ProducerRouting:
-      backend.producer_routing({rt.stream, rt.group}, [respond, rt](Answer<std::optional<protocol::StreamMetadata>> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      backend.producer_routing({rt.stream, rt.group}, [answer, rt](Answer<std::optional<protocol::StreamMetadata>> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         if (!r.value->has_value())
-          return respond(plain_error(404, "NOT_FOUND", "no such stream: " + rt.stream + "; create it first (POST or PUT)"));
-        respond(json_ok(producer_routing_json(**r.value, rt.group)));
+          return answer(plain_error(404, "NOT_FOUND", "no such stream: " + rt.stream + "; create it first (POST or PUT)"));
+        answer(json_ok(producer_routing_json(**r.value, rt.group)));
       });
       return;
     case K::GetRetention:
-      backend.get_retention(rt.stream, [respond, s = rt.stream](Answer<std::optional<protocol::Retention>> r) {
-        if (!r.ok()) return respond(store_error(r.error));
-        if (!r.value->has_value()) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
-        respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(**r.value)}})));
+      backend.get_retention(rt.stream, [answer, s = rt.stream](Answer<std::optional<protocol::Retention>> r) {
+        if (!r.ok()) return answer(store_error(r.error));
+        if (!r.value->has_value()) return answer(plain_error(404, "NOT_FOUND", "no such stream: " + s));
+        answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(**r.value)}})));
       });
       return;
     case K::PutRetention: {
       auto asked = protocol::decode_retention_body(req.body);
-      if (!asked.ok()) return respond(plain_error(400, "INVALID_REQUEST", asked.error.message));
-      backend.set_retention(rt.stream, *asked.value, [respond, s = rt.stream, r = *asked.value](Answer<bool> set) {
-        if (!set.ok()) return respond(store_error(set.error));
-        if (!*set.value) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
-        respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(r)}})));
+      if (!asked.ok()) return answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+      backend.set_retention(rt.stream, *asked.value, [answer, s = rt.stream, r = *asked.value](Answer<bool> set) {
+        if (!set.ok()) return answer(store_error(set.error));
+        if (!*set.value) return answer(plain_error(404, "NOT_FOUND", "no such stream: " + s));
+        answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(r)}})));
       });
       return;
     }
@@ -637,30 +675,30 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     case K::RollbackScale: {
       const bool rollback = rt.kind == K::RollbackScale;
       auto asked = protocol::decode_scale_request(req.body, rollback);
-      if (!asked.ok()) return respond(plain_error(400, "INVALID_REQUEST", asked.error.message));
+      if (!asked.ok()) return answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
       ScaleAsk ask{rollback, *asked.value};
-      backend.scale_stream(rt.stream, ask, [respond, rt, ask](Answer<ScaleDone> r) {
-        if (!r.ok()) return respond(store_error(r.error));
-        respond(scale_answer(rt.stream, rt.migration, ask, *r.value));
+      backend.scale_stream(rt.stream, ask, [answer, rt, ask](Answer<ScaleDone> r) {
+        if (!r.ok()) return answer(store_error(r.error));
+        answer(scale_answer(rt.stream, rt.migration, ask, *r.value));
       });
       return;
     }
     case K::GetStream:
-      backend.get_stream(rt.stream, [respond, s = rt.stream](Answer<std::optional<protocol::StreamMetadata>> r) {
-        if (!r.ok()) return respond(store_error(r.error));
-        if (!r.value->has_value()) return respond(plain_error(404, "NOT_FOUND", "no such stream: " + s));
-        respond(json_ok(protocol::encode(**r.value)));
+      backend.get_stream(rt.stream, [answer, s = rt.stream](Answer<std::optional<protocol::StreamMetadata>> r) {
+        if (!r.ok()) return answer(store_error(r.error));
+        if (!r.value->has_value()) return answer(plain_error(404, "NOT_FOUND", "no such stream: " + s));
+        answer(json_ok(protocol::encode(**r.value)));
       });
       return;
     case K::ListStreams: {
       // A token scoped to some streams sees only those.
       const Token* t = decision.token;
-      backend.list_streams([respond, t](Answer<std::vector<std::string>> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      backend.list_streams([answer, t](Answer<std::vector<std::string>> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         json names = json::array();
         for (const auto& s : *r.value)
           if (t == nullptr || matches_any(t->streams, s)) names.push_back(s);
-        respond(json_ok(protocol::dump(json{{"streams", std::move(names)}})));
+        answer(json_ok(protocol::dump(json{{"streams", std::move(names)}})));
       });
       return;
     }
@@ -673,48 +711,48 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       page.headers.emplace_back("X-Content-Type-Options", "nosniff");
       page.headers.emplace_back("Referrer-Policy", "no-referrer");
       page.headers.emplace_back("Cache-Control", "no-cache");
-      return respond(std::move(page));
+      return answer(std::move(page));
     }
     case K::ListGroups:
-      backend.list_groups(rt.stream, [respond, s = rt.stream](Answer<std::vector<std::string>> r) {
-        if (!r.ok()) return respond(store_error(r.error));
-        respond(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", *r.value}})));
+      backend.list_groups(rt.stream, [answer, s = rt.stream](Answer<std::vector<std::string>> r) {
+        if (!r.ok()) return answer(store_error(r.error));
+        answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", *r.value}})));
       });
       return;
     case K::Describe:
-      backend.describe({rt.stream, rt.group}, [respond, rt](Answer<std::optional<std::string>> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      backend.describe({rt.stream, rt.group}, [answer, rt](Answer<std::optional<std::string>> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         if (!r.value->has_value())
-          return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-        respond(json_ok(**r.value));
+          return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+        answer(json_ok(**r.value));
       });
       return;
     case K::DeleteGroup: {
       const auto q = query_param(req.target, "fenceMembers");
       if (q && *q != "true" && *q != "false")
-        return respond(plain_error(400, "INVALID_REQUEST", "fenceMembers: must be true or false, not '" + *q + "'"));
+        return answer(plain_error(400, "INVALID_REQUEST", "fenceMembers: must be true or false, not '" + *q + "'"));
       const bool fence = q && *q == "true";
-      backend.delete_group({rt.stream, rt.group}, fence, [respond, rt](Answer<Deletion> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      backend.delete_group({rt.stream, rt.group}, fence, [answer, rt](Answer<Deletion> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         switch (*r.value) {
           case Deletion::NotFound:
-            return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+            return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
           case Deletion::HasLiveMembers:
-            return respond(plain_error(409, "GROUP_NOT_EMPTY",
+            return answer(plain_error(409, "GROUP_NOT_EMPTY",
                                        "group " + rt.stream + "/" + rt.group +
                                            " has live members; remove them first or send ?fenceMembers=true"));
           case Deletion::Deleted:
-            return respond(json_ok(protocol::dump(
+            return answer(json_ok(protocol::dump(
                 json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"deleted", true}})));
         }
       });
       return;
     }
     case K::RemoveMember:
-      backend.remove_member({rt.stream, rt.group}, rt.member, [respond, rt](Answer<bool> r) {
-        if (!r.ok()) return respond(store_error(r.error));
-        if (!*r.value) return respond(plain_error(404, "NOT_FOUND", "no live member " + rt.member + " in " + rt.group));
-        respond(json_ok(protocol::dump(json{{"memberId", rt.member}, {"state", "FENCED"}})));
+      backend.remove_member({rt.stream, rt.group}, rt.member, [answer, rt](Answer<bool> r) {
+        if (!r.ok()) return answer(store_error(r.error));
+        if (!*r.value) return answer(plain_error(404, "NOT_FOUND", "no live member " + rt.member + " in " + rt.group));
+        answer(json_ok(protocol::dump(json{{"memberId", rt.member}, {"state", "FENCED"}})));
       });
       return;
     case K::DeadLetters: {
@@ -723,13 +761,13 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         char* end = nullptr;
         limit = std::strtoll(q->c_str(), &end, 10);
         if (q->empty() || *end != '\0' || limit < 1 || limit > 1000)
-          return respond(plain_error(400, "INVALID_REQUEST", "count: a number from 1 to 1000, not '" + *q + "'"));
+          return answer(plain_error(400, "INVALID_REQUEST", "count: a number from 1 to 1000, not '" + *q + "'"));
       }
-      backend.dead_letters({rt.stream, rt.group}, limit, [respond, rt](Answer<protocol::DeadLetterPage> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      backend.dead_letters({rt.stream, rt.group}, limit, [answer, rt](Answer<protocol::DeadLetterPage> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         if (!r.value->groupFound)
-          return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-        respond(json_ok(protocol::dump(dead_letters_json(rt.stream, rt.group, *r.value))));
+          return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+        answer(json_ok(protocol::dump(dead_letters_json(rt.stream, rt.group, *r.value))));
       });
       return;
     }
@@ -764,14 +802,14 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         if (bad.empty() && all == !ids.empty()) bad = "name dead letters (deadLetterIds) or ask for all of them, one of the two";
         if (bad.empty() && ids.size() > 1000) bad = "deadLetterIds: at most 1000 at a time";
       }
-      if (!bad.empty()) return respond(plain_error(400, "INVALID_REQUEST", bad));
+      if (!bad.empty()) return answer(plain_error(400, "INVALID_REQUEST", bad));
       const bool redrive = rt.kind == K::Redrive;
-      auto done = [respond, rt, redrive](Answer<protocol::DeadLetterMove> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      auto done = [answer, rt, redrive](Answer<protocol::DeadLetterMove> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         if (!r.value->groupFound)
-          return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+          return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
         // Named ids the dead-letter stream does not hold are listed; the others were moved.
-        respond(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
+        answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
                                             {"consumerGroup", rt.group},
                                             {redrive ? "redriven" : "discarded", r.value->moved},
                                             {"notFound", r.value->unknownIds}})));
@@ -796,32 +834,32 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
           else fence = body["fenceMembers"].get<bool>();
         }
       }
-      if (!bad.empty()) return respond(plain_error(400, "INVALID_REQUEST", bad));
-      backend.reset_offsets({rt.stream, rt.group}, *position, fence, [respond, rt, to, p = *position](Answer<OffsetsReset> r) {
-        if (!r.ok()) return respond(store_error(r.error));
+      if (!bad.empty()) return answer(plain_error(400, "INVALID_REQUEST", bad));
+      backend.reset_offsets({rt.stream, rt.group}, *position, fence, [answer, rt, to, p = *position](Answer<OffsetsReset> r) {
+        if (!r.ok()) return answer(store_error(r.error));
         switch (r.value->outcome) {
           case OffsetsReset::Outcome::NotFound:
-            return respond(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
+            return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
           case OffsetsReset::Outcome::HasLiveMembers:
-            return respond(plain_error(409, "GROUP_NOT_EMPTY",
+            return answer(plain_error(409, "GROUP_NOT_EMPTY",
                                        "group " + rt.stream + "/" + rt.group +
                                            " has live members: stop them first or send \"fenceMembers\": true"));
           case OffsetsReset::Outcome::Reset:
-            return respond(json_ok(protocol::dump(json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"to", to},
+            return answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"to", to},
                                                        {"position", p}, {"shards", r.value->shards}})));
         }
       });
       return;
     }
     case K::Metrics:
-      return respond({200, backend.metrics_text(), "text/plain; version=0.0.4; charset=utf-8", {}});
-    case K::Health: return respond(json_ok(R"({"status":"UP"})"));
+      return answer({200, backend.metrics_text(), "text/plain; version=0.0.4; charset=utf-8", {}});
+    case K::Health: return answer(json_ok(R"({"status":"UP"})"));
     case K::Ready:
-      backend.ready([respond](bool ok, std::string why) {
-        if (ok) return respond(json_ok(R"({"status":"READY"})"));
+      backend.ready([answer](bool ok, std::string why) {
+        if (ok) return answer(json_ok(R"({"status":"READY"})"));
         auto r = plain_error(503, "NOT_READY", why);
         r.headers.emplace_back("Retry-After", "1");
-        respond(std::move(r));
+        answer(std::move(r));
       });
       return;
   }

@@ -38,6 +38,10 @@ using Respond = std::function<void(HttpResponse)>;
 
 // The header a pod puts on a request it forwards: the owner never forwards it again.
 inline constexpr const char* kForwardedByHeader = "X-Rsc-Forwarded-By";
+// The header on every answer about a group (served here or forwarded): the base URL of the pod
+// that owns the group now ("https://rsc-1.rsc-pods.ns.svc:8080"), absent while no pod does. rsc's
+// clients send the group's next calls there; clients that ignore it keep being forwarded.
+inline constexpr const char* kGroupOwnerHeader = "Rsc-Group-Owner";
 
 class Forwarder {
  public:
@@ -115,7 +119,20 @@ struct Placement {
   std::string podId;
   std::string address;
   std::string why;  // Nowhere: for the RETRY answer
+  // The owner's base URL as it advertises itself (scheme://host:port), for kGroupOwnerHeader: this
+  // pod's own when Here, the other's when Elsewhere; "" when unknown (nothing is said then).
+  std::string ownerUrl;
+  uint64_t term = 0;  // the pod view's term the placement was read in (changes when owners may move)
 };
+// "scheme://address" for an advertised "host:port" (an IPv6 host is bracketed); "" for "".
+inline std::string owner_url(bool https, const std::string& address) {
+  if (address.empty()) return {};
+  std::string url = https ? "https://" : "http://";
+  const auto colon = address.rfind(':');
+  if (colon != std::string::npos && address.find(':') != colon && address.front() != '[')
+    return url + "[" + address.substr(0, colon) + "]" + address.substr(colon);
+  return url + address;
+}
 
 // What the coordinator does; every call answers exactly once through its callback, from any thread.
 class Backend {
@@ -250,7 +267,8 @@ struct Route {
     StatusPage,
     Metrics,
     Health,
-    Ready
+    Ready,
+    GroupOwner
   };
   Kind kind;
   std::string stream, group, member;

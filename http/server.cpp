@@ -271,10 +271,16 @@ class PodForwarder : public Forwarder {
     call->respond = std::move(respond);
     call->failed = std::move(failed);
     const auto colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 >= address.size())
+      return call->failed("has no usable address ('" + address + "')");
+    std::string host = address.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    const auto port = static_cast<unsigned short>(std::atoi(address.c_str() + colon + 1));
     beast::error_code ec;
-    const auto ip = net::ip::make_address(colon == std::string::npos ? address : address.substr(0, colon), ec);
-    if (ec || colon == std::string::npos) return call->failed("has no usable address ('" + address + "')");
-    call->endpoint = tcp::endpoint(ip, static_cast<unsigned short>(std::atoi(address.c_str() + colon + 1)));
+    const auto ip = net::ip::make_address(host, ec);
+    if (ec) call->hostName = host;  // a name (a headless Service's pod record): resolved at connect
+    else call->endpoint = tcp::endpoint(ip, port);
+    call->port = port;
     auto& r = call->req;
     r.method_string(req.method);
     r.target(req.target);
@@ -310,6 +316,9 @@ class PodForwarder : public Forwarder {
   struct Call {
     std::string address;
     tcp::endpoint endpoint;
+    std::string hostName;  // the address names a host rather than an IP: resolved first
+    bool resolved = false;
+    unsigned short port = 0;
     bhttp::request<bhttp::string_body> req;
     bhttp::response<bhttp::string_body> res;
     Respond respond;
@@ -386,6 +395,8 @@ class PodForwarder : public Forwarder {
             auto it = call->res.find(field);
             if (it != call->res.end()) out.headers.emplace_back(std::string(it->name_string()), std::string(it->value()));
           }
+          if (auto it = call->res.find(kGroupOwnerHeader); it != call->res.end())
+            out.headers.emplace_back(kGroupOwnerHeader, std::string(it->value()));
           out.body = std::move(call->res.body());
           if (call->res.keep_alive())
             put_back(call->address, up);
@@ -402,6 +413,18 @@ class PodForwarder : public Forwarder {
     };
     if (up->connected) return exchange();
     up->tcp().expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
+    if (!call->hostName.empty() && !call->resolved) {
+      // Resolved on each new connection (a pod that restarts keeps its name, not its IP).
+      auto resolver = std::make_shared<tcp::resolver>(ioc_);
+      return resolver->async_resolve(
+          call->hostName, std::to_string(call->port),
+          [this, resolver, call, up, onError](beast::error_code ec, tcp::resolver::results_type found) {
+            if (ec || found.empty()) return onError(ec ? ec : net::error::host_not_found, "resolve");
+            call->endpoint = *found.begin();
+            call->resolved = true;
+            send(call, up);
+          });
+    }
     up->tcp().async_connect(call->endpoint, [this, call, up, exchange, onError](beast::error_code ec) {
       if (ec) return onError(ec, "connect");
       beast::error_code ignored;
@@ -411,7 +434,9 @@ class PodForwarder : public Forwarder {
         return exchange();
       }
       // The other pod's certificate must name opts.tls.peerName, or else the address forwarded to.
-      expect_peer(*up->ss, !opts_.tls.peerName.empty() ? opts_.tls.peerName : call->endpoint.address().to_string());
+      expect_peer(*up->ss, !opts_.tls.peerName.empty() ? opts_.tls.peerName
+                           : !call->hostName.empty()   ? call->hostName
+                                                       : call->endpoint.address().to_string());
       up->ss->async_handshake(net::ssl::stream_base::client, [up, exchange, onError](beast::error_code hec) {
         if (hec) return onError(hec, "TLS handshake");
         up->connected = true;

@@ -15,15 +15,27 @@ Url url_of(const std::string& s) {
 
 HeartbeatClient::HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, std::string token,
                                  std::string streamPrefix, std::string group, std::string memberId, ClientTls tls)
-    : http_(url_of(coordinatorUrl), timeoutMs, std::move(tls)),
+    : configuredUrl_(coordinatorUrl),
+      timeoutMs_(timeoutMs),
+      tls_(tls),
+      http_(url_of(coordinatorUrl), timeoutMs, std::move(tls)),
       token_(std::move(token)),
       prefix_(std::move(streamPrefix)),
       path_("/coord/v1/streams/" + prefix_ + "/groups/" + group + "/members/" + memberId + "/heartbeat") {}
 
-HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequest& request) {
+HttpClient& HeartbeatClient::client_for(const std::string& url) {
+  if (url.empty() || url == configuredUrl_) return http_;
+  auto it = pods_.find(url);
+  if (it != pods_.end()) return *it->second;
+  if (pods_.size() >= 8) pods_.clear();  // owners come and go: keep the connections of the recent ones
+  return *pods_.emplace(url, std::make_unique<HttpClient>(url_of(url), timeoutMs_, tls_)).first->second;
+}
+
+HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequest& request, const std::string& url) {
   Answer a;
-  auto reply = http_.request("POST", path_, protocol::encode(request), token_);
+  auto reply = client_for(url).request("POST", path_, protocol::encode(request), token_);
   a.httpStatus = reply.status;
+  a.owner = std::move(reply.groupOwner);
   if (reply.status == 0) {
     a.error = reply.error;
     return a;

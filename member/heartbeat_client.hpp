@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -20,14 +22,23 @@ class HeartbeatClient {
     std::optional<protocol::HeartbeatResponse> response;  // nullopt: no answer that decodes
     int httpStatus = 0;                                    // 0: no HTTP answer at all
     std::string error;                                     // why there is no response
+    std::string owner;  // the pod that owns the group, as the answer named it (Rsc-Group-Owner)
   };
-  Answer heartbeat(const protocol::HeartbeatRequest& request);
+  // To `url` (a pod's base URL the last answer named; "" or the configured URL: the configured
+  // one), on a kept-alive connection of its own per URL.
+  Answer heartbeat(const protocol::HeartbeatRequest& request, const std::string& url = {});
 
   // The stream's shard key pattern ("orders:{shardIndex}"), or nullopt with `error` set.
   std::optional<std::string> key_pattern(std::string* error);
 
  private:
+  HttpClient& client_for(const std::string& url);
+
+  std::string configuredUrl_;
+  int64_t timeoutMs_ = 0;
+  ClientTls tls_;  // direct calls to a pod present the same client certificate as to the Service
   HttpClient http_;
+  std::map<std::string, std::unique_ptr<HttpClient>> pods_;  // by base URL
   std::string token_, prefix_, path_;
 };
 

@@ -163,6 +163,7 @@ HttpClient::HttpClient(Url url, int64_t timeoutMs, ClientTls tls) : impl_(std::m
   if (impl_->url.https) impl_->setup_tls(tls);
 }
 HttpClient::~HttpClient() = default;
+const Url& HttpClient::url() const { return impl_->url; }
 
 HttpReply HttpClient::request(const std::string& method, const std::string& path, const std::string& body,
                               const std::string& bearerToken) {
@@ -194,6 +195,7 @@ HttpReply HttpClient::request(const std::string& method, const std::string& path
         const long long n = std::strtoll(v.c_str(), &end, 10);
         if (!v.empty() && *end == '\0' && n >= 0) out.retryAfterSeconds = n;
       }
+      if (const auto o = res.find("Rsc-Group-Owner"); o != res.end()) out.groupOwner = std::string(o->value());
       out.body = std::move(res.body());
       if (!res.keep_alive()) impl_->disconnect();
       return out;

@@ -37,6 +37,8 @@ struct HttpReply {
   // Retry-After in seconds when the answer carried one (a 503 while the store is away, a 409 while
   // a migration still drains), else -1.
   int64_t retryAfterSeconds = -1;
+  // The pod that owns the group the call was about (header Rsc-Group-Owner), "" when not named.
+  std::string groupOwner;
 };
 
 class HttpClient {
@@ -45,6 +47,7 @@ class HttpClient {
   ~HttpClient();
   HttpReply request(const std::string& method, const std::string& path, const std::string& body,
                     const std::string& bearerToken = {});
+  const Url& url() const;
 
  private:
   struct Impl;

@@ -8,7 +8,7 @@ namespace rsc::member {
 using protocol::HeartbeatStatus;
 using protocol::ShardAssignmentState;
 
-Membership::Membership(Options o) : o_(std::move(o)) {
+Membership::Membership(Options o) : o_(std::move(o)), route_(o_.coordinatorUrl, o_.followOwner) {
   if (o_.concurrency < 1) o_.concurrency = 1;
 }
 
@@ -159,8 +159,16 @@ Membership::Reaction Membership::not_answered(const std::string& why) {
   return out;
 }
 
-Membership::Reaction Membership::on_no_answer(const std::string& why) {
+Membership::Reaction Membership::on_no_answer(const std::string& why, int64_t nowNs) {
   ++counters_.heartbeats;
+  const std::string owner = route_.target();
+  if (route_.on_failure(nowNs)) {
+    ++counters_.ownerFallbacks;
+    note("the group's owner pod " + owner + " did not answer (" + why + "); heartbeating " + route_.target() +
+         " at once");
+    reportedRevoked_.clear();  // reported again in the request that goes now
+    return Reaction{false, 0};
+  }
   // A leave nobody answers: once what was in the handler has drained there is nothing left to hand
   // back (reading stopped at leave()), so after a few tries the member goes without the answer and
   // the coordinator expires it at its lease end, rather than the stop waiting out its timeout.
@@ -177,8 +185,10 @@ Membership::Reaction Membership::on_no_answer(const std::string& why) {
   return not_answered(why);
 }
 
-Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& r, int64_t sentNs) {
+Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& r, int64_t sentNs,
+                                             const std::string& ownerHeader) {
   ++counters_.heartbeats;
+  route_.on_answer(ownerHeader, sentNs);
   if (r.status == HeartbeatStatus::RETRY) return not_answered("RETRY: " + r.message.value_or(""));
   backoffMs_ = 50;
   joinRequestId_.clear();  // answered: the next join is a new request

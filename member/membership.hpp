@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "member/owner_follower.hpp"
 #include "protocol/types.hpp"
 
 namespace rsc::member {
@@ -33,6 +34,7 @@ struct MembershipCounters {
   int64_t selfFences = 0;
   int64_t notifications = 0;
   int64_t readInterrupts = 0;  // outstanding reads cut short because a shard they waited on was given up
+  int64_t ownerFallbacks = 0;  // a followed owner did not answer: the heartbeat went again to the configured URL
   int64_t failedAttempts = 0;  // handler calls that failed (threw)
   int64_t retried = 0;         // of those, records left pending to be tried again after a backoff
   int64_t deadLettered = 0;    // records written to the dead-letter stream, then acked
@@ -72,6 +74,10 @@ class Membership {
     // A static member's stable identity (a StatefulSet pod's name): sent with every heartbeat; a
     // graceful leave then sends -2 (coming back) and the coordinator keeps its shards for it.
     std::string instanceId;
+    // Where heartbeats go: the configured coordinator URL, or (followOwner) the group's owner pod
+    // as the last answer named it (OwnerFollower's rules).
+    std::string coordinatorUrl;
+    bool followOwner = true;
   };
   explicit Membership(Options o);
 
@@ -83,11 +89,16 @@ class Membership {
     bool answered = false;   // the coordinator decided (anything but RETRY)
     int64_t waitMs = 0;      // until the next heartbeat (0: at once)
   };
+  // Where the next request goes (the configured URL or the group's owner pod).
+  const std::string& coordinator() const { return route_.target(); }
+  const OwnerFollower& route() const { return route_; }
   // The answer to the last request, which was sent at `sentNs` (the self-fence clock counts from
-  // the send, never from the arrival).
-  Reaction on_response(const protocol::HeartbeatResponse& r, int64_t sentNs);
-  // No answer at all (no coordinator, a timeout, a body that does not decode), and why.
-  Reaction on_no_answer(const std::string& why);
+  // the send, never from the arrival); `ownerHeader`: the owner pod it named (Rsc-Group-Owner).
+  Reaction on_response(const protocol::HeartbeatResponse& r, int64_t sentNs, const std::string& ownerHeader = {});
+  // No answer at all (no coordinator, a timeout, a body that does not decode) at `nowNs`, and why.
+  // From a followed owner pod: sent again at once to the configured URL (waitMs 0), which counts
+  // as neither a failure nor an unanswered leave.
+  Reaction on_no_answer(const std::string& why, int64_t nowNs = 0);
   // A change notification named this member: heartbeat at once.
   void on_notification();
   // Graceful leave: stop reading everything, drain, report it all, send epoch -1 (-2 with an
@@ -201,6 +212,7 @@ class Membership {
   int64_t margin_ms() const;
 
   Options o_;
+  OwnerFollower route_;
   std::map<int32_t, Shard> shards_;
   int32_t epoch_ = 0;
   int32_t metadataVersion_ = 0;

@@ -186,15 +186,21 @@ struct Runtime::Impl {
       }
       HeartbeatEvent ev;
       for (const auto& r : req.revokingShards) ev.revokedReported += r.state == protocol::ShardAssignmentState::REVOKED;
+      std::string target;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        target = m->coordinator();
+      }
       ev.sentNs = mono_ns();
-      auto answer = client.heartbeat(req);
+      auto answer = client.heartbeat(req, target);
       ev.receivedNs = mono_ns();
       ev.httpStatus = answer.httpStatus;
+      ev.coordinator = target;
       Membership::Reaction reaction;
       {
         std::lock_guard<std::mutex> lock(mu);
-        reaction = answer.response ? m->on_response(*answer.response, ev.sentNs)
-                                   : m->on_no_answer(answer.error + " from " + opts.coordinatorUrl);
+        reaction = answer.response ? m->on_response(*answer.response, ev.sentNs, answer.owner)
+                                   : m->on_no_answer(answer.error + " from " + target, ev.receivedNs);
         after_machine();
         ev.status = answer.response ? std::string(protocol::to_string(answer.response->status)) : "";
         ev.epoch = m->epoch();
@@ -519,6 +525,8 @@ Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<
   mo.concurrency = std::max(1, impl_->opts.concurrency);
   mo.selfFenceMarginMs = impl_->opts.selfFenceMarginMs;
   mo.instanceId = impl_->opts.instanceId;
+  mo.coordinatorUrl = impl_->opts.coordinatorUrl;
+  mo.followOwner = impl_->opts.followOwner;
   impl_->m = std::make_unique<Membership>(mo);
 }
 

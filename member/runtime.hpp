@@ -30,11 +30,17 @@ struct HeartbeatEvent {
   int32_t epoch = 0;
   std::vector<int32_t> owned;  // what the member may read after this answer
   int revokedReported = 0;     // shards this request reported REVOKED (drained and handed back)
+  std::string coordinator;     // the URL it went to (the configured one, or the group's owner pod)
 };
 
 struct RuntimeOptions {
   std::string coordinatorUrl = "http://127.0.0.1:8080";  // or https://...
   ClientTls coordinatorTls;  // for https://: the CA to verify the coordinator with, a client certificate
+  // Send the group's heartbeats straight to the pod that owns it, as each answer names it (header
+  // Rsc-Group-Owner), falling back to coordinatorUrl at once when that pod does not answer. Off:
+  // every call goes to coordinatorUrl (for networks where only the Service is reachable; the pods
+  // then forward the calls to the owner).
+  bool followOwner = true;
   std::string token;  // bearer token, if the coordinator wants one
   store::RedisOptions redis;
   // How shard streams are named, "{shardIndex}" standing for the index ("orders:{shardIndex}").

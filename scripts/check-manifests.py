@@ -38,8 +38,10 @@ cm = docs[("ConfigMap", "rsc-coordinator")]["data"]
 secret = docs[("Secret", "rsc-coordinator-auth")]["stringData"]
 redis_password = docs[("Secret", "rsc-redis")]["stringData"]["password"]
 check(dep["spec"]["replicas"] == 3, "3 replicas")
-check(any(e["name"] == "POD_IP" and e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP" for e in c["env"]),
-      "POD_IP from the downward API")
+check(any(e["name"] == "POD_NAME" and e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name" for e in c["env"])
+      and any(e["name"] == "POD_NAMESPACE" and e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+              for e in c["env"]),
+      "POD_NAME and POD_NAMESPACE from the downward API")
 check("resources" in c and "requests" in c["resources"], "resources set")
 check(docs.get(("PodDisruptionBudget", "rsc-coordinator")) is not None, "a PodDisruptionBudget")
 
@@ -88,6 +90,8 @@ def materialize(where):
     e_ = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
     e_.update(cm)
     e_["POD_IP"] = "10.1.2.3"
+    e_["POD_NAME"] = "rsc-coordinator-7d9f-x2k4p"
+    e_["POD_NAMESPACE"] = "default"
     for e in c["env"]:
         if "value" in e:
             e_[e["name"]] = localize(re.sub(r"\$\((\w+)\)", lambda m: e_.get(m.group(1), ""), e["value"]))
@@ -96,7 +100,12 @@ local_args, env = materialize(tmp)
 check("RSC_REDIS_PASSWORD" not in cm and all(e["name"] != "RSC_REDIS_PASSWORD" for e in c["env"])
       and "RSC_REDIS_PASSWORD_FILE" in env, "the Redis password comes from a mounted Secret, never from the environment")
 adv = env.get("RSC_ADVERTISE", "")
-check(adv == f"10.1.2.3:{port}", f"RSC_ADVERTISE is the pod's IP and the container port ({adv})")
+check(adv == f"rsc-coordinator-7d9f-x2k4p.rsc-pods.default.svc:{port}",
+      f"RSC_ADVERTISE is the pod's name in the headless Service and the container port ({adv})")
+pods_svc = docs.get(("Service", "rsc-pods"), {}).get("spec", {})
+check(pods_svc.get("clusterIP") == "None" and pod["spec"].get("subdomain") == "rsc-pods"
+      and pods_svc.get("selector") == dep["spec"]["selector"]["matchLabels"],
+      "a headless Service rsc-pods selects the pods, whose subdomain it is (their names resolve)")
 coord = os.path.join(build, "rsc-coordinator")
 r = subprocess.run([coord, "--check-config"] + local_args, env=env, capture_output=True, text=True)
 check(r.returncode == 0, "rsc-coordinator --check-config accepts the manifest: " + (r.stdout.strip() or r.stderr.strip())[:200])
@@ -206,6 +215,12 @@ for p in tk["patches"]:
         d = yaml.safe_load(f)
     patches[(d["kind"], d["metadata"]["name"])] = d
 check(all(k in docs for k in patches), "every TLS patch names an object of the base")
+with open(os.path.join(tlsdir, "certificate.yaml")) as f:
+    cert_names = yaml.safe_load(f)["spec"]["dnsNames"]
+advertised_host = adv.rsplit(":", 1)[0]
+check(any(n.startswith("*.") and advertised_host.endswith(n[1:]) and "." not in advertised_host[: -len(n[1:])]
+          for n in cert_names) and "rsc-coordinator.default.svc" in cert_names,
+      f"the certificate covers the Service and the name each pod advertises ({advertised_host})")
 tpod = patches[("Deployment", "rsc-coordinator")]["spec"]["template"]
 tc = tpod["spec"]["containers"][0]
 check(tc["readinessProbe"]["httpGet"].get("scheme") == "HTTPS" and tc["livenessProbe"]["httpGet"].get("scheme") == "HTTPS"

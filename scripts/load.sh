@@ -7,6 +7,9 @@
 # RSC_LOAD_PROXY=1 puts rsc-proxy (a round-robin TCP proxy, as a Kubernetes Service) in front of
 # the pods: the load generator then knows one URL and its connections are spread over the pods.
 # RSC_LOAD_HTTPS=1: the pods serve HTTPS (and forward to each other over it) and rsc-load speaks it.
+# RSC_LOAD_FOLLOW=1: each member sends its heartbeats to the pod that owns its group, as rsc's member
+# runtime does (rsc-load --follow-owner; the Rsc-Group-Owner header of the answers); else they go to
+# the pods round robin (as through a Service, or from clients that ignore the header).
 #   bash scripts/load.sh [PODS] [GROUPS] [MEMBERS_PER_GROUP] [THREADS] [SECONDS] [STORE_CONNECTIONS] [INTERVAL_MS]
 # INTERVAL_MS > 0: each member heartbeats every INTERVAL_MS (an offered rate) instead of as fast as
 # answers come; the pods then use it as their heartbeat interval and a lease of 5 intervals.
@@ -46,4 +49,5 @@ fi
 healthz=$(( secs < 5 ? secs : 5 ))
 [ "$interval" -gt 0 ] && healthz=0
 ./build/benchmarks/rsc-load --coordinator "$urls" --groups "$groups" --members-per-group "$per" --threads "$threads" \
-  --seconds "$secs" --interval-ms "$interval" --healthz-seconds "$healthz" --redis "127.0.0.1:$rport" --pids "$podpids" "${loadTls[@]}"
+  --seconds "$secs" --interval-ms "$interval" --healthz-seconds "$healthz" --redis "127.0.0.1:$rport" --pids "$podpids" "${loadTls[@]}" \
+  $([ "${RSC_LOAD_FOLLOW:-0}" = 1 ] && echo --follow-owner)

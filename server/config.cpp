@@ -85,8 +85,25 @@ void set_advertise(Config& c, const std::string& v, const std::string& name) {
   auto [h, p] = host_port(v, name);
   in_addr a4{};
   in6_addr a6{};
-  if (inet_pton(AF_INET, h.c_str(), &a4) != 1 && inet_pton(AF_INET6, h.c_str(), &a6) != 1)
-    throw Bad{name + ": '" + h + "' must be an IP address (the other pods connect to it)"};
+  // An IP address, or a DNS name that resolves to this pod (a headless Service's pod record, say,
+  // which the pod's certificate can name): the other pods and rsc's clients connect to it.
+  auto dns_name = [](const std::string& n) {
+    if (n.empty() || n.size() > 253 || n.front() == '.' || n.back() == '.' || n.find("..") != std::string::npos) return false;
+    std::size_t label = 0;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const char ch = n[i];
+      if (ch == '.') {
+        if (n[i - 1] == '-') return false;
+        label = 0;
+        continue;
+      }
+      const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
+      if (!ok || (ch == '-' && label == 0) || ++label > 63) return false;
+    }
+    return n.back() != '-';
+  };
+  if (inet_pton(AF_INET, h.c_str(), &a4) != 1 && inet_pton(AF_INET6, h.c_str(), &a6) != 1 && !dns_name(h))
+    throw Bad{name + ": '" + h + "' must be an IP address or a host name (the other pods and the members connect to it)"};
   if (p == 0) throw Bad{name + ": the port must not be 0"};
   c.advertise = h + ":" + std::to_string(p);
 }
@@ -383,7 +400,7 @@ void validate(const Config& c) {
 }  // namespace
 
 std::string usage() {
-  return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--advertise IP:PORT]\n"
+  return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--advertise HOST:PORT]\n"
          "         [--redis HOST:PORT[,HOST:PORT...]]\n"
          "         [--redis-cluster] [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
@@ -400,8 +417,10 @@ std::string usage() {
          "over TLS, verifying the other pod against --tls-peer-ca-file (default the client CA, else the system's)\n"
          "and the name --tls-peer-name (default its address). Env RSC_TLS_CERT_FILE etc.; file \"tls\": {...}.\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
-         "advertise (where the other pods forward the calls of the groups this pod serves) the listen\n"
-         "address, 127.0.0.1 when listening on all interfaces: set it to the pod's IP when pods run apart,\n"
+         "advertise (where the other pods forward the calls of the groups this pod serves, and where rsc's\n"
+         "clients send them directly: each answer about a group names its pod in Rsc-Group-Owner) the listen\n"
+         "address, 127.0.0.1 when listening on all interfaces: set it to the pod's IP or a name that resolves\n"
+         "to it (and that its certificate names, with TLS) when pods run apart,\n"
          "--redis with several nodes (seeds of a Redis Cluster) or --redis-cluster: Redis Cluster mode,\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "a static member's shards (instanceId) kept for it three leases after it left with -2 or died,\n"

@@ -23,7 +23,8 @@ struct Config {
   std::optional<int64_t> leaseRenewalSlackMs;
   // --pod-lease-ms as given; unset: a third of the member lease, at most 5 s (service.podLeaseMs).
   std::optional<int64_t> podLeaseMs;
-  // --advertise IP:PORT: where other pods reach this one; empty: the listen address (127.0.0.1
+  // --advertise HOST:PORT (an IP or a host name): where other pods and following clients reach
+  // this one; empty: the listen address (127.0.0.1
   // when it listens on all interfaces) and the port it listens on.
   std::string advertise;
 };

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   if (!service->wait_for_store(3000))
     log::warn("store " + cfg.redis.host + ":" + std::to_string(cfg.redis.port) +
               " not reachable yet; serving, heartbeats get RETRY until it is");
+  if (cfg.http.port != 0) service->set_address(serviceCfg.address, cfg.http.tls.enabled());
   auto httpOpts = cfg.http;
   httpOpts.podId = service->pod_id();
   http::Server srv(httpOpts, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string advertised = advertise(srv.port());
-  service->set_address(advertised);
+  service->set_address(advertised, cfg.http.tls.enabled());
   log::info(std::string("rsc-coordinator ready: serving ") + (cfg.http.tls.enabled() ? "https://" : "http://") + cfg.http.host + ":" + std::to_string(srv.port()) +
             " with redis " + cfg.redis.host + ":" + std::to_string(cfg.redis.port) + "; pod " + service->pod_id() +
             " takes forwarded calls at " + advertised +

@@ -612,6 +612,29 @@ TEST(E2EConfig, LeaseRenewalSlackHasASafeDefaultAndRefusesUnsafeValues) {
   EXPECT_EQ(rc, 2) << "0 stays refused elsewhere: " << out;
 }
 
+// Issue 52: --advertise takes a host name (a headless Service's pod record, which the pod's
+// certificate can name), as well as an IP; anything else is refused with why.
+TEST(E2EConfig, AdvertiseTakesAnIpOrAHostName) {
+  auto run = [](const std::string& args, int* rc) {
+    FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --check-config " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    *rc = WEXITSTATUS(pclose(p));
+    return out;
+  };
+  int rc = 0;
+  for (const std::string ok : {"10.1.2.3:8080", "rsc-0.rsc-pods.prod.svc:8080", "localhost:9000", "[fd00::7]:8080"}) {
+    auto out = run("--advertise " + ok, &rc);
+    EXPECT_EQ(rc, 0) << ok << ": " << out;
+  }
+  for (const std::string bad : {"rsc_0.pods:8080", "-rsc.pods:8080", "rsc..pods:8080", "http://rsc-0:8080", "rsc-0:0"}) {
+    auto out = run("--advertise '" + bad + "'", &rc);
+    EXPECT_EQ(rc, 2) << bad << ": " << out;
+    EXPECT_NE(out.find("--advertise"), std::string::npos) << out;
+  }
+}
+
 // Issue 51: a typo anywhere in the file is refused with its path (a misspelt key used to be ignored:
 // the setting kept its default, a token meant for some streams was left unlimited); the flags'
 // spellings are taken in the file too; a JSON error says where; --check-config shows each token's

@@ -826,3 +826,144 @@ TEST(StatusPage, IsOneSelfContainedDocumentServedWithoutAToken) {
   EXPECT_TRUE(head.res.body.empty());
   EXPECT_EQ(call(b, AuthConfig{}, "POST", "/", "{}").res.status, 405);
 }
+
+// ---- Rsc-Group-Owner: every answer about a group names the pod that owns it (issue 52) ----------
+
+namespace {
+
+// A backend whose placement the test sets: here (this pod owns the group), elsewhere, nowhere.
+struct PlacedBackend : FakeBackend {
+  Placement placement;
+  Placement place(const protocol::GroupKey&) override { return placement; }
+};
+
+// Stands for the Beast forwarder: records where a call went and answers as the owner would.
+struct FakeForwarder : Forwarder {
+  std::vector<std::string> addresses;
+  std::optional<HttpResponse> ownerAnswer;  // nullopt: the owner cannot be reached
+  void forward(const std::string& address, const HttpRequest&, Respond respond,
+               std::function<void(std::string)> failed) override {
+    addresses.push_back(address);
+    if (ownerAnswer) return respond(*ownerAnswer);
+    failed("did not answer in time");
+  }
+};
+
+Placement here(const std::string& url) { return {Placement::Kind::Here, "pod-a", "10.0.0.1:8080", {}, url, 7}; }
+Placement elsewhere(const std::string& url) { return {Placement::Kind::Elsewhere, "pod-b", "10.0.0.2:8080", {}, url, 7}; }
+
+Call call_via(Backend& b, Forwarder* f, std::string method, std::string target, std::string bodyText = {}) {
+  Call c;
+  HttpRequest r{std::move(method), std::move(target), "application/json", {}, std::move(bodyText)};
+  r.forwarder = f;
+  handle_request(r, b, {}, [&](HttpResponse res) {
+    c.res = std::move(res);
+    ++c.answers;
+  });
+  EXPECT_EQ(c.answers, 1) << "every request gets exactly one answer";
+  return c;
+}
+
+}  // namespace
+
+TEST(GroupOwner, DirectAnswersAboutAGroupNameThisPodAndOthersNameNobody) {
+  PlacedBackend b;
+  b.placement = here("https://rsc-0.rsc-pods.prod.svc:8080");
+  const std::string g = "/coord/v1/streams/orders/groups/billing";
+  for (auto [method, target, text] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"POST", kHb, body()},
+           {"GET", g, ""},
+           {"GET", g + "/dead-letters", ""},
+           {"GET", g + "/producer-routing", ""},
+           {"DELETE", g + "/members/a", ""},
+           {"DELETE", g, ""}}) {
+    auto c = call(b, {}, method, target, text);
+    EXPECT_EQ(header(c.res, kGroupOwnerHeader), "https://rsc-0.rsc-pods.prod.svc:8080") << method << " " << target;
+  }
+  // A refusal the group decided carries it as well (the member follows it like any answer).
+  b.answer = protocol::HeartbeatStatus::FENCED_MEMBER_EPOCH;
+  EXPECT_EQ(header(call(b, {}, "POST", kHb, body()).res, kGroupOwnerHeader), "https://rsc-0.rsc-pods.prod.svc:8080");
+  auto invalid = call(b, {}, "POST", kHb, json{{"protocolVersion", 1}, {"requestId", "r"}, {"memberEpoch", "x"}}.dump());
+  EXPECT_EQ(json::parse(invalid.res.body).at("status"), "INVALID_REQUEST");
+  EXPECT_EQ(header(invalid.res, kGroupOwnerHeader), "https://rsc-0.rsc-pods.prod.svc:8080");
+  // Answers about no group (a stream, the probes) say nothing about owners.
+  for (std::string t : {"/coord/v1/streams/orders", "/healthz", "/coord/v1/streams/orders/groups"})
+    EXPECT_EQ(header(call(b, {}, "GET", t).res, kGroupOwnerHeader), "") << t;
+  // A backend that does not know its URL (a single pod without placement) says nothing either.
+  FakeBackend plain;
+  EXPECT_EQ(header(call(plain, {}, "POST", kHb, body()).res, kGroupOwnerHeader), "");
+}
+
+TEST(GroupOwner, AForwardedAnswerNamesTheOwnerWhetherOrNotTheOwnerSaidSo) {
+  PlacedBackend b;
+  b.placement = elsewhere("http://10.0.0.2:8080");
+  FakeForwarder f;
+  f.ownerAnswer = HttpResponse{200, "{}", "application/json", {{kGroupOwnerHeader, "http://owner.example:8080"}}};
+  auto c = call_via(b, &f, "POST", kHb, body());
+  ASSERT_EQ(f.addresses, std::vector<std::string>{"10.0.0.2:8080"});
+  EXPECT_EQ(b.heartbeats, 0) << "the owner serves it, not this pod";
+  EXPECT_EQ(header(c.res, kGroupOwnerHeader), "http://owner.example:8080") << "the owner's own word wins";
+  EXPECT_EQ(std::count_if(c.res.headers.begin(), c.res.headers.end(),
+                          [](const auto& h) { return h.first == kGroupOwnerHeader; }),
+            1);
+  // An owner of an older version names nobody: the forwarding pod says where it sent the call.
+  f.ownerAnswer = HttpResponse{200, "{}", "application/json", {}};
+  EXPECT_EQ(header(call_via(b, &f, "POST", kHb, body()).res, kGroupOwnerHeader), "http://10.0.0.2:8080");
+  // The owner did not answer: RETRY, and no owner named (the member goes back to its configured URL).
+  f.ownerAnswer.reset();
+  auto lost = call_via(b, &f, "POST", kHb, body());
+  EXPECT_EQ(json::parse(lost.res.body).at("status"), "RETRY");
+  EXPECT_EQ(header(lost.res, kGroupOwnerHeader), "");
+  // A call that was forwarded here already and finds another owner: RETRY naming the owner, so a
+  // following client goes straight there.
+  HttpRequest again{"POST", kHb, "application/json", {}, body()};
+  again.forwardedBy = "pod-c";
+  HttpResponse got;
+  handle_request(again, b, {}, [&](HttpResponse r) { got = std::move(r); });
+  EXPECT_EQ(json::parse(got.body).at("status"), "RETRY");
+  EXPECT_EQ(header(got, kGroupOwnerHeader), "http://10.0.0.2:8080");
+}
+
+TEST(GroupOwner, NobodyOwningTheGroupIsRetryWithoutAnOwner) {
+  PlacedBackend b;
+  b.placement = {Placement::Kind::Nowhere, {}, {}, "no pod of the registry serves groups yet", {}, 3};
+  auto c = call(b, {}, "POST", kHb, body());
+  EXPECT_EQ(json::parse(c.res.body).at("status"), "RETRY");
+  EXPECT_EQ(header(c.res, kGroupOwnerHeader), "");
+  auto o = call(b, {}, "GET", "/coord/v1/streams/orders/groups/billing/owner");
+  EXPECT_EQ(o.res.status, 503);
+  EXPECT_EQ(header(o.res, "Retry-After"), "1");
+  EXPECT_NE(json::parse(o.res.body).at("message").get<std::string>().find("no pod of the registry"), std::string::npos);
+}
+
+TEST(GroupOwner, TheLookupEndpointAnswersOwnerAndTermForMembers) {
+  PlacedBackend b;
+  b.placement = elsewhere("https://rsc-2.rsc-pods.prod.svc:8443");
+  const std::string path = "/coord/v1/streams/orders/groups/billing/owner";
+  EXPECT_EQ(route("GET", path).route->kind, Route::Kind::GroupOwner);
+  EXPECT_EQ(route("POST", path).error.status, 405);
+  FakeForwarder f;  // never used: any pod answers the lookup itself
+  auto c = call_via(b, &f, "GET", path);
+  ASSERT_EQ(c.res.status, 200) << c.res.body;
+  const auto j = json::parse(c.res.body);
+  EXPECT_EQ(j.at("owner"), "https://rsc-2.rsc-pods.prod.svc:8443");
+  EXPECT_EQ(j.at("term"), 7);
+  EXPECT_EQ(j.at("podId"), "pod-b");
+  EXPECT_EQ(header(c.res, kGroupOwnerHeader), "https://rsc-2.rsc-pods.prod.svc:8443");
+  EXPECT_TRUE(f.addresses.empty());
+  // It is a member's call: a token is needed when tokens are configured, and its group must be allowed.
+  EXPECT_EQ(call(b, tokens(), "GET", path).res.status, 401);
+  EXPECT_EQ(call(b, tokens(), "GET", "/coord/v1/streams/orders/groups/audit/owner", {}, "application/json",
+                 "Bearer member-token-0123456789").res.status, 403);
+  EXPECT_EQ(call(b, tokens(), "GET", path, {}, "application/json", "Bearer member-token-0123456789").res.status, 200);
+  // Bad names are refused before anything is looked up.
+  EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/orders/groups/bad%20name/owner").res.status, 400);
+}
+
+TEST(GroupOwner, OwnerUrlsBracketIpv6Hosts) {
+  EXPECT_EQ(owner_url(false, "10.1.2.3:8080"), "http://10.1.2.3:8080");
+  EXPECT_EQ(owner_url(true, "rsc-0.rsc-pods.ns.svc:8443"), "https://rsc-0.rsc-pods.ns.svc:8443");
+  EXPECT_EQ(owner_url(false, "fd00::7:8080"), "http://[fd00::7]:8080");
+  EXPECT_EQ(owner_url(false, "[fd00::7]:8080"), "http://[fd00::7]:8080");
+  EXPECT_EQ(owner_url(true, ""), "");
+}

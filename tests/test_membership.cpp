@@ -810,3 +810,169 @@ TEST(StaticMembership, EveryRequestCarriesTheInstanceAndTheLeaveIsMinusTwo) {
 }
 }  // namespace
 }  // namespace rsc::member
+
+// ---- following the group's owner pod (issue 52) -------------------------------------------
+
+namespace rsc::member {
+namespace {
+
+constexpr const char* kService = "https://rsc.prod.svc:8443";
+constexpr const char* kPod0 = "https://rsc-0.rsc-pods.prod.svc:8443";
+constexpr const char* kPod1 = "https://rsc-1.rsc-pods.prod.svc:8443";
+
+TEST(OwnerFollower, TheNextCallGoesWhereTheLastAnswerSaysAndBackWhenItNamesNobody) {
+  OwnerFollower f(kService, true);
+  int64_t now = 5 * kMs;
+  EXPECT_EQ(f.target(), kService) << "before any answer: the configured URL";
+  EXPECT_TRUE(f.on_answer(kPod0, now));
+  EXPECT_EQ(f.target(), kPod0);
+  EXPECT_TRUE(f.direct());
+  EXPECT_FALSE(f.on_answer(kPod0, now)) << "the same owner: nothing changes";
+  // The owner moved: the old owner forwarded the call and named the new one; followed at once.
+  EXPECT_TRUE(f.on_answer(kPod1, now));
+  EXPECT_EQ(f.target(), kPod1);
+  // No pod owns the group now (an answer without the header): back to the configured URL.
+  EXPECT_TRUE(f.on_answer("", now));
+  EXPECT_EQ(f.target(), kService);
+  EXPECT_FALSE(f.direct());
+  // Naming the configured URL itself is no owner to follow.
+  EXPECT_FALSE(f.on_answer(kService, now));
+  EXPECT_FALSE(f.direct());
+}
+
+TEST(OwnerFollower, AnOwnerThatDoesNotAnswerIsLeftAtOnceAndAvoidedForAWhile) {
+  OwnerFollower f(kService, true);
+  int64_t now = 5 * kMs;
+  EXPECT_FALSE(f.on_failure(now)) << "a failure at the configured URL is an ordinary failure";
+  f.on_answer(kPod0, now);
+  EXPECT_TRUE(f.on_failure(now)) << "the owner died: the call goes again, at once, to the configured URL";
+  EXPECT_EQ(f.target(), kService);
+  // The configured URL's pod still names the dead pod (its registration has not run out yet): not
+  // followed again until kAvoidMs has passed, so each heartbeat does not fail once first.
+  now += 1000 * kMs;
+  EXPECT_FALSE(f.on_answer(kPod0, now));
+  EXPECT_EQ(f.target(), kService);
+  // Another owner is followed at once.
+  EXPECT_TRUE(f.on_answer(kPod1, now));
+  EXPECT_EQ(f.target(), kPod1);
+  f.on_answer("", now);
+  // After the window the first pod is tried again (it may be back, or reachable now).
+  now += OwnerFollower::kAvoidMs * kMs;
+  EXPECT_TRUE(f.on_answer(kPod0, now));
+  EXPECT_EQ(f.target(), kPod0);
+}
+
+TEST(OwnerFollower, FollowingOffOrAnotherSchemeKeepsTheConfiguredUrl) {
+  OwnerFollower off(kService, false);
+  EXPECT_FALSE(off.on_answer(kPod0, 0));
+  EXPECT_EQ(off.target(), kService);
+  EXPECT_FALSE(off.on_failure(0));
+  OwnerFollower tls(kService, true);
+  EXPECT_FALSE(tls.on_answer("http://10.0.0.5:8080", 0)) << "never from https down to http";
+  EXPECT_EQ(tls.target(), kService);
+  EXPECT_FALSE(tls.on_answer("rsc-0:8443", 0)) << "not a URL";
+  OwnerFollower plain("http://127.0.0.1:8080", true);
+  EXPECT_TRUE(plain.on_answer("http://127.0.0.1:8081", 0));
+}
+
+class FollowingMembership : public ::testing::Test {
+ protected:
+  Membership m{{"m", "inc", 1, 0, "", kService, true}};
+  int64_t now = 1000 * kMs;
+  // A request to where the machine says, answered `latencyMs` later naming `owner`.
+  Membership::Reaction exchange(const HeartbeatResponse& r, const std::string& owner, int64_t latencyMs = 5) {
+    m.next_request(now);
+    const int64_t sent = now;
+    now += latencyMs * kMs;
+    return m.on_response(r, sent, owner);
+  }
+};
+
+TEST_F(FollowingMembership, HeartbeatsGoToTheOwnerAndAnOwnerMoveCostsNoErrorRoundTrip) {
+  EXPECT_EQ(m.coordinator(), kService);
+  exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), kPod0);
+  EXPECT_EQ(m.coordinator(), kPod0);
+  // A pod joined and took the group: pod 0 forwarded this heartbeat and the answer names pod 1.
+  auto r = exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), kPod1);
+  EXPECT_TRUE(r.answered);
+  EXPECT_EQ(m.coordinator(), kPod1);
+  EXPECT_EQ(m.counters().heartbeatFailures, 0);
+  // A RETRY that names the owner (a pod that was forwarded the call but no longer serves the
+  // group) moves the next try there.
+  HeartbeatResponse retry = refusal(HeartbeatStatus::RETRY, "forwarded by pod a, but pod c serves the group now");
+  exchange(retry, kPod0);
+  EXPECT_EQ(m.coordinator(), kPod0);
+}
+
+TEST_F(FollowingMembership, AnOwnerThatDiesCostsOneUnansweredCallAndNoLease) {
+  exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), kPod0);
+  ASSERT_EQ(m.coordinator(), kPod0);
+  const int64_t deadline = m.deadline_ns();
+  m.next_request(now);
+  now += 3 * kMs;  // connection refused: the pod was SIGKILLed
+  auto r = m.on_no_answer("connection refused", now);
+  EXPECT_FALSE(r.answered);
+  EXPECT_EQ(r.waitMs, 0) << "sent again at once, to the configured URL";
+  EXPECT_EQ(m.coordinator(), kService);
+  EXPECT_EQ(m.counters().ownerFallbacks, 1);
+  EXPECT_EQ(m.counters().heartbeatFailures, 0) << "not a failed heartbeat: nothing backs off";
+  EXPECT_EQ(m.deadline_ns(), deadline) << "the shards are kept: the self-fence clock is untouched";
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0, 1}));
+  auto logged = m.take_log();
+  ASSERT_FALSE(logged.empty());
+  EXPECT_NE(logged.back().find(kPod0), std::string::npos) << logged.back();
+  // The configured URL answers (another pod, which forwards to the new owner, pod 1).
+  exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), kPod1);
+  EXPECT_EQ(m.coordinator(), kPod1);
+  EXPECT_GT(m.deadline_ns(), deadline);
+  // A second failure at the configured URL is an ordinary one, with its back-off.
+  exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), "");
+  m.next_request(now);
+  auto again = m.on_no_answer("connection refused", now);
+  EXPECT_GT(again.waitMs, 0);
+  EXPECT_EQ(m.counters().heartbeatFailures, 1);
+}
+
+TEST_F(FollowingMembership, AnUnreachableOwnerIsNotTriedOnEveryHeartbeat) {
+  // The pods' addresses are not reachable from here: the first direct call fails, the rest go to
+  // the Service until the avoid window ends, though each answer names the owner.
+  exchange(answer(HeartbeatStatus::OK, 1, {0}), kPod0);
+  m.next_request(now);
+  m.on_no_answer("timed out", now);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(m.coordinator(), kService) << i;
+    exchange(answer(HeartbeatStatus::OK, 1, {0}), kPod0);
+    now += kIntervalMs * kMs;
+  }
+  EXPECT_EQ(m.counters().ownerFallbacks, 1);
+}
+
+TEST_F(FollowingMembership, ALeaveWhoseOwnerDiesIsSentAgainWithoutCountingAsUnanswered) {
+  exchange(answer(HeartbeatStatus::OK, 1, {}), kPod0);
+  m.leave();
+  auto leave = m.next_request(now);
+  EXPECT_EQ(leave.memberEpoch, -1);
+  for (int i = 0; i < Membership::kUnansweredLeaveAttempts - 1; ++i) {
+    m.next_request(now);
+    m.on_no_answer("refused", now);
+  }
+  EXPECT_FALSE(m.left()) << "the owner's failure is not one of the unanswered tries";
+  auto again = m.next_request(now);
+  EXPECT_EQ(again.memberEpoch, -1);
+  m.on_response(answer(HeartbeatStatus::OK, -1), now, kPod1);
+  EXPECT_TRUE(m.left());
+  EXPECT_FALSE(m.left_unanswered());
+}
+
+TEST_F(FollowingMembership, WithFollowingOffEveryCallGoesToTheConfiguredUrl) {
+  Membership off{{"m", "inc", 1, 0, "", kService, false}};
+  off.next_request(now);
+  off.on_response(answer(HeartbeatStatus::OK, 1, {0}), now, kPod0);
+  EXPECT_EQ(off.coordinator(), kService);
+  off.next_request(now);
+  EXPECT_GT(off.on_no_answer("refused", now).waitMs, 0);
+  EXPECT_EQ(off.counters().ownerFallbacks, 0);
+}
+
+}  // namespace
+}  // namespace rsc::member

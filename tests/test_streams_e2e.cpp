@@ -249,7 +249,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
           if (frozen.count(id))
             for (const auto& leftId : j["ids"]) leftByFrozen[std::to_string(j["shard"].get<int>()) + "/" + leftId.get<std::string>()] = id;
         } else if (j.contains("event")) {
-          beats[id].push_back({j["sentNs"], j["receivedNs"], j["status"]});
+          if (j["event"] == "heartbeat") beats[id].push_back({j["sentNs"], j["receivedNs"], j["status"]});
         } else {
           // Attributed to the process (two may share a member id), not to the id it logged.
           recs.push_back({j["shard"], j["id"], j["key"], id, j["seq"], j["startNs"], j["endNs"]});

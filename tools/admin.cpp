@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "member/http_client.hpp"
+#include "member/owner_follower.hpp"
 
 using nlohmann::json;
 
@@ -91,6 +92,8 @@ const char* kGlobal =
     "  --token T           bearer token (default $RSC_TOKEN)\n"
     "  --output table|json table for people (default), json for scripts: the coordinator's answer\n"
     "  --timeout-ms N      per request (default 10000)\n"
+    "  --no-follow-owner   a call asked again stays on --coordinator (default: it goes to the pod that owns the\n"
+    "                      group, as the last answer named it)\n"
     "  --coordinator-ca-file F   for https://: the CA to verify the coordinator with (env RSC_COORDINATOR_CA_FILE)\n"
     "  --coordinator-cert-file F, --coordinator-key-file F   a client certificate (mutual TLS)\n"
     "  --help              this help, or a command's with COMMAND --help\n"
@@ -337,6 +340,7 @@ int main(int argc, char** argv) {
   std::string token = std::getenv("RSC_TOKEN") ? std::getenv("RSC_TOKEN") : "";
   std::string output = "table", keyStyle;
   long timeoutMs = 10000;
+  bool followOwner = true;
   rsc::member::ClientTls coordinatorTls;
   if (const char* f = std::getenv("RSC_COORDINATOR_CA_FILE")) coordinatorTls.caFile = f;
   bool help = false, fence = false, keyStyleGiven = false, all = false, rollback = false, wait = false;
@@ -366,6 +370,7 @@ int main(int argc, char** argv) {
       timeoutMs = std::strtol(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || timeoutMs <= 0) bad_usage("--timeout-ms: '" + v + "' is not a positive number");
     } else if (a == "--fence-members") fence = true;
+    else if (a == "--no-follow-owner") followOwner = false;
     else if (a == "--all") all = true;
     else if (a == "--rollback") rollback = true;
     else if (a == "--wait") wait = true;
@@ -500,7 +505,30 @@ int main(int argc, char** argv) {
   // Asked again after its Retry-After (at most 5 s each, 30 s in all) only when a second time
   // changes nothing the first did not.
   const bool repeatable = method == "GET" || name == "scale" || name == "grow-stream" || name == "set-retention";
-  auto r = http.request(method, path, body, token);
+  // A call asked again goes to the pod that owns the group, as the last answer named it
+  // (member/owner_follower.hpp: back to --coordinator at once when that pod does not answer).
+  rsc::member::OwnerFollower route(url, followOwner);
+  std::unique_ptr<rsc::member::HttpClient> direct;
+  std::string directUrl;
+  auto ask = [&]() {
+    if (route.direct()) {
+      if (!direct || directUrl != route.target()) {
+        directUrl = route.target();
+        direct = std::make_unique<rsc::member::HttpClient>(rsc::member::parse_url(directUrl, nullptr), timeoutMs,
+                                                           coordinatorTls);
+      }
+      auto r = direct->request(method, path, body, token);
+      if (r.status != 0) {
+        route.on_answer(r.groupOwner, 0);
+        return r;
+      }
+      route.on_failure(0);
+    }
+    auto r = http.request(method, path, body, token);
+    if (r.status != 0) route.on_answer(r.groupOwner, 0);
+    return r;
+  };
+  auto r = ask();
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        repeatable && (r.status == 503 || r.status == 409) && r.retryAfterSeconds >= 0 && std::chrono::steady_clock::now() < until;) {
     const auto j = json::parse(r.body, nullptr, false);
@@ -509,7 +537,7 @@ int main(int argc, char** argv) {
               << (j.is_object() && j.contains("message") ? text(j["message"]) : r.body) << "; trying again in " << waitS
               << " s\n";
     std::this_thread::sleep_for(std::chrono::seconds(waitS));
-    r = http.request(method, path, body, token);
+    r = ask();
   }
   if (r.status == 0) {
     std::cerr << "rsc-admin: no answer from " << url << ": " << r.error << "\n";

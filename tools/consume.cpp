@@ -49,6 +49,7 @@ namespace {
                "                   --stream PREFIX --group G [--member-id ID] [--instance-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
                "                   [--dead-letter-max-len N] [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
+               "                   [--no-follow-owner]\n"
                "                   " << member::kClientTlsFlagsUsage << "\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
             << "--instance-id (or RSC_INSTANCE_ID, e.g. a StatefulSet pod's name): a static member, whose shards wait for\n"
@@ -57,6 +58,8 @@ namespace {
                "joins are refused (UNRELEASED_INSTANCE_ID), and after a lease of refusals this one exits 3.\n"
                "--dead-letter-max-len N: the group's dead-letter stream is trimmed near N entries, the oldest first\n"
                "(default 100000; 0: never).\n"
+               "Heartbeats go straight to the coordinator pod that owns the group (each answer names it); --no-follow-owner\n"
+               "keeps every call on --coordinator (when only that address is reachable; the pods forward then).\n"
                "Environment: RSC_TOKEN, RSC_INSTANCE_ID, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
                "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
                "RSC_REDIS_TLS_SERVER_NAME; flags override them.\n";
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     if (a == "--coordinator") o.coordinatorUrl = val();
     else if (a == "--redis") redis = val();
     else if (a == "--redis-cluster") redisCluster = true;
+    else if (a == "--no-follow-owner") o.followOwner = false;
     else if (a == "--stream") o.streamPrefix = val();
     else if (a == "--group") o.group = val();
     else if (a == "--member-id") o.memberId = val();
@@ -148,9 +152,13 @@ int main(int argc, char** argv) {
   o.onFatal = [](const std::string&) { ::kill(::getpid(), SIGUSR1); };
   std::string memberId;
   o.onHeartbeat = [&](const member::HeartbeatEvent& e) {
-    if (e.status.empty()) return;
+    if (e.status.empty()) {
+      write_line({{"event", "heartbeat-unanswered"}, {"member", memberId}, {"sentNs", e.sentNs},
+                  {"receivedNs", e.receivedNs}, {"coordinator", e.coordinator}});
+      return;
+    }
     write_line({{"event", "heartbeat"}, {"member", memberId}, {"sentNs", e.sentNs}, {"receivedNs", e.receivedNs},
-                {"status", e.status}, {"epoch", e.epoch}, {"owned", e.owned}});
+                {"status", e.status}, {"epoch", e.epoch}, {"owned", e.owned}, {"coordinator", e.coordinator}});
   };
   o.onLeftPending = [&](int32_t shard, const std::vector<std::string>& ids) {
     write_line({{"event", "left-pending"}, {"member", memberId}, {"shard", shard}, {"ids", ids},
