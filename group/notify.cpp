@@ -167,9 +167,19 @@ std::vector<std::string> members_to_wake(const GroupState* before, const GroupSt
   const auto heldAfter = holders(after);
   const auto heldBefore = before != nullptr ? holders(*before) : std::vector<int>{};
   for (const auto& [id, m] : after.members) {
-    if (answered.count(id)) continue;
     const auto now = todo_with(after, heldAfter, m);
     if (now.empty()) continue;
+    if (answered.count(id)) {
+      // Its answer granted every shard free then and the epoch of then, or asked it to give some
+      // up. Anything still to do without a revocation under way came from a heartbeat answered
+      // after its own in the same batch (a leaver's release, a join): only a notification brings
+      // it back before its next interval.
+      // One asked to give shards up keeps its old epoch until it has (KIP-848), and calls again as
+      // soon as it has drained them: its answer told it all it can act on now.
+      if (!m.revoking.empty()) continue;
+      out.push_back(id);
+      continue;
+    }
     if (before != nullptr) {
       auto it = before->members.find(id);
       if (it != before->members.end() && todo_with(*before, heldBefore, it->second) == now) continue;  // told already

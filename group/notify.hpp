@@ -87,7 +87,9 @@ uint64_t shape_signature(const GroupState& g);
 
 // The members to wake after a step from `before` (null: not known, as for a first load) to
 // `after`: live members that are not leaving, whose to-do is not empty and differs from what it
-// was, leaving out `answered` (the members whose heartbeats the step answers). Sorted.
+// was. Of `answered` (the members whose heartbeats the step answers) those with something to do
+// and no revocation under way: a later heartbeat of the same batch changed the group after their
+// answer (one asked to give shards up calls again once it has, with or without a wake). Sorted.
 std::vector<std::string> members_to_wake(const GroupState* before, const GroupState& after,
                                          const std::set<std::string>& answered);
 

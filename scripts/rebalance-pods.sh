@@ -7,6 +7,7 @@
 # lands on one of the three pods, which forwards a group's calls to the group's owner). All
 # stopped by pid at the end.
 #   bash scripts/rebalance-pods.sh [MEMBERS] [SHARDS] [TRIALS]
+# RSC_COORDINATOR_BIN picks another build of the coordinator (to compare two side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 members=${1:-5} shards=${2:-16} trials=${3:-5}
@@ -18,7 +19,7 @@ first=""
 start_pod() {
   local port
   port=$(free_port)
-  ./build/rsc-coordinator --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" 2>"$dir/pod$1.log" &
+  "${RSC_COORDINATOR_BIN:-./build/rsc-coordinator}" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" 2>"$dir/pod$1.log" &
   pids+=($!)
   backends="${backends:+$backends,}127.0.0.1:$port"
   [ -n "$first" ] || first="http://127.0.0.1:$port"
