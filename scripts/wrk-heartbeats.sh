@@ -11,7 +11,10 @@
 # RSC_COORDINATOR_BIN picks another build of the coordinator, RSC_POD_ARGS adds flags to the pods
 # (e.g. "--lease-renewal-slack-ms 0": every heartbeat written). RSC_WRK_PODS=N runs N pods behind
 # rsc-proxy (round robin per connection, as a Kubernetes Service); CPU is then summed over the pods.
-# RSC_WRK_HTTPS=1 serves and sends everything over HTTPS. PIN=1 keeps the pods on CPU 0 and
+# RSC_WRK_HTTPS=1 serves and sends everything over HTTPS. RSC_WRK_FOLLOW=1 (with several pods): each
+# member's heartbeats go straight to the pod that owns its group, as rsc's member runtime sends them
+# (the owner each group's answers named during set-up, header Rsc-Group-Owner): one wrk per pod, side
+# by side, each with its pod's members and CONNECTIONS/PODS connections, their requests summed. PIN=1 keeps the pods on CPU 0 and
 # everything else (Redis, wrk, the proxy, this script) on the other CPUs.
 # PROGRESS=none (the default: the lease and the owned shards only), still or moving shapes each
 # heartbeat as scripts/bench-members.sh does (moving is that script's default): moving adds
@@ -74,8 +77,49 @@ run() {  # run NAME WRK_ARGS...: prints "NAME: N requests, coordinator CPU X us 
   awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" -v r=$((r1 - r0 - 2)) -v w0="$(cpu_seconds "$dir/times0")" -v w1="$(cpu_seconds "$dir/times1")" \
     'BEGIN { printf "%s: %d requests, coordinator CPU %.1f us per request, %.2f Redis calls per request, load generator (wrk) %.1f us per request\n", name, n, c * 1e6 / t / n, r / n, (w1 - w0) * 1e6 / n }'
 }
+# run_follow NAME: every pod's members' heartbeats at that pod, one wrk per pod at the same time.
+run_follow() {
+  local name=$1 c0 c1 r0 r1 n=0 owner i=0 wpids=() files=()
+  while read -r owner; do
+    i=$((i + 1))
+    awk -v o="$owner" 'NR == FNR { if ($2 == o) g[$1] = 1; next } ($2 in g)' "$dir/members.txt.owners" "$dir/members.txt" > "$dir/members.$i.txt"
+    files+=("$owner")
+  done < <(awk '{print $2}' "$dir/members.txt.owners" | sort -u)
+  c0=$(pods_cpu_ticks) r0=$(redis_stat "$rport" total_commands_processed)
+  times >"$dir/times0"
+  for i in $(seq 1 ${#files[@]}); do
+    RSC_WRK_MEMBERS="$dir/members.$i.txt" wrk --latency -t1 -c$(( (conns + ${#files[@]} - 1) / ${#files[@]} )) -d"${secs}s" \
+      -s scripts/lib/wrk-heartbeat.lua "${files[$((i - 1))]}" > "$dir/wrk.$i.out" 2>&1 &
+    wpids+=($!)
+  done
+  wait "${wpids[@]}"
+  times >"$dir/times1"
+  c1=$(pods_cpu_ticks) r1=$(redis_stat "$rport" total_commands_processed)
+  for i in $(seq 1 ${#files[@]}); do
+    n=$((n + $(awk '/requests in/ {print $1}' "$dir/wrk.$i.out")))
+    grep -E 'Requests/sec|Non-2xx|Socket errors|^ +99%|answers not OK' "$dir/wrk.$i.out" | sed "s#^#  $name (${files[$((i - 1))]}): #"
+  done
+  awk -v n="$n" -v c=$((c1 - c0)) -v t="$tck" -v name="$name" -v r=$((r1 - r0 - 2)) -v w0="$(cpu_seconds "$dir/times0")" -v w1="$(cpu_seconds "$dir/times1")" -v s="$secs" \
+    'BEGIN { printf "%s: %d requests (%.0f/s), coordinator CPU %.1f us per request, %.2f Redis calls per request, load generator (wrk) %.1f us per request\n", name, n, n / s, c * 1e6 / t / n, r / n, (w1 - w0) * 1e6 / n }'
+}
+forwarded_total() {  # the calls every pod forwarded to a group's owner (their /metrics)
+  local b t=0
+  for b in ${backends//,/ }; do
+    t=$(( t + $(curl -s ${RSC_WRK_CA:+--cacert "$RSC_WRK_CA"} "$scheme://$b/metrics" | awk '/^rsc_forwarded_calls_total\{/ {s += $2} END {printf "%d", s}') ))
+  done
+  echo "$t"
+}
 echo "wrk: heartbeats with progress $RSC_WRK_PROGRESS"
-hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "$scheme://127.0.0.1:$port" | tee /dev/stderr | tail -1)
+f0=$(forwarded_total)
+if [ "${RSC_WRK_FOLLOW:-0}" = 1 ]; then
+  echo "wrk: each group's heartbeats straight to its owner ($(awk '{print $2}' "$dir/members.txt.owners" | sort | uniq -c | tr '\n' ' '))"
+  hb=$(run_follow heartbeat | tee /dev/stderr | tail -1)
+else
+  hb=$(run heartbeat -s scripts/lib/wrk-heartbeat.lua "$scheme://127.0.0.1:$port" | tee /dev/stderr | tail -1)
+fi
+f1=$(forwarded_total)
+echo "$hb" | awk -v f=$((f1 - f0)) '{ for (i = 1; i <= NF; i++) if ($i == "requests" || $i == "requests,") n = $(i - 1) }
+  END { printf "wrk: forwarded by a pod to the group'"'"'s owner: %.3f per heartbeat\n", f / n }'
 hz=$(run healthz "$scheme://127.0.0.1:$port/healthz" | tee /dev/stderr | tail -1)
 echo "$hb" | awk -v other="$hz" '{ for (i = 1; i <= NF; i++) if ($i == "CPU") h = $(i + 1) }
   END { split(other, o, " "); for (i = 1; i <= length(o); i++) if (o[i] == "CPU") z = o[i + 1];

@@ -9,7 +9,9 @@ line per member to OUT: "STREAM GROUP MEMBER EPOCH SHARD,SHARD,...". Exits non-z
 not settle within 60 rounds. Groups settle side by side (RSC_SETTLE_THREADS, default 16). The lines
 go member by member across the groups (m0 of every group, then m1, ...), so that a load generator
 walking the file sends consecutive heartbeats to different groups, as independent members do, and
-does not hand one group a run of heartbeats to write together.
+does not hand one group a run of heartbeats to write together. Writes OUT.owners too: one line per
+group, "GROUP OWNER_URL", the pod that owns it as the last answer named it (header Rsc-Group-Owner;
+"-" when none did), for load generators that send a group's heartbeats straight to its owner.
 """
 import concurrent.futures
 import itertools
@@ -27,10 +29,15 @@ seq = itertools.count(1)
 tls = ssl.create_default_context(cafile=os.environ.get("RSC_WRK_CA")) if url.startswith("https://") else None
 
 
-def call(method, path, body=None):
+owners = {}  # group -> the owner pod its last answer named
+
+
+def call(method, path, body=None, group=None):
     req = urllib.request.Request(url + path, method=method, data=None if body is None else json.dumps(body).encode())
     req.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(req, timeout=5, context=tls) as r:
+        if group is not None:
+            owners[group] = r.headers.get("Rsc-Group-Owner") or "-"
         return json.loads(r.read() or b"null")
 
 
@@ -39,7 +46,7 @@ def beat(group, m):
             "metadataVersion": 1, "runtimeConsumerCapacity": {"runtimeMaxConcurrency": 4, "availableConcurrency": 4},
             "ownedShards": [{"shardIndex": s, "state": "OWNED"} for s in m["owned"]]}
     for attempt in range(20):  # RETRY (the group's write did not finish in time): the same call again, as a member does
-        r = call("POST", "/coord/v1/streams/%s/groups/%s/members/%s/heartbeat" % (stream, group, m["id"]), body)
+        r = call("POST", "/coord/v1/streams/%s/groups/%s/members/%s/heartbeat" % (stream, group, m["id"]), body, group)
         if r["status"] != "RETRY":
             break
         time.sleep(0.05 * (attempt + 1))
@@ -78,4 +85,6 @@ with concurrent.futures.ThreadPoolExecutor(int(os.environ.get("RSC_SETTLE_THREAD
 lines = [settled[g][i] for i in range(per) for g in range(groups)]
 with open(out, "w") as f:
     f.write("\n".join(lines) + "\n")
+with open(out + ".owners", "w") as f:
+    f.write("".join("g%d %s\n" % (g, owners.get("g%d" % g, "-")) for g in range(groups)))
 print("settled %d groups x %d members" % (groups, per))
