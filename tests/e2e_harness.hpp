@@ -176,7 +176,11 @@ class Coordinator {
     for (const auto& a : std::vector<std::string>{RSC_COORDINATOR_BIN, "--listen", "127.0.0.1:" + std::to_string(port_),
                                                   "--redis", redis})
       args_.push_back(a);
-    args_.insert(args_.end(), extraArgs.begin(), extraArgs.end());
+    // "{port}" in an argument stands for the port this pod listens on (e.g. --advertise localhost:{port}).
+    for (auto a : extraArgs) {
+      if (const auto at = a.find("{port}"); at != std::string::npos) a.replace(at, 6, std::to_string(port_));
+      args_.push_back(std::move(a));
+    }
     start();
   }
   ~Coordinator() {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <thread>
 
 #include "e2e_harness.hpp"
@@ -126,6 +127,70 @@ TEST(Https, MutualTlsServesTheApiStatusPageMetricsAndProbesAndPodsForwardOverTls
   ASSERT_TRUE(admin.command({"XADD", "orders:0", "*", "k", "v"}).ok());
   EXPECT_TRUE(within([&] { return processed.load() == 1; }, 5000));
   EXPECT_TRUE(rt.shutdown(5000));
+}
+
+// Issue 52: pods advertise a host name their certificate covers (here "localhost"); a member that
+// knows one pod's address follows the Rsc-Group-Owner header straight to the owner over mutual
+// TLS, verifying it by that name and presenting the same client certificate, and the pods forward
+// nothing more once it does.
+TEST(Https, AMemberGoesStraightToTheOwnerByItsAdvertisedNameOverMutualTls) {
+  RedisServer redis;
+  auto args = https_args(pki().serverCert(), pki().serverKey(), true);
+  args.insert(args.end(), {"--advertise", "localhost:{port}"});
+  Coordinator pod1(redis.port(), args);
+  Coordinator pod2(redis.port(), args);
+  auto c1 = client(pod1.port(), good_client());
+  auto c2 = client(pod2.port(), good_client());
+  ASSERT_EQ(c1.request("PUT", "/coord/v1/streams/orders", R"({"shardCount": 4})").status, 200);
+  auto metric = [](member::HttpClient& c, const std::string& name) {
+    const auto body = c.request("GET", "/metrics", "").body;
+    const auto at = body.find("\n" + name + " ");
+    return at == std::string::npos ? 0.0 : std::stod(body.substr(at + name.size() + 2));
+  };
+  ASSERT_TRUE(within([&] { return metric(c1, "rsc_pods_live") == 2 && metric(c2, "rsc_pods_live") == 2; }, 10000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // both established
+  const auto owner = json::parse(c1.request("GET", "/coord/v1/streams/orders/groups/audit/owner", "").body);
+  const std::string ownerUrl = owner.value("owner", "");
+  ASSERT_TRUE(ownerUrl == "https://localhost:" + std::to_string(pod1.port()) ||
+              ownerUrl == "https://localhost:" + std::to_string(pod2.port()))
+      << owner.dump();
+  // The member knows the pod that does not own the group.
+  const int other = ownerUrl == "https://localhost:" + std::to_string(pod1.port()) ? pod2.port() : pod1.port();
+  member::RuntimeOptions o;
+  o.coordinatorUrl = "https://127.0.0.1:" + std::to_string(other);
+  o.coordinatorTls = good_client();
+  o.redis = redis.client_options();
+  o.streamPrefix = "orders";
+  o.group = "audit";
+  o.memberId = "m1";
+  o.maxBlockMs = 100;
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> beats;  // where, status
+  o.onHeartbeat = [&](const member::HeartbeatEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    beats.emplace_back(e.coordinator, e.status);
+  };
+  member::Runtime rt(o, [](const member::Record&, int64_t) {});
+  rt.start();
+  EXPECT_TRUE(within([&] { return rt.stats().owned.size() == 4; }, 8000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string answered = R"(rsc_forwarded_calls_total{result="answered"})";
+  auto fwd = [&] { return metric(c1, answered) + metric(c2, answered); };
+  const double forwardedBefore = fwd();
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // about eight heartbeats
+  EXPECT_EQ(fwd(), forwardedBefore) << "once the member follows the owner, no call is forwarded";
+  EXPECT_TRUE(rt.shutdown(5000));
+  std::lock_guard<std::mutex> lock(mu);
+  int direct = 0, failed = 0;
+  for (const auto& [where, status] : beats) {
+    direct += where == ownerUrl && status == "OK";
+    failed += status.empty();
+  }
+  ASSERT_FALSE(beats.empty());
+  EXPECT_EQ(beats.front().first, o.coordinatorUrl) << "the first call goes to the configured pod";
+  EXPECT_GE(direct, 5) << "then straight to the owner, verified by its name, with the client certificate";
+  EXPECT_EQ(failed, 0);
+  std::printf("mTLS: %d of %zu heartbeats straight to the owner %s\n", direct, beats.size(), ownerUrl.c_str());
 }
 
 TEST(Https, ReplacedCertificateFilesServeNewConnectionsAndOpenOnesKeepTheirs) {
