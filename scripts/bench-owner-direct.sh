@@ -23,7 +23,8 @@ load() {
 }
 # wrkrun NAME PODS FOLLOW
 wrkrun() {
-  RSC_WRK_PODS=$2 RSC_WRK_FOLLOW=$3 bash scripts/wrk-heartbeats.sh "$groups" "$per" "$secs" "$conns" 2 > "$out/$1" 2>&1 || true
+  # Through a pipe: the script tees to /dev/stderr, which reopened on a file would truncate it.
+  RSC_WRK_PODS=$2 RSC_WRK_FOLLOW=$3 bash scripts/wrk-heartbeats.sh "$groups" "$per" "$secs" "$conns" 2 2>&1 | cat > "$out/$1" || true
   awk -v name="$1" -v s="$secs" '
     /^heartbeat: / { n = $2; for (i = 1; i <= NF; i++) if ($i == "CPU") c = $(i + 1) }
     /forwarded by a pod/ { f = $(NF - 2) }
@@ -39,7 +40,7 @@ for r in "load 1pod 1 0" "load 3pods-following 3 1" "load 3pods-service 3 0" \
 done
 printf '\n| generator, pods | heartbeats/s | coordinator CPU µs/hb | × one pod | forwarded/hb | p99 |\n|---|---|---|---|---|---|\n'
 for row in "${rows[@]}"; do
-  set -- $row
+  set -- $row ""  ""  ""  ""
   gen=${1%%-*} base=$(printf '%s\n' "${rows[@]}" | awk -v g="$gen-1pod" '$1 == g {print $3}')
   awk -v n="$1" -v h="$2" -v c="$3" -v f="$4" -v p="$5" -v b="$base" \
     'BEGIN { printf "| %s | %d | %.1f | %.2f | %s | %s |\n", n, h, c, (b > 0 ? c / b : 0), f, p }'
