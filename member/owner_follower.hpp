@@ -10,7 +10,8 @@
 //    is not followed again for kAvoidMs, so a pod the client cannot reach (a network that only
 //    reaches the Service) costs one failed call per kAvoidMs, not one in two;
 //  - an owner URL of another scheme than the configured one is never followed (no downgrade from
-//    https to http);
+//    https to http), nor a loopback one (127.x, localhost, ::1) unless the configured URL is one
+//    too: a pod that advertises its default 127.0.0.1 names a host only its own machine reaches;
 //  - with following off, every call goes to the configured URL.
 #pragma once
 
@@ -36,7 +37,8 @@ class OwnerFollower {
   bool on_answer(const std::string& ownerHeader, int64_t nowNs) {
     const std::string before = owner_;
     if (!follow_) return false;
-    if (ownerHeader.empty() || ownerHeader == configured_ || !same_scheme(ownerHeader) || avoided(ownerHeader, nowNs))
+    if (ownerHeader.empty() || ownerHeader == configured_ || !same_scheme(ownerHeader) ||
+        (loopback(ownerHeader) && !loopback(configured_)) || avoided(ownerHeader, nowNs))
       owner_.clear();
     else
       owner_ = ownerHeader;
@@ -57,6 +59,14 @@ class OwnerFollower {
   bool same_scheme(const std::string& url) const {
     const auto scheme = [](const std::string& u) { return u.substr(0, u.find("://")); };
     return url.find("://") != std::string::npos && scheme(url) == scheme(configured_);
+  }
+  static bool loopback(const std::string& url) {
+    const auto start = url.find("://");
+    if (start == std::string::npos) return false;
+    const std::string host = url.substr(start + 3);
+    for (const char* p : {"127.", "localhost:", "localhost/", "[::1]"})
+      if (host.rfind(p, 0) == 0) return true;
+    return host == "localhost";
   }
   bool avoided(const std::string& url, int64_t nowNs) {
     const auto it = avoid_.find(url);

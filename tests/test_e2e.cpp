@@ -616,12 +616,7 @@ TEST(E2EConfig, LeaseRenewalSlackHasASafeDefaultAndRefusesUnsafeValues) {
 // certificate can name), as well as an IP; anything else is refused with why.
 TEST(E2EConfig, AdvertiseTakesAnIpOrAHostName) {
   auto run = [](const std::string& args, int* rc) {
-    FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --check-config " + args + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[512];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    *rc = WEXITSTATUS(pclose(p));
-    return out;
+    return run_command(std::string(RSC_COORDINATOR_BIN) + " --check-config " + args, rc);
   };
   int rc = 0;
   for (const std::string ok : {"10.1.2.3:8080", "rsc-0.rsc-pods.prod.svc:8080", "localhost:9000", "[fd00::7]:8080"}) {

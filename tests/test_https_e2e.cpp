@@ -41,6 +41,26 @@ member::HttpClient client(int port, member::ClientTls tls) {
 }
 member::ClientTls good_client() { return {pki().ca(), pki().clientCert(), pki().clientKey()}; }
 
+// A member of `group` on stream "orders" calling `url` with the good client certificate.
+member::RuntimeOptions https_member(const RedisServer& redis, const std::string& url, const std::string& group) {
+  member::RuntimeOptions o;
+  o.coordinatorUrl = url;
+  o.coordinatorTls = good_client();
+  o.redis = redis.client_options();
+  o.streamPrefix = "orders";
+  o.group = group;
+  o.memberId = "m1";
+  o.maxBlockMs = 100;
+  return o;
+}
+
+// A counter or gauge without labels (or with them spelled out in `name`) from the pod's /metrics.
+double metric_of(member::HttpClient& c, const std::string& name) {
+  const auto body = c.request("GET", "/metrics", "").body;
+  const auto at = body.find("\n" + name + " ");
+  return at == std::string::npos ? 0.0 : std::stod(body.substr(at + name.size() + 2));
+}
+
 std::string join_body(const std::string& member, int epoch = 0) {
   return json{{"protocolVersion", 1}, {"requestId", "r-" + member + std::to_string(epoch)}, {"memberId", member},
               {"memberEpoch", epoch}, {"metadataVersion", 0},
@@ -75,11 +95,7 @@ TEST(Https, MutualTlsServesTheApiStatusPageMetricsAndProbesAndPodsForwardOverTls
   for (const char* path : {"/healthz", "/readyz", "/metrics", "/"})
     EXPECT_EQ(c1.request("GET", path, "").status, 200) << path << " over HTTPS";
   ASSERT_EQ(c1.request("PUT", "/coord/v1/streams/orders", R"({"shardCount": 4})").status, 200);
-  auto metric = [](member::HttpClient& c, const std::string& name) {
-    const auto body = c.request("GET", "/metrics", "").body;
-    const auto at = body.find("\n" + name + " ");
-    return at == std::string::npos ? 0.0 : std::stod(body.substr(at + name.size() + 2));
-  };
+  auto metric = metric_of;
   // Both pods know each other (each has seen the other in the pod registry) before members come:
   // a pod that has not yet would serve a call itself rather than forward it.
   ASSERT_TRUE(within([&] { return metric(c1, "rsc_pods_live") == 2 && metric(c2, "rsc_pods_live") == 2; }, 10000))
@@ -111,14 +127,7 @@ TEST(Https, MutualTlsServesTheApiStatusPageMetricsAndProbesAndPodsForwardOverTls
       << pod1.log();
 
   // The member runtime over HTTPS with its client certificate.
-  member::RuntimeOptions o;
-  o.coordinatorUrl = "https://127.0.0.1:" + std::to_string(pod2.port());
-  o.coordinatorTls = good_client();
-  o.redis = redis.client_options();
-  o.streamPrefix = "orders";
-  o.group = "audit";
-  o.memberId = "m1";
-  o.maxBlockMs = 100;
+  auto o = https_member(redis, "https://127.0.0.1:" + std::to_string(pod2.port()), "audit");
   std::atomic<int> processed{0};
   member::Runtime rt(o, [&](const member::Record&, int64_t) { ++processed; });
   rt.start();
@@ -142,11 +151,7 @@ TEST(Https, AMemberGoesStraightToTheOwnerByItsAdvertisedNameOverMutualTls) {
   auto c1 = client(pod1.port(), good_client());
   auto c2 = client(pod2.port(), good_client());
   ASSERT_EQ(c1.request("PUT", "/coord/v1/streams/orders", R"({"shardCount": 4})").status, 200);
-  auto metric = [](member::HttpClient& c, const std::string& name) {
-    const auto body = c.request("GET", "/metrics", "").body;
-    const auto at = body.find("\n" + name + " ");
-    return at == std::string::npos ? 0.0 : std::stod(body.substr(at + name.size() + 2));
-  };
+  auto metric = metric_of;
   ASSERT_TRUE(within([&] { return metric(c1, "rsc_pods_live") == 2 && metric(c2, "rsc_pods_live") == 2; }, 10000));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // both established
   const auto owner = json::parse(c1.request("GET", "/coord/v1/streams/orders/groups/audit/owner", "").body);
@@ -156,14 +161,7 @@ TEST(Https, AMemberGoesStraightToTheOwnerByItsAdvertisedNameOverMutualTls) {
       << owner.dump();
   // The member knows the pod that does not own the group.
   const int other = ownerUrl == "https://localhost:" + std::to_string(pod1.port()) ? pod2.port() : pod1.port();
-  member::RuntimeOptions o;
-  o.coordinatorUrl = "https://127.0.0.1:" + std::to_string(other);
-  o.coordinatorTls = good_client();
-  o.redis = redis.client_options();
-  o.streamPrefix = "orders";
-  o.group = "audit";
-  o.memberId = "m1";
-  o.maxBlockMs = 100;
+  auto o = https_member(redis, "https://127.0.0.1:" + std::to_string(other), "audit");
   std::mutex mu;
   std::vector<std::pair<std::string, std::string>> beats;  // where, status
   o.onHeartbeat = [&](const member::HeartbeatEvent& e) {

@@ -872,7 +872,15 @@ TEST(OwnerFollower, FollowingOffOrAnotherSchemeKeepsTheConfiguredUrl) {
   EXPECT_EQ(tls.target(), kService);
   EXPECT_FALSE(tls.on_answer("rsc-0:8443", 0)) << "not a URL";
   OwnerFollower plain("http://127.0.0.1:8080", true);
-  EXPECT_TRUE(plain.on_answer("http://127.0.0.1:8081", 0));
+  EXPECT_TRUE(plain.on_answer("http://127.0.0.1:8081", 0)) << "loopback to loopback: one machine";
+  // A pod that advertises its default 127.0.0.1 names a host only its own machine reaches: a client
+  // that calls it by another name does not follow it (to whatever listens on its own loopback).
+  OwnerFollower remote("http://rsc.example:8080", true);
+  for (const char* local : {"http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"}) {
+    EXPECT_FALSE(remote.on_answer(local, 0)) << local;
+    EXPECT_EQ(remote.target(), "http://rsc.example:8080");
+  }
+  EXPECT_TRUE(remote.on_answer("http://10.0.0.7:8080", 0));
 }
 
 class FollowingMembership : public ::testing::Test {

@@ -1828,6 +1828,7 @@ TEST(StaticMembers, ARollingRestartWithInstanceIdsMovesNoShardAndBumpsNoEpoch) {
 // "pending" in the same batch as the leaver's release was not woken and waited out its quarter
 // interval. Over three pods (each member calls one of them and follows the group's owner), every
 // trial must converge well under that quarter interval; the p90 is printed (target <= 50 ms).
+#ifdef RSC_REBALANCE_BIN  // built with the benchmarks (the default; scripts/test.sh builds them)
 TEST(Rebalance, AGracefulLeaveConvergesWithoutWaitingOutAHeartbeatInterval) {
   RedisServer redis;
   Coordinator a(redis.port()), b(redis.port()), c(redis.port());
@@ -1852,6 +1853,7 @@ TEST(Rebalance, AGracefulLeaveConvergesWithoutWaitingOutAHeartbeatInterval) {
               leaves[4], leaves[(leaves.size() * 9 + 9) / 10 - 1], leaves.back());
   EXPECT_LT(leaves.back(), 400) << "no trial waits out a quarter heartbeat interval (750 ms):\n" << out;
 }
+#endif
 
 // Issue 52: members that follow the group's owner (the Rsc-Group-Owner header; the runtime's
 // default) through a pod SIGKILLed, a pod joining (reachable only by following: it is not behind
