@@ -862,6 +862,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         answer(std::move(r));
       });
       return;
+    case K::GroupOwner: return;  // answered with the placement above
   }
 }
 

@@ -219,6 +219,9 @@ void load_file(Config& c, const std::string& path) {
     // e.byte is the 1-based position of the byte that could not be read.
     throw Bad{path + ": not valid JSON at " + line_and_column(text, e.byte > 0 ? e.byte - 1 : 0) + ": " +
               std::string(e.what()).substr(std::string(e.what()).find(':') + 2)};
+  } catch (const json::exception& e) {
+    // Read but not representable, e.g. a number too large for a double (out_of_range 406).
+    throw Bad{path + ": not usable JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2)};
   }
   if (!j.is_object()) throw Bad{path + ": not a JSON object"};
   only_known(j, path, "", {"listen", "advertise", "redis", "tls", "coordinator", "groups", "auth"});

@@ -612,6 +612,20 @@ TEST(E2EConfig, LeaseRenewalSlackHasASafeDefaultAndRefusesUnsafeValues) {
   EXPECT_EQ(rc, 2) << "0 stays refused elsewhere: " << out;
 }
 
+// A number the JSON reader cannot hold (found by fuzz_config: it escaped as an uncaught
+// exception and aborted the process) is refused like any bad file: exit 2, with why.
+TEST(E2EConfig, ANumberTooLargeForJsonIsRefusedNotACrash) {
+  char tmpl[] = "/tmp/rsc-config-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/c.json";
+  std::ofstream(path) << R"({"coordinator": {"tick-interval-ms": 5008888888888888888888888888888e2222}})";
+  int rc = 0;
+  const auto out = run_command(std::string(RSC_COORDINATOR_BIN) + " --check-config --config " + path, &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("c.json: not usable JSON"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 52: --advertise takes a host name (a headless Service's pod record, which the pod's
 // certificate can name), as well as an IP; anything else is refused with why.
 TEST(E2EConfig, AdvertiseTakesAnIpOrAHostName) {
