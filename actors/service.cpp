@@ -1,5 +1,6 @@
 #include "actors/service.hpp"
 #include <atomic>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,9 @@ struct Service::Impl {
   int32_t defaultShardCount = 16;
   GroupActorConfig groupStart;  // for start_id(): where a group's consumer groups start
   std::atomic<bool> https{false};  // the pods serve https: the owner URLs say so
+  // This pod's own owner URL, made once per set_address (read with std::atomic_load on every call
+  // about a group this pod serves: no lock, no string built per heartbeat).
+  std::shared_ptr<const std::string> selfUrl = std::make_shared<const std::string>();
 };
 
 Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics> metrics)
@@ -75,6 +79,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   po.metrics = metrics;
   impl_->pod = std::make_shared<PodContext>(po);
   impl_->pod->set_address(cfg.address);
+  impl_->selfUrl = std::make_shared<const std::string>(http::owner_url(false, cfg.address));
   g.pod = impl_->pod;
   impl_->readyFreshMs = std::max<group::Millis>(1000, 2 * cfg.beat_ms());
   // One gateway per store connection: a group always meets the same store actor, whose
@@ -154,9 +159,10 @@ http::Placement Service::place(const store::GroupKey& key) {
                       std::move(p.why), {}, view->term};
   if (out.kind == http::Placement::Kind::Here) {
     out.podId = view->self;
-    out.address = impl_->pod->address();
+    out.ownerUrl = *std::atomic_load(&impl_->selfUrl);
+  } else if (out.kind == http::Placement::Kind::Elsewhere) {
+    out.ownerUrl = http::owner_url(impl_->https, out.address);
   }
-  if (out.kind != http::Placement::Kind::Nowhere) out.ownerUrl = http::owner_url(impl_->https, out.address);
   return out;
 }
 
@@ -166,6 +172,7 @@ void Service::forwarded(bool answered) {
 
 void Service::set_address(std::string address, bool https) {
   impl_->https = https;
+  std::atomic_store(&impl_->selfUrl, std::shared_ptr<const std::string>(std::make_shared<const std::string>(http::owner_url(https, address))));
   impl_->pod->set_address(std::move(address));
 }
 const std::string& Service::pod_id() const { return impl_->pod->pod_id(); }

@@ -434,6 +434,17 @@ std::string audit_line(const std::string& caller, const std::string& action, con
          " status=" + std::to_string(answer.status) + " outcome=" + audit_value(outcome);
 }
 
+namespace {
+const std::string kNoOwner;
+// Names the group's owner in an answer, unless the answer (forwarded from the owner) already does.
+void name_owner(HttpResponse& r, const std::string& url) {
+  if (url.empty()) return;
+  for (const auto& h : r.headers)
+    if (h.first == kGroupOwnerHeader) return;
+  r.headers.emplace_back(kGroupOwnerHeader, url);
+}
+}  // namespace
+
 void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, Respond given) {
   // HEAD: the same answer as GET, without its body.
   // Wrappers are made only when needed: a std::function copy allocates (a heartbeat makes none).
@@ -537,7 +548,6 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
   // Every answer about a group names the pod that owns it (kGroupOwnerHeader): rsc's clients send
   // the group's next calls there. An answer forwarded from the owner carries the owner's own.
   std::optional<Placement> placement;
-  std::optional<Respond> ownerWrap;
   if (!rt.group.empty() && rt.kind != K::ScaleStream && rt.kind != K::RollbackScale) {
     placement = backend.place(protocol::GroupKey{rt.stream, rt.group});
     if (rt.kind == K::GroupOwner) {
@@ -555,15 +565,9 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
       r.headers.emplace_back(kGroupOwnerHeader, placement->ownerUrl);
       return respond(std::move(r));
     }
-    if (placement->kind != Placement::Kind::Nowhere && !placement->ownerUrl.empty())
-      ownerWrap.emplace([next = respond, url = placement->ownerUrl](HttpResponse r) {
-        for (const auto& h : r.headers)
-          if (h.first == kGroupOwnerHeader) return next(std::move(r));
-        r.headers.emplace_back(kGroupOwnerHeader, url);
-        next(std::move(r));
-      });
   }
-  Respond& answer = ownerWrap ? *ownerWrap : respond;
+  // The owner's URL when one is known ("" while nobody owns the group).
+  const std::string& ownerUrl = placement && placement->kind != Placement::Kind::Nowhere ? placement->ownerUrl : kNoOwner;
 
   // A group's heartbeats and admin calls are served by its owner (group/pod_authority.hpp): at
   // another pod, this one forwards them and hands back the answer, so members keep one URL.
@@ -588,9 +592,7 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
             [&backend, respondAll, url = placed.ownerUrl](HttpResponse r) {
               backend.forwarded(true);
               // The owner names itself; a pod of an older version does not: say where it is.
-              const bool named = std::any_of(r.headers.begin(), r.headers.end(),
-                                             [](const auto& h) { return h.first == kGroupOwnerHeader; });
-              if (!named && !url.empty()) r.headers.emplace_back(kGroupOwnerHeader, url);
+              name_owner(r, url);
               respondAll(std::move(r));
             },
             [&backend, respondAll, unavailable, pod = placed.podId](const std::string& why) {
@@ -602,9 +604,21 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         placed.why = req.forwardedBy.empty() ? "this server cannot forward to pod " + placed.podId
                                               : "forwarded by pod " + req.forwardedBy + ", but pod " + placed.podId +
                                                     " serves the group now";
-      return answer(unavailable(placed.why));
+      auto r = unavailable(placed.why);
+      name_owner(r, ownerUrl);
+      return respond(std::move(r));
     }
   }
+  // Every other answer about a group names its owner too: a heartbeat's where it is made (below),
+  // the rest through a wrapper that takes the callback over (its last use: the forwarding above
+  // has returned).
+  std::optional<Respond> ownerWrap;
+  if (!ownerUrl.empty() && rt.kind != K::Heartbeat)
+    ownerWrap.emplace([next = std::move(respond), url = ownerUrl](HttpResponse r) {
+      name_owner(r, url);
+      next(std::move(r));
+    });
+  Respond& answer = ownerWrap ? *ownerWrap : respond;
 
   switch (rt.kind) {
     case K::Heartbeat: {
@@ -613,12 +627,18 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
         // A body that is no JSON object at all is not a heartbeat to decide on: HTTP 400. A
         // heartbeat with a wrong field is a decision (INVALID_REQUEST), answered 200 like the rest.
         const bool notAnObject = decoded.error.field.empty();
-        return answer(refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status,
-                                         decoded.error.message, notAnObject ? 400 : 0, decoded.error.field));
+        auto r = refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status, decoded.error.message,
+                                   notAnObject ? 400 : 0, decoded.error.field);
+        name_owner(r, ownerUrl);
+        return answer(std::move(r));
       }
       // The answer callback takes the given one over (its last use here): no copy of it.
       backend.heartbeat({std::move(rt.stream), std::move(rt.group)}, std::move(*decoded.value),
-                        [answer = std::move(answer)](protocol::HeartbeatResponse r) { answer(heartbeat_answer(r)); });
+                        [answer = std::move(answer), url = ownerUrl](protocol::HeartbeatResponse r) {
+                          auto h = heartbeat_answer(r);
+                          name_owner(h, url);
+                          answer(std::move(h));
+                        });
       return;
     }
     case K::PutStream:

@@ -35,14 +35,18 @@ class OwnerFollower {
   // The call to target() was answered at `nowNs` (CLOCK_MONOTONIC ns); `ownerHeader` is what the
   // answer named ("" nothing). true when the target changed.
   bool on_answer(const std::string& ownerHeader, int64_t nowNs) {
-    const std::string before = owner_;
     if (!follow_) return false;
+    // The usual answer names the owner already followed (checked when it was first followed; a
+    // failure since would have dropped it): nothing to copy or check.
+    if (!owner_.empty() && ownerHeader == owner_) return false;
     if (ownerHeader.empty() || ownerHeader == configured_ || !same_scheme(ownerHeader) ||
-        (loopback(ownerHeader) && !loopback(configured_)) || avoided(ownerHeader, nowNs))
+        (loopback(ownerHeader) && !loopback(configured_)) || avoided(ownerHeader, nowNs)) {
+      const bool changed = !owner_.empty();
       owner_.clear();
-    else
-      owner_ = ownerHeader;
-    return owner_ != before;
+      return changed;
+    }
+    owner_ = ownerHeader;
+    return true;
   }
   // The call to target() got no answer at `nowNs`. true: it went to a followed owner, and the
   // caller sends it again at once to the configured URL (target() now).
