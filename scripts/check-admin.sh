@@ -89,7 +89,7 @@ expect "401 said" "HTTP 401" "$err"
 check "a member token may read" 0 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" list-groups orders
 check "a member token may not delete" 1 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" delete-group orders billing --fence-members
 expect "403 said" "HTTP 403" "$err"
-# Dead letters, as a member runtime writes them (see README: records that keep failing).
+# Dead letters, as a member runtime writes them (see docs/guide.md: records that keep failing).
 dead='rsc:{orders/billing}:dead'
 d1=$(redis-cli -p "$rport" XADD "$dead" '*' id 1-1 shard 0 stream orders:0 deliveries 5 error 'cannot parse' \
   member m1 at 1700000000000 field:key k1 field:seq 7)

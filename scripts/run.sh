@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs rsc-coordinator. When no Redis is configured
 # (no --redis flag, no RSC_REDIS), a local redis-server is started for it on a free loopback
-# port in a temp dir, and stopped (by pid) when the coordinator exits.
+# port in a temp dir (RSC_RUN_REDIS_PORT=N: on that port), and stopped (by pid) when the
+# coordinator exits.
 # Any arguments are passed to rsc-coordinator, e.g.  bash scripts/run.sh --listen 127.0.0.1:8080
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +17,21 @@ if [ -n "$configured" ]; then
 fi
 
 dir=$(mktemp -d /tmp/rsc-run-redis.XXXXXX)
-# A free loopback port: one nothing answers on.
-for _ in $(seq 1 50); do
-  port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768+)
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
-done
+if [ -n "${RSC_RUN_REDIS_PORT:-}" ]; then
+  # A port asked for (the README's quickstart names it to its consumers): it must be free.
+  port=$RSC_RUN_REDIS_PORT
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "run: RSC_RUN_REDIS_PORT=$port: something already listens on 127.0.0.1:$port" >&2
+    rm -rf "$dir"
+    exit 2
+  fi
+else
+  # A free loopback port: one nothing answers on.
+  for _ in $(seq 1 50); do
+    port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768+)
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+  done
+fi
 redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no --daemonize no \
   --logfile "$dir/redis.log" &
 redis_pid=$!

@@ -364,7 +364,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
 
   // Across shards (a key that moved shards when the shard count changed): keys whose records were
   // processed out of seq order, judged by start time. A figure, not a failure: SPEC §3 rule 9 and
-  // the README say such a key may be read out of order unless producers pause.
+  // docs/guide.md say such a key may be read out of order unless producers pause.
   std::map<std::string, std::vector<const Rec*>> byKey;
   for (const auto& r : recs) byKey[r.key].push_back(&r);
   int keysOutOfOrder = 0;
@@ -1808,7 +1808,7 @@ RollingFigures rolling_restart(bool withInstanceIds) {
 
 // Issue 31 point 4: a rolling restart (each of 5 consumers SIGTERMed and started again, one after
 // another) with instance ids moves no shard and bumps no epoch; without them every restart
-// rebalances twice. Printed side by side (the README's table).
+// rebalances twice. Printed side by side (docs/benchmarks.md).
 TEST(StaticMembers, ARollingRestartWithInstanceIdsMovesNoShardAndBumpsNoEpoch) {
   const auto plain = rolling_restart(false);
   const auto withIds = rolling_restart(true);
