@@ -140,22 +140,12 @@ http::Answer<T> answer(store::Result<T>&& r) {
   if (!r.ok()) return http::Answer<T>::failure(problem(r.error));
   return http::Answer<T>::success(std::move(*r.value));
 }
-static_assert(static_cast<int>(http::StreamWritten::Outcome::Exists) == static_cast<int>(store::StreamWrite::Outcome::Exists) &&
-              static_cast<int>(http::StreamWritten::Outcome::Grown) == static_cast<int>(store::StreamWrite::Outcome::Grown));
-static_assert(static_cast<int>(http::OffsetsReset::Outcome::HasLiveMembers) ==
-                  static_cast<int>(store::OffsetsReset::Outcome::HasLiveMembers) &&
-              static_cast<int>(http::OffsetsReset::Outcome::NotFound) == static_cast<int>(store::OffsetsReset::Outcome::NotFound));
-static_assert(static_cast<int>(http::Deletion::HasLiveMembers) == static_cast<int>(store::GroupDeletion::HasLiveMembers) &&
-              static_cast<int>(http::Deletion::NotFound) == static_cast<int>(store::GroupDeletion::NotFound));
 }  // namespace
-
-static_assert(static_cast<int>(http::Placement::Kind::Nowhere) == static_cast<int>(group::PodView::Placement::Kind::Nowhere) &&
-              static_cast<int>(http::Placement::Kind::Elsewhere) == static_cast<int>(group::PodView::Placement::Kind::Elsewhere));
 
 http::Placement Service::place(const store::GroupKey& key) {
   const auto view = impl_->pod->pod_view();
   auto p = view->place(key.str(), impl_->pod->local_now(), impl_->pod->synced());
-  http::Placement out{static_cast<http::Placement::Kind>(p.kind), std::move(p.podId), std::move(p.address),
+  http::Placement out{p.kind, std::move(p.podId), std::move(p.address),
                       std::move(p.why), {}, view->term};
   if (out.kind == http::Placement::Kind::Here) {
     out.podId = view->self;
@@ -218,7 +208,7 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
                      log::info("stream " + prefix + ": retention " + protocol::encode_retention(*req.retention));
                    }
                    done(http::Answer<http::StreamWritten>::success(
-                       {r.value->meta, static_cast<http::StreamWritten::Outcome>(r.value->outcome)}));
+                       {r.value->meta, r.value->outcome}));
                  }});
 }
 
@@ -268,7 +258,7 @@ void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                    using A = http::Answer<http::ScaleDone>;
                    auto meta = s.get_stream(prefix);
                    if (!meta.ok()) return done(A::failure(problem(meta.error)));
-                   if (!meta.value->has_value()) return done(A::success(http::ScaleDone{"no stream", {}, {}}));
+                   if (!meta.value->has_value()) return done(A::success(http::ScaleDone{protocol::ScaleOutcome::NoStream, {}, {}}));
                    group::ScaleCall call;
                    call.op = ask.rollback ? group::ScaleOp::Rollback : group::ScaleOp::Scale;
                    call.target = ask.request.targetShardCount;
@@ -298,7 +288,7 @@ void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                        caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
                      }
                    }
-                   done(A::success(http::ScaleDone{std::string(group::to_string(step.outcome)), step.meta, *groups.value}));
+                   done(A::success(http::ScaleDone{step.outcome, step.meta, *groups.value}));
                  }});
 }
 
@@ -355,7 +345,7 @@ void Service::delete_group(const protocol::GroupKey& key, bool fenceMembers,
   caf::anon_send(impl_->gateway_for(key), delete_atom::value, key,
                  DeleteCall{fenceMembers, [done](store::Result<store::GroupDeletion> r) {
                               if (!r.ok()) return done(http::Answer<http::Deletion>::failure(problem(r.error)));
-                              done(http::Answer<http::Deletion>::success(static_cast<http::Deletion>(*r.value)));
+                              done(http::Answer<http::Deletion>::success(*r.value));
                             }});
 }
 
@@ -365,7 +355,7 @@ void Service::reset_offsets(const protocol::GroupKey& key, std::string position,
                  ResetCall{std::move(position), fenceMembers, [done](store::Result<store::OffsetsReset> r) {
                              using A = http::Answer<http::OffsetsReset>;
                              if (!r.ok()) return done(A::failure(problem(r.error)));
-                             done(A::success({static_cast<http::OffsetsReset::Outcome>(r.value->outcome), r.value->shards}));
+                             done(A::success({r.value->outcome, r.value->shards}));
                            }});
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "group/state.hpp"
+#include "protocol/outcomes.hpp"
 
 namespace rsc::group {
 
@@ -66,7 +67,7 @@ struct PodView {
   // Where a call for the group is served: here (this pod serves it, or will within kOwnsSoonMs and
   // holds what needs a write until then), at another pod's address, or nowhere for now (why).
   struct Placement {
-    enum class Kind { Here, Elsewhere, Nowhere };
+    using Kind = protocol::PlacementKind;
     Kind kind = Kind::Here;
     std::string podId;
     std::string address;

@@ -7,22 +7,6 @@ namespace rsc::group {
 using protocol::Migration;
 using protocol::MigrationState;
 
-std::string_view to_string(ScaleOutcome o) {
-  switch (o) {
-    case ScaleOutcome::Grown: return "grown";
-    case ScaleOutcome::Draining: return "draining";
-    case ScaleOutcome::Same: return "same";
-    case ScaleOutcome::Busy: return "busy";
-    case ScaleOutcome::NothingToRollBack: return "nothing to roll back";
-    case ScaleOutcome::RolledBack: return "rolled back";
-    case ScaleOutcome::Retired: return "retired";
-    case ScaleOutcome::Stale: return "stale";
-    case ScaleOutcome::Deleting: return "deleting";
-    case ScaleOutcome::KeysDeleted: return "keys deleted";
-  }
-  return "same";
-}
-
 ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now) {
   ScaleStep out;
   const bool draining = m.drainingShards() > 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "group/stream_lag.hpp"
+#include "protocol/outcomes.hpp"
 #include "protocol/types.hpp"
 
 namespace rsc::group {
@@ -26,19 +27,9 @@ struct ScaleCall {
   int32_t expectedVersion = 0;
   std::string requestedBy, reason;
 };
-enum class ScaleOutcome {
-  Grown,              // more shards, routed and read at once
-  Draining,           // fewer routed at once; the removed ones still read until drained
-  Same,               // the count asked is the count it has
-  Busy,               // a shrink is still draining: one change at a time
-  NothingToRollBack,  // no shrink is draining
-  RolledBack,         // the draining shards are routed again
-  Retired,            // the drained shards are no longer read
-  Stale,              // the stream moved since the drain (or the deletion) was judged
-  Deleting,           // the retired shards' streams may be deleted now; no count change until done
-  KeysDeleted,        // ... and they are gone
-};
-std::string_view to_string(ScaleOutcome o);
+// What a step came to (protocol/outcomes.hpp: declared once for the store and the HTTP layer).
+using protocol::ScaleOutcome;
+using protocol::to_string;
 struct ScaleStep {
   ScaleOutcome outcome = ScaleOutcome::Same;
   protocol::StreamMetadata meta;  // after the step

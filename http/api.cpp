@@ -45,6 +45,7 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 AuthDecision authorize(const AuthConfig& auth, const std::string& header, Need need, const std::string& stream,
                        const std::string& group) {
+  if (need == Need::Metrics) need = auth.metricsPublic ? Need::Public : Need::Member;
   if (need == Need::Public || auth.open()) return {};
   const std::string prefix = "Bearer ";
   if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
@@ -104,42 +105,48 @@ Routed method_not_allowed(const std::string& method, const std::string& allow) {
 
 }  // namespace
 
-const std::vector<ServedRoute>& served_routes() {
-  static const std::string s = "/coord/v1/streams/{streamPrefix}";
-  static const std::string g = s + "/groups/{consumerGroup}";
-  static const std::vector<ServedRoute> all{
-      {"POST", g + "/members/{memberId}/heartbeat"},
-      {"GET", "/"},
-      {"HEAD", "/"},
-      {"GET", "/coord/v1/streams"},
-      {"GET", s},
-      {"PUT", s},
-      {"POST", s},
-      {"GET", s + "/groups"},
-      {"GET", g},
-      {"DELETE", g},
-      {"GET", g + "/producer-routing"},
-      {"GET", g + "/owner"},
-      {"DELETE", g + "/members/{memberId}"},
-      {"GET", g + "/dead-letters"},
-      {"POST", g + "/dead-letters/redrive"},
-      {"POST", g + "/dead-letters/discard"},
-      {"POST", g + "/reset-offsets"},
-      {"GET", s + "/retention"},
-      {"PUT", s + "/retention"},
-      {"POST", s + "/scale"},
-      {"POST", s + "/scale/rollback"},
-      {"POST", g + "/scale"},
-      {"POST", g + "/migrations/{reshardingId}/rollback"},
-      {"GET", "/metrics"},
-      {"HEAD", "/metrics"},
-      {"GET", "/healthz"},
-      {"HEAD", "/healthz"},
-      {"GET", "/readyz"},
-      {"HEAD", "/readyz"},
+namespace {
+
+// A route's path template, split once: literal segments and named holes.
+struct Compiled {
+  enum class Hole { None, Stream, Group, Member, Migration };
+  struct Segment {
+    std::string text;
+    Hole hole = Hole::None;
   };
+  const RouteSpec* spec;
+  std::vector<Segment> segments;
+};
+
+const std::vector<Compiled>& compiled_routes() {
+  static const std::vector<Compiled> all = [] {
+    std::vector<Compiled> out;
+    for (const auto& r : route_table()) {
+      Compiled c{&r, {}};
+      for (auto part : split_path(r.pattern)) {
+        Compiled::Segment seg{std::string(part), Compiled::Hole::None};
+        using H = Compiled::Hole;
+        if (part == "{streamPrefix}") seg.hole = H::Stream;
+        else if (part == "{consumerGroup}") seg.hole = H::Group;
+        else if (part == "{memberId}") seg.hole = H::Member;
+        else if (part == "{reshardingId}") seg.hole = H::Migration;
+        c.segments.push_back(std::move(seg));
+      }
+      out.push_back(std::move(c));
+    }
+    return out;
+  }();
   return all;
 }
+
+bool path_matches(const Compiled& c, const std::vector<std::string_view>& p) {
+  if (c.segments.size() != p.size()) return false;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (c.segments[i].hole == Compiled::Hole::None && c.segments[i].text != p[i]) return false;
+  return true;
+}
+
+}  // namespace
 
 Routed route(const std::string& method, const std::string& target) {
   std::string_view path(target);
@@ -154,66 +161,43 @@ Routed route(const std::string& method, const std::string& target) {
     }
   }
   const auto p = split_path(path);
-  using K = Route::Kind;
-  // A route to `kind` with the names from the path (views into the target) copied out.
-  auto to = [](K kind, std::string_view s = {}, std::string_view g = {}, std::string_view m = {}) -> Routed {
-    return {Route{kind, std::string(s), std::string(g), std::string(m), {}}, {}};
-  };
-  auto only = [&](const char* allowed, K kind, std::string_view s = {}, std::string_view g = {},
-                  std::string_view m = {}) -> Routed {
-    if (method != allowed) return method_not_allowed(method, allowed);
-    return to(kind, s, g, m);
-  };
-  // Probes and metrics answer HEAD too (load balancers use it): the same answer without a body.
-  auto probe = [&](K kind) -> Routed {
-    if (method != "GET" && method != "HEAD") return method_not_allowed(method, "GET, HEAD");
-    return {Route{kind, {}, {}, {}, {}}, {}};
-  };
-  if (p.empty()) return probe(K::StatusPage);
-  if (p.size() == 3 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") return only("GET", K::ListStreams);
-  if (p.size() == 1 && p[0] == "metrics") return probe(K::Metrics);
-  if (p.size() == 1 && p[0] == "healthz") return probe(K::Health);
-  if (p.size() == 1 && p[0] == "readyz") return probe(K::Ready);
-  if (p.size() >= 4 && p[0] == "coord" && p[1] == "v1" && p[2] == "streams") {
-    const std::string_view s = p[3];
-    if (p.size() == 4) {
-      if (method == "GET") return to(K::GetStream, s);
-      if (method == "PUT") return to(K::PutStream, s);
-      if (method == "POST") return to(K::PostStream, s);
-      return method_not_allowed(method, "GET, PUT, POST");
+  std::string allow;  // the methods served on this path, in table order, when not `method`
+  for (const auto& c : compiled_routes()) {
+    if (!path_matches(c, p)) continue;
+    if (method != c.spec->method) {
+      if (allow.find(c.spec->method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + std::string(c.spec->method);
+      continue;
     }
-    if (p.size() == 5 && p[4] == "scale") return only("POST", K::ScaleStream, s);
-    if (p.size() == 6 && p[4] == "scale" && p[5] == "rollback") return only("POST", K::RollbackScale, s);
-    if (p.size() == 5 && p[4] == "retention") {
-      if (method == "GET") return to(K::GetRetention, s);
-      if (method == "PUT") return to(K::PutRetention, s);
-      return method_not_allowed(method, "GET, PUT");
-    }
-    if (p[4] == "groups") {
-      if (p.size() == 5) return only("GET", K::ListGroups, s);
-      if (p.size() == 6) {
-        if (method == "GET") return to(K::Describe, s, p[5]);
-        if (method == "DELETE") return to(K::DeleteGroup, s, p[5]);
-        return method_not_allowed(method, "GET, DELETE");
+    Route r{c.spec->kind, {}, {}, {}, {}, c.spec};
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      using H = Compiled::Hole;
+      switch (c.segments[i].hole) {
+        case H::None: break;
+        case H::Stream: r.stream = std::string(p[i]); break;
+        case H::Group: r.group = std::string(p[i]); break;
+        case H::Member: r.member = std::string(p[i]); break;
+        case H::Migration: r.migration = std::string(p[i]); break;
       }
-      if (p.size() == 7 && p[6] == "producer-routing") return only("GET", K::ProducerRouting, s, p[5]);
-      if (p.size() == 7 && p[6] == "owner") return only("GET", K::GroupOwner, s, p[5]);
-      // The reference implementation's per-group scale paths: a stream's shards are one for all
-      // its groups, so they change the stream.
-      if (p.size() == 7 && p[6] == "scale") return only("POST", K::ScaleStream, s, p[5]);
-      if (p.size() == 9 && p[6] == "migrations" && p[8] == "rollback") {
-        if (method != "POST") return method_not_allowed(method, "POST");
-        return {Route{K::RollbackScale, std::string(s), std::string(p[5]), {}, std::string(p[7])}, {}};
-      }
-      if (p.size() == 8 && p[6] == "members") return only("DELETE", K::RemoveMember, s, p[5], p[7]);
-      if (p.size() == 7 && p[6] == "dead-letters") return only("GET", K::DeadLetters, s, p[5]);
-      if (p.size() == 7 && p[6] == "reset-offsets") return only("POST", K::ResetOffsets, s, p[5]);
-      if (p.size() == 8 && p[6] == "dead-letters" && p[7] == "redrive") return only("POST", K::Redrive, s, p[5]);
-      if (p.size() == 8 && p[6] == "dead-letters" && p[7] == "discard") return only("POST", K::DiscardDeadLetters, s, p[5]);
-      if (p.size() == 9 && p[6] == "members" && p[8] == "heartbeat") return only("POST", K::Heartbeat, s, p[5], p[7]);
     }
+    return {std::move(r), {}};
   }
+  if (!allow.empty()) return method_not_allowed(method, allow);
   return {std::nullopt, {404, "no such endpoint: " + std::string(path), {}}};
+}
+
+namespace {
+HttpResponse route_error(const RouteError& e) {
+  auto r = plain_error(e.status, e.status == 405 ? "METHOD_NOT_ALLOWED" : "NOT_FOUND", e.message);
+  if (!e.allow.empty()) r.headers.emplace_back("Allow", e.allow);
+  return r;
+}
+}  // namespace
+
+int heartbeat_http_status(HeartbeatStatus s, bool authenticated) {
+  // Every decision on a heartbeat is answered 200 with the status in the body (as Kafka puts error
+  // codes in its responses); only a refused token is an HTTP error.
+  if (s == HeartbeatStatus::GROUP_AUTHORIZATION_FAILED) return authenticated ? 403 : 401;
+  return 200;
 }
 
 HttpResponse plain_error(int status, const std::string& error, const std::string& message) {
@@ -226,7 +210,7 @@ namespace {
 HttpResponse json_ok(const std::string& body, int status = 200) { return {status, body, "application/json", {}}; }
 
 HttpResponse heartbeat_answer(const protocol::HeartbeatResponse& r, bool authenticated = true) {
-  HttpResponse h{protocol::http_status_for(r.status, authenticated), protocol::encode(r), "application/json", {}};
+  HttpResponse h{heartbeat_http_status(r.status, authenticated), protocol::encode(r), "application/json", {}};
   if (r.status == HeartbeatStatus::RETRY) h.headers.emplace_back("Retry-After", "1");
   return h;
 }
@@ -259,31 +243,12 @@ std::string producer_routing_json(const protocol::StreamMetadata& m, const std::
                              {"shards", std::move(shards)}});
 }
 
-// A stream entry id: MS-SEQ, both decimal.
-bool valid_stream_id(const std::string& id);
 
 }  // namespace
 
-std::optional<std::string> reset_position(const std::string& to) {
-  if (to == "earliest") return std::string("0");
-  if (to == "latest") return std::string("$");
-  if (valid_stream_id(to)) return to;
-  if (to.empty() || to.size() > 19 || to.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  const unsigned long long ms = std::stoull(to);
-  if (ms == 0) return std::string("0");
-  return std::to_string(ms - 1) + "-18446744073709551615";  // every id of ms - 1, so delivery starts at ms
-}
 
 namespace {
 
-// A stream entry id: MS-SEQ, both decimal.
-bool valid_stream_id(const std::string& id) {
-  const auto dash = id.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 >= id.size() || id.size() > 41) return false;
-  for (std::size_t i = 0; i < id.size(); ++i)
-    if (i != dash && !std::isdigit(static_cast<unsigned char>(id[i]))) return false;
-  return true;
-}
 
 json dead_letters_json(const std::string& stream, const std::string& group, const protocol::DeadLetterPage& page) {
   json items = json::array();
@@ -301,8 +266,9 @@ json dead_letters_json(const std::string& stream, const std::string& group, cons
 // {streamPrefix, targetShardCount, affectedConsumerGroups, migrations[]} for a scale, the
 // Migration for a rollback; each with the stream as it is now ("stream").
 HttpResponse scale_answer(const std::string& stream, const std::string& migrationId, const ScaleAsk& ask, const ScaleDone& d) {
-  const std::string& o = d.outcome;
-  if (o == "no stream") return plain_error(404, "STREAM_NOT_FOUND", "no such stream: " + stream + "; create it first (POST or PUT)");
+  using O = protocol::ScaleOutcome;
+  const O o = d.outcome;
+  if (o == O::NoStream) return plain_error(404, "STREAM_NOT_FOUND", "no such stream: " + stream + "; create it first (POST or PUT)");
   const auto& m = d.meta;
   const std::string current = m.migration ? m.migration->reshardingId : std::string();
   if (ask.rollback) {
@@ -310,7 +276,7 @@ HttpResponse scale_answer(const std::string& stream, const std::string& migratio
       return plain_error(404, "MIGRATION_NOT_FOUND",
                          "stream " + stream + " has no migration " + migrationId +
                              (current.empty() ? std::string() : " (its last one is " + current + ")"));
-    if (o == "nothing to roll back")
+    if (o == O::NothingToRollBack)
       return plain_error(422, "ROLLBACK_NOT_ALLOWED",
                          "stream " + stream + " has no shrink in progress to roll back" +
                              (m.migration ? " (its last migration, " + current + ", is " +
@@ -320,18 +286,18 @@ HttpResponse scale_answer(const std::string& stream, const std::string& migratio
     body["stream"] = protocol::to_json(m);
     return json_ok(protocol::dump(body), 202);
   }
-  if (o == "busy" && m.drainingShards() == 0) {  // busy deleting retired shard streams: moments
+  if (o == O::Busy && m.drainingShards() == 0) {  // busy deleting retired shard streams: moments
     auto r = plain_error(409, "ACTIVE_MIGRATION_EXISTS", protocol::retired_keys_deleting(stream));
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  if (o == "busy")
+  if (o == O::Busy)
     return plain_error(409, "ACTIVE_MIGRATION_EXISTS",
                        "stream " + stream + " is scaling in: shards " + std::to_string(m.shardCount) + ".." +
                            std::to_string(m.readShardCount() - 1) + " still drain (migration " + current +
                            "); one change at a time: wait for it or roll it back (POST .../scale/rollback)");
   json migrations = json::array();
-  if (o != "same" && m.migration)
+  if (o != O::Same && m.migration)
     for (const auto& g : d.consumerGroups) {
       json e = protocol::to_json(*m.migration);
       e["consumerGroup"] = g;
@@ -341,9 +307,9 @@ HttpResponse scale_answer(const std::string& stream, const std::string& migratio
             {"targetShardCount", ask.request.targetShardCount},
             {"affectedConsumerGroups", d.consumerGroups},
             {"migrations", std::move(migrations)},
-            {"outcome", o},
+            {"outcome", protocol::to_string(o)},
             {"stream", protocol::to_json(m)}};
-  return json_ok(protocol::dump(body), o == "same" ? 200 : 202);
+  return json_ok(protocol::dump(body), o == O::Same ? 200 : 202);
 }
 
 HttpResponse store_error(const Problem& e) {
@@ -445,445 +411,426 @@ void name_owner(HttpResponse& r, const std::string& url) {
 }
 }  // namespace
 
-void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, Respond given) {
-  // HEAD: the same answer as GET, without its body.
-  // Wrappers are made only when needed: a std::function copy allocates (a heartbeat makes none).
-  std::optional<Respond> headWrap;
-  if (req.method == "HEAD")
-    headWrap.emplace([given](HttpResponse r) {
-      r.body.clear();
-      given(std::move(r));
-    });
-  Respond& respondAll = headWrap ? *headWrap : given;
-  auto routed = route(req.method, req.target);
-  if (!routed.route) {
-    auto r = plain_error(routed.error.status, routed.error.status == 405 ? "METHOD_NOT_ALLOWED" : "NOT_FOUND",
-                         routed.error.message);
-    if (!routed.error.allow.empty()) r.headers.emplace_back("Allow", routed.error.allow);
-    return respondAll(std::move(r));
-  }
-  Route& rt = *routed.route;
-  using K = Route::Kind;
-  // An admin call leaves one audit line, whatever its answer (refusals included).
-  const char* action = rt.kind == K::PostStream     ? "create-stream"
-                       : rt.kind == K::PutStream    ? "put-stream"
-                       : rt.kind == K::DeleteGroup  ? "delete-group"
-                       : rt.kind == K::RemoveMember ? "remove-member"
-                       : rt.kind == K::Redrive      ? "redrive-dead-letters"
-                       : rt.kind == K::DiscardDeadLetters ? "discard-dead-letters"
-                       : rt.kind == K::ResetOffsets ? "reset-offsets"
-                       : rt.kind == K::PutRetention ? "set-retention"
-                       : rt.kind == K::ScaleStream  ? "scale-stream"
-                       : rt.kind == K::RollbackScale ? "rollback-scale"
-                                                    : nullptr;
-  // Who called is known after authorization; only an admin call keeps a place for it.
-  auto caller = action == nullptr ? nullptr : std::make_shared<std::string>(caller_of(auth, {}));
-  std::optional<Respond> auditWrap;
-  if (action != nullptr)
-    auditWrap.emplace([&backend, respondAll, caller, action, rt](HttpResponse r) {
-      std::string target = rt.stream;
-      if (!rt.group.empty()) target += "/" + rt.group;
-      if (!rt.member.empty()) target += "/" + rt.member;
-      backend.audit(audit_line(*caller, action, target, r));
-      respondAll(std::move(r));
-    });
-  Respond& respond = auditWrap ? *auditWrap : respondAll;
+// What a route's handler gets: the request, its route, who called, and where the answer goes
+// (the audit line and the owner header are added on the way out).
+struct RouteCall {
+  const HttpRequest& req;
+  Backend& backend;
+  Route& rt;
+  const AuthDecision& decision;
+  Respond& answer;
+  const std::optional<Placement>& placement;
+  const std::string& ownerUrl;  // "" while nobody owns the group
+};
 
-  // Names in the path are validated before anything else touches them.
+namespace {
+
+using K = Route::Kind;
+
+HttpResponse no_group(const Route& rt) { return plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group); }
+HttpResponse no_stream(const std::string& s) { return plain_error(404, "NOT_FOUND", "no such stream: " + s); }
+HttpResponse retry_later(int status, const std::string& error, const std::string& why) {
+  auto r = plain_error(status, error, why);
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+// ---- one handler per route ----------------------------------------------------------------
+
+void on_heartbeat(RouteCall& c) {
+  auto decoded = protocol::decode_heartbeat_request(c.req.body, c.rt.member);
+  if (!decoded.ok()) {
+    // A body that is no JSON object at all is not a heartbeat to decide on: HTTP 400. A heartbeat
+    // with a wrong field is a decision (INVALID_REQUEST), answered 200 like the rest.
+    const bool notAnObject = decoded.error.field.empty();
+    auto r = refused_heartbeat(c.backend, decoded.requestId, c.rt.member, decoded.error.status, decoded.error.message,
+                               notAnObject ? 400 : 0, decoded.error.field);
+    name_owner(r, c.ownerUrl);
+    return c.answer(std::move(r));
+  }
+  // The answer callback takes the given one over (its last use here): no copy of it. The owner is
+  // named where the answer is made (a heartbeat gets no wrapper).
+  c.backend.heartbeat({std::move(c.rt.stream), std::move(c.rt.group)}, std::move(*decoded.value),
+                      [answer = std::move(c.answer), url = c.ownerUrl](protocol::HeartbeatResponse r) {
+                        auto h = heartbeat_answer(r);
+                        name_owner(h, url);
+                        answer(std::move(h));
+                      });
+}
+
+void on_write_stream(RouteCall& c) {
+  const bool post = c.rt.kind == K::PostStream;
+  auto n = protocol::decode_stream_request(c.req.body, post);
+  if (!n.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", n.error.message));
+  const auto asked = *n.value;
+  c.backend.write_stream(c.rt.stream, asked, post, [answer = c.answer, post, asked](Answer<StreamWritten> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    const auto& w = *r.value;
+    if (w.outcome == StreamWritten::Outcome::Created) return answer(json_ok(protocol::encode(w.meta), post ? 201 : 200));
+    if (w.outcome == StreamWritten::Outcome::Exists) {
+      // POST on a stream that exists: fine when it is what was asked for, a conflict otherwise.
+      const bool same = (!asked.shardCount || *asked.shardCount == w.meta.shardCount) &&
+                        (!asked.keyStyle || *asked.keyStyle == w.meta.keyStyle);
+      if (!same)
+        return answer(plain_error(409, "CONFLICT",
+                                  "stream " + w.meta.streamPrefix + " exists with " + std::to_string(w.meta.shardCount) +
+                                      " shards and keyStyle " + std::string(protocol::to_string(w.meta.keyStyle)) +
+                                      "; grow it with PUT {\"shardCount\": N}"));
+    }
+    answer(json_ok(protocol::encode(w.meta)));
+  });
+}
+
+void on_producer_routing(RouteCall& c) {
+  c.backend.producer_routing({c.rt.stream, c.rt.group}, [answer = c.answer, rt = c.rt](Answer<std::optional<protocol::StreamMetadata>> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (!r.value->has_value())
+      return answer(plain_error(404, "NOT_FOUND", "no such stream: " + rt.stream + "; create it first (POST or PUT)"));
+    answer(json_ok(producer_routing_json(**r.value, rt.group)));
+  });
+}
+
+void on_get_retention(RouteCall& c) {
+  c.backend.get_retention(c.rt.stream, [answer = c.answer, s = c.rt.stream](Answer<std::optional<protocol::Retention>> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (!r.value->has_value()) return answer(no_stream(s));
+    answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(**r.value)}})));
+  });
+}
+
+void on_put_retention(RouteCall& c) {
+  auto asked = protocol::decode_retention_body(c.req.body);
+  if (!asked.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+  c.backend.set_retention(c.rt.stream, *asked.value, [answer = c.answer, s = c.rt.stream, r = *asked.value](Answer<bool> set) {
+    if (!set.ok()) return answer(store_error(set.error));
+    if (!*set.value) return answer(no_stream(s));
+    answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(r)}})));
+  });
+}
+
+void on_scale(RouteCall& c) {
+  const bool rollback = c.rt.kind == K::RollbackScale;
+  auto asked = protocol::decode_scale_request(c.req.body, rollback);
+  if (!asked.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+  ScaleAsk ask{rollback, *asked.value};
+  c.backend.scale_stream(c.rt.stream, ask, [answer = c.answer, rt = c.rt, ask](Answer<ScaleDone> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    answer(scale_answer(rt.stream, rt.migration, ask, *r.value));
+  });
+}
+
+void on_get_stream(RouteCall& c) {
+  c.backend.get_stream(c.rt.stream, [answer = c.answer, s = c.rt.stream](Answer<std::optional<protocol::StreamMetadata>> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (!r.value->has_value()) return answer(no_stream(s));
+    answer(json_ok(protocol::encode(**r.value)));
+  });
+}
+
+void on_list_streams(RouteCall& c) {
+  // A token scoped to some streams sees only those.
+  const Token* t = c.decision.token;
+  c.backend.list_streams([answer = c.answer, t](Answer<std::vector<std::string>> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    json names = json::array();
+    for (const auto& s : *r.value)
+      if (t == nullptr || matches_any(t->streams, s)) names.push_back(s);
+    answer(json_ok(protocol::dump(json{{"streams", std::move(names)}})));
+  });
+}
+
+void on_status_page(RouteCall& c) {
+  HttpResponse page{200, status_page_html(), "text/html; charset=utf-8", {}};
+  // The page's script is inline: nothing else may run, nothing is fetched from elsewhere.
+  page.headers.emplace_back("Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                            "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'");
+  page.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  page.headers.emplace_back("Referrer-Policy", "no-referrer");
+  page.headers.emplace_back("Cache-Control", "no-cache");
+  c.answer(std::move(page));
+}
+
+void on_list_groups(RouteCall& c) {
+  c.backend.list_groups(c.rt.stream, [answer = c.answer, s = c.rt.stream](Answer<std::vector<std::string>> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", *r.value}})));
+  });
+}
+
+void on_describe(RouteCall& c) {
+  c.backend.describe({c.rt.stream, c.rt.group}, [answer = c.answer, rt = c.rt](Answer<std::optional<std::string>> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (!r.value->has_value()) return answer(no_group(rt));
+    answer(json_ok(**r.value));
+  });
+}
+
+void on_delete_group(RouteCall& c) {
+  const auto q = query_param(c.req.target, "fenceMembers");
+  if (q && *q != "true" && *q != "false")
+    return c.answer(plain_error(400, "INVALID_REQUEST", "fenceMembers: must be true or false, not '" + *q + "'"));
+  const bool fence = q && *q == "true";
+  c.backend.delete_group({c.rt.stream, c.rt.group}, fence, [answer = c.answer, rt = c.rt](Answer<Deletion> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    switch (*r.value) {
+      case Deletion::NotFound: return answer(no_group(rt));
+      case Deletion::HasLiveMembers:
+        return answer(plain_error(409, "GROUP_NOT_EMPTY",
+                                  "group " + rt.stream + "/" + rt.group +
+                                      " has live members; remove them first or send ?fenceMembers=true"));
+      case Deletion::Deleted:
+        return answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"deleted", true}})));
+    }
+  });
+}
+
+void on_remove_member(RouteCall& c) {
+  c.backend.remove_member({c.rt.stream, c.rt.group}, c.rt.member, [answer = c.answer, rt = c.rt](Answer<bool> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (!*r.value) return answer(plain_error(404, "NOT_FOUND", "no live member " + rt.member + " in " + rt.group));
+    answer(json_ok(protocol::dump(json{{"memberId", rt.member}, {"state", "FENCED"}})));
+  });
+}
+
+void on_dead_letters(RouteCall& c) {
+  int64_t limit = 100;
+  if (const auto q = query_param(c.req.target, "count")) {
+    char* end = nullptr;
+    limit = std::strtoll(q->c_str(), &end, 10);
+    if (q->empty() || *end != '\0' || limit < 1 || limit > 1000)
+      return c.answer(plain_error(400, "INVALID_REQUEST", "count: a number from 1 to 1000, not '" + *q + "'"));
+  }
+  c.backend.dead_letters({c.rt.stream, c.rt.group}, limit, [answer = c.answer, rt = c.rt](Answer<protocol::DeadLetterPage> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (!r.value->groupFound) return answer(no_group(rt));
+    answer(json_ok(protocol::dump(dead_letters_json(rt.stream, rt.group, *r.value))));
+  });
+}
+
+// Redrive or discard: the named dead letters, or the oldest kMaxDeadLettersPerCall.
+void on_move_dead_letters(RouteCall& c) {
+  auto asked = protocol::decode_dead_letter_selection(c.req.body);
+  if (!asked.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+  const bool redrive = c.rt.kind == K::Redrive;
+  auto done = [answer = c.answer, rt = c.rt, redrive](Answer<protocol::DeadLetterMove> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (!r.value->groupFound) return answer(no_group(rt));
+    // Named ids the dead-letter stream does not hold are listed; the others were moved.
+    answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
+                                        {"consumerGroup", rt.group},
+                                        {redrive ? "redriven" : "discarded", r.value->moved},
+                                        {"notFound", r.value->unknownIds}})));
+  };
+  const protocol::GroupKey key{c.rt.stream, c.rt.group};
+  const auto limit = static_cast<int64_t>(protocol::kMaxDeadLettersPerCall);
+  if (redrive) c.backend.redrive(key, std::move(asked.value->ids), limit, std::move(done));
+  else c.backend.discard_dead_letters(key, std::move(asked.value->ids), limit, std::move(done));
+}
+
+void on_reset_offsets(RouteCall& c) {
+  auto asked = protocol::decode_reset_offsets_request(c.req.body);
+  if (!asked.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+  const auto& a = *asked.value;
+  c.backend.reset_offsets({c.rt.stream, c.rt.group}, a.position, a.fenceMembers, [answer = c.answer, rt = c.rt, a](Answer<OffsetsReset> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    switch (r.value->outcome) {
+      case OffsetsReset::Outcome::NotFound: return answer(no_group(rt));
+      case OffsetsReset::Outcome::HasLiveMembers:
+        return answer(plain_error(409, "GROUP_NOT_EMPTY",
+                                  "group " + rt.stream + "/" + rt.group +
+                                      " has live members: stop them first or send \"fenceMembers\": true"));
+      case OffsetsReset::Outcome::Reset:
+        return answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"to", a.to},
+                                                   {"position", a.position}, {"shards", r.value->shards}})));
+    }
+  });
+}
+
+void on_metrics(RouteCall& c) { c.answer({200, c.backend.metrics_text(), "text/plain; version=0.0.4; charset=utf-8", {}}); }
+
+void on_health(RouteCall& c) { c.answer(json_ok(R"({"status":"UP"})")); }
+
+void on_ready(RouteCall& c) {
+  c.backend.ready([answer = c.answer](bool ok, std::string why) {
+    if (ok) return answer(json_ok(R"({"status":"READY"})"));
+    answer(retry_later(503, "NOT_READY", why));
+  });
+}
+
+void on_group_owner(RouteCall& c) {
+  const auto& p = *c.placement;
+  if (c.ownerUrl.empty())
+    return c.answer(retry_later(503, "RETRY", "no pod owns the group now" + (p.why.empty() ? "" : ": " + p.why)));
+  c.answer(json_ok(protocol::dump(json{{"streamPrefix", c.rt.stream},
+                                       {"consumerGroup", c.rt.group},
+                                       {"owner", c.ownerUrl},
+                                       {"podId", p.podId},
+                                       {"term", p.term}})));
+}
+
+// ---- the steps every request takes --------------------------------------------------------
+
+// A name in the path that is not one: refused before anything else touches it.
+std::optional<HttpResponse> bad_name(const Backend& backend, const Route& rt) {
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"streamPrefix", &rt.stream},
                                      {"consumerGroup", &rt.group},
                                      {"memberId", &rt.member}}) {
     if (value->empty()) continue;  // not part of this route
     if (auto e = protocol::validate_name(field, *value)) {
       if (rt.kind == K::Heartbeat)
-        return respond(refused_heartbeat(backend, "", rt.member, HeartbeatStatus::INVALID_REQUEST, e->message, 0,
-                                         e->field));
-      return respond(plain_error(400, "INVALID_REQUEST", e->message));
+        return refused_heartbeat(backend, "", rt.member, HeartbeatStatus::INVALID_REQUEST, e->message, 0, e->field);
+      return plain_error(400, "INVALID_REQUEST", e->message);
     }
   }
+  return std::nullopt;
+}
 
-  Need need = Need::Public;
-  switch (rt.kind) {
-    case K::Heartbeat:
-    case K::GetStream:
-    case K::GetRetention:
-    case K::ListGroups:
-    case K::ListStreams:
-    case K::Describe:
-    case K::GroupOwner:
-    case K::ProducerRouting: need = Need::Member; break;
-    case K::PutStream:
-    case K::PostStream:
-    case K::DeleteGroup:
-    case K::RemoveMember:
-    case K::DeadLetters:  // what members could not process: the records' data, for operators
-    case K::Redrive:
-    case K::DiscardDeadLetters:
-    case K::ResetOffsets:
-    case K::ScaleStream:
-    case K::RollbackScale:
-    case K::PutRetention: need = Need::Admin; break;
-    case K::Metrics: need = auth.metricsPublic ? Need::Public : Need::Member; break;
-    default: need = Need::Public;
+// A refused token: a heartbeat gets a heartbeat answer, the rest a plain error.
+HttpResponse refusal(const Backend& backend, const Route& rt, const AuthDecision& d) {
+  auto r = rt.kind == K::Heartbeat
+               ? refused_heartbeat(backend, "", rt.member, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, d.message, d.status)
+               : plain_error(d.status, "GROUP_AUTHORIZATION_FAILED", d.message);
+  if (d.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+// An owner-served call at a pod that does not serve its group: forwarded to the owner (its answer
+// handed back as it is, naming the owner), or RETRY when nobody can serve it now.
+void serve_elsewhere(const HttpRequest& req, Backend& backend, const Route& rt, Placement& placed, const Respond& direct,
+                     const std::string& ownerUrl, const Respond& answer) {
+  auto unavailable = [&backend, kind = rt.kind, member = rt.member, body = req.body](const std::string& why) {
+    if (kind != K::Heartbeat) return retry_later(503, "RETRY", why);
+    const auto decoded = protocol::decode_heartbeat_request(body, member);
+    const std::string requestId = decoded.ok() ? decoded.value->requestId : decoded.requestId;
+    return refused_heartbeat(backend, requestId, member, HeartbeatStatus::RETRY, "coordinator unavailable: " + why);
+  };
+  if (placed.kind == Placement::Kind::Elsewhere && req.forwardedBy.empty() && req.forwarder != nullptr) {
+    // The owner writes the admin call's audit line; this pod's would be a second one (`direct`
+    // answers without it).
+    return req.forwarder->forward(
+        placed.address, req,
+        [&backend, direct, url = placed.ownerUrl](HttpResponse r) {
+          backend.forwarded(true);
+          name_owner(r, url);  // the owner names itself; a pod of an older version does not
+          direct(std::move(r));
+        },
+        [&backend, direct, unavailable, pod = placed.podId](const std::string& why) {
+          backend.forwarded(false);
+          direct(unavailable("pod " + pod + " (which serves the group) " + why));
+        });
   }
-  const auto decision = authorize(auth, req.authorization, need, rt.stream, rt.group);
+  if (placed.kind == Placement::Kind::Elsewhere)
+    placed.why = req.forwardedBy.empty() ? "this server cannot forward to pod " + placed.podId
+                                          : "forwarded by pod " + req.forwardedBy + ", but pod " + placed.podId +
+                                                " serves the group now";
+  auto r = unavailable(placed.why);
+  name_owner(r, ownerUrl);
+  answer(std::move(r));
+}
+
+// `next` with the admin call's audit line written first (refusals included).
+Respond audited(Backend& backend, const Respond& next, std::shared_ptr<std::string> caller, const Route& rt) {
+  return [&backend, next, caller = std::move(caller), action = rt.spec->audit, rt](HttpResponse r) {
+    std::string target = rt.stream;
+    if (!rt.group.empty()) target += "/" + rt.group;
+    if (!rt.member.empty()) target += "/" + rt.member;
+    backend.audit(audit_line(*caller, action, target, r));
+    next(std::move(r));
+  };
+}
+
+}  // namespace
+
+const std::vector<RouteSpec>& route_table() {
+#define S "/coord/v1/streams/{streamPrefix}"
+#define G S "/groups/{consumerGroup}"
+  using N = Need;
+  // method, path, kind, need, audit action, JSON body, names the owner, served by the owner, handler
+  static const std::vector<RouteSpec> table{
+      {"POST", G "/members/{memberId}/heartbeat", K::Heartbeat, N::Member, nullptr, true, true, true, on_heartbeat},
+      {"GET", "/", K::StatusPage, N::Public, nullptr, false, false, false, on_status_page},
+      {"HEAD", "/", K::StatusPage, N::Public, nullptr, false, false, false, on_status_page},
+      {"GET", "/coord/v1/streams", K::ListStreams, N::Member, nullptr, false, false, false, on_list_streams},
+      {"GET", S, K::GetStream, N::Member, nullptr, false, false, false, on_get_stream},
+      {"PUT", S, K::PutStream, N::Admin, "put-stream", true, false, false, on_write_stream},
+      {"POST", S, K::PostStream, N::Admin, "create-stream", true, false, false, on_write_stream},
+      {"GET", S "/groups", K::ListGroups, N::Member, nullptr, false, false, false, on_list_groups},
+      {"GET", G, K::Describe, N::Member, nullptr, false, true, false, on_describe},
+      {"DELETE", G, K::DeleteGroup, N::Admin, "delete-group", false, true, true, on_delete_group},
+      {"GET", G "/producer-routing", K::ProducerRouting, N::Member, nullptr, false, true, false, on_producer_routing},
+      {"GET", G "/owner", K::GroupOwner, N::Member, nullptr, false, true, false, on_group_owner},
+      {"DELETE", G "/members/{memberId}", K::RemoveMember, N::Admin, "remove-member", false, true, true, on_remove_member},
+      // What members could not process: the records' data, for operators.
+      {"GET", G "/dead-letters", K::DeadLetters, N::Admin, nullptr, false, true, false, on_dead_letters},
+      {"POST", G "/dead-letters/redrive", K::Redrive, N::Admin, "redrive-dead-letters", false, true, false, on_move_dead_letters},
+      {"POST", G "/dead-letters/discard", K::DiscardDeadLetters, N::Admin, "discard-dead-letters", false, true, false, on_move_dead_letters},
+      {"POST", G "/reset-offsets", K::ResetOffsets, N::Admin, "reset-offsets", false, true, true, on_reset_offsets},
+      {"GET", S "/retention", K::GetRetention, N::Member, nullptr, false, false, false, on_get_retention},
+      {"PUT", S "/retention", K::PutRetention, N::Admin, "set-retention", true, false, false, on_put_retention},
+      {"POST", S "/scale", K::ScaleStream, N::Admin, "scale-stream", true, false, false, on_scale},
+      {"POST", S "/scale/rollback", K::RollbackScale, N::Admin, "rollback-scale", false, false, false, on_scale},
+      // The reference implementation's per-group scale paths: a stream's shards are one for all its
+      // groups, so they change the stream (and name no group's owner).
+      {"POST", G "/scale", K::ScaleStream, N::Admin, "scale-stream", true, false, false, on_scale},
+      {"POST", G "/migrations/{reshardingId}/rollback", K::RollbackScale, N::Admin, "rollback-scale", false, false, false, on_scale},
+      {"GET", "/metrics", K::Metrics, N::Metrics, nullptr, false, false, false, on_metrics},
+      {"HEAD", "/metrics", K::Metrics, N::Metrics, nullptr, false, false, false, on_metrics},
+      {"GET", "/healthz", K::Health, N::Public, nullptr, false, false, false, on_health},
+      {"HEAD", "/healthz", K::Health, N::Public, nullptr, false, false, false, on_health},
+      {"GET", "/readyz", K::Ready, N::Public, nullptr, false, false, false, on_ready},
+      {"HEAD", "/readyz", K::Ready, N::Public, nullptr, false, false, false, on_ready},
+  };
+#undef G
+#undef S
+  return table;
+}
+
+void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, Respond given) {
+  // Wrappers are made only when needed: a std::function copy allocates (a heartbeat makes none).
+  std::optional<Respond> headWrap;  // HEAD: the same answer as GET, without its body
+  if (req.method == "HEAD")
+    headWrap.emplace([given](HttpResponse r) {
+      r.body.clear();
+      given(std::move(r));
+    });
+  Respond& direct = headWrap ? *headWrap : given;
+  auto routed = route(req.method, req.target);
+  if (!routed.route) return direct(route_error(routed.error));
+  Route& rt = *routed.route;
+  const RouteSpec& spec = *rt.spec;
+  // An admin call leaves one audit line, whatever its answer; who called is known after
+  // authorization.
+  auto caller = spec.audit ? std::make_shared<std::string>(caller_of(auth, {})) : nullptr;
+  std::optional<Respond> auditWrap;
+  if (spec.audit) auditWrap.emplace(audited(backend, direct, caller, rt));
+  Respond& respond = auditWrap ? *auditWrap : direct;
+
+  if (auto bad = bad_name(backend, rt)) return respond(std::move(*bad));
+  const auto decision = authorize(auth, req.authorization, spec.need, rt.stream, rt.group);
   if (caller) *caller = caller_of(auth, decision);
-  if (!decision.allowed) {
-    if (rt.kind == K::Heartbeat) {
-      auto h = refused_heartbeat(backend, "", rt.member, HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, decision.message,
-                                 decision.status);
-      if (decision.status == 401) h.headers.emplace_back("WWW-Authenticate", "Bearer");
-      return respond(std::move(h));
-    }
-    auto r = plain_error(decision.status, "GROUP_AUTHORIZATION_FAILED", decision.message);
-    if (decision.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return respond(std::move(r));
-  }
-  if ((rt.kind == K::Heartbeat || rt.kind == K::PutStream || rt.kind == K::PostStream || rt.kind == K::PutRetention ||
-       rt.kind == K::ScaleStream) &&
-      !is_json(req.contentType))
-    return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE",
-                               "Content-Type must be application/json, not '" + req.contentType + "'"));
+  if (!decision.allowed) return respond(refusal(backend, rt, decision));
+  if (spec.json && !is_json(req.contentType))
+    return respond(plain_error(415, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json, not '" + req.contentType + "'"));
 
   // Every answer about a group names the pod that owns it (kGroupOwnerHeader): rsc's clients send
-  // the group's next calls there. An answer forwarded from the owner carries the owner's own.
+  // the group's next calls there. A group's heartbeats and admin calls are served by its owner
+  // (group/pod_authority.hpp): at another pod, this one forwards them, so members keep one URL.
   std::optional<Placement> placement;
-  if (!rt.group.empty() && rt.kind != K::ScaleStream && rt.kind != K::RollbackScale) {
-    placement = backend.place(protocol::GroupKey{rt.stream, rt.group});
-    if (rt.kind == K::GroupOwner) {
-      if (placement->ownerUrl.empty() || placement->kind == Placement::Kind::Nowhere) {
-        auto r = plain_error(503, "RETRY",
-                             "no pod owns the group now" + (placement->why.empty() ? "" : ": " + placement->why));
-        r.headers.emplace_back("Retry-After", "1");
-        return respond(std::move(r));
-      }
-      auto r = json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
-                                           {"consumerGroup", rt.group},
-                                           {"owner", placement->ownerUrl},
-                                           {"podId", placement->podId},
-                                           {"term", placement->term}}));
-      r.headers.emplace_back(kGroupOwnerHeader, placement->ownerUrl);
-      return respond(std::move(r));
-    }
-  }
-  // The owner's URL when one is known ("" while nobody owns the group).
+  if (spec.ownerNamed) placement = backend.place(protocol::GroupKey{rt.stream, rt.group});
   const std::string& ownerUrl = placement && placement->kind != Placement::Kind::Nowhere ? placement->ownerUrl : kNoOwner;
-
-  // A group's heartbeats and admin calls are served by its owner (group/pod_authority.hpp): at
-  // another pod, this one forwards them and hands back the answer, so members keep one URL.
-  if (rt.kind == K::Heartbeat || rt.kind == K::RemoveMember || rt.kind == K::DeleteGroup || rt.kind == K::ResetOffsets) {
-    auto& placed = *placement;
-    if (placed.kind != Placement::Kind::Here) {
-      // Nobody can serve it now: RETRY, as for a store that does not answer.
-      auto unavailable = [&backend, kind = rt.kind, member = rt.member, body = req.body](const std::string& why) {
-        if (kind == K::Heartbeat) {
-          const auto decoded = protocol::decode_heartbeat_request(body, member);
-          const std::string requestId = decoded.ok() ? decoded.value->requestId : decoded.requestId;
-          return refused_heartbeat(backend, requestId, member, HeartbeatStatus::RETRY, "coordinator unavailable: " + why);
-        }
-        auto r = plain_error(503, "RETRY", why);
-        r.headers.emplace_back("Retry-After", "1");
-        return r;
-      };
-      if (placed.kind == Placement::Kind::Elsewhere && req.forwardedBy.empty() && req.forwarder != nullptr) {
-        // The owner writes the admin call's audit line; this pod's would be a second one.
-        return req.forwarder->forward(
-            placed.address, req,
-            [&backend, respondAll, url = placed.ownerUrl](HttpResponse r) {
-              backend.forwarded(true);
-              // The owner names itself; a pod of an older version does not: say where it is.
-              name_owner(r, url);
-              respondAll(std::move(r));
-            },
-            [&backend, respondAll, unavailable, pod = placed.podId](const std::string& why) {
-              backend.forwarded(false);
-              respondAll(unavailable("pod " + pod + " (which serves the group) " + why));
-            });
-      }
-      if (placed.kind == Placement::Kind::Elsewhere)
-        placed.why = req.forwardedBy.empty() ? "this server cannot forward to pod " + placed.podId
-                                              : "forwarded by pod " + req.forwardedBy + ", but pod " + placed.podId +
-                                                    " serves the group now";
-      auto r = unavailable(placed.why);
-      name_owner(r, ownerUrl);
-      return respond(std::move(r));
-    }
-  }
-  // Every other answer about a group names its owner too: a heartbeat's where it is made (below),
-  // the rest through a wrapper that takes the callback over (its last use: the forwarding above
-  // has returned).
+  if (spec.ownerServed && placement->kind != Placement::Kind::Here)
+    return serve_elsewhere(req, backend, rt, *placement, direct, ownerUrl, respond);
+  // The rest name the owner through a wrapper that takes the callback over (a heartbeat names it
+  // where its answer is made).
   std::optional<Respond> ownerWrap;
   if (!ownerUrl.empty() && rt.kind != K::Heartbeat)
     ownerWrap.emplace([next = std::move(respond), url = ownerUrl](HttpResponse r) {
       name_owner(r, url);
       next(std::move(r));
     });
-  Respond& answer = ownerWrap ? *ownerWrap : respond;
-
-  switch (rt.kind) {
-    case K::Heartbeat: {
-      auto decoded = protocol::decode_heartbeat_request(req.body, rt.member);
-      if (!decoded.ok()) {
-        // A body that is no JSON object at all is not a heartbeat to decide on: HTTP 400. A
-        // heartbeat with a wrong field is a decision (INVALID_REQUEST), answered 200 like the rest.
-        const bool notAnObject = decoded.error.field.empty();
-        auto r = refused_heartbeat(backend, decoded.requestId, rt.member, decoded.error.status, decoded.error.message,
-                                   notAnObject ? 400 : 0, decoded.error.field);
-        name_owner(r, ownerUrl);
-        return answer(std::move(r));
-      }
-      // The answer callback takes the given one over (its last use here): no copy of it.
-      backend.heartbeat({std::move(rt.stream), std::move(rt.group)}, std::move(*decoded.value),
-                        [answer = std::move(answer), url = ownerUrl](protocol::HeartbeatResponse r) {
-                          auto h = heartbeat_answer(r);
-                          name_owner(h, url);
-                          answer(std::move(h));
-                        });
-      return;
-    }
-    case K::PutStream:
-    case K::PostStream: {
-      const bool post = rt.kind == K::PostStream;
-      auto n = protocol::decode_stream_request(req.body, post);
-      if (!n.ok()) return answer(plain_error(400, "INVALID_REQUEST", n.error.message));
-      const auto asked = *n.value;
-      backend.write_stream(rt.stream, asked, post, [answer, post, asked](Answer<StreamWritten> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        const auto& w = *r.value;
-        if (w.outcome == StreamWritten::Outcome::Created) return answer(json_ok(protocol::encode(w.meta), post ? 201 : 200));
-        if (w.outcome == StreamWritten::Outcome::Exists) {
-          // POST on a stream that exists: fine when it is what was asked for, a conflict otherwise.
-          const bool same = (!asked.shardCount || *asked.shardCount == w.meta.shardCount) &&
-                            (!asked.keyStyle || *asked.keyStyle == w.meta.keyStyle);
-          if (!same)
-            return answer(plain_error(
-                409, "CONFLICT",
-                "stream " + w.meta.streamPrefix + " exists with " + std::to_string(w.meta.shardCount) +
-                    " shards and keyStyle " + std::string(protocol::to_string(w.meta.keyStyle)) +
-                    "; grow it with PUT {\"shardCount\": N}"));
-        }
-        answer(json_ok(protocol::encode(w.meta)));
-      });
-      return;
-    }
-    case K::ProducerRouting:
-      backend.producer_routing({rt.stream, rt.group}, [answer, rt](Answer<std::optional<protocol::StreamMetadata>> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        if (!r.value->has_value())
-          return answer(plain_error(404, "NOT_FOUND", "no such stream: " + rt.stream + "; create it first (POST or PUT)"));
-        answer(json_ok(producer_routing_json(**r.value, rt.group)));
-      });
-      return;
-    case K::GetRetention:
-      backend.get_retention(rt.stream, [answer, s = rt.stream](Answer<std::optional<protocol::Retention>> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        if (!r.value->has_value()) return answer(plain_error(404, "NOT_FOUND", "no such stream: " + s));
-        answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(**r.value)}})));
-      });
-      return;
-    case K::PutRetention: {
-      auto asked = protocol::decode_retention_body(req.body);
-      if (!asked.ok()) return answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
-      backend.set_retention(rt.stream, *asked.value, [answer, s = rt.stream, r = *asked.value](Answer<bool> set) {
-        if (!set.ok()) return answer(store_error(set.error));
-        if (!*set.value) return answer(plain_error(404, "NOT_FOUND", "no such stream: " + s));
-        answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"retention", protocol::to_json(r)}})));
-      });
-      return;
-    }
-    case K::ScaleStream:
-    case K::RollbackScale: {
-      const bool rollback = rt.kind == K::RollbackScale;
-      auto asked = protocol::decode_scale_request(req.body, rollback);
-      if (!asked.ok()) return answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
-      ScaleAsk ask{rollback, *asked.value};
-      backend.scale_stream(rt.stream, ask, [answer, rt, ask](Answer<ScaleDone> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        answer(scale_answer(rt.stream, rt.migration, ask, *r.value));
-      });
-      return;
-    }
-    case K::GetStream:
-      backend.get_stream(rt.stream, [answer, s = rt.stream](Answer<std::optional<protocol::StreamMetadata>> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        if (!r.value->has_value()) return answer(plain_error(404, "NOT_FOUND", "no such stream: " + s));
-        answer(json_ok(protocol::encode(**r.value)));
-      });
-      return;
-    case K::ListStreams: {
-      // A token scoped to some streams sees only those.
-      const Token* t = decision.token;
-      backend.list_streams([answer, t](Answer<std::vector<std::string>> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        json names = json::array();
-        for (const auto& s : *r.value)
-          if (t == nullptr || matches_any(t->streams, s)) names.push_back(s);
-        answer(json_ok(protocol::dump(json{{"streams", std::move(names)}})));
-      });
-      return;
-    }
-    case K::StatusPage: {
-      HttpResponse page{200, status_page_html(), "text/html; charset=utf-8", {}};
-      // The page's script is inline: nothing else may run, nothing is fetched from elsewhere.
-      page.headers.emplace_back("Content-Security-Policy",
-                                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'");
-      page.headers.emplace_back("X-Content-Type-Options", "nosniff");
-      page.headers.emplace_back("Referrer-Policy", "no-referrer");
-      page.headers.emplace_back("Cache-Control", "no-cache");
-      return answer(std::move(page));
-    }
-    case K::ListGroups:
-      backend.list_groups(rt.stream, [answer, s = rt.stream](Answer<std::vector<std::string>> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", *r.value}})));
-      });
-      return;
-    case K::Describe:
-      backend.describe({rt.stream, rt.group}, [answer, rt](Answer<std::optional<std::string>> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        if (!r.value->has_value())
-          return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-        answer(json_ok(**r.value));
-      });
-      return;
-    case K::DeleteGroup: {
-      const auto q = query_param(req.target, "fenceMembers");
-      if (q && *q != "true" && *q != "false")
-        return answer(plain_error(400, "INVALID_REQUEST", "fenceMembers: must be true or false, not '" + *q + "'"));
-      const bool fence = q && *q == "true";
-      backend.delete_group({rt.stream, rt.group}, fence, [answer, rt](Answer<Deletion> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        switch (*r.value) {
-          case Deletion::NotFound:
-            return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-          case Deletion::HasLiveMembers:
-            return answer(plain_error(409, "GROUP_NOT_EMPTY",
-                                       "group " + rt.stream + "/" + rt.group +
-                                           " has live members; remove them first or send ?fenceMembers=true"));
-          case Deletion::Deleted:
-            return answer(json_ok(protocol::dump(
-                json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"deleted", true}})));
-        }
-      });
-      return;
-    }
-    case K::RemoveMember:
-      backend.remove_member({rt.stream, rt.group}, rt.member, [answer, rt](Answer<bool> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        if (!*r.value) return answer(plain_error(404, "NOT_FOUND", "no live member " + rt.member + " in " + rt.group));
-        answer(json_ok(protocol::dump(json{{"memberId", rt.member}, {"state", "FENCED"}})));
-      });
-      return;
-    case K::DeadLetters: {
-      int64_t limit = 100;
-      if (const auto q = query_param(req.target, "count")) {
-        char* end = nullptr;
-        limit = std::strtoll(q->c_str(), &end, 10);
-        if (q->empty() || *end != '\0' || limit < 1 || limit > 1000)
-          return answer(plain_error(400, "INVALID_REQUEST", "count: a number from 1 to 1000, not '" + *q + "'"));
-      }
-      backend.dead_letters({rt.stream, rt.group}, limit, [answer, rt](Answer<protocol::DeadLetterPage> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        if (!r.value->groupFound)
-          return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-        answer(json_ok(protocol::dump(dead_letters_json(rt.stream, rt.group, *r.value))));
-      });
-      return;
-    }
-    case K::Redrive:
-    case K::DiscardDeadLetters: {
-      // {"deadLetterIds": ["..."]} or {"all": true} (at most 1000 at a time).
-      const auto body = json::parse(req.body, nullptr, false);
-      std::vector<std::string> ids;
-      bool all = false;
-      std::string bad;
-      if (!body.is_object()) {
-        bad = "the body must be a JSON object: {\"deadLetterIds\": [...]} or {\"all\": true}";
-      } else {
-        for (const auto& [k, v] : body.items())
-          if (k != "all" && k != "deadLetterIds") {
-            bad = "unknown field '" + k + "': the body is {\"deadLetterIds\": [...]} or {\"all\": true}";
-            break;
-          }
-        if (body.contains("all") && !body["all"].is_boolean()) bad = "all: true or false";
-        all = body.contains("all") && body["all"].is_boolean() && body["all"].get<bool>();
-        if (body.contains("deadLetterIds")) {
-          if (!body["deadLetterIds"].is_array()) bad = "deadLetterIds: an array of dead-letter ids";
-          else
-            for (const auto& x : body["deadLetterIds"]) {
-              if (!x.is_string() || !valid_stream_id(x.get<std::string>())) {
-                bad = "deadLetterIds: each one an entry id like 1700000000000-0";
-                break;
-              }
-              ids.push_back(x.get<std::string>());
-            }
-        }
-        if (bad.empty() && all == !ids.empty()) bad = "name dead letters (deadLetterIds) or ask for all of them, one of the two";
-        if (bad.empty() && ids.size() > 1000) bad = "deadLetterIds: at most 1000 at a time";
-      }
-      if (!bad.empty()) return answer(plain_error(400, "INVALID_REQUEST", bad));
-      const bool redrive = rt.kind == K::Redrive;
-      auto done = [answer, rt, redrive](Answer<protocol::DeadLetterMove> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        if (!r.value->groupFound)
-          return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-        // Named ids the dead-letter stream does not hold are listed; the others were moved.
-        answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
-                                            {"consumerGroup", rt.group},
-                                            {redrive ? "redriven" : "discarded", r.value->moved},
-                                            {"notFound", r.value->unknownIds}})));
-      };
-      if (redrive) backend.redrive({rt.stream, rt.group}, std::move(ids), 1000, std::move(done));
-      else backend.discard_dead_letters({rt.stream, rt.group}, std::move(ids), 1000, std::move(done));
-      return;
-    }
-    case K::ResetOffsets: {
-      const auto body = json::parse(req.body, nullptr, false);
-      std::optional<std::string> position;
-      std::string to, bad;
-      bool fence = false;
-      if (!body.is_object() || !body.contains("to") || !body["to"].is_string()) {
-        bad = "the body must be {\"to\": \"earliest\" | \"latest\" | an entry id | a time in ms, \"fenceMembers\": false}";
-      } else {
-        to = body["to"].get<std::string>();
-        position = reset_position(to);
-        if (!position) bad = "to: earliest, latest, an entry id like 1700000000000-0 or a time in ms since the epoch, not '" + to + "'";
-        if (body.contains("fenceMembers")) {
-          if (!body["fenceMembers"].is_boolean()) bad = "fenceMembers: true or false";
-          else fence = body["fenceMembers"].get<bool>();
-        }
-      }
-      if (!bad.empty()) return answer(plain_error(400, "INVALID_REQUEST", bad));
-      backend.reset_offsets({rt.stream, rt.group}, *position, fence, [answer, rt, to, p = *position](Answer<OffsetsReset> r) {
-        if (!r.ok()) return answer(store_error(r.error));
-        switch (r.value->outcome) {
-          case OffsetsReset::Outcome::NotFound:
-            return answer(plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group));
-          case OffsetsReset::Outcome::HasLiveMembers:
-            return answer(plain_error(409, "GROUP_NOT_EMPTY",
-                                       "group " + rt.stream + "/" + rt.group +
-                                           " has live members: stop them first or send \"fenceMembers\": true"));
-          case OffsetsReset::Outcome::Reset:
-            return answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream}, {"consumerGroup", rt.group}, {"to", to},
-                                                       {"position", p}, {"shards", r.value->shards}})));
-        }
-      });
-      return;
-    }
-    case K::Metrics:
-      return answer({200, backend.metrics_text(), "text/plain; version=0.0.4; charset=utf-8", {}});
-    case K::Health: return answer(json_ok(R"({"status":"UP"})"));
-    case K::Ready:
-      backend.ready([answer](bool ok, std::string why) {
-        if (ok) return answer(json_ok(R"({"status":"READY"})"));
-        auto r = plain_error(503, "NOT_READY", why);
-        r.headers.emplace_back("Retry-After", "1");
-        answer(std::move(r));
-      });
-      return;
-    case K::GroupOwner: return;  // answered with the placement above
-  }
+  RouteCall call{req, backend, rt, decision, ownerWrap ? *ownerWrap : respond, placement, ownerUrl};
+  spec.handler(call);
 }
 
 }  // namespace rsc::http

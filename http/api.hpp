@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/outcomes.hpp"
 #include "protocol/types.hpp"
 
 namespace rsc::http {
@@ -82,39 +83,31 @@ struct ScaleAsk {
   protocol::ScaleRequest request;
 };
 struct ScaleDone {
-  // As group::to_string(ScaleOutcome) spells it: "grown", "draining", "same", "busy",
-  // "nothing to roll back", "rolled back"; "no stream" when there is none.
-  std::string outcome;
+  protocol::ScaleOutcome outcome = protocol::ScaleOutcome::Same;  // NoStream when there is none
   protocol::StreamMetadata meta;             // after it
   std::vector<std::string> consumerGroups;  // the stream's groups (all of them are affected)
 };
 
 struct StreamWritten {
-  enum class Outcome { Created, Grown, Same, Exists };
+  using Outcome = protocol::StreamWriteOutcome;
   protocol::StreamMetadata meta;
   Outcome outcome = Outcome::Same;
 };
 
 // What an admin's delete of a group came to.
-enum class Deletion { Deleted, NotFound, HasLiveMembers };
+using Deletion = protocol::GroupDeletion;
 
 // What an admin's reset of a group's position came to (`shards` moved when Reset).
 struct OffsetsReset {
-  enum class Outcome { Reset, NotFound, HasLiveMembers };
+  using Outcome = protocol::OffsetsResetOutcome;
   Outcome outcome = Outcome::Reset;
   int32_t shards = 0;
 };
 
-// Where a reset puts the group on every shard, as XGROUP SETID takes it: "earliest" ("0": every
-// record is delivered again), "latest" ("$": only records added from now), an entry id (delivery
-// resumes after it), or a time in ms since the epoch (delivery resumes at the first record added
-// at or after it). nullopt: none of those.
-std::optional<std::string> reset_position(const std::string& to);
-
 // Where a group's calls are served (group/pod_authority.hpp): by this pod, by the pod at
 // `address` (the call is forwarded there), or by none right now (the caller retries).
 struct Placement {
-  enum class Kind { Here, Elsewhere, Nowhere };
+  using Kind = protocol::PlacementKind;
   Kind kind = Kind::Here;
   std::string podId;
   std::string address;
@@ -227,7 +220,9 @@ struct AuthConfig {
 bool constant_time_equal(const std::string& a, const std::string& b);
 bool glob_match(const std::string& pattern, const std::string& text);
 
-enum class Need { Public, Member, Admin };
+// What a route asks of the caller's token. Metrics: Public, or Member when the configuration keeps
+// /metrics behind a token (AuthConfig::metricsPublic false).
+enum class Need { Public, Member, Admin, Metrics };
 struct AuthDecision {
   bool allowed = true;
   int status = 200;  // 401 no/unknown token, 403 token not allowed here
@@ -273,6 +268,7 @@ struct Route {
   Kind kind;
   std::string stream, group, member;
   std::string migration;  // RollbackScale by the reference's path: the migration named
+  const struct RouteSpec* spec = nullptr;  // the row of route_table() it matched
 };
 struct RouteError {
   int status = 404;
@@ -285,13 +281,23 @@ struct Routed {
 };
 Routed route(const std::string& method, const std::string& target);
 
-// Every (method, path template) the router serves, e.g. {"GET", "/coord/v1/streams/{streamPrefix}"}
-// (docs/openapi.json must list exactly these; a test holds the router, this list and it together).
-struct ServedRoute {
-  std::string method;
-  std::string path;
+// One row per (method, path template) served: everything the request path needs to know about a
+// route. Adding an endpoint is one row and one handler (api.cpp). docs/openapi.json lists exactly
+// these rows (a test reads both). Path templates name their holes {streamPrefix},
+// {consumerGroup}, {memberId} and {reshardingId}.
+struct RouteCall;  // what a handler gets (api.cpp)
+struct RouteSpec {
+  const char* method;
+  const char* pattern;
+  Route::Kind kind;
+  Need need;
+  const char* audit;   // the admin action its audit line names; nullptr: no audit line
+  bool json;           // the body must be application/json (else 415)
+  bool ownerNamed;     // about one group: answers carry kGroupOwnerHeader
+  bool ownerServed;    // served by the group's owner: another pod forwards it there
+  void (*handler)(RouteCall&);
 };
-const std::vector<ServedRoute>& served_routes();
+const std::vector<RouteSpec>& route_table();
 
 // Everything between the parsed request and the response.
 void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, Respond respond);
@@ -305,6 +311,10 @@ std::string audit_line(const std::string& caller, const std::string& action, con
 
 // The status page served at "/": one self-contained HTML document (CSS and JS inline).
 const std::string& status_page_html();
+
+// The HTTP code of a heartbeat's answer: 200 for every decision (the status is in the body), 401
+// or 403 for a refused token (`authenticated`: a known token was presented).
+int heartbeat_http_status(protocol::HeartbeatStatus s, bool authenticated = true);
 
 // A plain JSON error body: {"error": "...", "status": N, "message": "..."}.
 HttpResponse plain_error(int status, const std::string& error, const std::string& message);

@@ -112,7 +112,7 @@ std::optional<KeyStyle> optional_key_style(const json& j) {
 }
 
 // A Redis stream id: "<ms>-<seq>", both decimal.
-bool valid_stream_id(const std::string& s) {
+bool is_stream_id(const std::string& s) {
   auto dash = s.find('-');
   if (dash == std::string::npos || dash == 0 || dash + 1 == s.size() || s.size() > 41) return false;
   for (std::size_t i = 0; i < s.size(); ++i)
@@ -211,7 +211,7 @@ HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
       p.shardIndex = shard_index_of(o, f);
       if (const json* v = find(o, "lastDeliveredId"); v != nullptr && !v->is_null()) {
         p.lastDeliveredId = as_string(*v, f + ".lastDeliveredId", 64);
-        if (!valid_stream_id(*p.lastDeliveredId))
+        if (!is_stream_id(*p.lastDeliveredId))
           fail(f + ".lastDeliveredId", "'" + *p.lastDeliveredId + "' is not a stream id like 1700000000000-0");
       }
       if (const json* v = find(o, "pending"); v != nullptr && !v->is_null())
@@ -415,7 +415,7 @@ class FastRequest {
                           if (k == "lastDeliveredId" && first(fields, 2)) {
                             if (null()) return true;
                             std::string id;
-                            return string(id, 64) && valid_stream_id(id) && (pr.lastDeliveredId = std::move(id), true);
+                            return string(id, 64) && is_stream_id(id) && (pr.lastDeliveredId = std::move(id), true);
                           }
                           if (k == "pending" && first(fields, 4)) return optional_count(pr.pending);
                           if (k == "lag" && first(fields, 8)) return optional_count(pr.lag);
@@ -666,6 +666,86 @@ static Retention retention_from(const json& j, const std::string& at) {
 
 Decoded<Retention> decode_retention_body(std::string_view body) {
   return guarded<Retention>([&] { return retention_from(parse_body(body), ""); });
+}
+
+namespace {
+// The body of an admin call, or null when it is not JSON (or nests too deep): its decoder says
+// what it should have been.
+json admin_body(std::string_view body) {
+  try {
+    return parse_body(body);
+  } catch (const Invalid&) {
+    return nullptr;
+  }
+}
+template <typename T>
+Decoded<T> refused(std::string message) {
+  Decoded<T> out;
+  out.error = {HeartbeatStatus::INVALID_REQUEST, "", std::move(message)};
+  return out;
+}
+}  // namespace
+
+bool valid_stream_id(const std::string& s) { return is_stream_id(s); }
+
+std::optional<std::string> reset_position(const std::string& to) {
+  if (to == "earliest") return std::string("0");
+  if (to == "latest") return std::string("$");
+  if (valid_stream_id(to)) return to;
+  if (to.empty() || to.size() > 19 || to.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const unsigned long long ms = std::stoull(to);
+  if (ms == 0) return std::string("0");
+  return std::to_string(ms - 1) + "-18446744073709551615";  // every id of ms - 1, so delivery starts at ms
+}
+
+Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body) {
+  using D = Decoded<OffsetsResetRequest>;
+  const json j = admin_body(body);
+  if (!j.is_object() || !j.contains("to") || !j["to"].is_string())
+    return refused<OffsetsResetRequest>(
+        "the body must be {\"to\": \"earliest\" | \"latest\" | an entry id | a time in ms, \"fenceMembers\": false}");
+  OffsetsResetRequest r;
+  r.to = j["to"].get<std::string>();
+  const auto position = reset_position(r.to);
+  if (!position)
+    return refused<OffsetsResetRequest>("to: earliest, latest, an entry id like 1700000000000-0 or a time in ms since the epoch, not '" +
+                                        r.to + "'");
+  r.position = *position;
+  if (j.contains("fenceMembers")) {
+    if (!j["fenceMembers"].is_boolean()) return refused<OffsetsResetRequest>("fenceMembers: true or false");
+    r.fenceMembers = j["fenceMembers"].get<bool>();
+  }
+  D out;
+  out.value = std::move(r);
+  return out;
+}
+
+Decoded<DeadLetterSelection> decode_dead_letter_selection(std::string_view body) {
+  using R = DeadLetterSelection;
+  const json j = admin_body(body);
+  if (!j.is_object()) return refused<R>("the body must be a JSON object: {\"deadLetterIds\": [...]} or {\"all\": true}");
+  for (const auto& [k, v] : j.items())
+    if (k != "all" && k != "deadLetterIds")
+      return refused<R>("unknown field '" + k + "': the body is {\"deadLetterIds\": [...]} or {\"all\": true}");
+  R r;
+  if (j.contains("all")) {
+    if (!j["all"].is_boolean()) return refused<R>("all: true or false");
+    r.all = j["all"].get<bool>();
+  }
+  if (j.contains("deadLetterIds")) {
+    if (!j["deadLetterIds"].is_array()) return refused<R>("deadLetterIds: an array of dead-letter ids");
+    for (const auto& x : j["deadLetterIds"]) {
+      if (!x.is_string() || !valid_stream_id(x.get<std::string>()))
+        return refused<R>("deadLetterIds: each one an entry id like 1700000000000-0");
+      r.ids.push_back(x.get<std::string>());
+    }
+  }
+  if (r.all == !r.ids.empty()) return refused<R>("name dead letters (deadLetterIds) or ask for all of them, one of the two");
+  if (r.ids.size() > kMaxDeadLettersPerCall)
+    return refused<R>("deadLetterIds: at most " + std::to_string(kMaxDeadLettersPerCall) + " at a time");
+  Decoded<R> out;
+  out.value = std::move(r);
+  return out;
 }
 
 json to_json(const Retention& r) {

@@ -55,6 +55,31 @@ Decoded<StreamMetadata> decode_stream_metadata(std::string_view body);
 Decoded<Retention> decode_retention_body(std::string_view body);
 nlohmann::json to_json(const Retention& r);
 
+// A Redis stream entry id: "<ms>-<seq>", both decimal.
+bool valid_stream_id(const std::string& s);
+// Where a reset of a group's offsets puts it on every shard, as XGROUP SETID takes it: "earliest"
+// ("0": every record is delivered again), "latest" ("$": only records added from now), an entry id
+// (delivery resumes after it), or a time in ms since the epoch (delivery resumes at the first
+// record added at or after it). nullopt: none of those.
+std::optional<std::string> reset_position(const std::string& to);
+
+// POST .../reset-offsets: {"to": "earliest" | "latest" | an entry id | a time in ms,
+// "fenceMembers"?: bool}. `position` is reset_position(to).
+struct OffsetsResetRequest {
+  std::string to, position;
+  bool fenceMembers = false;
+};
+Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body);
+
+// POST .../dead-letters/redrive and .../discard: {"deadLetterIds": [entry ids]} (at most
+// kMaxDeadLettersPerCall) or {"all": true}, one of the two.
+inline constexpr std::size_t kMaxDeadLettersPerCall = 1000;
+struct DeadLetterSelection {
+  std::vector<std::string> ids;
+  bool all = false;
+};
+Decoded<DeadLetterSelection> decode_dead_letter_selection(std::string_view body);
+
 inline constexpr int32_t kMaxShardCount = 65536;
 
 nlohmann::json to_json(const HeartbeatRequest& r);

@@ -149,11 +149,5 @@ std::string expand_key_pattern(const std::string& pattern, int32_t shard) {
   return out;
 }
 
-int http_status_for(HeartbeatStatus s, bool authenticated) {
-  // Every decision on a heartbeat is answered 200 with the status in the body (as Kafka puts error
-  // codes in its responses); only a refused token is an HTTP error.
-  if (s == HS::GROUP_AUTHORIZATION_FAILED) return authenticated ? 403 : 401;
-  return 200;
-}
 
 }  // namespace rsc::protocol

@@ -273,9 +273,6 @@ struct ScaleRequest {
   std::string requestedBy, reason;
 };
 
-// HTTP status for a heartbeat status (SPEC §2). `authenticated` picks 401 vs 403.
-int http_status_for(HeartbeatStatus s, bool authenticated = true);
-
 // What every refused heartbeat answer tells the member about when to call again.
 struct Timings {
   int64_t heartbeatIntervalMs = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "group/scale.hpp"
+#include "protocol/outcomes.hpp"
 #include "group/state.hpp"
 #include "group/stream_lag.hpp"
 #include "protocol/types.hpp"
@@ -82,17 +83,17 @@ struct StreamPut {
   bool createOnly = false;
 };
 struct StreamWrite {
-  enum class Outcome { Created, Grown, Same, Exists };
+  using Outcome = protocol::StreamWriteOutcome;
   protocol::StreamMetadata meta;
   Outcome outcome = Outcome::Same;
 };
 
 enum class DeleteStatus { Deleted, Conflict, NotFound };
 // What an admin's delete of a group came to.
-enum class GroupDeletion { Deleted, NotFound, HasLiveMembers };
+using protocol::GroupDeletion;
 // What an admin's reset of a group's offsets came to: `shards` moved when Reset.
 struct OffsetsReset {
-  enum class Outcome { Reset, NotFound, HasLiveMembers };
+  using Outcome = protocol::OffsetsResetOutcome;
   Outcome outcome = Outcome::Reset;
   int32_t shards = 0;
 };

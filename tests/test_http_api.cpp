@@ -235,6 +235,20 @@ TEST(Routing, UnknownPathsAre404AndWrongMethods405WithAllow) {
   EXPECT_EQ(json::parse(call(b, {}, "GET", "/nope").res.body).at("status"), 404);
 }
 
+TEST(HttpCodes, AHeartbeatIsAnswered200WhateverItsStatusButARefusedToken) {
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::OK), 200);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::FENCED_MEMBER_EPOCH), 200);
+  // Every decision is 200 with the status in the body; only a refused token is an HTTP error.
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::RETRY), 200);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::INVALID_REQUEST), 200);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::UNSUPPORTED_PROTOCOL), 200);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::UNKNOWN_MEMBER_ID), 200);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::SYNC_METADATA), 200);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::REVOKE_PENDING), 200);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, false), 401);
+  EXPECT_EQ(heartbeat_http_status(protocol::HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, true), 403);
+}
+
 TEST(Heartbeat, AValidHeartbeatReachesTheBackendAndGets200) {
   FakeBackend b;
   auto c = call(b, {}, "POST", kHb, body());
@@ -446,14 +460,14 @@ TEST(Admin, DeadLettersOfAnUnknownGroupAre404AndUnknownIdsAreNamedBack) {
 // Kafka's --reset-offsets: the position is XGROUP SETID's; refused while members read unless they are
 // fenced first; audited.
 TEST(Admin, OffsetsAreResetToEarliestLatestAnIdOrATimeOnlyForAGroupNobodyReads) {
-  EXPECT_EQ(reset_position("earliest"), std::optional<std::string>("0"));
-  EXPECT_EQ(reset_position("latest"), std::optional<std::string>("$"));
-  EXPECT_EQ(reset_position("1700000000000-5"), std::optional<std::string>("1700000000000-5"));
-  EXPECT_EQ(reset_position("1700000000000"), std::optional<std::string>("1699999999999-18446744073709551615"))
+  EXPECT_EQ(protocol::reset_position("earliest"), std::optional<std::string>("0"));
+  EXPECT_EQ(protocol::reset_position("latest"), std::optional<std::string>("$"));
+  EXPECT_EQ(protocol::reset_position("1700000000000-5"), std::optional<std::string>("1700000000000-5"));
+  EXPECT_EQ(protocol::reset_position("1700000000000"), std::optional<std::string>("1699999999999-18446744073709551615"))
       << "a time: delivery resumes at the first record added at or after it";
-  EXPECT_EQ(reset_position("0"), std::optional<std::string>("0"));
+  EXPECT_EQ(protocol::reset_position("0"), std::optional<std::string>("0"));
   for (const char* bad : {"", "soon", "-1", "1-", "1-x", "12345678901234567890", "EARLIEST"})
-    EXPECT_FALSE(reset_position(bad).has_value()) << bad;
+    EXPECT_FALSE(protocol::reset_position(bad).has_value()) << bad;
 
   FakeBackend b;
   const auto auth = tokens();
@@ -686,9 +700,11 @@ TEST(OpenApi, TheDocumentListsExactlyTheServedRoutesAndItsExamplesDecode) {
       EXPECT_TRUE(route(m, concrete(path)).route.has_value()) << m << " " << path << " is documented but not served";
       EXPECT_TRUE(op.contains("responses")) << m << " " << path;
     }
-  for (const auto& r : served_routes()) {
-    served.insert({r.method, r.path});
-    EXPECT_TRUE(route(r.method, concrete(r.path)).route.has_value()) << r.method << " " << r.path;
+  for (const auto& r : route_table()) {
+    served.insert({r.method, r.pattern});
+    const auto got = route(r.method, concrete(r.pattern));
+    ASSERT_TRUE(got.route.has_value()) << r.method << " " << r.pattern;
+    EXPECT_EQ(got.route->spec, &r) << r.method << " " << r.pattern << " is routed to another row";
   }
   EXPECT_EQ(documented, served);
   // Nothing beyond the list: other methods on a served path are refused with 405.
