@@ -11,8 +11,10 @@
 namespace rsc::actors {
 
 // Owns a GroupStore (hiredis blocks: spawn it detached in production). CAS calls that arrive
-// together are written as one pipelined batch.
-caf::actor spawn_store_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store, bool detached);
+// together are written as one pipelined batch. `localNow`: the pod's local clock (PodContext::
+// local_now), on which a call's giveUpAt was set.
+caf::actor spawn_store_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store, bool detached,
+                             std::function<group::Millis()> localNow);
 
 // One consumer group: serializes its heartbeats, ticks and admin calls; never blocks; at most
 // one store write in flight.

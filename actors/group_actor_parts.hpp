@@ -57,9 +57,8 @@ void run_admin_step(Self self, const WorkPtr& w, group::Millis now, double compu
 inline group::Millis now(Self self) { return self->state.cfg->pod->now(); }
 inline group::Millis local(Self self) { return self->state.cfg->pod->local_now(); }
 inline std::shared_ptr<const group::PodView> view(Self self) { return self->state.cfg->pod->pod_view(); }
-inline SteadyTime give_up_at(Self self) {
-  return SteadyClock::now() + std::chrono::milliseconds(self->state.cfg->storeDeadlineMs);
-}
+// When a store call asked now is given up (the pod's local clock, as the store watchdog's).
+inline int64_t give_up_at(Self self) { return group::give_up_at(local(self), self->state.cfg->storeDeadlineMs); }
 inline store::Error retryable(std::string why) { return {store::ErrorKind::Retryable, std::move(why)}; }
 inline void fail(Self self, Work& w, const store::Error& e) {
   work::fail(w, e, self->state.cfg->timings(), self->state.cfg->metrics.get());

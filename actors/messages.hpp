@@ -13,6 +13,7 @@
 
 #include "actors/metrics.hpp"
 #include "actors/pod_context.hpp"
+#include "group/freshness.hpp"
 #include "group/state.hpp"
 #include "protocol/types.hpp"
 #include "redis/store.hpp"
@@ -39,7 +40,6 @@ using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 
-using SteadyTime = std::chrono::steady_clock::time_point;
 
 class StoreWatch;
 
@@ -99,7 +99,7 @@ struct LoadCall {
   int32_t defaultShardCount = 16;
   bool createStream = false;  // a heartbeat creates a missing stream; a describe must not
   bool countGroups = false;   // for a group that does not exist: how many the stream has
-  SteadyTime deadline = SteadyTime::max();  // the caller gave up after this: not run
+  int64_t giveUpAt = group::kNeverGiveUp;  // pod-local ms: not run from then on (group::store_call_abandoned)
   bool readStream = false;    // describe: the shard streams as Redis holds them too (best effort)
 };
 struct LoadReply {
@@ -116,7 +116,7 @@ struct CasCall {
   std::string lockToken;
   group::Millis lockTtlMs = 0;  // 0: the mutex is checked, not taken (see store::CasRequest)
   std::optional<group::Millis> lowerDeadlineTo;
-  SteadyTime deadline = SteadyTime::max();
+  int64_t giveUpAt = group::kNeverGiveUp;
   bool verifyOnly = false;  // see store::CasRequest
   // The shard streams to give the Redis consumer group (from startId) before the write; when
   // that fails, nothing is written (group::WritePlan::provision).
@@ -131,7 +131,7 @@ struct LeaseCall {
   std::string token;
   group::Millis ttl = 2000;
   int64_t knownRevision = -1;
-  SteadyTime deadline = SteadyTime::max();
+  int64_t giveUpAt = group::kNeverGiveUp;
 };
 struct LeaseReply {
   store::Result<store::TickLease> result;

@@ -85,8 +85,10 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   // One gateway per store connection: a group always meets the same store actor, whose
   // pipelined batches carry the writes of all the groups behind it.
   const auto n = static_cast<std::size_t>(std::max(1, cfg.storeConnections));
+  // The store actors judge a call's giveUpAt on the clock its asker set it by.
+  const std::function<group::Millis()> localNow = [pod = impl_->pod] { return pod->local_now(); };
   for (std::size_t i = 0; i < n; ++i) {
-    auto st = spawn_store_actor(*impl_->sys, makeStore(impl_->pod, 0), /*detached=*/true);
+    auto st = spawn_store_actor(*impl_->sys, makeStore(impl_->pod, 0), /*detached=*/true, localNow);
     impl_->stores.push_back(st);
     impl_->gateways.push_back(spawn_gateway(*impl_->sys, g, st, i, n, impl_->directory));
   }
@@ -102,7 +104,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
     caf::anon_send(gateways[gateway_index(key, gateways.size())], due_atom::value, key);
   };
   impl_->podActor = spawn_pod_actor(*impl_->sys, makeStore(impl_->pod, 0), impl_->pod, pc, /*detached=*/true);
-  impl_->probe = spawn_store_actor(*impl_->sys, makeStore(impl_->pod, 700), /*detached=*/true);
+  impl_->probe = spawn_store_actor(*impl_->sys, makeStore(impl_->pod, 700), /*detached=*/true, localNow);
 }
 
 Service::~Service() {

@@ -10,9 +10,7 @@ struct PendingCas {
   caf::response_promise rp;
 };
 
-// A call whose requester stopped waiting (it answered RETRY already) is not run: after a stall,
-// the queue of given-up calls drains without touching the store.
-bool gave_up(SteadyTime deadline) { return std::chrono::steady_clock::now() > deadline; }
+
 template <typename T>
 store::Result<T> gone() {
   return store::Result<T>::failure(store::ErrorKind::Retryable, "the call waited past its deadline; not run");
@@ -33,6 +31,9 @@ std::optional<store::Error> provision(store::GroupStore& s, const CasCall& c) {
 
 struct StoreState {
   std::shared_ptr<store::GroupStore> store;
+  std::function<group::Millis()> localNow;  // the pod's local clock, the one its askers give up on
+  // A call whose asker stopped waiting (it answered RETRY already) is not run.
+  bool gave_up(int64_t giveUpAt) const { return group::store_call_abandoned(localNow(), giveUpAt); }
   std::vector<PendingCas> pending;
   bool flushScheduled = false;
   // Buffers a flush reuses (cleared, their capacity kept): a batch allocates no vectors.
@@ -40,12 +41,14 @@ struct StoreState {
   std::vector<store::CasRequest> requests;
 };
 
-caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr<store::GroupStore> backend) {
+caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr<store::GroupStore> backend,
+                          std::function<group::Millis()> localNow) {
   self->state.store = std::move(backend);
+  self->state.localNow = std::move(localNow);
   return {
       [=](load_atom, const LoadCall& c) -> LoadReply {
         auto& s = *self->state.store;
-        if (gave_up(c.deadline)) return LoadReply{gone<store::Loaded>(), gone<protocol::StreamMetadata>(), {}, {}};
+        if (self->state.gave_up(c.giveUpAt)) return LoadReply{gone<store::Loaded>(), gone<protocol::StreamMetadata>(), {}, {}};
         LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, ""), {}, {}};
         if (!r.loaded.ok()) {
           r.stream = store::Result<protocol::StreamMetadata>::failure(r.loaded.error);
@@ -93,7 +96,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         st.flushScheduled = false;
         std::size_t kept = 0;
         for (auto& p : batch) {
-          if (gave_up(p.call.deadline))  // its group stopped waiting (and answered RETRY): not written
+          if (self->state.gave_up(p.call.giveUpAt))  // its group stopped waiting (and answered RETRY): not written
             p.rp.deliver(CasReply{gone<store::CasResult>()});
           else if (auto e = provision(*st.store, p.call))  // the data plane first, or no write
             p.rp.deliver(CasReply{store::Result<store::CasResult>::failure(*e)});
@@ -124,7 +127,7 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
         reqs.clear();
       },
       [=](lease_atom, const LeaseCall& c) -> LeaseReply {
-        if (gave_up(c.deadline)) return LeaseReply{gone<store::TickLease>(), std::nullopt, std::nullopt};
+        if (self->state.gave_up(c.giveUpAt)) return LeaseReply{gone<store::TickLease>(), std::nullopt, std::nullopt};
         LeaseReply reply{self->state.store->tick_lease(c.key, c.token, c.ttl, c.knownRevision), std::nullopt, std::nullopt};
         if (reply.result.ok() && reply.result.value->status != store::LeaseStatus::NotHolder) {
           auto m = self->state.store->get_stream(c.key.streamPrefix);
@@ -149,9 +152,10 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
 
 }  // namespace
 
-caf::actor spawn_store_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store, bool detached) {
-  if (detached) return sys.spawn<caf::detached>(store_actor, std::move(store));
-  return sys.spawn(store_actor, std::move(store));
+caf::actor spawn_store_actor(caf::actor_system& sys, std::shared_ptr<store::GroupStore> store, bool detached,
+                             std::function<group::Millis()> localNow) {
+  if (detached) return sys.spawn<caf::detached>(store_actor, std::move(store), std::move(localNow));
+  return sys.spawn(store_actor, std::move(store), std::move(localNow));
 }
 
 }  // namespace rsc::actors

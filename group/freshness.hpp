@@ -51,6 +51,7 @@ class StoreCallLine {
   // The watchdog looks at local time `now`: the ms still to wait, or 0 when the call in flight is
   // given up now (it is then no longer awaited); -1: nothing in flight.
   int64_t give_up_in(int64_t now, int64_t deadlineMs) {
+    // (The store actor's side of the same rule: store_call_abandoned below, on the same clock.)
     if (asking_ == 0) return -1;
     if (now - askedAt_ < deadlineMs) return deadlineMs - (now - askedAt_);
     asking_ = 0;
@@ -62,5 +63,13 @@ class StoreCallLine {
   uint64_t replying_ = 0;
   int64_t askedAt_ = 0;
 };
+
+// A store call carries the local time its asker gives up at (asked + the store deadline, on the
+// pod's clock): when the store's turn for it comes at local time `now` at or after that, the asker
+// has answered RETRY (StoreLine::give_up_in said 0 at that time) and the call is not run, so after
+// a stall the queue of given-up calls drains without touching the store. One clock for both sides.
+inline constexpr int64_t kNeverGiveUp = INT64_MAX;
+inline int64_t give_up_at(int64_t askedAt, int64_t deadlineMs) { return askedAt + deadlineMs; }
+inline bool store_call_abandoned(int64_t now, int64_t giveUpAt) { return now >= giveUpAt; }
 
 }  // namespace rsc::group

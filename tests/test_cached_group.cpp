@@ -726,6 +726,23 @@ TEST_F(CachedGroupTest, AStoreCallIsGivenUpAtTheDeadlineOnThePodsClockAndItsLate
   EXPECT_EQ(line.give_up_in(99'999, 1000), -1);
 }
 
+// The store actor's side of the same deadline, on the same clock: the call the asker gave up on
+// is not run from the moment the asker answered RETRY (and is run right up to it).
+TEST_F(CachedGroupTest, TheStoreSkipsACallFromTheMomentItsAskerGaveUpOnTheSameClock) {
+  StoreCallLine line;
+  const int64_t askedAt = 100, deadlineMs = 1000;
+  line.begin(1, askedAt);
+  const int64_t giveUpAt = give_up_at(askedAt, deadlineMs);
+  for (int64_t now : {askedAt, int64_t{600}, giveUpAt - 1}) {
+    EXPECT_GT(line.give_up_in(now, deadlineMs), 0) << now;
+    EXPECT_FALSE(store_call_abandoned(now, giveUpAt)) << "still awaited at " << now << ": run it";
+  }
+  EXPECT_EQ(line.give_up_in(giveUpAt, deadlineMs), 0);  // the asker answers RETRY now
+  EXPECT_TRUE(store_call_abandoned(giveUpAt, giveUpAt)) << "nobody waits for it: not run";
+  EXPECT_TRUE(store_call_abandoned(giveUpAt + 50'000, giveUpAt));
+  EXPECT_FALSE(store_call_abandoned(INT64_MAX - 1, kNeverGiveUp)) << "a call without a deadline always runs";
+}
+
 // --- races, deletes, handovers -------------------------------------------------------------------
 
 TEST_F(CachedGroupTest, AWriteLostToAnotherPodIsRetriedUntilTheContentionLimit) {

@@ -34,7 +34,7 @@ class GroupActorTest : public ::testing::Test {
     sys_ = std::make_unique<caf::actor_system>(cfg_);
     sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
     mem_ = std::make_shared<store::MemoryStore>([this] { return now_; });
-    store_ = spawn_store_actor(*sys_, mem_, /*detached=*/false);
+    store_ = spawn_store_actor(*sys_, mem_, /*detached=*/false, [this] { return now_; });
     auto first = pod_config("pod-1");
     pod1_ = first.pod;
     group_ = spawn(first);
@@ -700,14 +700,32 @@ TEST_F(GroupActorTest, AHeartbeatThatWaitedLongerThanALeaseIsAnsweredRetryAndCha
   post(group_, request("a", 0), ra);
   post(group_, request("b", 0), rb);
   sched_->run_once();  // the group takes the first heartbeat and asks the store for the group
-  now_ += 1500;        // ...which answers only after more than a lease
+  ASSERT_TRUE(sched_->prioritize(store_));
+  sched_->run_once();  // the store starts the call within its deadline...
+  now_ += 1500;        // ...and answers only after more than a lease
   beat_now(pod1_);     // meanwhile the pod renewed its registration (which had run out)
   run();
   ASSERT_TRUE(ra->has_value() && rb->has_value());
   EXPECT_EQ((*ra)->status, HeartbeatStatus::RETRY) << "a's heartbeat waited in the queue for over a lease";
-  EXPECT_NE((*ra)->message->find("longer than a lease"), std::string::npos);
+  EXPECT_NE((*ra)->message->find("longer than a lease"), std::string::npos) << *(*ra)->message;
   EXPECT_EQ((*rb)->status, HeartbeatStatus::OK) << "b's arrived after the wait and is served";
   EXPECT_FALSE(stored().members.count("a")) << "a's stale join changed nothing";
+}
+
+// The store actor judges a call's deadline on the pod's clock, the one its asker gave up on: a
+// call that waited in the store's mailbox past it (the asker answered RETRY meanwhile) is not run.
+TEST_F(GroupActorTest, AStoreCallThatWaitedPastItsDeadlineOnThePodsClockIsNotRun) {
+  auto ra = std::make_shared<std::optional<protocol::HeartbeatResponse>>();
+  post(group_, request("a", 0), ra);
+  sched_->run_once();  // the group takes the heartbeat and asks the store for the group
+  now_ += 1500;        // the store actor gets to it only after its deadline
+  beat_now(pod1_);
+  const auto before = mem_->calls();
+  run();
+  ASSERT_TRUE(ra->has_value());
+  EXPECT_EQ((*ra)->status, HeartbeatStatus::RETRY);
+  EXPECT_EQ(mem_->calls(), before) << "the given-up call did not touch the store";
+  EXPECT_TRUE(mem_->raw(kKey).empty());
 }
 
 TEST_F(GroupActorTest, AdminRemovalFencesTheMember) {
