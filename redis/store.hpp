@@ -98,9 +98,14 @@ struct OffsetsReset {
   int32_t shards = 0;
 };
 
-class GroupStore {
+// What the coordinator keeps in Redis, as three interfaces: a group's state and what hangs on
+// it (the compare-and-set, the lock and deadline work, admin changes, dead letters, its Redis
+// consumer groups), the streams (metadata, shard streams, retention), and the pods' registry (who
+// is alive, the store's clock, the deadline index), so that a part can be given only the one it
+// needs. GroupStore is all three.
+class GroupStateStore {
  public:
-  virtual ~GroupStore() = default;
+  virtual ~GroupStateStore() = default;
 
   virtual Result<Loaded> load(const GroupKey& key) = 0;
   // One round trip for the whole batch: the writes of many groups are pipelined.
@@ -117,19 +122,6 @@ class GroupStore {
   virtual Result<bool> finish_deadline_work(const GroupKey& key, const std::string& token, std::optional<Millis> due,
                                             int64_t revision) = 0;
 
-  // This pod is alive for `leaseMs` more (on the store's clock); answers the store's time, the
-  // live pods and up to `dueLimit` groups whose deadline has come. An empty podId only reads.
-  // `address`: where other pods reach this one (host:port), kept with the registration.
-  virtual Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit,
-                                   const std::string& address = {}) = 0;
-  virtual Result<bool> pod_leave(const std::string& podId) = 0;
-  // The group's deadline-index entry becomes due at `at` unless it is due earlier already: its
-  // owner's pod runs its deadline work then (how a pod that does not serve a group tells the one
-  // that does that something outside the group changed, such as its stream).
-  virtual Result<bool> mark_due(const GroupKey& key, Millis at) = 0;
-  // Gives every group of the group index that has no entry in the deadline index one, due at
-  // `now` (groups written before the index existed, or a write whose index update was lost).
-  virtual Result<int64_t> index_missing_deadlines(Millis now) = 0;
 
   // Deletes the group's state at `expectedRevision` (its revision is kept, so that it never goes
   // back), its mutex, and its entries in the group, stream and deadline indexes.
@@ -137,7 +129,6 @@ class GroupStore {
   // with no fresh grants until then (group::grants_held_after_delete).
   virtual Result<DeleteStatus> delete_group(const GroupKey& key, int64_t expectedRevision,
                                             int64_t grantsHeldUntilMs = 0) = 0;
-  virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
   // Moves the group's position on each of the stream's `shardCount` shard streams to `to` (a Redis
   // entry id, "0" or "$"; XGROUP SETID, the group created there at `to` if missing), guarded like
   // every write of the group: only while its state is still at `expectedRevision` (the state the
@@ -176,6 +167,52 @@ class GroupStore {
     return Result<protocol::DeadLetterMove>::failure(ErrorKind::Fatal, "this store keeps no dead letters");
   }
 
+  // Every group ever written (and not deleted), so a restarted pod finds them.
+  virtual Result<std::vector<GroupKey>> list_groups() = 0;
+
+  // The data plane of a group (SPEC §4): every shard stream of the group's stream in [0,
+  // shardCount) exists and has the group's Redis consumer group (XGROUP CREATE ... MKSTREAM,
+  // starting at `startId`; one that exists already is left alone). Answers how many it created.
+  virtual Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) = 0;
+
+  // Tells the group's subscribers (the member runtimes) something changed: a sharded pub/sub
+  // message on the group's channel (KeySpace::notify_channel, the group's slot). Best effort: a
+  // lost message only delays a heartbeat. Returns how many subscribers received it (> 0: true).
+  virtual Result<bool> notify(const GroupKey& key, const std::string& message) = 0;
+
+  // Rollbacks detected so far (a metric).
+  virtual int64_t rollbacks_detected() const = 0;
+};
+
+class PodRegistry {
+ public:
+  virtual ~PodRegistry() = default;
+
+  // This pod is alive for `leaseMs` more (on the store's clock); answers the store's time, the
+  // live pods and up to `dueLimit` groups whose deadline has come. An empty podId only reads.
+  // `address`: where other pods reach this one (host:port), kept with the registration.
+  virtual Result<PodBeat> pod_beat(const std::string& podId, Millis leaseMs, std::size_t dueLimit,
+                                   const std::string& address = {}) = 0;
+  virtual Result<bool> pod_leave(const std::string& podId) = 0;
+  // The group's deadline-index entry becomes due at `at` unless it is due earlier already: its
+  // owner's pod runs its deadline work then (how a pod that does not serve a group tells the one
+  // that does that something outside the group changed, such as its stream).
+  virtual Result<bool> mark_due(const GroupKey& key, Millis at) = 0;
+  // Gives every group of the group index that has no entry in the deadline index one, due at
+  // `now` (groups written before the index existed, or a write whose index update was lost).
+  virtual Result<int64_t> index_missing_deadlines(Millis now) = 0;
+
+  // Is the store reachable (readiness)?
+  virtual Result<bool> ping() = 0;
+};
+
+class StreamStore {
+ public:
+  virtual ~StreamStore() = default;
+
+  // How many groups the stream has (the stream's group index).
+  virtual Result<int64_t> count_stream_groups(const std::string& streamPrefix) = 0;
+
   // Each shard stream of the stream as Redis holds it (XINFO GROUPS and XLEN, one round trip):
   // every consumer group's position, whether or not any member is alive (only `onlyGroup`'s when
   // given). nullopt: no such stream.
@@ -207,8 +244,7 @@ class GroupStore {
     return Result<group::TrimOutcome>::failure(ErrorKind::Fatal, "this store has no shard streams");
   }
 
-  // Every group ever written (and not deleted), so a restarted pod finds them.
-  virtual Result<std::vector<GroupKey>> list_groups() = 0;
+  // The stream's groups.
   virtual Result<std::vector<std::string>> list_stream_groups(const std::string& streamPrefix) = 0;
   // Every stream created (POST/PUT, or by a first join) and every stream a group names, sorted.
   virtual Result<std::vector<std::string>> list_streams() = 0;
@@ -236,22 +272,10 @@ class GroupStore {
     if (!r.ok()) return Result<protocol::StreamMetadata>::failure(r.error);
     return Result<protocol::StreamMetadata>::success(r.value->meta);
   }
-
-  // The data plane of a group (SPEC §4): every shard stream of the group's stream in [0,
-  // shardCount) exists and has the group's Redis consumer group (XGROUP CREATE ... MKSTREAM,
-  // starting at `startId`; one that exists already is left alone). Answers how many it created.
-  virtual Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) = 0;
-
-  // Is the store reachable (readiness)?
-  virtual Result<bool> ping() = 0;
-  // Tells the group's subscribers (the member runtimes) something changed: a sharded pub/sub
-  // message on the group's channel (KeySpace::notify_channel, the group's slot). Best effort: a
-  // lost message only delays a heartbeat. Returns how many subscribers received it (> 0: true).
-  virtual Result<bool> notify(const GroupKey& key, const std::string& message) = 0;
-
-  // Rollbacks detected so far (a metric).
-  virtual int64_t rollbacks_detected() const = 0;
 };
+
+// All three, as one Redis (or MemoryStore) implements them.
+class GroupStore : public GroupStateStore, public StreamStore, public PodRegistry {};
 
 // The refusal of a key style other than the stream's.
 std::string key_style_fixed(const std::string& streamPrefix, protocol::KeyStyle current);
