@@ -5,6 +5,7 @@
 #include "group/assignor.hpp"
 #include "group/coordinator.hpp"
 #include "group/notify.hpp"
+#include "protocol/codec.hpp"
 
 using namespace rsc;
 
@@ -149,3 +150,43 @@ void BM_HeartbeatJoin(benchmark::State& st) {
 BENCHMARK(BM_HeartbeatJoin)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+// Decoding a heartbeat body as members write it (the HTTP path's decoder), and encoding an answer.
+namespace {
+std::string member_body(int shards) {
+  protocol::HeartbeatRequest r;
+  r.requestId = "10.0.0.7:4-9f2c-17";
+  r.memberId = "10.0.0.7:4";
+  r.memberEpoch = 3;
+  r.metadataVersion = 2;
+  r.runtimeConsumerCapacity = {4, 3};
+  for (int i = 0; i < shards; ++i) {
+    r.ownedShards.push_back({i, protocol::ShardAssignmentState::OWNED});
+    r.shardProgress.push_back({i, std::string("1700000000000-") + std::to_string(i), 0, 12});
+  }
+  return protocol::encode(r);
+}
+void BM_DecodeHeartbeat(benchmark::State& st) {
+  const auto body = member_body(static_cast<int>(st.range(0)));
+  for (auto _ : st) benchmark::DoNotOptimize(protocol::decode_heartbeat_request(body, "10.0.0.7:4"));
+  st.counters["bytes"] = static_cast<double>(body.size());
+}
+void BM_EncodeAnswer(benchmark::State& st) {
+  protocol::HeartbeatResponse r;
+  r.responseTo = "10.0.0.7:4-9f2c-17";
+  r.memberId = "10.0.0.7:4";
+  r.memberEpoch = 3;
+  r.heartbeatIntervalMs = 3000;
+  r.rebalanceTimeoutMs = 30000;
+  r.memberLeaseTtlMs = 10000;
+  r.assignment = protocol::Assignment{"NONE", {0, 1, 2}, {}, 2};
+  std::string out;
+  for (auto _ : st) {
+    out.clear();
+    protocol::append_response(out, r);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+}  // namespace
+BENCHMARK(BM_DecodeHeartbeat)->Arg(1)->Arg(4)->Arg(16);
+BENCHMARK(BM_EncodeAnswer);
