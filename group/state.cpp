@@ -4,7 +4,6 @@
 #include <limits>
 #include <tuple>
 
-#include "protocol/codec.hpp"
 
 namespace rsc::group {
 namespace {
@@ -13,38 +12,40 @@ bool fits32(int64_t v) {
 }
 }  // namespace
 
-StoredResponse StoredResponse::of(const protocol::HeartbeatResponse& response) {
-  const auto r = protocol::view_of(response);
+StoredResponse StoredResponse::of(const protocol::HeartbeatResponse& r) {
   StoredResponse s;
   s.status = r.status;
   s.memberEpoch = r.memberEpoch;
   s.groupEpoch = r.groupEpoch;
   s.assignmentEpoch = r.assignmentEpoch;
   s.metadataVersion = r.metadataVersion;
-  s.hasAssignment = r.hasAssignment;
-  s.assignmentMetadataVersion = r.assignmentMetadataVersion;
+  s.hasAssignment = r.assignment.has_value();
+  static const std::vector<int32_t> kNone;
+  const auto& assigned = r.assignment ? r.assignment->assignedShards : kNone;
+  const auto& pending = r.assignment ? r.assignment->pendingShards : kNone;
+  if (r.assignment) s.assignmentMetadataVersion = r.assignment->metadataVersion;
   const bool timingsFit = fits32(r.heartbeatIntervalMs) && fits32(r.rebalanceTimeoutMs) && fits32(r.memberLeaseTtlMs);
   if (timingsFit) {
     s.heartbeatIntervalMs = static_cast<int32_t>(r.heartbeatIntervalMs);
     s.rebalanceTimeoutMs = static_cast<int32_t>(r.rebalanceTimeoutMs);
     s.memberLeaseTtlMs = static_cast<int32_t>(r.memberLeaseTtlMs);
   }
-  const bool shardsFit = r.assignedCount + r.pendingCount <= kInlineShards;
+  const bool shardsFit = assigned.size() + pending.size() <= kInlineShards;
   if (shardsFit) {
-    s.assignedCount = static_cast<uint8_t>(r.assignedCount);
-    s.pendingCount = static_cast<uint8_t>(r.pendingCount);
-    std::copy_n(r.assignedShards, r.assignedCount, s.shards.begin());
-    std::copy_n(r.pendingShards, r.pendingCount, s.shards.begin() + static_cast<std::ptrdiff_t>(r.assignedCount));
+    s.assignedCount = static_cast<uint8_t>(assigned.size());
+    s.pendingCount = static_cast<uint8_t>(pending.size());
+    std::copy(assigned.begin(), assigned.end(), s.shards.begin());
+    std::copy(pending.begin(), pending.end(), s.shards.begin() + static_cast<std::ptrdiff_t>(assigned.size()));
   }
-  const bool errorNone = !r.hasAssignment || r.assignmentError == "NONE";
+  const bool errorNone = !r.assignment || r.assignment->error == "NONE";
   if (r.message || r.errorField || !timingsFit || !shardsFit || !errorNone) {  // the rare part, built only then
     Rare rare;
-    if (r.message) rare.message = *r.message;
-    if (r.errorField) rare.errorField = *r.errorField;
-    if (!errorNone) rare.assignmentError = std::string(r.assignmentError);
+    rare.message = r.message;
+    rare.errorField = r.errorField;
+    if (!errorNone) rare.assignmentError = r.assignment->error;
     if (!shardsFit) {
-      rare.assigned.assign(r.assignedShards, r.assignedShards + r.assignedCount);
-      rare.pending.assign(r.pendingShards, r.pendingShards + r.pendingCount);
+      rare.assigned = assigned;
+      rare.pending = pending;
       rare.shardsHere = true;
     }
     if (!timingsFit) rare.timings = std::array<int64_t, 3>{r.heartbeatIntervalMs, r.rebalanceTimeoutMs, r.memberLeaseTtlMs};
@@ -53,45 +54,42 @@ StoredResponse StoredResponse::of(const protocol::HeartbeatResponse& response) {
   return s;
 }
 
-protocol::ResponseView StoredResponse::view(const std::string& requestId, const std::string& memberId) const {
-  protocol::ResponseView v;
-  v.responseTo = requestId;
-  v.memberId = memberId;
-  v.status = status;
-  v.memberEpoch = memberEpoch;
-  v.groupEpoch = groupEpoch;
-  v.assignmentEpoch = assignmentEpoch;
-  v.metadataVersion = metadataVersion;
-  if (rare && rare->timings) {
-    v.heartbeatIntervalMs = (*rare->timings)[0];
-    v.rebalanceTimeoutMs = (*rare->timings)[1];
-    v.memberLeaseTtlMs = (*rare->timings)[2];
-  } else {
-    v.heartbeatIntervalMs = heartbeatIntervalMs;
-    v.rebalanceTimeoutMs = rebalanceTimeoutMs;
-    v.memberLeaseTtlMs = memberLeaseTtlMs;
-  }
-  v.hasAssignment = hasAssignment;
-  if (rare && rare->shardsHere) {
-    v.assignedShards = rare->assigned.data();
-    v.assignedCount = rare->assigned.size();
-    v.pendingShards = rare->pending.data();
-    v.pendingCount = rare->pending.size();
-  } else {
-    v.assignedShards = shards.data();
-    v.assignedCount = assignedCount;
-    v.pendingShards = shards.data() + assignedCount;
-    v.pendingCount = pendingCount;
-  }
-  v.assignmentError = rare ? std::string_view(rare->assignmentError) : std::string_view("NONE");
-  v.assignmentMetadataVersion = assignmentMetadataVersion;
-  if (rare && rare->message) v.message = &*rare->message;
-  if (rare && rare->errorField) v.errorField = &*rare->errorField;
-  return v;
-}
-
 protocol::HeartbeatResponse StoredResponse::expand(const std::string& requestId, const std::string& memberId) const {
-  return protocol::to_response(view(requestId, memberId));
+  protocol::HeartbeatResponse r;
+  r.responseTo = requestId;
+  r.memberId = memberId;
+  r.status = status;
+  r.memberEpoch = memberEpoch;
+  r.groupEpoch = groupEpoch;
+  r.assignmentEpoch = assignmentEpoch;
+  r.metadataVersion = metadataVersion;
+  if (rare && rare->timings) {
+    r.heartbeatIntervalMs = (*rare->timings)[0];
+    r.rebalanceTimeoutMs = (*rare->timings)[1];
+    r.memberLeaseTtlMs = (*rare->timings)[2];
+  } else {
+    r.heartbeatIntervalMs = heartbeatIntervalMs;
+    r.rebalanceTimeoutMs = rebalanceTimeoutMs;
+    r.memberLeaseTtlMs = memberLeaseTtlMs;
+  }
+  if (hasAssignment) {
+    protocol::Assignment a;
+    if (rare && rare->shardsHere) {
+      a.assignedShards = rare->assigned;
+      a.pendingShards = rare->pending;
+    } else {
+      a.assignedShards.assign(shards.begin(), shards.begin() + assignedCount);
+      a.pendingShards.assign(shards.begin() + assignedCount, shards.begin() + assignedCount + pendingCount);
+    }
+    if (rare) a.error = rare->assignmentError;
+    a.metadataVersion = assignmentMetadataVersion;
+    r.assignment = std::move(a);
+  }
+  if (rare) {
+    r.message = rare->message;
+    r.errorField = rare->errorField;
+  }
+  return r;
 }
 
 // Equal when they answer the same (whichever way each holds its parts).

@@ -77,9 +77,8 @@ struct StoredResponse {
   std::shared_ptr<const Rare> rare;  // null: an ordinary answer whose shards fit inline
 
   static StoredResponse of(const protocol::HeartbeatResponse& r);
+  // The answer it holds, to `requestId` of `memberId`.
   protocol::HeartbeatResponse expand(const std::string& requestId, const std::string& memberId) const;
-  // For protocol::append_response: the same bytes as the expanded response, without copying it.
-  protocol::ResponseView view(const std::string& requestId, const std::string& memberId) const;
   friend bool operator==(const StoredResponse& a, const StoredResponse& b);
 };
 

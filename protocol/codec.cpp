@@ -580,15 +580,6 @@ std::optional<HeartbeatRequest> decode_heartbeat_request_fast(std::string_view b
   return FastRequest(body, pathMemberId).parse();
 }
 
-namespace {
-
-json shard_refs(const std::vector<int32_t>& v) {
-  json a = json::array();
-  for (auto s : v) a.push_back({{"shardIndex", s}});
-  return a;
-}
-
-}  // namespace
 
 bool valid_name(std::string_view s) {
   if (s.empty() || s.size() > 128) return false;
@@ -832,33 +823,6 @@ json to_json(const HeartbeatRequest& r) {
   return j;
 }
 
-json to_json(const HeartbeatResponse& r) {
-  json j{{"responseTo", r.responseTo},
-         {"status", to_string(r.status)},
-         {"memberId", r.memberId},
-         {"memberEpoch", r.memberEpoch},
-         {"heartbeatIntervalMs", r.heartbeatIntervalMs},
-         {"rebalanceTimeoutMs", r.rebalanceTimeoutMs},
-         {"memberLeaseTtlMs", r.memberLeaseTtlMs},
-         {"groupEpoch", r.groupEpoch},
-         {"assignmentEpoch", r.assignmentEpoch},
-         {"metadataVersion", r.metadataVersion}};
-  if (r.assignment) {
-    j["assignment"] = {{"error", r.assignment->error},
-                       {"assignedShards", shard_refs(r.assignment->assignedShards)},
-                       {"pendingShards", shard_refs(r.assignment->pendingShards)},
-                       {"metadataVersion", r.assignment->metadataVersion}};
-  } else {
-    j["assignment"] = {{"error", "NONE"},
-                       {"assignedShards", json::array()},
-                       {"pendingShards", json::array()},
-                       {"metadataVersion", r.metadataVersion}};
-  }
-  if (r.message) j["message"] = *r.message;
-  if (r.errorField) j["errorField"] = *r.errorField;
-  return j;
-}
-
 json to_json(const Migration& m) {
   return {{"reshardingId", m.reshardingId},
           {"migrationId", m.reshardingId},
@@ -907,7 +871,8 @@ std::string iso8601_ms(int64_t ms) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string encode(const HeartbeatRequest& r) { return dump(to_json(r)); }
 // The response is written straight into one string (no JSON document built first: this runs once
-// per heartbeat), with the keys in the order dump(to_json(r)) gives them, byte for byte the same.
+// per heartbeat): compact, keys in sorted order (as nlohmann's dump writes a document), strings
+// escaped as dump escapes them.
 void append_json_string(std::string& out, std::string_view v) {
   bool plain = true;
   for (unsigned char c : v)
@@ -930,9 +895,9 @@ void append_int(std::string& out, int64_t v) {
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
-void append_shard_refs(std::string& out, const int32_t* shards, std::size_t n) {
+void append_shard_refs(std::string& out, const std::vector<int32_t>& shards) {
   out += '[';
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < shards.size(); ++i) {
     if (i) out += ',';
     out += "{\"shardIndex\":";
     append_int(out, shards[i]);
@@ -942,17 +907,17 @@ void append_shard_refs(std::string& out, const int32_t* shards, std::size_t n) {
 }
 }  // namespace
 
-void append_response(std::string& out, const ResponseView& r) {
+void append_response(std::string& out, const HeartbeatResponse& r) {
   out += "{\"assignment\":";
-  if (r.hasAssignment) {
+  if (r.assignment) {
     out += "{\"assignedShards\":";
-    append_shard_refs(out, r.assignedShards, r.assignedCount);
+    append_shard_refs(out, r.assignment->assignedShards);
     out += ",\"error\":";
-    append_json_string(out, r.assignmentError);
+    append_json_string(out, r.assignment->error);
     out += ",\"metadataVersion\":";
-    append_int(out, r.assignmentMetadataVersion);
+    append_int(out, r.assignment->metadataVersion);
     out += ",\"pendingShards\":";
-    append_shard_refs(out, r.pendingShards, r.pendingCount);
+    append_shard_refs(out, r.assignment->pendingShards);
     out += '}';
   } else {  // always an object: nothing assigned, nothing pending
     out += "{\"assignedShards\":[],\"error\":\"NONE\",\"metadataVersion\":";
@@ -989,59 +954,6 @@ void append_response(std::string& out, const ResponseView& r) {
   out += to_string(r.status);
   out += "\"}";
 }
-
-ResponseView view_of(const HeartbeatResponse& r) {
-  ResponseView v;
-  v.responseTo = r.responseTo;
-  v.memberId = r.memberId;
-  v.status = r.status;
-  v.memberEpoch = r.memberEpoch;
-  v.groupEpoch = r.groupEpoch;
-  v.assignmentEpoch = r.assignmentEpoch;
-  v.metadataVersion = r.metadataVersion;
-  v.heartbeatIntervalMs = r.heartbeatIntervalMs;
-  v.rebalanceTimeoutMs = r.rebalanceTimeoutMs;
-  v.memberLeaseTtlMs = r.memberLeaseTtlMs;
-  if (r.assignment) {
-    v.hasAssignment = true;
-    v.assignedShards = r.assignment->assignedShards.data();
-    v.assignedCount = r.assignment->assignedShards.size();
-    v.pendingShards = r.assignment->pendingShards.data();
-    v.pendingCount = r.assignment->pendingShards.size();
-    v.assignmentError = r.assignment->error;
-    v.assignmentMetadataVersion = r.assignment->metadataVersion;
-  }
-  if (r.message) v.message = &*r.message;
-  if (r.errorField) v.errorField = &*r.errorField;
-  return v;
-}
-
-HeartbeatResponse to_response(const ResponseView& v) {
-  HeartbeatResponse r;
-  r.responseTo = std::string(v.responseTo);
-  r.memberId = std::string(v.memberId);
-  r.status = v.status;
-  r.memberEpoch = v.memberEpoch;
-  r.groupEpoch = v.groupEpoch;
-  r.assignmentEpoch = v.assignmentEpoch;
-  r.metadataVersion = v.metadataVersion;
-  r.heartbeatIntervalMs = v.heartbeatIntervalMs;
-  r.rebalanceTimeoutMs = v.rebalanceTimeoutMs;
-  r.memberLeaseTtlMs = v.memberLeaseTtlMs;
-  if (v.hasAssignment) {
-    Assignment a;
-    a.assignedShards.assign(v.assignedShards, v.assignedShards + v.assignedCount);
-    if (v.pendingCount > 0) a.pendingShards.assign(v.pendingShards, v.pendingShards + v.pendingCount);
-    a.metadataVersion = v.assignmentMetadataVersion;
-    a.error = std::string(v.assignmentError);
-    r.assignment = std::move(a);
-  }
-  if (v.message) r.message = *v.message;
-  if (v.errorField) r.errorField = *v.errorField;
-  return r;
-}
-
-void append_response(std::string& out, const HeartbeatResponse& r) { append_response(out, view_of(r)); }
 
 std::string encode(const HeartbeatResponse& r) {
   std::string out;

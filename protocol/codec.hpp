@@ -83,7 +83,6 @@ Decoded<DeadLetterSelection> decode_dead_letter_selection(std::string_view body)
 inline constexpr int32_t kMaxShardCount = 65536;
 
 nlohmann::json to_json(const HeartbeatRequest& r);
-nlohmann::json to_json(const HeartbeatResponse& r);
 nlohmann::json to_json(const StreamMetadata& m);
 nlohmann::json to_json(const Migration& m);
 // A time in ms since the epoch as "2026-12-02T06:00:00.123Z".
@@ -91,15 +90,12 @@ std::string iso8601_ms(int64_t ms);
 // Serializes without throwing (invalid UTF-8 is replaced).
 std::string dump(const nlohmann::json& j);
 std::string encode(const HeartbeatRequest& r);
-std::string encode(const HeartbeatResponse& r);  // the same bytes as dump(to_json(r)), faster
+// The one encoder of an answer: compact JSON with its keys sorted, as dump() writes a document
+// (dump(json::parse(encode(r))) == encode(r)), written straight into a string.
+std::string encode(const HeartbeatResponse& r);
 // Appends a JSON string literal (escaped as dump() escapes it) or a whole response.
 void append_json_string(std::string& out, std::string_view v);
 void append_response(std::string& out, const HeartbeatResponse& r);
-// The same bytes from a response held in parts (ResponseView, in types.hpp).
-void append_response(std::string& out, const ResponseView& r);
-// A response's parts (pointing into it: valid while it lives), and a response made from parts.
-ResponseView view_of(const HeartbeatResponse& r);
-HeartbeatResponse to_response(const ResponseView& v);
 std::string encode(const StreamMetadata& m);
 
 // The error body shape of SPEC §2: the response shape with status and message set, and the field

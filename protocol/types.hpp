@@ -149,24 +149,6 @@ struct HeartbeatResponse {
   friend bool operator!=(const HeartbeatResponse& a, const HeartbeatResponse& b) { return !(a == b); }
 };
 
-// A response held in parts, for append_response (codec.hpp): the coordinator keeps each member's
-// last answer compact, without the requestId and memberId it already has.
-struct ResponseView {
-  std::string_view responseTo, memberId;
-  HeartbeatStatus status = HeartbeatStatus::OK;
-  int32_t memberEpoch = 0, groupEpoch = 0, assignmentEpoch = 0, metadataVersion = 0;
-  int64_t heartbeatIntervalMs = 0, rebalanceTimeoutMs = 0, memberLeaseTtlMs = 0;
-  bool hasAssignment = false;
-  const int32_t* assignedShards = nullptr;  // assignedCount of them
-  std::size_t assignedCount = 0;
-  const int32_t* pendingShards = nullptr;  // pendingCount of them
-  std::size_t pendingCount = 0;
-  std::string_view assignmentError;
-  int32_t assignmentMetadataVersion = 0;
-  const std::string* message = nullptr;     // null: none
-  const std::string* errorField = nullptr;  // null: none
-};
-
 // How a stream's shard keys are named: `prefix:i` (plain, what the reference clients read) or
 // `{prefix:i}` (a Redis Cluster hash tag per shard). Chosen when the stream is created, never
 // changed; streams created before the choice existed use the hash-tagged form.

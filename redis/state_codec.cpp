@@ -171,7 +171,7 @@ std::string encode_member(const group::Member& m) {
   }
   if (m.lastResponse) {
     out += ",\"rs\":";
-    protocol::append_response(out, m.lastResponse->view(m.lastRequestId, m.id));
+    protocol::append_response(out, m.lastResponse->expand(m.lastRequestId, m.id));
   }
   out += ",\"s\":\"";
   out += protocol::to_string(m.state);
