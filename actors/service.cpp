@@ -151,9 +151,9 @@ http::Placement Service::place(const store::GroupKey& key) {
                       std::move(p.why), {}, view->term};
   if (out.kind == http::Placement::Kind::Here) {
     out.podId = view->self;
-    out.ownerUrl = *std::atomic_load(&impl_->selfUrl);
+    out.ownerUrl = std::atomic_load(&impl_->selfUrl);
   } else if (out.kind == http::Placement::Kind::Elsewhere) {
-    out.ownerUrl = http::owner_url(impl_->https, out.address);
+    out.ownerUrl = std::make_shared<const std::string>(http::owner_url(impl_->https, out.address));
   }
   return out;
 }

@@ -312,14 +312,18 @@ HttpResponse scale_answer(const std::string& stream, const std::string& migratio
   return json_ok(protocol::dump(body), o == O::Same ? 200 : 202);
 }
 
+HttpResponse no_group(const Route& rt) { return plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group); }
+HttpResponse no_stream(const std::string& s) { return plain_error(404, "NOT_FOUND", "no such stream: " + s); }
+HttpResponse retry_later(int status, const std::string& error, const std::string& why) {
+  auto r = plain_error(status, error, why);
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
 HttpResponse store_error(const Problem& e) {
   using K = Problem::Kind;
   switch (e.kind) {
-    case K::Unavailable: {
-      auto r = plain_error(503, "RETRY", e.message);
-      r.headers.emplace_back("Retry-After", "1");
-      return r;
-    }
+    case K::Unavailable: return retry_later(503, "RETRY", e.message);
     case K::Conflict: return plain_error(409, "CONFLICT", e.message);
     case K::Corrupt: return plain_error(500, "STORE_CORRUPT", e.message);
     case K::Failed: return plain_error(500, "STORE_ERROR", e.message);
@@ -401,13 +405,16 @@ std::string audit_line(const std::string& caller, const std::string& action, con
 }
 
 namespace {
-const std::string kNoOwner;
+using OwnerUrl = std::shared_ptr<const std::string>;
+const OwnerUrl kNoOwner;
+bool known(const OwnerUrl& url) { return url && !url->empty(); }
+
 // Names the group's owner in an answer, unless the answer (forwarded from the owner) already does.
-void name_owner(HttpResponse& r, const std::string& url) {
-  if (url.empty()) return;
+void name_owner(HttpResponse& r, const OwnerUrl& url) {
+  if (!known(url)) return;
   for (const auto& h : r.headers)
     if (h.first == kGroupOwnerHeader) return;
-  r.headers.emplace_back(kGroupOwnerHeader, url);
+  r.headers.emplace_back(kGroupOwnerHeader, *url);
 }
 }  // namespace
 
@@ -420,20 +427,12 @@ struct RouteCall {
   const AuthDecision& decision;
   Respond& answer;
   const std::optional<Placement>& placement;
-  const std::string& ownerUrl;  // "" while nobody owns the group
+  const OwnerUrl& ownerUrl;  // null or "" while nobody owns the group
 };
 
 namespace {
 
 using K = Route::Kind;
-
-HttpResponse no_group(const Route& rt) { return plain_error(404, "NOT_FOUND", "no such group: " + rt.stream + "/" + rt.group); }
-HttpResponse no_stream(const std::string& s) { return plain_error(404, "NOT_FOUND", "no such stream: " + s); }
-HttpResponse retry_later(int status, const std::string& error, const std::string& why) {
-  auto r = plain_error(status, error, why);
-  r.headers.emplace_back("Retry-After", "1");
-  return r;
-}
 
 // ---- one handler per route ----------------------------------------------------------------
 
@@ -660,11 +659,11 @@ void on_ready(RouteCall& c) {
 
 void on_group_owner(RouteCall& c) {
   const auto& p = *c.placement;
-  if (c.ownerUrl.empty())
+  if (!known(c.ownerUrl))
     return c.answer(retry_later(503, "RETRY", "no pod owns the group now" + (p.why.empty() ? "" : ": " + p.why)));
   c.answer(json_ok(protocol::dump(json{{"streamPrefix", c.rt.stream},
                                        {"consumerGroup", c.rt.group},
-                                       {"owner", c.ownerUrl},
+                                       {"owner", *c.ownerUrl},
                                        {"podId", p.podId},
                                        {"term", p.term}})));
 }
@@ -698,7 +697,7 @@ HttpResponse refusal(const Backend& backend, const Route& rt, const AuthDecision
 // An owner-served call at a pod that does not serve its group: forwarded to the owner (its answer
 // handed back as it is, naming the owner), or RETRY when nobody can serve it now.
 void serve_elsewhere(const HttpRequest& req, Backend& backend, const Route& rt, Placement& placed, const Respond& direct,
-                     const std::string& ownerUrl, const Respond& answer) {
+                     const OwnerUrl& ownerUrl, const Respond& answer) {
   auto unavailable = [&backend, kind = rt.kind, member = rt.member, body = req.body](const std::string& why) {
     if (kind != K::Heartbeat) return retry_later(503, "RETRY", why);
     const auto decoded = protocol::decode_heartbeat_request(body, member);
@@ -818,13 +817,13 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
   // (group/pod_authority.hpp): at another pod, this one forwards them, so members keep one URL.
   std::optional<Placement> placement;
   if (spec.ownerNamed) placement = backend.place(protocol::GroupKey{rt.stream, rt.group});
-  const std::string& ownerUrl = placement && placement->kind != Placement::Kind::Nowhere ? placement->ownerUrl : kNoOwner;
+  const OwnerUrl& ownerUrl = placement && placement->kind != Placement::Kind::Nowhere ? placement->ownerUrl : kNoOwner;
   if (spec.ownerServed && placement->kind != Placement::Kind::Here)
     return serve_elsewhere(req, backend, rt, *placement, direct, ownerUrl, respond);
   // The rest name the owner through a wrapper that takes the callback over (a heartbeat names it
   // where its answer is made).
   std::optional<Respond> ownerWrap;
-  if (!ownerUrl.empty() && rt.kind != K::Heartbeat)
+  if (known(ownerUrl) && rt.kind != K::Heartbeat)
     ownerWrap.emplace([next = std::move(respond), url = ownerUrl](HttpResponse r) {
       name_owner(r, url);
       next(std::move(r));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -113,8 +114,9 @@ struct Placement {
   std::string address;
   std::string why;  // Nowhere: for the RETRY answer
   // The owner's base URL as it advertises itself (scheme://host:port), for kGroupOwnerHeader: this
-  // pod's own when Here, the other's when Elsewhere; "" when unknown (nothing is said then).
-  std::string ownerUrl;
+  // pod's own when Here (shared, not copied: it is named on every heartbeat), the other's when
+  // Elsewhere; null or "" when unknown (nothing is said then).
+  std::shared_ptr<const std::string> ownerUrl;
   uint64_t term = 0;  // the pod view's term the placement was read in (changes when owners may move)
 };
 // "scheme://address" for an advertised "host:port" (an IPv6 host is bracketed); "" for "".

@@ -865,8 +865,12 @@ struct FakeForwarder : Forwarder {
   }
 };
 
-Placement here(const std::string& url) { return {Placement::Kind::Here, "pod-a", "10.0.0.1:8080", {}, url, 7}; }
-Placement elsewhere(const std::string& url) { return {Placement::Kind::Elsewhere, "pod-b", "10.0.0.2:8080", {}, url, 7}; }
+Placement here(const std::string& url) {
+  return {Placement::Kind::Here, "pod-a", "10.0.0.1:8080", {}, std::make_shared<const std::string>(url), 7};
+}
+Placement elsewhere(const std::string& url) {
+  return {Placement::Kind::Elsewhere, "pod-b", "10.0.0.2:8080", {}, std::make_shared<const std::string>(url), 7};
+}
 
 Call call_via(Backend& b, Forwarder* f, std::string method, std::string target, std::string bodyText = {}) {
   Call c;
