@@ -26,11 +26,8 @@ if [ -n "${RSC_RUN_REDIS_PORT:-}" ]; then
     exit 2
   fi
 else
-  # A free loopback port: one nothing answers on.
-  for _ in $(seq 1 50); do
-    port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768+)
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
-  done
+  source scripts/lib/local.sh  # free_port, as every script that starts a private Redis picks one
+  port=$(free_port)
 fi
 redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no --daemonize no \
   --logfile "$dir/redis.log" &
