@@ -308,13 +308,25 @@ class DepthLimitedBuilder : public nlohmann::detail::json_sax_dom_parser<json> {
   int depth_ = 0;
 };
 
-json parse_body(std::string_view body) {
+// A body's document, or null with why it is none.
+enum class BodyFault { None, NotJson, TooDeep };
+json read_document(std::string_view body, BodyFault& fault) {
   json j;
   DepthLimitedBuilder builder(j);
   const bool ok = json::sax_parse(body.begin(), body.end(), &builder, json::input_format_t::json, /*strict=*/true);
-  if (builder.too_deep())
-    fail("", "body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  if (!ok || builder.is_errored()) fail("", "body is not valid JSON");
+  fault = builder.too_deep() ? BodyFault::TooDeep : !ok || builder.is_errored() ? BodyFault::NotJson : BodyFault::None;
+  if (fault != BodyFault::None) return nullptr;
+  return j;
+}
+std::string too_deep_message() {
+  return "body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+}
+
+json parse_body(std::string_view body) {
+  BodyFault fault = BodyFault::None;
+  json j = read_document(body, fault);
+  if (fault == BodyFault::TooDeep) fail("", too_deep_message());
+  if (fault == BodyFault::NotJson) fail("", "body is not valid JSON");
   return j;
 }
 
@@ -660,14 +672,13 @@ Decoded<Retention> decode_retention_body(std::string_view body) {
 }
 
 namespace {
-// The body of an admin call, or null when it is not JSON (or nests too deep): its decoder says
-// what it should have been.
-json admin_body(std::string_view body) {
-  try {
-    return parse_body(body);
-  } catch (const Invalid&) {
-    return nullptr;
-  }
+// The body of an admin call, or null when it is not JSON: its decoder says what it should have
+// been. A body nested too deep is refused saying so (`tooDeep` is set).
+json admin_body(std::string_view body, bool& tooDeep) {
+  BodyFault fault = BodyFault::None;
+  json j = read_document(body, fault);
+  tooDeep = fault == BodyFault::TooDeep;
+  return j;
 }
 template <typename T>
 Decoded<T> refused(std::string message) {
@@ -691,7 +702,9 @@ std::optional<std::string> reset_position(const std::string& to) {
 
 Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body) {
   using D = Decoded<OffsetsResetRequest>;
-  const json j = admin_body(body);
+  bool tooDeep = false;
+  const json j = admin_body(body, tooDeep);
+  if (tooDeep) return refused<OffsetsResetRequest>(too_deep_message());
   if (!j.is_object() || !j.contains("to") || !j["to"].is_string())
     return refused<OffsetsResetRequest>(
         "the body must be {\"to\": \"earliest\" | \"latest\" | an entry id | a time in ms, \"fenceMembers\": false}");
@@ -713,7 +726,9 @@ Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body)
 
 Decoded<DeadLetterSelection> decode_dead_letter_selection(std::string_view body) {
   using R = DeadLetterSelection;
-  const json j = admin_body(body);
+  bool tooDeep = false;
+  const json j = admin_body(body, tooDeep);
+  if (tooDeep) return refused<R>(too_deep_message());
   if (!j.is_object()) return refused<R>("the body must be a JSON object: {\"deadLetterIds\": [...]} or {\"all\": true}");
   for (const auto& [k, v] : j.items())
     if (k != "all" && k != "deadLetterIds")

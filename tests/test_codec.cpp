@@ -666,3 +666,23 @@ TEST(Retention, TheApiBodyNamesThePolicyAndItsValueOnlyWhereItTakesOne) {
   EXPECT_FALSE(badPut.ok());
   EXPECT_NE(badPut.error.message.find("retention.value"), std::string::npos) << badPut.error.message;
 }
+
+// The admin bodies say what they should have been when they are not that, and a body nested past
+// the limit is refused saying so (not "the body must be ...", which would send the caller looking
+// for a wrong field).
+TEST(AdminBodies, ResetOffsetsAndDeadLetterSelectionsNameWhatIsWrong) {
+  const std::string deep = R"({"to":)" + std::string(40, '[') + std::string(40, ']') + "}";
+  for (const auto& message : {decode_reset_offsets_request(deep).error.message,
+                              decode_dead_letter_selection(deep).error.message}) {
+    EXPECT_NE(message.find("deeper than " + std::to_string(kMaxJsonDepth)), std::string::npos) << message;
+  }
+  EXPECT_NE(decode_reset_offsets_request("not json").error.message.find("the body must be"), std::string::npos);
+  EXPECT_NE(decode_dead_letter_selection("[1]").error.message.find("the body must be"), std::string::npos);
+  const auto reset = decode_reset_offsets_request(R"({"to": "earliest", "fenceMembers": true})");
+  ASSERT_TRUE(reset.ok()) << reset.error.message;
+  EXPECT_EQ(reset.value->position, "0");
+  EXPECT_TRUE(reset.value->fenceMembers);
+  const auto pick = decode_dead_letter_selection(R"({"deadLetterIds": ["1700000000000-0"]})");
+  ASSERT_TRUE(pick.ok()) << pick.error.message;
+  EXPECT_EQ(pick.value->ids, std::vector<std::string>{"1700000000000-0"});
+}
