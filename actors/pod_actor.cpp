@@ -174,6 +174,7 @@ void sample_lag(Self self) {
 // Shrinks in progress (SPEC §3 rule 9): a draining stream whose duty is this pod's is read (XINFO
 // GROUPS of its shards, every consumer group) and its draining shards retired once
 // group::drain_verdict says so. One log line each time what it waits for changes.
+
 // One step of a stream's count change at `version`: the stream after it when it had the outcome
 // wanted; else nothing (a store failure is logged as `failed`; a stream that moved meanwhile is
 // judged again later).
@@ -191,37 +192,84 @@ std::optional<protocol::StreamMetadata> step_stream(PodState& st, const std::str
   return std::move(r.value->meta);
 }
 
-// The retired shards' streams of one stream, deleted once due (SPEC §3 rule 9): marked in the
-// stream's metadata first (growth waits), deleted, then unmarked. A pod that dies in between leaves
-// the mark; whichever pod looks next finishes the deletion.
-void delete_retired(Self self, const std::string& stream, const protocol::StreamMetadata& m) {
+// One stream's shrink carried as far as it goes in this round (group::shrink_step decides each
+// step; this runs them and feeds back what they gave). The retired shards' streams are marked in
+// the stream's metadata first (growth waits), deleted, then unmarked: a pod that dies in between
+// leaves the mark, and whichever pod looks next finishes the deletion. Returns whether the stream
+// is still being watched (a drain not done).
+bool carry_shrink(Self self, const std::string& stream, std::optional<protocol::StreamMetadata> meta) {
   auto& st = self->state;
-  const auto step = group::retired_keys_step(m, st.pod->now(), st.cfg.retiredShardTtlMs);
-  if (step.action == group::RetiredKeysAction::Forget) {
-    st.store->forget_draining(stream);
-    return;
+  group::ShrinkProgress p;
+  p.meta = std::move(meta);
+  int64_t deleted = 0;
+  for (;;) {
+    const auto step = group::shrink_step(p, st.pod->now(), st.cfg.scaleInGraceMs, st.cfg.retiredShardTtlMs);
+    const std::string range = std::to_string(step.from) + ".." + std::to_string(step.to - 1);
+    switch (step.action) {
+      case group::ShrinkAction::Forget:
+        st.store->forget_draining(stream);
+        return false;
+      case group::ShrinkAction::WaitUntil: {
+        const auto wake = st.pod->local_now() + (step.dueAtMs - st.pod->now());
+        st.retiredWake = st.retiredWake ? std::min(*st.retiredWake, wake) : wake;
+        return false;
+      }
+      case group::ShrinkAction::ReadShards: {
+        auto reading = st.store->read_stream(stream);
+        if (!reading.ok() || !reading.value->has_value()) return true;  // read again next round
+        p.reading = std::move(**reading.value);
+        break;
+      }
+      case group::ShrinkAction::Watch: {
+        auto said = group::to_string(step.verdict);
+        if (st.drainSaid[stream] != said) log::info("stream " + stream + ": shards " + range + " drain: waiting for " + said);
+        st.drainSaid[stream] = std::move(said);
+        return true;
+      }
+      case group::ShrinkAction::Retire: {
+        const auto migration = p.meta->migration ? p.meta->migration->reshardingId : std::string("?");
+        auto retired = step_stream(st, stream, group::ScaleOp::Retire, step.expectedVersion, group::ScaleOutcome::Retired,
+                                   "shards " + range + " drained but not retired");
+        if (!retired) return true;  // a failure, or the stream moved meanwhile: judged again next round
+        st.drainSaid.erase(stream);
+        log::info("stream " + stream + ": shards " + range + " drained by every consumer group: retired (metadataVersion=" +
+                  std::to_string(retired->metadataVersion) + ", migration " + migration + "); their streams are " +
+                  (st.cfg.retiredShardTtlMs < 0 ? std::string("kept")
+                                                : "deleted in " + std::to_string(st.cfg.retiredShardTtlMs) + "ms"));
+        p.meta = std::move(retired);
+        p.reading.reset();
+        break;
+      }
+      case group::ShrinkAction::MarkDeleting: {
+        auto marked = step_stream(st, stream, group::ScaleOp::DeleteRetired, step.expectedVersion,
+                                  group::ScaleOutcome::Deleting, "retired shards " + range + " not deleted");
+        if (!marked) return false;
+        p.meta = std::move(marked);
+        break;
+      }
+      case group::ShrinkAction::DeleteKeys: {
+        auto gone = st.store->delete_shard_streams(stream, p.meta->keyStyle, step.from, step.to);
+        if (!gone.ok()) {
+          log::warn("stream " + stream + ": retired shards " + range + ": deleting their streams failed (retried): " +
+                    gone.error.message);
+          return false;
+        }
+        deleted = *gone.value;
+        p.keysDeleted = true;
+        break;
+      }
+      case group::ShrinkAction::RecordDeleted: {
+        auto recorded = step_stream(st, stream, group::ScaleOp::RetiredDeleted, 0, group::ScaleOutcome::KeysDeleted,
+                                    "retired shards " + range + " deleted, not yet recorded (retried)");
+        if (!recorded) return false;
+        log::info("stream " + stream + ": the streams of retired shards " + range + " deleted (" + std::to_string(deleted) +
+                  " existed; retired-shard-ttl " + std::to_string(st.cfg.retiredShardTtlMs) + "ms)");
+        p.meta = std::move(recorded);
+        p.keysDeleted = false;
+        break;
+      }
+    }
   }
-  if (step.action == group::RetiredKeysAction::Wait) {
-    const auto wake = st.pod->local_now() + (step.dueAtMs - st.pod->now());
-    st.retiredWake = st.retiredWake ? std::min(*st.retiredWake, wake) : wake;
-    return;
-  }
-  const std::string range = std::to_string(step.from) + ".." + std::to_string(step.to - 1);
-  if (!m.deletingRetired && !step_stream(st, stream, group::ScaleOp::DeleteRetired, m.metadataVersion,
-                                          group::ScaleOutcome::Deleting, "retired shards " + range + " not deleted"))
-    return;
-  auto gone = st.store->delete_shard_streams(stream, m.keyStyle, step.from, step.to);
-  if (!gone.ok()) {
-    log::warn("stream " + stream + ": retired shards " + range + ": deleting their streams failed (retried): " +
-              gone.error.message);
-    return;
-  }
-  if (!step_stream(st, stream, group::ScaleOp::RetiredDeleted, 0, group::ScaleOutcome::KeysDeleted,
-                   "retired shards " + range + " deleted, not yet recorded (retried)"))
-    return;
-  st.store->forget_draining(stream);
-  log::info("stream " + stream + ": the streams of retired shards " + range + " deleted (" +
-            std::to_string(*gone.value) + " existed; retired-shard-ttl " + std::to_string(st.cfg.retiredShardTtlMs) + "ms)");
 }
 
 void retire_drained(Self self) {
@@ -232,43 +280,15 @@ void retire_drained(Self self) {
   st.retiredWake.reset();
   auto streams = st.store->draining_streams();
   if (!streams.ok()) return;
-  std::set<std::string> seen;
+  std::set<std::string> watched;
   for (const auto& stream : *streams.value) {
     if (!st.pod->has_duty(group::lag_duty_key(stream))) continue;
     auto meta = st.store->get_stream(stream);
     if (!meta.ok()) continue;
-    if (!meta.value->has_value()) {
-      st.store->forget_draining(stream);
-      continue;
-    }
-    if ((*meta.value)->drainingShards() == 0) {
-      delete_retired(self, stream, **meta.value);
-      continue;
-    }
-    seen.insert(stream);
-    const auto& m = **meta.value;
-    auto reading = st.store->read_stream(stream);
-    if (!reading.ok() || !reading.value->has_value()) continue;
-    const auto verdict = group::drain_verdict(m, **reading.value, st.pod->now(), st.cfg.scaleInGraceMs);
-    const std::string range = std::to_string(m.shardCount) + ".." + std::to_string(m.readShardCount() - 1);
-    if (!verdict.drained) {
-      auto said = group::to_string(verdict);
-      if (st.drainSaid[stream] != said) log::info("stream " + stream + ": shards " + range + " drain: waiting for " + said);
-      st.drainSaid[stream] = std::move(said);
-      continue;
-    }
-    auto retired = step_stream(st, stream, group::ScaleOp::Retire, m.metadataVersion, group::ScaleOutcome::Retired,
-                               "shards " + range + " drained but not retired");
-    if (!retired) continue;
-    st.drainSaid.erase(stream);
-    log::info("stream " + stream + ": shards " + range + " drained by every consumer group: retired (metadataVersion=" +
-              std::to_string(retired->metadataVersion) + ", migration " +
-              (m.migration ? m.migration->reshardingId : std::string("?")) + "); their streams are " +
-              (st.cfg.retiredShardTtlMs < 0 ? std::string("kept")
-                                            : "deleted in " + std::to_string(st.cfg.retiredShardTtlMs) + "ms"));
-    delete_retired(self, stream, *retired);  // forgets the stream, or waits for the deletion's time
+    if (carry_shrink(self, stream, std::move(*meta.value))) watched.insert(stream);
   }
-  for (auto it = st.drainSaid.begin(); it != st.drainSaid.end();) it = seen.count(it->first) ? std::next(it) : st.drainSaid.erase(it);
+  for (auto it = st.drainSaid.begin(); it != st.drainSaid.end();)
+    it = watched.count(it->first) ? std::next(it) : st.drainSaid.erase(it);
 }
 
 caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std::shared_ptr<PodContext> pod,

@@ -91,6 +91,58 @@ RetiredKeysStep retired_keys_step(const protocol::StreamMetadata& m, int64_t now
   return s;
 }
 
+ShrinkStep shrink_step(const ShrinkProgress& p, int64_t now, int64_t graceMs, int64_t deleteRetiredAfterMs) {
+  ShrinkStep s;
+  if (!p.meta) return s;  // Forget: the stream is gone
+  const auto& m = *p.meta;
+  if (m.drainingShards() > 0) {
+    s.from = m.shardCount;
+    s.to = m.readShardCount();
+    if (!p.reading) {
+      s.action = ShrinkAction::ReadShards;
+      return s;
+    }
+    s.verdict = drain_verdict(m, *p.reading, now, graceMs);
+    s.action = s.verdict.drained ? ShrinkAction::Retire : ShrinkAction::Watch;
+    s.expectedVersion = m.metadataVersion;
+    return s;
+  }
+  const auto keys = retired_keys_step(m, now, deleteRetiredAfterMs);
+  s.from = keys.from;
+  s.to = keys.to;
+  switch (keys.action) {
+    case RetiredKeysAction::Forget:
+      return s;
+    case RetiredKeysAction::Wait:
+      s.action = ShrinkAction::WaitUntil;
+      s.dueAtMs = keys.dueAtMs;
+      return s;
+    case RetiredKeysAction::Delete:
+      // Marked first (a pod that dies after it leaves the mark: whoever looks next finishes), then
+      // deleted, then recorded.
+      s.action = !m.deletingRetired ? ShrinkAction::MarkDeleting
+                 : p.keysDeleted    ? ShrinkAction::RecordDeleted
+                                    : ShrinkAction::DeleteKeys;
+      s.expectedVersion = m.metadataVersion;
+      return s;
+  }
+  return s;
+}
+
+std::string_view to_string(ShrinkAction a) {
+  switch (a) {
+    case ShrinkAction::Forget: return "forget";
+    case ShrinkAction::WaitUntil: return "wait";
+    case ShrinkAction::ReadShards: return "read shards";
+    case ShrinkAction::Watch: return "watch";
+    case ShrinkAction::Retire: return "retire";
+    case ShrinkAction::MarkDeleting: return "mark deleting";
+    case ShrinkAction::DeleteKeys: return "delete keys";
+    case ShrinkAction::RecordDeleted: return "record deleted";
+  }
+  return "?";
+}
+
 namespace {
 // Stream ids "ms-seq" compared as numbers ("" is before everything).
 std::pair<uint64_t, uint64_t> id_parts(const std::string& id) {

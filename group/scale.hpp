@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "group/stream_lag.hpp"
@@ -88,6 +89,36 @@ inline constexpr int64_t kDrainingReadIntervalMs = 10000;
 // `wakeAt`: a retired shards' deletion due then, read no later.
 bool draining_read_due(std::optional<int64_t> lastRead, int64_t now, bool watching,
                        std::optional<int64_t> wakeAt = std::nullopt, int64_t idleIntervalMs = kDrainingReadIntervalMs);
+
+// One stream's shrink, as the pod whose duty it is carries it through a round: each step says what
+// to do next from what the pod has learned so far this round, until it waits (for a drain, or for
+// the retired shards' deletion time) or forgets the stream (nothing left to do). The pod runs the
+// commands and feeds back what they gave; every decision is here.
+enum class ShrinkAction {
+  Forget,         // nothing left to do for this stream: stop watching it
+  WaitUntil,      // the retired shards' streams are deleted at `dueAtMs` (Redis's clock)
+  ReadShards,     // read the draining shards (every consumer group on each)
+  Watch,          // not drained yet (`verdict` says what it waits for): look again next round
+  Retire,         // drained: retire the shards (ScaleOp::Retire at `expectedVersion`)
+  MarkDeleting,   // hold count changes off while the retired shards' streams go (ScaleOp::DeleteRetired)
+  DeleteKeys,     // delete the shard streams [from, to)
+  RecordDeleted,  // record that they are gone (ScaleOp::RetiredDeleted): count changes may go on
+};
+// What the pod has learned of the stream in this round.
+struct ShrinkProgress {
+  std::optional<protocol::StreamMetadata> meta;  // as last read or written; nullopt: no such stream
+  std::optional<StreamReading> reading;          // the draining shards, once read in this round
+  bool keysDeleted = false;                      // DeleteKeys done in this round
+};
+struct ShrinkStep {
+  ShrinkAction action = ShrinkAction::Forget;
+  int64_t dueAtMs = 0;          // WaitUntil
+  int32_t expectedVersion = 0;  // Retire, MarkDeleting
+  int32_t from = 0, to = 0;     // the shards retiring (Watch, Retire) or retired (the rest)
+  DrainVerdict verdict;         // Watch
+};
+ShrinkStep shrink_step(const ShrinkProgress& p, int64_t now, int64_t graceMs, int64_t deleteRetiredAfterMs);
+std::string_view to_string(ShrinkAction a);
 
 // "shard 5: group billing 3 pending, 12 unread; ..." (at most a few shards named).
 std::string to_string(const DrainVerdict& v);

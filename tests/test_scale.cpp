@@ -291,3 +291,73 @@ TEST(DrainingRead, EveryBeatWhileWatchingElseEveryTenSeconds) {
   EXPECT_TRUE(draining_read_due(1000, 1500, true)) << "a draining stream is watched every beat";
   EXPECT_EQ(kDrainingReadIntervalMs, 10000);
 }
+
+// The pod's part of a shrink, step by step on a fake clock (the store played by scale_step): read
+// the draining shards, watch until every group drained them, retire, wait for the deletion time,
+// mark, delete the shard streams, record it, forget the stream.
+TEST(ShrinkStep, APodCarriesAShrinkFromDrainToDeletedKeys) {
+  const int64_t grace = 10000, ttl = 3000;
+  ShrinkProgress p;
+  p.meta = scale_step(stream(4), scale(2), 1000).meta;  // shards 2 and 3 drain
+  auto s = shrink_step(p, 2000, grace, ttl);
+  EXPECT_EQ(s.action, ShrinkAction::ReadShards);
+  EXPECT_EQ(s.from, 2);
+  EXPECT_EQ(s.to, 4);
+  StreamReading r;
+  r.shards = {shard(2, {group("billing", 1, 0)}), shard(3, {group("billing", 0, 0)})};
+  p.reading = r;
+  s = shrink_step(p, 5000, grace, ttl);
+  EXPECT_EQ(s.action, ShrinkAction::Watch) << "producers' grace first";
+  EXPECT_EQ(s.verdict.graceLeftMs, 6000);
+  s = shrink_step(p, 20000, grace, ttl);
+  EXPECT_EQ(s.action, ShrinkAction::Watch);
+  ASSERT_EQ(s.verdict.waiting.size(), 1u);
+  EXPECT_EQ(s.verdict.waiting[0].pending, 1);
+  p.reading->shards[0].groups[0].pending = 0;  // acked, read again the next round
+  s = shrink_step(p, 21000, grace, ttl);
+  ASSERT_EQ(s.action, ShrinkAction::Retire);
+  EXPECT_EQ(s.expectedVersion, p.meta->metadataVersion);
+  auto retired = scale_step(*p.meta, op(ScaleOp::Retire, s.expectedVersion), 21000);
+  ASSERT_EQ(retired.outcome, ScaleOutcome::Retired);
+  p.meta = retired.meta;
+  p.reading.reset();
+  s = shrink_step(p, 22000, grace, ttl);
+  EXPECT_EQ(s.action, ShrinkAction::WaitUntil);
+  EXPECT_EQ(s.dueAtMs, 24000);
+  s = shrink_step(p, 24000, grace, ttl);
+  ASSERT_EQ(s.action, ShrinkAction::MarkDeleting) << "marked before anything is deleted";
+  auto marked = scale_step(*p.meta, op(ScaleOp::DeleteRetired, s.expectedVersion), 24000);
+  ASSERT_EQ(marked.outcome, ScaleOutcome::Deleting);
+  p.meta = marked.meta;
+  s = shrink_step(p, 24000, grace, ttl);
+  EXPECT_EQ(s.action, ShrinkAction::DeleteKeys);
+  EXPECT_EQ(s.from, 2);
+  EXPECT_EQ(s.to, 4);
+  p.keysDeleted = true;
+  s = shrink_step(p, 24000, grace, ttl);
+  ASSERT_EQ(s.action, ShrinkAction::RecordDeleted);
+  auto recorded = scale_step(*p.meta, op(ScaleOp::RetiredDeleted), 24100);
+  ASSERT_EQ(recorded.outcome, ScaleOutcome::KeysDeleted);
+  p.meta = recorded.meta;
+  p.keysDeleted = false;
+  EXPECT_EQ(shrink_step(p, 24100, grace, ttl).action, ShrinkAction::Forget) << "nothing left to do";
+}
+
+TEST(ShrinkStep, GoneKeptRegrownAndHalfDeletedStreams) {
+  ShrinkProgress gone;
+  EXPECT_EQ(shrink_step(gone, 0, 10000, 0).action, ShrinkAction::Forget) << "no such stream";
+  ShrinkProgress kept;
+  kept.meta = scale_step(scale_step(stream(8, 1), scale(2), 1000).meta, op(ScaleOp::Retire, 2), 5000).meta;
+  EXPECT_EQ(shrink_step(kept, 100000, 10000, -1).action, ShrinkAction::Forget) << "retired streams kept by default";
+  ShrinkProgress regrown;
+  regrown.meta = scale_step(*kept.meta, scale(8), 6000).meta;
+  EXPECT_EQ(shrink_step(regrown, 100000, 10000, 0).action, ShrinkAction::Forget) << "in use again: nothing to delete";
+  // A deletion another pod marked and did not finish: deleted at once, whatever this pod is set to.
+  ShrinkProgress begun;
+  begun.meta = scale_step(*kept.meta, op(ScaleOp::DeleteRetired, kept.meta->metadataVersion), 9000).meta;
+  ASSERT_TRUE(begun.meta->deletingRetired);
+  const auto s = shrink_step(begun, 9000, 10000, -1);
+  EXPECT_EQ(s.action, ShrinkAction::DeleteKeys);
+  EXPECT_EQ(s.from, 2);
+  EXPECT_EQ(s.to, 8);
+}
