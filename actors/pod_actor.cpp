@@ -28,16 +28,11 @@ struct PodState {
   std::size_t lastLive = 0;
   std::string publishedAddress;  // this pod's address as the registry held it at the last beat
   std::chrono::steady_clock::time_point lastTrim = std::chrono::steady_clock::now();
-  // Lag sampling: the round in progress (streams still to read), when it started, what it read.
-  std::optional<group::Millis> lastLagRound;
-  std::deque<std::string> lagQueue;
-  std::set<std::string> lagRead;     // this round: streams whose duty is this pod's
-  std::set<std::string> lagSampled;  // streams whose series this pod exports
+  // Lag sampling: the rounds (what they read and forget), and when the one in progress started.
+  group::LagRounds lag{0};
   std::map<std::string, std::string> drainSaid;  // per draining stream, what its last log line said
   std::optional<group::Millis> lastDrainingRead;
   std::optional<group::Millis> retiredWake;  // local clock: the next deletion of retired shard streams due
-  std::map<std::string, group::GroupsRead> groupsRead;  // when each stream's groups were last read
-  bool lagRoundOk = true;
   std::chrono::steady_clock::time_point lagRoundStart;
 };
 
@@ -111,64 +106,56 @@ void sample_lag(Self self) {
   auto* m = st.cfg.metrics.get();
   if (m == nullptr) return;
   const auto begin = std::chrono::steady_clock::now();
-  if (st.lagQueue.empty()) {
-    if (!group::lag_round_due(st.lastLagRound, st.pod->local_now(), st.cfg.lagIntervalMs)) return;
-    st.lastLagRound = st.pod->local_now();
+  if (!st.lag.in_progress()) {
+    if (!st.lag.due(st.pod->local_now())) return;
+    st.lag.begin(st.pod->local_now());
     auto streams = st.store->list_streams();
     if (!streams.ok()) return m->lag_round(false, 0);
-    st.lagRead.clear();
-    st.lagRoundOk = true;
-    st.lagRoundStart = begin;
+    std::vector<std::string> mine;
     for (const auto& s : *streams.value)
-      if (st.pod->has_duty(group::lag_duty_key(s))) st.lagQueue.push_back(s), st.lagRead.insert(s);
-    if (st.lagQueue.empty() && st.lagSampled.empty()) return;
+      if (st.pod->has_duty(group::lag_duty_key(s))) mine.push_back(s);
+    if (!st.lag.plan(mine)) return;
+    st.lagRoundStart = begin;
   }
   const auto budget = std::chrono::milliseconds(st.cfg.lagBudgetMs);
-  while (!st.lagQueue.empty() && std::chrono::steady_clock::now() - begin < budget) {
-    const auto stream = std::move(st.lagQueue.front());
-    st.lagQueue.pop_front();
+  while (std::chrono::steady_clock::now() - begin < budget) {
+    const auto next = st.lag.next();
+    if (!next) break;
+    const auto& stream = *next;
     // The stream's retention first (each round: an age bound moves with time, acks move
     // processedByAllGroups); what it trims moves the fingerprint, so the figures follow.
     if (auto retention = st.store->get_retention(stream); !retention.ok()) {
-      st.lagRoundOk = false;
+      st.lag.failed();
     } else if (const auto trim = group::trim_for(*retention.value, st.pod->now()); trim.mode != group::Trim::Mode::None) {
       auto t = st.store->trim_stream(stream, trim);
       if (t.ok()) m->trimmed(stream, *t.value);
-      else st.lagRoundOk = false, log::warn("stream " + stream + ": retention not applied: " + t.error.message);
+      else st.lag.failed(), log::warn("stream " + stream + ": retention not applied: " + t.error.message);
     }
     auto fingerprint = st.store->stream_fingerprint(stream);
     if (!fingerprint.ok()) {
-      st.lagRoundOk = false;
+      st.lag.failed();
       continue;
     }
     const auto at = st.pod->local_now();
-    const auto last = st.groupsRead.find(stream);
-    if (!group::groups_read_due(last == st.groupsRead.end() ? std::nullopt : std::optional<group::GroupsRead>(last->second),
-                                *fingerprint.value, at, st.cfg.lagIntervalMs))
-      continue;  // nothing changed that the last figures do not show
+    if (!st.lag.groups_due(stream, *fingerprint.value, at)) continue;  // nothing changed that the last figures do not show
     auto reading = st.store->read_stream(stream);
     if (!reading.ok()) {
-      st.lagRoundOk = false;
+      st.lag.failed();
       continue;
     }
-    st.groupsRead[stream] = group::GroupsRead{*fingerprint.value, at};
-    if (!reading.value->has_value()) {
-      st.lagRead.erase(stream);
-      continue;
-    }
+    st.lag.groups_read(stream, *fingerprint.value, at, reading.value->has_value());
+    if (!reading.value->has_value()) continue;
     auto groups = st.store->list_stream_groups(stream);
     const auto& r = **reading.value;
     int64_t length = 0;
     for (const auto& shard : r.shards) length += shard.length.value_or(0);
     m->stream_lag(stream, group::lag_by_group(r, groups.ok() ? *groups.value : std::vector<std::string>{}), length);
   }
-  if (!st.lagQueue.empty()) return;  // the round goes on at the next beat
-  for (const auto& s : st.lagSampled)
-    if (!st.lagRead.count(s)) m->forget_stream_lag(s), st.groupsRead.erase(s);
-  if (st.lagRead.size() != st.lagSampled.size())
-    log::info("pod " + st.pod->pod_id() + ": samples the lag of " + std::to_string(st.lagRead.size()) + " stream(s)");
-  st.lagSampled = st.lagRead;
-  m->lag_round(st.lagRoundOk, std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lagRoundStart).count());
+  if (st.lag.in_progress()) return;  // the round goes on at the next beat
+  const auto end = st.lag.finish();
+  for (const auto& s : end.forget) m->forget_stream_lag(s);
+  if (end.changed) log::info("pod " + st.pod->pod_id() + ": samples the lag of " + std::to_string(end.sampled) + " stream(s)");
+  m->lag_round(end.ok, std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lagRoundStart).count());
 }
 
 // Shrinks in progress (SPEC §3 rule 9): a draining stream whose duty is this pod's is read (XINFO
@@ -296,6 +283,7 @@ caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std
   self->state.store = std::move(store);
   self->state.pod = std::move(pod);
   self->state.cfg = std::move(cfg);
+  self->state.lag = group::LagRounds(self->state.cfg.lagIntervalMs);
   self->set_exit_handler([=](const caf::exit_msg& em) {
     // Leaving the registry at once hands this pod's groups to the others without waiting a lease;
     // it stops writing and answering alone first, so that a pod registering next may start at once.

@@ -84,6 +84,52 @@ bool groups_read_due(const std::optional<GroupsRead>& last, const std::string& f
   return now - last->at >= kGroupsReadEvery * intervalMs;
 }
 
+void LagRounds::begin(int64_t now) {
+  last_ = now;
+  queue_.clear();
+  read_.clear();
+  ok_ = true;
+}
+
+bool LagRounds::plan(const std::vector<std::string>& mine) {
+  for (const auto& s : mine)
+    if (read_.insert(s).second) queue_.push_back(s);
+  return !queue_.empty() || !sampled_.empty();
+}
+
+std::optional<std::string> LagRounds::next() {
+  if (queue_.empty()) return std::nullopt;
+  auto s = std::move(queue_.front());
+  queue_.pop_front();
+  return s;
+}
+
+bool LagRounds::groups_due(const std::string& stream, const std::string& fingerprint, int64_t now) const {
+  const auto it = groupsRead_.find(stream);
+  return groups_read_due(it == groupsRead_.end() ? std::nullopt : std::optional<GroupsRead>(it->second), fingerprint,
+                         now, intervalMs_);
+}
+
+void LagRounds::groups_read(const std::string& stream, const std::string& fingerprint, int64_t now, bool exists) {
+  if (!exists) {  // gone: nothing to compare with next time, its series go at the round's end
+    groupsRead_.erase(stream);
+    read_.erase(stream);
+    return;
+  }
+  groupsRead_[stream] = GroupsRead{fingerprint, now};
+}
+
+LagRounds::End LagRounds::finish() {
+  End end;
+  for (const auto& s : sampled_)
+    if (!read_.count(s)) end.forget.push_back(s), groupsRead_.erase(s);
+  end.changed = read_.size() != sampled_.size();
+  sampled_ = read_;
+  end.sampled = sampled_.size();
+  end.ok = ok_;
+  return end;
+}
+
 Trim trim_for(const protocol::Retention& r, int64_t storeNowMs) {
   using K = protocol::Retention::Kind;
   switch (r.kind) {

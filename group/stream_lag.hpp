@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -120,5 +122,50 @@ inline constexpr int64_t kTrimPerShardRound = 100000;
 
 // The name under which one pod of the live pods samples a stream (rendezvous over the pods).
 std::string lag_duty_key(const std::string& streamPrefix);
+
+// A pod's lag sampling, round after round (SPEC §8): when a round starts, which streams it reads,
+// whose consumer groups are read again, and whose series leave /metrics when it ends. The pod
+// actor runs the store calls (and keeps each beat within its time budget); what is read and what
+// is forgotten is decided here. Times are the pod's clock.
+class LagRounds {
+ public:
+  explicit LagRounds(int64_t intervalMs) : intervalMs_(intervalMs) {}
+
+  bool in_progress() const { return !queue_.empty(); }
+  // No round in progress and one is due (the first at once).
+  bool due(int64_t now) const { return !in_progress() && lag_round_due(last_, now, intervalMs_); }
+  // A round begins at `now` (also when listing the streams then fails: the next is an interval later).
+  void begin(int64_t now);
+  // Its streams: those listed whose duty is this pod's. False: nothing to read and nothing sampled
+  // before (the round ends at once, unreported).
+  bool plan(const std::vector<std::string>& mine);
+  // The next stream of the round, taken off its queue (nullopt: none left).
+  std::optional<std::string> next();
+  // A read of the round failed: the stream's figures stay as they were, the round reports it.
+  void failed() { ok_ = false; }
+  // Whether a stream's groups are read again, given its fingerprint as read at `now` (groups_read_due).
+  bool groups_due(const std::string& stream, const std::string& fingerprint, int64_t now) const;
+  // Its groups were read at `now` with that fingerprint: the stream exists (its figures follow) or
+  // is gone (its series go when the round ends).
+  void groups_read(const std::string& stream, const std::string& fingerprint, int64_t now, bool exists);
+
+  struct End {
+    std::vector<std::string> forget;  // streams whose series leave /metrics
+    std::size_t sampled = 0;          // streams whose series this pod exports from now on
+    bool changed = false;             // ... a different number than before (worth a log line)
+    bool ok = true;                   // the round went without a failed read
+  };
+  // Once next() has nothing left.
+  End finish();
+
+ private:
+  int64_t intervalMs_;
+  std::optional<int64_t> last_;
+  std::deque<std::string> queue_;
+  std::set<std::string> read_;     // this round: streams whose duty is this pod's
+  std::set<std::string> sampled_;  // streams whose series this pod exports
+  std::map<std::string, GroupsRead> groupsRead_;
+  bool ok_ = true;
+};
 
 }  // namespace rsc::group

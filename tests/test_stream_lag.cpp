@@ -158,3 +158,70 @@ TEST(StreamLag, EachPolicyBecomesItsTrimAtTheStoresTime) {
   EXPECT_EQ(age.arg, "1700000000000-0") << "records older than the age go";
   EXPECT_EQ(rsc::group::trim_for({K::ProcessedByAllGroups, 0}, 5000).mode, M::ProcessedByAllGroups);
 }
+
+// A pod's lag rounds on a fake clock: a round reads the streams whose duty is this pod's, reads a
+// stream's groups again only when its fingerprint moved (or every kGroupsReadEvery rounds), keeps
+// the figures of a stream whose read failed, and at its end drops the series of streams that are
+// no longer this pod's or no longer exist.
+TEST(LagRounds, ARoundReadsThisPodsStreamsAndForgetsTheOnesThatLeft) {
+  LagRounds lag(1000);
+  EXPECT_TRUE(lag.due(0)) << "the first round at once";
+  lag.begin(0);
+  ASSERT_TRUE(lag.plan({"orders", "audit"}));
+  EXPECT_TRUE(lag.in_progress());
+  EXPECT_FALSE(lag.due(5000)) << "not while one is in progress";
+  std::vector<std::string> read;
+  while (auto s = lag.next()) {
+    EXPECT_TRUE(lag.groups_due(*s, "fp1", 0)) << "never read: read";
+    lag.groups_read(*s, "fp1", 0, true);
+    read.push_back(*s);
+  }
+  EXPECT_EQ(read, (std::vector<std::string>{"orders", "audit"}));
+  auto end = lag.finish();
+  EXPECT_TRUE(end.forget.empty());
+  EXPECT_EQ(end.sampled, 2u);
+  EXPECT_TRUE(end.changed);
+  EXPECT_TRUE(end.ok);
+
+  EXPECT_FALSE(lag.due(999));
+  ASSERT_TRUE(lag.due(1000));
+  lag.begin(1000);
+  ASSERT_TRUE(lag.plan({"orders", "billing"}));  // audit's duty moved to another pod
+  auto s = lag.next();
+  ASSERT_EQ(s, std::optional<std::string>("orders"));
+  EXPECT_FALSE(lag.groups_due("orders", "fp1", 1000)) << "nothing moved: the last figures stand";
+  EXPECT_TRUE(lag.groups_due("orders", "fp2", 1000)) << "records added, acked or trimmed: read again";
+  s = lag.next();
+  ASSERT_EQ(s, std::optional<std::string>("billing"));
+  lag.failed();  // its read failed: nothing known, nothing forgotten
+  EXPECT_FALSE(lag.next().has_value());
+  EXPECT_FALSE(lag.in_progress());
+  end = lag.finish();
+  EXPECT_EQ(end.forget, std::vector<std::string>{"audit"});
+  EXPECT_FALSE(end.changed) << "still two streams";
+  EXPECT_FALSE(end.ok);
+
+  // Unchanged for kGroupsReadEvery rounds: read again anyway (reads and acks move no fingerprint).
+  EXPECT_FALSE(lag.groups_due("orders", "fp1", 1000 * kGroupsReadEvery - 1));
+  EXPECT_TRUE(lag.groups_due("orders", "fp1", 1000 * kGroupsReadEvery));
+
+  // A stream deleted meanwhile: its series go at the round's end.
+  lag.begin(2000);
+  ASSERT_TRUE(lag.plan({"orders", "billing"}));
+  while (auto x = lag.next()) lag.groups_read(*x, "fp3", 2000, *x != "billing");
+  end = lag.finish();
+  EXPECT_EQ(end.forget, std::vector<std::string>{"billing"});
+  EXPECT_EQ(end.sampled, 1u);
+  EXPECT_TRUE(lag.groups_due("billing", "fp3", 2001)) << "nothing kept of it";
+}
+
+TEST(LagRounds, APodWithNothingToSampleReportsNothingAndOffMeansNever) {
+  LagRounds lag(1000);
+  lag.begin(0);
+  EXPECT_FALSE(lag.plan({})) << "nothing of this pod's, nothing sampled before: the round ends unreported";
+  EXPECT_FALSE(lag.due(500));
+  EXPECT_TRUE(lag.due(1000));
+  LagRounds off(0);
+  EXPECT_FALSE(off.due(0));
+  EXPECT_FALSE(off.due(1000000));
+}
