@@ -71,6 +71,32 @@ ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now
   return unchanged(ScaleOutcome::Same);
 }
 
+PutStep put_step(const std::optional<protocol::StreamMetadata>& current, const std::string& streamPrefix,
+                 const PutCall& call) {
+  PutStep s;
+  if (!current) {
+    s.outcome = PutOutcome::Created;
+    s.meta = protocol::StreamMetadata{streamPrefix, call.shardCount, 1, call.keyStyle.value_or(protocol::KeyStyle::Plain),
+                                      std::nullopt};
+    return s;
+  }
+  s.meta = *current;
+  auto& m = s.meta;
+  if (call.createOnly) s.outcome = PutOutcome::Exists;
+  else if (call.keyStyle && *call.keyStyle != m.keyStyle) s.outcome = PutOutcome::Style;
+  else if (call.shardCount < m.shardCount) s.outcome = PutOutcome::Shrink;
+  else if (call.shardCount == m.shardCount) s.outcome = PutOutcome::Same;
+  else if (m.drainingShards() > 0) s.outcome = PutOutcome::Busy;
+  else if (m.deletingRetired) s.outcome = PutOutcome::Deleting;
+  else {
+    grown_over_retired(m, call.shardCount);
+    m.shardCount = call.shardCount;
+    ++m.metadataVersion;
+    s.outcome = PutOutcome::Grown;
+  }
+  return s;
+}
+
 void grown_over_retired(protocol::StreamMetadata& m, int32_t n) {
   if (m.retiredKeysTo > n) return;  // some are still retired, above the new count
   m.retiredKeysTo = 0;

@@ -43,6 +43,24 @@ struct ScaleStep {
 // metadataVersion and names the migration "v<new version>"; the deletion of retired keys does not
 // (nobody routes to or reads them).
 ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now);
+// Creating or growing a stream (POST or PUT on it): never a shrink (scale does that), the key style
+// chosen once, no growth while a shrink drains or retired shards' streams are being deleted. The
+// Redis store runs the same rules atomically (its kPutStream script); the in-memory store calls
+// put_step itself, and both answer a refusal in the same words (store::put_result).
+enum class PutOutcome { Created, Grown, Same, Exists, Shrink, Style, Busy, Deleting };
+struct PutCall {
+  int32_t shardCount = 0;
+  std::optional<protocol::KeyStyle> keyStyle;  // nullopt: the stream's, or plain for a new one
+  bool createOnly = false;                     // POST: an existing stream is left alone
+};
+struct PutStep {
+  PutOutcome outcome = PutOutcome::Same;
+  protocol::StreamMetadata meta;  // the stream after the put (as it is, when nothing changed)
+  bool changed() const { return outcome == PutOutcome::Created || outcome == PutOutcome::Grown; }
+};
+PutStep put_step(const std::optional<protocol::StreamMetadata>& current, const std::string& streamPrefix,
+                 const PutCall& call);
+
 // A growth to `n` shards (scale or PUT) puts retired shard streams below n back in use: they are
 // no longer retired (their records were all read; each group's Redis consumer group is still there).
 void grown_over_retired(protocol::StreamMetadata& m, int32_t n);

@@ -330,26 +330,10 @@ Result<StreamWrite> MemoryStore::write_stream(const std::string& streamPrefix, c
   Error e;
   if (injected_failure(e)) return R::failure(e);
   auto it = streams_.find(streamPrefix);
-  if (it == streams_.end()) {
-    protocol::StreamMetadata m{streamPrefix, put.shardCount, 1, put.keyStyle.value_or(protocol::KeyStyle::Plain), std::nullopt};
-    streams_.emplace(streamPrefix, m);
-    return R::success({m, StreamWrite::Outcome::Created});
-  }
-  auto& m = it->second;
-  if (put.createOnly) return R::success({m, StreamWrite::Outcome::Exists});
-  if (put.keyStyle && *put.keyStyle != m.keyStyle)
-    return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, m.keyStyle));
-  if (put.shardCount < m.shardCount)
-    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
-                                              " shards; shard counts only grow");
-  if (put.shardCount == m.shardCount) return R::success({m, StreamWrite::Outcome::Same});
-  if (m.drainingShards() > 0)
-    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " is scaling in (shards still draining): one shard count change at a time; roll it back or wait");
-  if (m.deletingRetired) return R::failure(ErrorKind::Retryable, protocol::retired_keys_deleting(streamPrefix));
-  group::grown_over_retired(m, put.shardCount);
-  m.shardCount = put.shardCount;
-  ++m.metadataVersion;
-  return R::success({m, StreamWrite::Outcome::Grown});
+  auto step = group::put_step(it == streams_.end() ? std::nullopt : std::optional<protocol::StreamMetadata>(it->second),
+                              streamPrefix, put);
+  if (step.changed()) streams_[streamPrefix] = step.meta;
+  return put_result(streamPrefix, std::move(step));
 }
 
 Result<group::ScaleStep> MemoryStore::scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) {

@@ -710,23 +710,19 @@ Result<StreamWrite> RedisStore::write_stream(const std::string& streamPrefix, co
     return reply_failure<StreamWrite>(v, "put stream " + streamPrefix);
   const auto stored = protocol::key_style_from(v.elements[3].str);
   if (!stored) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + v.elements[3].str + "'");
-  StreamWrite w;
-  w.meta = protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(as_int(v.elements[1]).value_or(0)),
-                                    static_cast<int32_t>(as_int(v.elements[2]).value_or(0)), *stored, std::nullopt};
-  const auto& status = v.elements[0].str;
-  if (status == "SHRINK")
-    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(w.meta.shardCount) +
-                                              " shards; shard counts only grow");
-  if (status == "STYLE") return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, *stored));
-  if (status == "BUSY")
-    return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " is scaling in (shards still draining): one shard count change at a time; roll it back or wait");
-  if (status == "DELETING")
-    return R::failure(ErrorKind::Retryable, protocol::retired_keys_deleting(streamPrefix));
-  w.outcome = status == "CREATED" ? StreamWrite::Outcome::Created
-              : status == "GROWN" ? StreamWrite::Outcome::Grown
-              : status == "EXISTS" ? StreamWrite::Outcome::Exists
-                                   : StreamWrite::Outcome::Same;
-  return R::success(std::move(w));
+  // The script's word for group::put_step's outcome (the same rules, run atomically beside the data).
+  using O = group::PutOutcome;
+  static const std::pair<const char*, O> kSaid[] = {{"CREATED", O::Created}, {"GROWN", O::Grown}, {"SAME", O::Same},
+                                                     {"EXISTS", O::Exists},   {"SHRINK", O::Shrink}, {"STYLE", O::Style},
+                                                     {"BUSY", O::Busy},       {"DELETING", O::Deleting}};
+  group::PutStep step;
+  bool known = false;
+  for (const auto& [word, outcome] : kSaid)
+    if (v.elements[0].str == word) step.outcome = outcome, known = true;
+  if (!known) return R::failure(ErrorKind::Corrupt, "put stream " + streamPrefix + ": unexpected answer '" + v.elements[0].str + "'");
+  step.meta = protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(as_int(v.elements[1]).value_or(0)),
+                                       static_cast<int32_t>(as_int(v.elements[2]).value_or(0)), *stored, std::nullopt};
+  return put_result(streamPrefix, std::move(step));
 }
 
 Result<int32_t> RedisStore::provision(const GroupKey& key, int32_t shardCount, const std::string& startId) {

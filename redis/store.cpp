@@ -19,6 +19,28 @@ std::string key_style_fixed(const std::string& streamPrefix, protocol::KeyStyle 
          "); the key style is chosen when a stream is created and never changes";
 }
 
+Result<StreamWrite> put_result(const std::string& streamPrefix, group::PutStep step) {
+  using R = Result<StreamWrite>;
+  using O = group::PutOutcome;
+  const auto& m = step.meta;
+  switch (step.outcome) {
+    case O::Shrink:
+      return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
+                                                " shards; shard counts only grow");
+    case O::Style: return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, m.keyStyle));
+    case O::Busy:
+      return R::failure(ErrorKind::Invalid, "stream " + streamPrefix +
+                                                " is scaling in (shards still draining): one shard count change at a "
+                                                "time; roll it back or wait");
+    case O::Deleting: return R::failure(ErrorKind::Retryable, protocol::retired_keys_deleting(streamPrefix));
+    case O::Created: return R::success({std::move(step.meta), StreamWrite::Outcome::Created});
+    case O::Grown: return R::success({std::move(step.meta), StreamWrite::Outcome::Grown});
+    case O::Exists: return R::success({std::move(step.meta), StreamWrite::Outcome::Exists});
+    case O::Same: break;
+  }
+  return R::success({std::move(step.meta), StreamWrite::Outcome::Same});
+}
+
 std::string random_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)};
   static const char* hex = "0123456789abcdef";

@@ -77,16 +77,15 @@ struct PodBeat {
   std::vector<GroupKey> due;
 };
 
-struct StreamPut {
-  int32_t shardCount = 0;
-  std::optional<protocol::KeyStyle> keyStyle;  // nullopt: the stream's, or plain for a new one
-  bool createOnly = false;
-};
+using StreamPut = group::PutCall;
 struct StreamWrite {
   using Outcome = protocol::StreamWriteOutcome;
   protocol::StreamMetadata meta;
   Outcome outcome = Outcome::Same;
 };
+// What a store answers for a put the rules (group::put_step) decided: the stream written or left
+// as it is, or the refusal, in the same words from every store.
+Result<StreamWrite> put_result(const std::string& streamPrefix, group::PutStep step);
 
 enum class DeleteStatus { Deleted, Conflict, NotFound };
 // What an admin's delete of a group came to.

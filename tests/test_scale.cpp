@@ -361,3 +361,36 @@ TEST(ShrinkStep, GoneKeptRegrownAndHalfDeletedStreams) {
   EXPECT_EQ(s.from, 2);
   EXPECT_EQ(s.to, 8);
 }
+
+// Creating and growing a stream (POST / PUT): the rules both stores answer by.
+TEST(PutStep, CreateGrowNeverShrinkStyleOnceAndNoGrowthWhileAShrinkIsUnderWay) {
+  const auto created = put_step(std::nullopt, "orders", PutCall{4, std::nullopt, false});
+  EXPECT_EQ(created.outcome, PutOutcome::Created);
+  EXPECT_EQ(created.meta.shardCount, 4);
+  EXPECT_EQ(created.meta.metadataVersion, 1);
+  EXPECT_EQ(created.meta.keyStyle, rsc::protocol::KeyStyle::Plain) << "plain unless asked";
+  EXPECT_EQ(put_step(std::nullopt, "orders", PutCall{4, rsc::protocol::KeyStyle::HashTag, false}).meta.keyStyle,
+            rsc::protocol::KeyStyle::HashTag);
+  const auto m = created.meta;
+  EXPECT_EQ(put_step(m, "orders", PutCall{8, std::nullopt, true}).outcome, PutOutcome::Exists) << "POST leaves it alone";
+  EXPECT_EQ(put_step(m, "orders", PutCall{4, std::nullopt, false}).outcome, PutOutcome::Same);
+  EXPECT_EQ(put_step(m, "orders", PutCall{2, std::nullopt, false}).outcome, PutOutcome::Shrink);
+  EXPECT_EQ(put_step(m, "orders", PutCall{8, rsc::protocol::KeyStyle::HashTag, false}).outcome, PutOutcome::Style);
+  const auto grown = put_step(m, "orders", PutCall{8, rsc::protocol::KeyStyle::Plain, false});
+  EXPECT_EQ(grown.outcome, PutOutcome::Grown);
+  EXPECT_TRUE(grown.changed());
+  EXPECT_EQ(grown.meta.shardCount, 8);
+  EXPECT_EQ(grown.meta.metadataVersion, 2);
+  // A shrink draining, or retired shards' streams being deleted: no growth meanwhile.
+  const auto draining = scale_step(stream(8, 2), scale(4), 1000).meta;
+  EXPECT_EQ(put_step(draining, "orders", PutCall{16, std::nullopt, false}).outcome, PutOutcome::Busy);
+  EXPECT_EQ(put_step(draining, "orders", PutCall{4, std::nullopt, false}).outcome, PutOutcome::Same);
+  const auto retired = scale_step(draining, op(ScaleOp::Retire, draining.metadataVersion), 20000).meta;
+  const auto deleting = scale_step(retired, op(ScaleOp::DeleteRetired, retired.metadataVersion), 21000).meta;
+  ASSERT_TRUE(deleting.deletingRetired);
+  EXPECT_EQ(put_step(deleting, "orders", PutCall{16, std::nullopt, false}).outcome, PutOutcome::Deleting);
+  // Grown over retired shards: they are in use again.
+  const auto regrown = put_step(retired, "orders", PutCall{8, std::nullopt, false});
+  EXPECT_EQ(regrown.outcome, PutOutcome::Grown);
+  EXPECT_EQ(regrown.meta.retiredKeys(), 0);
+}
