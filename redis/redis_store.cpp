@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 #include <set>
+#include <cerrno>
 #include <cstdlib>
 
 #include "redis/scripts.hpp"
@@ -48,8 +49,8 @@ RedisStore::RedisStore(RedisOptions opts)
       unlock_{scripts::kUnlock, {}},
       setRetention_{scripts::kSetRetention, {}},
       trim_{scripts::kTrim, {}},
-      putStream_{scripts::kPutStream, {}},
-      scaleStream_{scripts::kScaleStream, {}},
+      readHashWithTime_{scripts::kReadHashWithTime, {}},
+      hashCas_{scripts::kHashCas, {}},
       tickLease_{scripts::kTickLease, {}},
       setDeadline_{scripts::kSetDeadline, {}},
       podBeat_{scripts::kPodBeat, {}},
@@ -61,7 +62,7 @@ RedisStore::RedisStore(RedisOptions opts)
 }
 
 std::optional<Error> RedisStore::load_scripts(RedisConnection& c) {
-  for (Script* s : {&cas_, &unlock_, &setRetention_, &trim_, &putStream_, &scaleStream_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_, &bumpRevision_}) {
+  for (Script* s : {&cas_, &unlock_, &setRetention_, &trim_, &readHashWithTime_, &hashCas_, &tickLease_, &setDeadline_, &podBeat_, &deleteGroup_, &bumpRevision_}) {
     auto r = c.command({"SCRIPT", "LOAD", s->source});
     if (!r.ok()) return r.error;
     if (r.value->is_error()) return classify_reply_error(r.value->str);
@@ -577,30 +578,39 @@ Result<std::vector<std::string>> RedisStore::list_stream_groups(const std::strin
   return R::success(std::move(out));
 }
 
-Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std::string& streamPrefix) {
+namespace {
+// A stream's metadata hash: the fields its rules read and write (group::put_step, scale_step).
+// Its retention sits in the same hash and is written apart (kSetRetention).
+const std::vector<std::string> kStreamMetaFields{"shardCount", "metadataVersion", "keyStyle", "migId", "migFrom",
+                                                 "migTo", "migState", "migCreated", "migUpdated", "migBy",
+                                                 "migReason", "rkTo", "rkAt", "rkDel"};
+
+// The fields as read (kStreamMetaFields order; nullopt: absent) as the stream's metadata.
+Result<std::optional<protocol::StreamMetadata>> decode_stream_meta(const std::string& streamPrefix,
+                                                                   const std::vector<std::optional<std::string>>& f) {
   using R = Result<std::optional<protocol::StreamMetadata>>;
-  auto r = run({{"HMGET", keys_.stream_meta(streamPrefix), "shardCount", "metadataVersion", "keyStyle", "migId", "migFrom",
-                 "migTo", "migState", "migCreated", "migUpdated", "migBy", "migReason", "rkTo", "rkAt", "rkDel"}})
-               .front();
-  if (!r.ok()) return R::failure(r.error);
-  const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 14)
-    return reply_failure<std::optional<protocol::StreamMetadata>>(v, "stream " + streamPrefix);
-  if (v.elements[0].is_nil()) return R::success(std::nullopt);
-  auto n = as_int(v.elements[0]);
-  auto ver = as_int(v.elements[1]);
+  auto num = [](const std::optional<std::string>& v) -> std::optional<int64_t> {
+    if (!v || v->empty()) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v->c_str(), &end, 10);
+    if (errno != 0 || *end != '\0') return std::nullopt;
+    return x;
+  };
+  if (!f[0]) return R::success(std::nullopt);
+  auto n = num(f[0]);
+  auto ver = num(f[1]);
   if (!n || !ver || *n < 0)
     return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": shardCount/metadataVersion are not numbers");
   // No key style stored: the stream predates the choice, when shard keys were hash-tagged.
-  const auto style = v.elements[2].is_nil() ? protocol::KeyStyle::HashTag : protocol::key_style_from(v.elements[2].str);
-  if (!style) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + v.elements[2].str + "'");
+  const auto style = !f[2] ? protocol::KeyStyle::HashTag : protocol::key_style_from(*f[2]);
+  if (!style) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + *f[2] + "'");
   protocol::StreamMetadata m{streamPrefix, static_cast<int32_t>(*n), static_cast<int32_t>(*ver), *style, std::nullopt};
-  if (!v.elements[3].is_nil()) {
+  if (f[3]) {
     protocol::Migration g;
-    g.reshardingId = v.elements[3].str;
-    const auto from = as_int(v.elements[4]), to = as_int(v.elements[5]), created = as_int(v.elements[7]),
-               updated = as_int(v.elements[8]);
-    const auto state = protocol::migration_state_from(v.elements[6].str);
+    g.reshardingId = *f[3];
+    const auto from = num(f[4]), to = num(f[5]), created = num(f[7]), updated = num(f[8]);
+    const auto state = protocol::migration_state_from(f[6].value_or(""));
     if (!from || !to || !state || !created || !updated)
       return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": its migration fields are not readable");
     g.fromShardCount = static_cast<int32_t>(*from);
@@ -608,18 +618,108 @@ Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std
     g.state = *state;
     g.createdAtMs = *created;
     g.updatedAtMs = *updated;
-    g.requestedBy = v.elements[9].str;
-    g.reason = v.elements[10].str;
+    g.requestedBy = f[9].value_or("");
+    g.reason = f[10].value_or("");
     m.migration = std::move(g);
   }
-  if (!v.elements[11].is_nil()) {
-    const auto to = as_int(v.elements[11]), at = as_int(v.elements[12]);
+  if (f[11]) {
+    const auto to = num(f[11]), at = num(f[12]);
     if (!to || !at) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": its retired shard fields are not readable");
     m.retiredKeysTo = static_cast<int32_t>(*to);
     m.retiredAtMs = *at;
   }
-  m.deletingRetired = v.elements[13].str == "1";
+  m.deletingRetired = f[13].value_or("") == "1";
   return R::success(std::move(m));
+}
+
+// The metadata as those fields (kStreamMetaFields order; nullopt: absent).
+std::vector<std::optional<std::string>> encode_stream_meta(const protocol::StreamMetadata& m) {
+  std::vector<std::optional<std::string>> f(kStreamMetaFields.size());
+  f[0] = std::to_string(m.shardCount);
+  f[1] = std::to_string(m.metadataVersion);
+  f[2] = std::string(protocol::to_string(m.keyStyle));
+  if (m.migration) {
+    const auto& g = *m.migration;
+    f[3] = g.reshardingId;
+    f[4] = std::to_string(g.fromShardCount);
+    f[5] = std::to_string(g.toShardCount);
+    f[6] = std::string(protocol::to_string(g.state));
+    f[7] = std::to_string(g.createdAtMs);
+    f[8] = std::to_string(g.updatedAtMs);
+    f[9] = g.requestedBy;
+    f[10] = g.reason;
+  }
+  if (m.retiredKeysTo > 0) {
+    f[11] = std::to_string(m.retiredKeysTo);
+    f[12] = std::to_string(m.retiredAtMs);
+  }
+  if (m.deletingRetired) f[13] = "1";
+  return f;
+}
+
+std::vector<std::optional<std::string>> optional_strings(const Value& array) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(array.elements.size());
+  for (const auto& e : array.elements)
+    out.push_back(e.is_nil() || e.type == Value::Type::Integer ? std::nullopt : std::optional<std::string>(e.str));
+  return out;
+}
+}  // namespace
+
+Result<std::optional<protocol::StreamMetadata>> RedisStore::get_stream(const std::string& streamPrefix) {
+  using R = Result<std::optional<protocol::StreamMetadata>>;
+  Command c{"HMGET", keys_.stream_meta(streamPrefix)};
+  c.insert(c.end(), kStreamMetaFields.begin(), kStreamMetaFields.end());
+  auto r = run({c}).front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.size() != kStreamMetaFields.size())
+    return reply_failure<std::optional<protocol::StreamMetadata>>(v, "stream " + streamPrefix);
+  return decode_stream_meta(streamPrefix, optional_strings(v));
+}
+
+Result<RedisStore::StreamMetaRead> RedisStore::read_stream_meta(const std::string& streamPrefix) {
+  using R = Result<StreamMetaRead>;
+  if (auto e = ensure_scripts()) return R::failure(*e);
+  auto r = run({evalsha(readHashWithTime_, {keys_.stream_meta(streamPrefix)},
+                        std::vector<std::string>(kStreamMetaFields.begin(), kStreamMetaFields.end()))})
+               .front();
+  if (!r.ok()) return R::failure(r.error);
+  const Value& v = *r.value;
+  if (v.type != Value::Type::Array || v.elements.size() != 3 || v.elements[2].type != Value::Type::Array ||
+      v.elements[2].elements.size() != kStreamMetaFields.size())
+    return reply_failure<StreamMetaRead>(v, "stream " + streamPrefix);
+  const auto sec = as_int(v.elements[0]), usec = as_int(v.elements[1]);
+  if (!sec || !usec) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": TIME is not readable");
+  StreamMetaRead read;
+  read.fields = optional_strings(v.elements[2]);
+  read.nowMs = *sec * 1000 + *usec / 1000;
+  auto meta = decode_stream_meta(streamPrefix, read.fields);
+  if (!meta.ok()) return R::failure(meta.error);
+  read.meta = std::move(*meta.value);
+  return R::success(std::move(read));
+}
+
+Result<bool> RedisStore::write_stream_meta(const std::string& streamPrefix, const StreamMetaRead& read,
+                                           const protocol::StreamMetadata& after) {
+  std::vector<std::string> args{std::to_string(kStreamMetaFields.size())};
+  for (std::size_t i = 0; i < kStreamMetaFields.size(); ++i) {
+    args.push_back(kStreamMetaFields[i]);
+    args.push_back(read.fields[i] ? "=" + *read.fields[i] : std::string("!"));
+  }
+  const auto fields = encode_stream_meta(after);
+  std::vector<std::string> sets, dels;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (fields[i]) sets.push_back(kStreamMetaFields[i]), sets.push_back(*fields[i]);
+    else if (read.fields[i]) dels.push_back(kStreamMetaFields[i]);
+  }
+  args.push_back(std::to_string(sets.size() / 2));
+  args.insert(args.end(), sets.begin(), sets.end());
+  args.insert(args.end(), dels.begin(), dels.end());
+  auto r = run({evalsha(hashCas_, {keys_.stream_meta(streamPrefix)}, std::move(args))}).front();
+  if (!r.ok()) return Result<bool>::failure(r.error);
+  if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "stream " + streamPrefix);
+  return Result<bool>::success(r.value->integer == 1);
 }
 
 Result<int64_t> RedisStore::delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,
@@ -659,16 +759,12 @@ Result<bool> RedisStore::forget_draining(const std::string& streamPrefix) {
   return Result<bool>::success(r.value->type == Value::Type::Integer && r.value->integer > 0);
 }
 
+// How many times a stream's write is decided again when others wrote it meanwhile: a count change
+// is an admin's call, so more than a few in the same moments on one stream is a fault to report.
+constexpr int kStreamWriteAttempts = 8;
+
 Result<group::ScaleStep> RedisStore::scale_stream(const std::string& streamPrefix, const group::ScaleCall& c) {
   using R = Result<group::ScaleStep>;
-  if (auto e = ensure_scripts()) return R::failure(*e);
-  const char* op = c.op == group::ScaleOp::Scale           ? "scale"
-                   : c.op == group::ScaleOp::Rollback      ? "rollback"
-                   : c.op == group::ScaleOp::Retire        ? "retire"
-                   : c.op == group::ScaleOp::DeleteRetired ? "delete retired"
-                                                           : "retired deleted";
-  const bool versioned = c.op == group::ScaleOp::Retire || c.op == group::ScaleOp::DeleteRetired;
-  const std::string arg = std::to_string(versioned ? c.expectedVersion : c.target);
   // Named among the draining streams before a shrink can be written: a pod that dies between the
   // two leaves an entry the pods drop once they see the stream is not draining, never a shrink
   // no pod looks at.
@@ -676,53 +772,37 @@ Result<group::ScaleStep> RedisStore::scale_stream(const std::string& streamPrefi
     auto added = run({{"SADD", opts_.ns + ":draining-streams", streamPrefix}}).front();
     if (!added.ok()) return R::failure(added.error);
   }
-  auto r = run({evalsha(scaleStream_, {keys_.stream_meta(streamPrefix)}, {op, arg, c.requestedBy, c.reason})}).front();
-  if (!r.ok()) return R::failure(r.error);
-  const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.empty()) return reply_failure<group::ScaleStep>(v, "scale stream " + streamPrefix);
-  const std::string& said = v.elements[0].str;
-  if (said == "NOSTREAM") return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " does not exist");
-  group::ScaleStep step;
-  bool known = false;
-  for (auto o : {group::ScaleOutcome::Grown, group::ScaleOutcome::Draining, group::ScaleOutcome::Same, group::ScaleOutcome::Busy,
-                 group::ScaleOutcome::NothingToRollBack, group::ScaleOutcome::RolledBack, group::ScaleOutcome::Retired,
-                 group::ScaleOutcome::Stale, group::ScaleOutcome::Deleting, group::ScaleOutcome::KeysDeleted})
-    if (group::to_string(o) == said) step.outcome = o, known = true;
-  if (!known) return R::failure(ErrorKind::Corrupt, "scale stream " + streamPrefix + ": unexpected answer '" + said + "'");
-  auto meta = get_stream(streamPrefix);
-  if (!meta.ok()) return R::failure(meta.error);
-  if (!meta.value->has_value()) return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " does not exist");
-  step.meta = std::move(**meta.value);
-  return R::success(std::move(step));
+  for (int attempt = 0; attempt < kStreamWriteAttempts; ++attempt) {
+    auto read = read_stream_meta(streamPrefix);
+    if (!read.ok()) return R::failure(read.error);
+    if (!read.value->meta) return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " does not exist");
+    auto step = group::scale_step(*read.value->meta, c, read.value->nowMs);
+    if (step.meta == *read.value->meta) return R::success(std::move(step));  // nothing to write
+    auto written = write_stream_meta(streamPrefix, *read.value, step.meta);
+    if (!written.ok()) return R::failure(written.error);
+    if (*written.value) return R::success(std::move(step));
+  }
+  return R::failure(ErrorKind::Retryable, "stream " + streamPrefix + " was changed by others " +
+                                              std::to_string(kStreamWriteAttempts) + " times while this change was decided");
 }
 
 Result<StreamWrite> RedisStore::write_stream(const std::string& streamPrefix, const StreamPut& put) {
   using R = Result<StreamWrite>;
-  if (auto e = ensure_scripts()) return R::failure(*e);
-  const std::string style = put.keyStyle ? std::string(protocol::to_string(*put.keyStyle)) : std::string();
-  auto replies = run({evalsha(putStream_, {keys_.stream_meta(streamPrefix)},
-                              {std::to_string(put.shardCount), style, put.createOnly ? "create" : "put"}),
-                      {"SADD", opts_.ns + ":streams", streamPrefix}});
-  auto& r = replies.front();
-  if (!r.ok()) return R::failure(r.error);
-  const Value& v = *r.value;
-  if (v.type != Value::Type::Array || v.elements.size() != 4)
-    return reply_failure<StreamWrite>(v, "put stream " + streamPrefix);
-  const auto stored = protocol::key_style_from(v.elements[3].str);
-  if (!stored) return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": keyStyle '" + v.elements[3].str + "'");
-  // The script's word for group::put_step's outcome (the same rules, run atomically beside the data).
-  using O = group::PutOutcome;
-  static const std::pair<const char*, O> kSaid[] = {{"CREATED", O::Created}, {"GROWN", O::Grown}, {"SAME", O::Same},
-                                                     {"EXISTS", O::Exists},   {"SHRINK", O::Shrink}, {"STYLE", O::Style},
-                                                     {"BUSY", O::Busy},       {"DELETING", O::Deleting}};
-  group::PutStep step;
-  bool known = false;
-  for (const auto& [word, outcome] : kSaid)
-    if (v.elements[0].str == word) step.outcome = outcome, known = true;
-  if (!known) return R::failure(ErrorKind::Corrupt, "put stream " + streamPrefix + ": unexpected answer '" + v.elements[0].str + "'");
-  step.meta = protocol::StreamMetadata{streamPrefix, static_cast<int32_t>(as_int(v.elements[1]).value_or(0)),
-                                       static_cast<int32_t>(as_int(v.elements[2]).value_or(0)), *stored, std::nullopt};
-  return put_result(streamPrefix, std::move(step));
+  for (int attempt = 0; attempt < kStreamWriteAttempts; ++attempt) {
+    auto read = read_stream_meta(streamPrefix);
+    if (!read.ok()) return R::failure(read.error);
+    auto step = group::put_step(read.value->meta, streamPrefix, put);
+    if (step.changed()) {
+      auto written = write_stream_meta(streamPrefix, *read.value, step.meta);
+      if (!written.ok()) return R::failure(written.error);
+      if (!*written.value) continue;  // written by another meanwhile: decide again
+    }
+    auto listed = run({{"SADD", opts_.ns + ":streams", streamPrefix}}).front();
+    if (!listed.ok()) return R::failure(listed.error);
+    return put_result(streamPrefix, std::move(step));
+  }
+  return R::failure(ErrorKind::Retryable, "stream " + streamPrefix + " was changed by others " +
+                                              std::to_string(kStreamWriteAttempts) + " times while this write was decided");
 }
 
 Result<int32_t> RedisStore::provision(const GroupKey& key, int32_t shardCount, const std::string& startId) {

@@ -86,8 +86,19 @@ class RedisStore : public GroupStore {
   Result<Loaded> loaded_from(const GroupKey& key, const FieldMap& fields);
   Command deadline_command(const GroupKey& key, std::optional<Millis> due, int64_t revision, bool lower) const;
 
-  Script cas_, unlock_, setRetention_, trim_, putStream_, scaleStream_, tickLease_, setDeadline_, podBeat_, deleteGroup_,
-      bumpRevision_;
+  // A stream's metadata as read with the server's clock (kReadHashWithTime), and its write back
+  // only if unchanged since (kHashCas): the rules between the two are group::put_step and scale_step.
+  struct StreamMetaRead {
+    std::optional<protocol::StreamMetadata> meta;
+    std::vector<std::optional<std::string>> fields;  // as read, in kStreamMetaFields order
+    int64_t nowMs = 0;                                // the server's clock
+  };
+  Result<StreamMetaRead> read_stream_meta(const std::string& streamPrefix);
+  Result<bool> write_stream_meta(const std::string& streamPrefix, const StreamMetaRead& read,
+                                 const protocol::StreamMetadata& after);
+
+  Script cas_, unlock_, setRetention_, trim_, readHashWithTime_, hashCas_, tickLease_, setDeadline_, podBeat_,
+      deleteGroup_, bumpRevision_;
   RevisionTracker tracker_;
   int64_t scriptReloads_ = 0;
 };

@@ -59,84 +59,42 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 )lua";
 
-// KEYS[1] stream metadata hash; ARGV[1] shard count, ARGV[2] key style ('' = the stream's, or
-// plain for a new one), ARGV[3] 'create' (leave an existing stream alone) or 'put'. Create or
-// grow, never shrink; the key style is set once. A stream without one predates the choice and
-// uses hash-tagged keys.
-// Growth is refused while a shrink drains (BUSY) or retired shard streams are being deleted
-// (DELETING), and puts retired shard streams below the new count back in use.
-// -> {"CREATED"|"GROWN"|"SAME"|"EXISTS"|"SHRINK"|"STYLE"|"BUSY"|"DELETING", shardCount, metadataVersion, keyStyle}
-inline constexpr const char* kPutStream = R"lua(
-local n = tonumber(ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'keyStyle', 'migState', 'rkTo', 'rkDel')
-if cur[1] then
-  local c = tonumber(cur[1])
-  local v = tonumber(cur[2])
-  local style = cur[3] or 'hashtag'
-  if ARGV[3] == 'create' then return {'EXISTS', c, v, style} end
-  if ARGV[2] ~= '' and ARGV[2] ~= style then return {'STYLE', c, v, style} end
-  if n < c then return {'SHRINK', c, v, style} end
-  if n > c and cur[4] == 'DRAINING' then return {'BUSY', c, v, style} end
-  if n > c and cur[6] == '1' then return {'DELETING', c, v, style} end
-  if n == c then return {'SAME', c, v, style} end
-  redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1)
-  if tonumber(cur[5] or '0') <= n then redis.call('HDEL', KEYS[1], 'rkTo', 'rkAt') end
-  return {'GROWN', n, v + 1, style}
-end
-local style = ARGV[2]
-if style == '' then style = 'plain' end
-redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', 1, 'keyStyle', style)
-return {'CREATED', n, 1, style}
+// Generic steps for a hash whose rules live in the core (a stream's metadata: group::put_step,
+// group::scale_step): read it with the server's clock, decide in C++, write it back only if what
+// was decided on is still there.
+
+// KEYS[1] a hash; ARGV the fields to read. -> {seconds, microseconds, {values (false: absent)}}
+// (TIME from the node that holds the key).
+inline constexpr const char* kReadHashWithTime = R"lua(
+local t = redis.call('TIME')
+return {t[1], t[2], redis.call('HMGET', KEYS[1], unpack(ARGV))}
 )lua";
 
-// KEYS[1] stream metadata hash; ARGV[1] 'scale' | 'rollback' | 'retire' | 'delete retired' |
-// 'retired deleted', ARGV[2] the target count (scale) or the expected metadataVersion (retire,
-// delete retired), ARGV[3] requestedBy, ARGV[4] reason. group::scale_step's rules, atomically; the
-// migration in fields mig*, the retired shard streams in rk* (rkTo, rkAt, rkDel), times from Redis's
-// clock.
-// -> {outcome} with outcome as group::to_string(ScaleOutcome) spells it, or {'NOSTREAM'}
-inline constexpr const char* kScaleStream = R"lua(
-local cur = redis.call('HMGET', KEYS[1], 'shardCount', 'metadataVersion', 'migState', 'migFrom', 'rkTo', 'rkDel')
-if not cur[1] then return {'NOSTREAM'} end
-local c = tonumber(cur[1])
-local v = tonumber(cur[2])
-local from = tonumber(cur[4] or '0')
-local draining = cur[3] == 'DRAINING' and from > c
-local rkTo = tonumber(cur[5] or '0')
-local deleting = cur[6] == '1'
-local read = c
-if draining then read = from end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local op = ARGV[1]
-if op == 'scale' then
-  local n = tonumber(ARGV[2])
-  if draining or deleting then return {'busy'} end
-  if n == c then return {'same'} end
-  local state = 'DEPRECATED'
-  if n < c then state = 'DRAINING' end
-  redis.call('HSET', KEYS[1], 'shardCount', n, 'metadataVersion', v + 1, 'migId', 'v' .. (v + 1), 'migFrom', c,
-             'migTo', n, 'migState', state, 'migCreated', now, 'migUpdated', now, 'migBy', ARGV[3], 'migReason', ARGV[4])
-  if n < c then return {'draining'} end
-  if rkTo <= n then redis.call('HDEL', KEYS[1], 'rkTo', 'rkAt') end
-  return {'grown'}
-elseif op == 'rollback' then
-  if not draining then return {'nothing to roll back'} end
-  redis.call('HSET', KEYS[1], 'shardCount', from, 'metadataVersion', v + 1, 'migState', 'ROLLED_BACK', 'migUpdated', now)
-  return {'rolled back'}
-elseif op == 'delete retired' then
-  if draining or deleting or rkTo <= read or v ~= tonumber(ARGV[2]) then return {'stale'} end
-  redis.call('HSET', KEYS[1], 'rkDel', '1')
-  return {'deleting'}
-elseif op == 'retired deleted' then
-  if not deleting then return {'stale'} end
-  redis.call('HDEL', KEYS[1], 'rkDel', 'rkTo', 'rkAt')
-  return {'keys deleted'}
+// KEYS[1] a hash. ARGV[1] n, then n pairs (field, '=' .. value as read | '!' when absent): what the
+// caller decided on; then m and m pairs (field, value) to set; then the fields to delete. Writes
+// only if every one of the n fields is still as read. -> 1 written | 0 stale (decide again)
+inline constexpr const char* kHashCas = R"lua(
+local n = tonumber(ARGV[1])
+for i = 0, n - 1 do
+  local have = redis.call('HGET', KEYS[1], ARGV[2 + 2 * i])
+  local want = ARGV[3 + 2 * i]
+  if want == '!' then
+    if have then return 0 end
+  elseif not have or '=' .. have ~= want then
+    return 0
+  end
 end
-if not draining or v ~= tonumber(ARGV[2]) then return {'stale'} end
-if from > rkTo then rkTo = from end
-redis.call('HSET', KEYS[1], 'metadataVersion', v + 1, 'migState', 'DEPRECATED', 'migUpdated', now, 'rkTo', rkTo, 'rkAt', now)
-return {'retired'}
+local at = 2 + 2 * n
+local m = tonumber(ARGV[at])
+if m > 0 then
+  local set = {}
+  for i = 1, 2 * m do set[i] = ARGV[at + i] end
+  redis.call('HSET', KEYS[1], unpack(set))
+end
+local dels = {}
+for i = at + 2 * m + 1, #ARGV do dels[#dels + 1] = ARGV[i] end
+if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
+return 1
 )lua";
 
 // KEYS[1] group state hash, KEYS[2] group mutex; ARGV token, ttl ms, known revision.

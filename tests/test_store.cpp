@@ -1147,6 +1147,59 @@ TEST_F(RedisStoreTest, ConcurrentPodsLoseNoUpdateAndApplyNoneTwice) {
   EXPECT_GT(conflicts.load() + locked.load(), 0) << "the pods never raced: the test proved nothing";
 }
 
+// A stream's metadata is read, decided on in the core (group::scale_step, put_step) and written
+// back only if unchanged (kHashCas): pods changing one stream at once never both win a shrink, and
+// no growth is lost.
+TEST_F(RedisStoreTest, ConcurrentCountChangesOnOneStreamAreEachDecidedOnWhatIsThere) {
+  constexpr int kPods = 4, kRounds = 25;
+  int shrinksWon = 0, growths = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string stream = "race-" + std::to_string(round);
+    ASSERT_TRUE(pod().write_stream(stream, StreamPut{8, std::nullopt, false}).ok());
+    std::atomic<int> ready{0}, draining{0}, busy{0}, grown{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kPods; ++t) {
+      threads.emplace_back([&, t] {
+        RedisStore store(shared_server().client_options());
+        ASSERT_TRUE(store.get_stream(stream).ok());  // connected before the start
+        ++ready;
+        while (ready.load() < kPods) std::this_thread::yield();
+        if (round % 2 == 0) {  // everyone shrinks, each to its own count
+          group::ScaleCall c;
+          c.target = 2 + t;
+          auto r = store.scale_stream(stream, c);
+          ASSERT_TRUE(r.ok()) << r.error.message;
+          if (r.value->outcome == group::ScaleOutcome::Draining) ++draining;
+          else if (r.value->outcome == group::ScaleOutcome::Busy) ++busy;
+        } else {  // everyone grows, each to its own count
+          auto r = store.write_stream(stream, StreamPut{9 + t, std::nullopt, false});
+          if (r.ok() && r.value->outcome == StreamWrite::Outcome::Grown) ++grown;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    const auto after = pod().get_stream(stream);
+    ASSERT_TRUE(after.ok() && after.value->has_value());
+    const auto& m = **after.value;
+    if (round % 2 == 0) {
+      EXPECT_EQ(draining.load(), 1) << "one shrink wins, the others see it draining";
+      EXPECT_EQ(busy.load(), kPods - 1);
+      EXPECT_EQ(m.metadataVersion, 2);
+      ASSERT_TRUE(m.migration.has_value());
+      EXPECT_EQ(m.migration->fromShardCount, 8);
+      EXPECT_EQ(m.shardCount, m.migration->toShardCount);
+      shrinksWon += draining.load();
+    } else {
+      EXPECT_GE(grown.load(), 1);
+      EXPECT_EQ(m.metadataVersion, 1 + grown.load()) << "every growth written once, none lost";
+      EXPECT_EQ(m.shardCount, 12) << "the largest count wins whatever the order (smaller ones are refused after it)";
+      growths += grown.load();
+    }
+  }
+  std::cout << "streams: " << shrinksWon << " shrinks won of " << kRounds / 2 + 1 << " contested rounds, " << growths
+            << " growths written\n";
+}
+
 TEST_F(RedisStoreTest, APodPausedPastTheMutexTtlIsRejectedAndCannotFreeAnotherPodsLock) {
   auto a = pod();
   auto b = pod();
