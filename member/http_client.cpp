@@ -1,5 +1,7 @@
 #include "member/http_client.hpp"
 
+#include "redis/options.hpp"
+
 #include <arpa/inet.h>
 #include <unistd.h>
 #include <openssl/ssl.h>
@@ -155,6 +157,14 @@ bool apply_client_tls_flag(ClientTls& t, const std::string& flag, const std::fun
   if (field == nullptr) return false;
   t.*field = value();
   return true;
+}
+
+std::string check_client_tls_files(const ClientTls& t) {
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--coordinator-ca-file", &t.caFile},
+                                   {"--coordinator-cert-file", &t.certFile},
+                                   {"--coordinator-key-file", &t.keyFile}})
+    if (auto e = store::unreadable_file(flag, *path); !e.empty()) return e;
+  return {};
 }
 
 HttpClient::HttpClient(Url url, int64_t timeoutMs, ClientTls tls) : impl_(std::make_unique<Impl>()) {

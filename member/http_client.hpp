@@ -27,6 +27,8 @@ struct ClientTls {
 // The tools' flags for it: --coordinator-ca-file F, --coordinator-cert-file F,
 // --coordinator-key-file F. true when `flag` is one of them (its value taken with `value()`).
 bool apply_client_tls_flag(ClientTls& t, const std::string& flag, const std::function<std::string()>& value);
+// Its files checked at start (store::unreadable_file, named by their flags): "" when fine.
+std::string check_client_tls_files(const ClientTls& t);
 inline constexpr const char* kClientTlsFlagsUsage =
     "[--coordinator-ca-file F] [--coordinator-cert-file F --coordinator-key-file F] (https://)";
 

@@ -1,6 +1,7 @@
 #include "redis/options.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -32,6 +33,16 @@ std::string read_secret_file(const std::string& path, std::string& error) {
   if (!s.empty() && s.back() == '\r') s.pop_back();
   if (s.empty()) error = path + " is empty";
   return s;
+}
+
+std::string unreadable_file(const std::string& flag, const std::string& path, bool directory) {
+  if (path.empty()) return {};
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return flag + " " + path + ": " + std::strerror(errno);
+  if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+    return flag + " " + path + ": not a " + (directory ? "directory" : "regular file");
+  if (::access(path.c_str(), directory ? (R_OK | X_OK) : R_OK) != 0) return flag + " " + path + ": " + std::strerror(errno);
+  return {};
 }
 
 namespace {

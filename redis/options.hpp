@@ -34,6 +34,12 @@ inline constexpr const char* kRedisFlagsUsage =
     "[--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
     "[--redis-tls-cert-file F --redis-tls-key-file F] [--redis-tls-server-name NAME]";
 
+// What is wrong with a file a flag names, said with the flag ("--redis-tls-ca-file /x: No such file
+// or directory"): it must be a readable regular file (or, with `directory`, a directory). "" when fine.
+std::string unreadable_file(const std::string& flag, const std::string& path, bool directory = false);
+// (The Redis TLS files are checked whole, as a connection would use them: check_tls_files in
+// redis/transport.hpp.)
+
 // What a log or --check-config may show of the TLS settings (file names, never a secret).
 std::string describe_tls(const TlsOptions& t);
 

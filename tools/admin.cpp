@@ -390,6 +390,7 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--", 0) == 0) bad_usage("unknown option " + a);
     else words.push_back(a);
   }
+  if (auto e = rsc::member::check_client_tls_files(coordinatorTls); !e.empty()) bad_usage(e);
   if (words.empty()) {
     if (help) {
       general_help(std::cout);

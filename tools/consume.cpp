@@ -36,6 +36,7 @@
 #include "protocol/codec.hpp"
 #include "redis/client.hpp"
 #include "redis/options.hpp"
+#include "redis/transport.hpp"
 #include "tools/exec_handler.hpp"
 
 using namespace rsc;
@@ -126,6 +127,10 @@ int main(int argc, char** argv) {
   if (auto e = store::set_redis_nodes(o.redis, redis); !e.empty()) usage("--redis: " + e);
   if (redisCluster) o.redis.cluster = true;
   if (!execCmd.empty() && !execLines.empty()) usage("--exec and --exec-lines: one or the other");
+  // A file that cannot be read fails here, naming it, not at every connection (which would join,
+  // be given shards and never read them).
+  if (auto e = store::check_tls_files(o.redis.tls); !e.empty()) usage(e);
+  if (auto e = member::check_client_tls_files(o.coordinatorTls); !e.empty()) usage(e);
   ::signal(SIGPIPE, SIG_IGN);  // a command that exits early must not take the consumer with it
 
   sigset_t signals;

@@ -36,6 +36,7 @@
 #include "protocol/partition.hpp"
 #include "redis/client.hpp"
 #include "redis/options.hpp"
+#include "redis/transport.hpp"
 
 using namespace rsc;
 
@@ -149,6 +150,9 @@ int main(int argc, char** argv) {
   }
   if (redis.empty() || stream.empty() || (count < 0 && !fromStdin)) usage("--redis, --stream and --count (or --stdin) are required");
   if (fromStdin && count >= 0) usage("--count and --stdin exclude each other");
+  // A file that cannot be read fails here, naming it, not after the retries of every write.
+  if (auto e = store::check_tls_files(o.tls); !e.empty()) usage(e);
+  if (auto e = member::check_client_tls_files(po.coordinatorTls); !e.empty()) usage(e);
   if (keySpace <= 0) usage("--key-space must be positive");
   if (partitioner != "murmur3" && partitioner != "fnv1a") usage("--partitioner: murmur3 or fnv1a, not '" + partitioner + "'");
   if (auto e = store::set_redis_nodes(o, redis); !e.empty()) usage("--redis: " + e);
