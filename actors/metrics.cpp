@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <map>
 #include <tuple>
 #include <atomic>
 #include <mutex>
@@ -30,6 +32,13 @@ constexpr std::array<protocol::MemberLifecycleState, 6> kStates{
 
 struct Metrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Counter>& tlsHandshakeFailures =
+      BuildCounter()
+          .Name("rsc_tls_handshake_failures_total")
+          .Help("HTTPS handshakes that failed, by reason (timeout, plain_http, no_client_certificate, "
+                "client_certificate_rejected, server_certificate_rejected, protocol_version, no_shared_cipher, other)")
+          .Register(*registry);
+  std::map<std::string, int64_t> certificateNotAfter;  // by file; under mu
   prometheus::Family<prometheus::Counter>& heartbeats =
       BuildCounter().Name("rsc_heartbeats_total").Help("Heartbeats answered, by status").Register(*registry);
   prometheus::Counter& unwritten =
@@ -241,6 +250,13 @@ void Metrics::store_outage() { impl_->outages.Increment(); }
 void Metrics::store_down(bool down) { impl_->storeDown.Set(down ? 1 : 0); }
 void Metrics::clock_offset(double seconds) { impl_->clockOffset.Set(seconds); }
 
+void Metrics::tls_handshake_failed(const std::string& reason) { impl_->tlsHandshakeFailures.Add({{"reason", reason}}).Increment(); }
+
+void Metrics::tls_certificate(const std::string& file, int64_t notAfterUnixSeconds) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->certificateNotAfter[file] = notAfterUnixSeconds;
+}
+
 void Metrics::group_events(const std::vector<group::Event>& events, double computeSeconds) {
   using K = group::Event::Kind;
   for (const auto& e : events) {
@@ -407,7 +423,19 @@ std::string Metrics::text() const {
       }
     }
   }
-  for (auto* f : {&lag, &pending, &capacity, &epoch, &live, &unsettled, &dead, &rlag, &runknown, &rpending, &rlength})
+  auto certExpiry = gauge("rsc_tls_certificate_expiry_seconds",
+                          "Seconds until the served HTTPS certificate expires (negative: it has), per file");
+  {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (const auto& [file, notAfter] : impl_->certificateNotAfter) {
+      prometheus::ClientMetric m;
+      m.label = {{"file", file}};
+      m.gauge.value = static_cast<double>(notAfter - now);
+      certExpiry.metric.push_back(std::move(m));
+    }
+  }
+  for (auto* f : {&lag, &pending, &capacity, &epoch, &live, &unsettled, &dead, &rlag, &runknown, &rpending, &rlength, &certExpiry})
     families.push_back(std::move(*f));
   prometheus::TextSerializer s;
   return s.Serialize(families);

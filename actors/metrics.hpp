@@ -75,6 +75,12 @@ class Metrics {
   // rsc_stream_trimmed_unread_records_total).
   void trimmed(const std::string& stream, const group::TrimOutcome& t);
 
+  // HTTPS: a handshake that failed, by reason (http::handshake_failure_reason's few words), and
+  // the served certificate's end of validity (rsc_tls_certificate_expiry_seconds: the seconds left
+  // at each scrape, negative once it has expired).
+  void tls_handshake_failed(const std::string& reason);
+  void tls_certificate(const std::string& file, int64_t notAfterUnixSeconds);
+
   std::string text() const;  // the exposition format for GET /metrics
 
  private:

@@ -527,13 +527,15 @@ void on_get_stream(RouteCall& c) {
 }
 
 void on_list_streams(RouteCall& c) {
-  // A token scoped to some streams sees only those.
-  const Token* t = c.decision.token;
-  c.backend.list_streams([answer = c.answer, t](Answer<std::vector<std::string>> r) {
+  // A token scoped to some streams sees only those. The patterns are copied: the token list may be
+  // replaced (a token file changed) before the store answers.
+  std::optional<std::vector<std::string>> scope;
+  if (c.decision.token) scope = c.decision.token->streams;
+  c.backend.list_streams([answer = c.answer, scope = std::move(scope)](Answer<std::vector<std::string>> r) {
     if (!r.ok()) return answer(store_error(r.error));
     json names = json::array();
     for (const auto& s : *r.value)
-      if (t == nullptr || matches_any(t->streams, s)) names.push_back(s);
+      if (!scope || matches_any(*scope, s)) names.push_back(s);
     answer(json_ok(protocol::dump(json{{"streams", std::move(names)}})));
   });
 }
@@ -830,6 +832,13 @@ void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& 
     });
   RouteCall call{req, backend, rt, decision, ownerWrap ? *ownerWrap : respond, placement, ownerUrl};
   spec.handler(call);
+}
+
+void handle_probe_request(const HttpRequest& req, Backend& backend, Respond respond) {
+  const auto routed = route(req.method, req.target);
+  if (routed.route && (routed.route->kind == K::Health || routed.route->kind == K::Ready))
+    return handle_request(req, backend, AuthConfig{}, std::move(respond));
+  respond(plain_error(404, "NOT_FOUND", "this port serves the probes only: GET /healthz and /readyz"));
 }
 
 }  // namespace rsc::http

@@ -209,6 +209,7 @@ struct Token {
   std::vector<std::string> streams{"*"};  // glob patterns: '*' matches any run of characters
   std::vector<std::string> groups{"*"};
   std::string name;  // who holds it, for the audit trail (optional; never the token itself)
+  std::string file;  // where it was read (a mounted Secret), read again when it changes; empty: inline
 };
 struct AuthConfig {
   std::vector<Token> tokens;
@@ -303,6 +304,10 @@ const std::vector<RouteSpec>& route_table();
 
 // Everything between the parsed request and the response.
 void handle_request(const HttpRequest& req, Backend& backend, const AuthConfig& auth, Respond respond);
+// The plain probe port (--probe-listen, for kubelet probes when the API port wants client
+// certificates): GET and HEAD /healthz and /readyz answered as on the API port (public there too);
+// anything else 404, so nothing but the probes is reachable without TLS.
+void handle_probe_request(const HttpRequest& req, Backend& backend, Respond respond);
 
 // The audit line of an admin call: `audit caller=C action=A target=T status=N outcome=...`, each
 // value quoted when it holds a space. `action` is create-stream (POST), put-stream (PUT: create or

@@ -55,6 +55,7 @@ SslCtx make_server_context(const ServerTls& t) {
   c->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
                  net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
   if (t.keyFile.empty()) throw std::runtime_error("a certificate needs its key file too");
+  if (auto e = apply_tls_policy(c->native_handle(), t); !e.empty()) throw std::runtime_error(e);
   for (const auto& [what, path] : {std::pair<std::string, std::string>{"certificate", t.certFile}, {"key", t.keyFile}})
     if (auto p = tls::file_problem(path); !p.empty()) throw std::runtime_error(what + " " + p);
   beast::error_code ec;
@@ -76,12 +77,24 @@ SslCtx make_server_context(const ServerTls& t) {
   return c;
 }
 
+// Whether the client certificate a connection presented at its handshake is still trusted by the
+// client CA of `ctx` (a reload's): true when none was presented (no mutual TLS then).
+bool client_still_trusted(SSL* ssl, SSL_CTX* ctx) {
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  if (cert == nullptr) return true;
+  std::unique_ptr<X509_STORE_CTX, void (*)(X509_STORE_CTX*)> v(X509_STORE_CTX_new(), X509_STORE_CTX_free);
+  if (!v || X509_STORE_CTX_init(v.get(), SSL_CTX_get_cert_store(ctx), cert, SSL_get_peer_cert_chain(ssl)) != 1) return false;
+  X509_STORE_CTX_set_purpose(v.get(), X509_PURPOSE_SSL_CLIENT);
+  return X509_verify_cert(v.get()) == 1;
+}
+
 // What a pod forwards to other pods with: it verifies them and presents its own certificate.
 SslCtx make_client_context(const ServerTls& t) {
   auto c = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
   c->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
                  net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
   c->set_verify_mode(net::ssl::verify_peer);
+  if (auto e = apply_tls_policy(c->native_handle(), t); !e.empty()) throw std::runtime_error(e);
   beast::error_code ec;
   const std::string& ca = !t.peerCaFile.empty() ? t.peerCaFile : t.clientCaFile;
   if (!ca.empty()) {
@@ -165,6 +178,9 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   }
   std::string reload_tls();
   void watch_tls();
+  // After a reload under mutual TLS: open connections whose client certificate the client CA now
+  // in use no longer trusts are closed (after the answer in progress, if any), with one line.
+  void recheck_clients();
   // A failed handshake: one log line naming the peer and the reason, then at most one per 5 s for
   // that reason, with a count (no flood).
   void tls_problem(const std::string& peer, const std::string& why);
@@ -193,10 +209,15 @@ std::string Server::Impl::reload_tls() {
   try {
     auto server = make_server_context(opts.tls);
     auto client = make_client_context(opts.tls);
-    std::lock_guard<std::mutex> lock(tlsMu);
-    serverCtx = std::move(server);
-    clientCtx = std::move(client);
-    tlsStamp = std::move(stamp);
+    const int64_t notAfter = certificate_not_after(server->native_handle());
+    {
+      std::lock_guard<std::mutex> lock(tlsMu);
+      serverCtx = std::move(server);
+      clientCtx = std::move(client);
+      tlsStamp = std::move(stamp);
+    }
+    if (opts.onCertificate) opts.onCertificate(opts.tls.certFile, notAfter);
+    if (!opts.tls.clientCaFile.empty()) recheck_clients();
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lock(tlsMu);
     tlsStamp = std::move(stamp);  // told once per change, not every second
@@ -225,6 +246,7 @@ void Server::Impl::watch_tls() {
 }
 
 void Server::Impl::tls_problem(const std::string& peer, const std::string& why) {
+  if (opts.onHandshakeFailure) opts.onHandshakeFailure(handshake_failure_reason(why));
   std::lock_guard<std::mutex> lock(tlsMu);
   const auto now = std::chrono::steady_clock::now();
   if (tlsTold.size() > 64) tlsTold.clear();
@@ -458,6 +480,9 @@ class SessionBase {
   virtual ~SessionBase() = default;
   // From Server::stop: an idle connection is closed now, a busy one after its response.
   virtual void shutdown() = 0;
+  // After the client CA changed (HTTPS): a connection whose client certificate `ctx` no longer
+  // trusts is closed as shutdown() closes it, counted in `closed`.
+  virtual void recheck_client(SslCtx ctx, std::shared_ptr<std::atomic<int64_t>> closed) = 0;
 };
 
 // One connection: plain (Stream = beast::tcp_stream) or HTTPS (TlsStream, its handshake first,
@@ -496,6 +521,24 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     });
   }
 
+  void recheck_client(SslCtx ctx, std::shared_ptr<std::atomic<int64_t>> closed) override {
+    if constexpr (kTls) {
+      net::post(stream_.get_executor(), [self = shared_from_this(), ctx = std::move(ctx), closed = std::move(closed)] {
+        bool awaiting, open;
+        {
+          std::lock_guard<std::mutex> lock(self->mu_);
+          awaiting = self->awaiting_;
+          open = self->open_;
+        }
+        if (!self->handshaken_ || !open || client_still_trusted(self->stream_.native_handle(), ctx->native_handle()))
+          return;
+        ++*closed;
+        self->untrusted_ = true;  // no further request on it
+        if (!self->busy_ && !awaiting) self->do_close();
+      });
+    }
+  }
+
  private:
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
 
@@ -509,7 +552,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   void do_handshake() {
     lowest().expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
     stream_.async_handshake(net::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
-      if (!ec) return self->do_read();
+      if (!ec) {
+        self->handshaken_ = true;
+        return self->do_read();
+      }
       std::string why = ec == beast::error::timeout ? "no handshake within the header timeout" : ec.message();
       if (why.find("http request") != std::string::npos) why += " (a plain-HTTP client on the HTTPS port?)";
       if (ec != net::error::eof && ec != net::error::connection_reset)
@@ -522,7 +568,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // a kept-alive one for the idle timeout); once a request has started arriving, all of it must
   // arrive within the header timeout, whatever request number it is.
   void do_read() {
-    if (server_->stopping) return do_close();
+    if (server_->stopping || untrusted_) return do_close();
     parser_.emplace();
     parser_->body_limit(server_->opts.bodyLimit);
     parser_->header_limit(64 * 1024);
@@ -695,7 +741,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // From any thread, once per directly answered request: the answer is written now if the socket
   // takes it whole (the usual case); the rest, if any, by the I/O thread.
   void answer_directly(HttpResponse res) {
-    bool closing = server_->stopping;
+    bool closing = server_->stopping || untrusted_;
     std::string out;
     out.reserve(res.body.size() + 160);
     const auto status = static_cast<bhttp::status>(res.status);
@@ -810,7 +856,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     msg->set(bhttp::field::server, "rsc-coordinator");
     msg->set(bhttp::field::content_type, res.contentType);
     for (const auto& [k, v] : res.headers) msg->set(k, v);
-    msg->keep_alive(keepAlive && !server_->stopping);
+    msg->keep_alive(keepAlive && !server_->stopping && !untrusted_);
     msg->body() = std::move(res.body);
     msg->prepare_payload();
     lowest().expires_after(std::chrono::milliseconds(server_->opts.headerTimeoutMs));
@@ -866,6 +912,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Forwarder* forwarder_;
   bool keepAlive_ = false;
   bool busy_ = false;  // a request answered the usual way is in progress
+  bool handshaken_ = false;             // HTTPS: the handshake completed (a client certificate, if any, verified)
+  std::atomic<bool> untrusted_{false};  // its client certificate is no longer trusted: close after this answer
   bool first_ = true;
   bool reading_ = false;  // a request has started arriving
   bool untimedRead_ = false;  // ... while an answer was awaited (no Beast timer on it)
@@ -880,6 +928,28 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool guardArmed_ = false;
   unsigned version_ = 11;
 };
+
+void Server::Impl::recheck_clients() {
+  std::vector<std::shared_ptr<SessionBase>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& w : sessions)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+  }
+  if (live.empty()) return;
+  // Told once every connection has been looked at (the last holder of the count says it).
+  struct Tally : std::atomic<int64_t> {
+    Tally() : std::atomic<int64_t>(0) {}
+    ~Tally() {
+      if (load() > 0)
+        log::warn("https: the client CA changed: closed " + std::to_string(load()) +
+                  " open connection(s) whose client certificate it no longer trusts");
+    }
+  };
+  std::shared_ptr<std::atomic<int64_t>> closed = std::make_shared<Tally>();
+  const SslCtx ctx = server_ctx();
+  for (auto& s : live) s->recheck_client(ctx, closed);
+}
 
 void Server::Impl::do_accept() {
   // Each io_context is run by exactly one thread, so a connection's handlers never run

@@ -19,8 +19,15 @@ struct ServerTls {
   std::string clientCaFile;       // mutual TLS: every client must present a certificate of this CA
   std::string peerCaFile;         // what a pod verifies the other pods with (default: clientCaFile, else the system's)
   std::string peerName;           // the name verified on the other pods' certificates (default: their address)
+  // The oldest protocol spoken, served and forwarded with: "1.2" (default) or "1.3".
+  std::string minVersion;
+  // TLS 1.2's suites (an OpenSSL cipher list; TLS 1.3's are all forward secret and AEAD). Default
+  // kDefaultTls12Ciphers: ECDHE key exchange with AES-GCM or ChaCha20-Poly1305 only, so neither a
+  // static-RSA key exchange nor a CBC suite is ever agreed.
+  std::string ciphers;
   bool enabled() const { return !certFile.empty(); }
 };
+inline constexpr const char* kDefaultTls12Ciphers = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL";
 
 struct ServerOptions {
   std::string host = "0.0.0.0";
@@ -37,10 +44,28 @@ struct ServerOptions {
   std::string podId;
   int64_t forwardTimeoutMs = 2000;
   ServerTls tls;
+  // HTTPS: told of the served certificate at start and at each reload (its file and the end of its
+  // validity, Unix seconds), and of each failed handshake (handshake_failure_reason's words).
+  std::function<void(const std::string& certFile, int64_t notAfterUnixSeconds)> onCertificate;
+  std::function<void(const std::string& reason)> onHandshakeFailure;
 };
 
-// "" when the HTTPS files load (certificate, key matching it, client CA), else why not, naming the file.
+// "" when the HTTPS files load (certificate, key matching it, client CA) and the version and cipher
+// settings are usable, else why not, naming the file or the setting.
 std::string check_server_tls(const ServerTls& t);
+// Sets t's minimum version and TLS 1.2 suites on an OpenSSL context (an SSL_CTX*, here untyped so
+// that this header needs no OpenSSL): "" when done, else why not, naming the setting.
+std::string apply_tls_policy(void* sslCtx, const ServerTls& t);
+// The end of validity (Unix seconds) of the certificate an OpenSSL context serves; 0 when none.
+int64_t certificate_not_after(void* sslCtx);
+// A failed handshake's reason in a few fixed words, for a metric's label: timeout, plain_http,
+// no_client_certificate, client_certificate_rejected, server_certificate_rejected (the client
+// refused ours), protocol_version, no_shared_cipher, other.
+std::string handshake_failure_reason(const std::string& message);
+// The line to log about a certificate that expires within `warnDays` (or has expired); "" when it
+// has longer.
+std::string certificate_expiry_warning(const std::string& file, int64_t notAfterUnixSeconds, int64_t nowUnixSeconds,
+                                       int64_t warnDays);
 
 class Server {
  public:

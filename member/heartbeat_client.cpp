@@ -13,7 +13,7 @@ Url url_of(const std::string& s) {
 }
 }  // namespace
 
-HeartbeatClient::HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, std::string token,
+HeartbeatClient::HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, TokenSource token,
                                  std::string streamPrefix, std::string group, std::string memberId, ClientTls tls)
     : configuredUrl_(coordinatorUrl),
       timeoutMs_(timeoutMs),
@@ -33,7 +33,10 @@ HttpClient& HeartbeatClient::client_for(const std::string& url) {
 
 HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequest& request, const std::string& url) {
   Answer a;
-  auto reply = client_for(url).request("POST", path_, protocol::encode(request), token_);
+  const std::string body = protocol::encode(request);
+  auto reply = client_for(url).request("POST", path_, body, token_.token);
+  if (reply.status == 401 && token_.reload_after_refusal())  // the token was rotated: the new one
+    reply = client_for(url).request("POST", path_, body, token_.token);
   a.httpStatus = reply.status;
   a.owner = std::move(reply.groupOwner);
   if (reply.status == 0) {
@@ -49,7 +52,9 @@ HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequ
 }
 
 std::optional<std::string> HeartbeatClient::key_pattern(std::string* error) {
-  auto reply = http_.request("GET", "/coord/v1/streams/" + prefix_, "", token_);
+  auto reply = http_.request("GET", "/coord/v1/streams/" + prefix_, "", token_.token);
+  if (reply.status == 401 && token_.reload_after_refusal())
+    reply = http_.request("GET", "/coord/v1/streams/" + prefix_, "", token_.token);
   if (reply.status != 200) {
     *error = "HTTP " + std::to_string(reply.status) + (reply.error.empty() ? "" : " (" + reply.error + ")");
     return std::nullopt;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "member/bearer_token.hpp"
 #include "member/http_client.hpp"
 #include "protocol/types.hpp"
 
@@ -15,7 +16,9 @@ namespace rsc::member {
 
 class HeartbeatClient {
  public:
-  HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, std::string token, std::string streamPrefix,
+  // A token read from a file is read again when the coordinator refuses it, and the call made again
+  // at once with the new one.
+  HeartbeatClient(const std::string& coordinatorUrl, int64_t timeoutMs, TokenSource token, std::string streamPrefix,
                   std::string group, std::string memberId, ClientTls tls = {});
 
   struct Answer {
@@ -39,7 +42,8 @@ class HeartbeatClient {
   ClientTls tls_;  // direct calls to a pod present the same client certificate as to the Service
   HttpClient http_;
   std::map<std::string, std::unique_ptr<HttpClient>> pods_;  // by base URL
-  std::string token_, prefix_, path_;
+  TokenSource token_;
+  std::string prefix_, path_;
 };
 
 }  // namespace rsc::member

@@ -68,7 +68,9 @@ protocol::HeartbeatRequest Membership::next_request(int64_t nowNs) {
   if (lastOkSentNs_ != 0 && nowNs >= deadline_ns() && !selfFenced_) self_fence();
   protocol::HeartbeatRequest r;
   r.memberId = o_.memberId;
-  r.memberEpoch = leaving_ ? (o_.instanceId.empty() ? -1 : -2) : epoch_;
+  // A static member that steps out because it cannot read gives its shards away (-1): it would
+  // otherwise keep them from everyone until it could read again.
+  r.memberEpoch = leaving_ ? (o_.instanceId.empty() || steppingOut_ ? -1 : -2) : epoch_;
   // A join goes out again with its requestId until it is answered: the coordinator may have stored
   // it (its answer lost, or RETRY at the store deadline while the write went through), and then
   // replays that answer instead of taking the resend for a new incarnation of this id. Any other
@@ -148,13 +150,15 @@ void Membership::drop_all(const std::string& why, int64_t nowNs) {
   wake_ = true;
 }
 
-Membership::Reaction Membership::not_answered(const std::string& why) {
+Membership::Reaction Membership::not_answered(const std::string& why, int64_t nowNs) {
   // Keep the current shards (the self-fence deadline bounds this) and try again soon.
   ++counters_.heartbeatFailures;
   Reaction out;
   out.waitMs = std::min(backoffMs_, intervalMs_);
   backoffMs_ = std::min<int64_t>(backoffMs_ * 2, 1000);
-  if (counters_.heartbeatFailures % 20 == 1) note("heartbeat failed (" + why + "); retrying");
+  // The wait stays short (the lease runs meanwhile); the log says the first failure of a run,
+  // then a summary at most every 30 s.
+  if (const auto said = heartbeatFailures_.failed("heartbeat failed", why, nowNs).say; !said.empty()) note(said);
   reportedRevoked_.clear();
   return out;
 }
@@ -176,21 +180,22 @@ Membership::Reaction Membership::on_no_answer(const std::string& why, int64_t no
     bool draining = false;
     for (const auto& [s, st] : shards_) draining = draining || (!st.dropped && (st.busy || st.inFlight > 0));
     if (!draining) {
-      left_ = true;
-      leftUnanswered_ = true;
       note("leaves without an answer after " + std::to_string(unansweredLeaves_) + " unanswered tries (" + why +
            "): the coordinator expires this member at its lease end");
+      leftUnanswered_ = !steppingOut_;
+      finish_leave();
     }
   }
-  return not_answered(why);
+  return not_answered(why, nowNs);
 }
 
 Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& r, int64_t sentNs,
                                              const std::string& ownerHeader) {
   ++counters_.heartbeats;
   route_.on_answer(ownerHeader, sentNs);
-  if (r.status == HeartbeatStatus::RETRY) return not_answered("RETRY: " + r.message.value_or(""));
+  if (r.status == HeartbeatStatus::RETRY) return not_answered("RETRY: " + r.message.value_or(""), sentNs);
   backoffMs_ = 50;
+  if (const auto line = heartbeatFailures_.recovered("heartbeats answered", sentNs); !line.empty()) note(line);
   joinRequestId_.clear();  // answered: the next join is a new request
   if (r.status != HeartbeatStatus::UNRELEASED_INSTANCE_ID) instanceRefusedSinceNs_ = 0;
   const auto revoked = std::move(reportedRevoked_);
@@ -226,7 +231,7 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
       if (leaving_) {
         bool holding = false;
         for (const auto& [s, st] : shards_) holding = holding || !st.dropped;
-        if (r.status == HeartbeatStatus::OK && !holding) left_ = true;
+        if (r.status == HeartbeatStatus::OK && !holding) finish_leave();
         break;
       }
       if (r.memberEpoch > 0) epoch_ = r.memberEpoch;
@@ -285,7 +290,7 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
         break;
       }
       if (leaving_) {  // nothing left to hand back: the coordinator no longer knows us
-        left_ = true;
+        finish_leave();
         break;
       }
       drop_all(std::string(protocol::to_string(r.status)) + (r.message ? ": " + *r.message : ""), sentNs);
@@ -304,7 +309,19 @@ void Membership::on_notification() {
 }
 
 void Membership::leave() {
-  if (leaving_) return;
+  if (leaving_) {
+    steppingOut_ = false;  // the user's leave: it ends as one, not with a join
+    return;
+  }
+  // Never joined (or out since it handed its shards back, or fenced with no join sent since):
+  // nothing to hand back, and the coordinator holds nothing for this member.
+  if (epoch_ == 0 && joinRequestId_.empty() && shards_.empty()) {
+    leaving_ = true;
+    left_ = true;
+    out_ = false;
+    note("leaves: it holds nothing and no join of it is outstanding");
+    return;
+  }
   leaving_ = true;
   event(ShardEvent::Kind::Revoking, owned());
   for (auto& [s, st] : shards_) {
@@ -313,6 +330,57 @@ void Membership::leave() {
   }
   wake_ = true;
   note("leaving: draining and handing every shard back");
+}
+
+void Membership::finish_leave() {
+  if (!steppingOut_) {
+    left_ = true;
+    return;
+  }
+  // Stepped out: a member again once Redis answers, with a new join (its shards are gone).
+  steppingOut_ = false;
+  leaving_ = false;
+  out_ = true;
+  epoch_ = 0;
+  lastOkSentNs_ = 0;
+  unansweredLeaves_ = 0;
+  for (auto it = shards_.begin(); it != shards_.end();) {
+    if (it->second.busy) {
+      it->second.dropped = true;
+      ++it;
+    } else {
+      it = shards_.erase(it);
+    }
+  }
+  note("handed every shard back; joins again once Redis answers");
+}
+
+// ---- the data plane's health -------------------------------------------------------------
+
+bool Membership::must_probe() const {
+  return o_.checkDataPlane && !dataPlaneOk_ && epoch_ == 0 && !leaving_ && !left_ && fatal_.empty();
+}
+
+int64_t Membership::data_plane_failed(const std::string& why, int64_t nowNs) {
+  dataPlaneOk_ = false;
+  const bool joined = epoch_ > 0 && !leaving_;
+  const auto step = dataPlane_.failed(joined ? "cannot read the shards from Redis" : "does not join: cannot reach Redis", why, nowNs);
+  if (!step.say.empty()) note(step.say);
+  const int64_t failingMs = (nowNs - dataPlane_.failing_since_ns()) / 1'000'000;
+  if (o_.checkDataPlane && joined && !owned().empty() && failingMs >= leaseMs_) {
+    note("Redis has failed for " + std::to_string(failingMs) + " ms, a whole lease, with no call answered (the latest: " +
+         why + "): hands its shards back to members that can read them, and joins again once Redis answers");
+    leave();
+    steppingOut_ = true;
+  }
+  return step.waitMs;
+}
+
+void Membership::data_plane_ok(int64_t nowNs) {
+  dataPlaneOk_ = true;
+  out_ = false;
+  const std::string line = dataPlane_.recovered("Redis answers", nowNs);
+  if (!line.empty()) note(line);
 }
 
 // ---- data plane --------------------------------------------------------------------------
@@ -398,6 +466,13 @@ FailureVerdict judge_failure(int64_t deliveries, bool now, const RetryPolicy& p)
   int64_t wait = std::max<int64_t>(1, p.backoffMs);
   for (int64_t d = 1; d < deliveries && wait < p.backoffMaxMs; ++d) wait *= 2;
   return {false, std::min(wait, std::max<int64_t>(1, p.backoffMaxMs))};
+}
+
+bool cannot_read(bool lost, const std::string& error) {
+  if (lost) return true;
+  for (const char* p : {"NOAUTH", "WRONGPASS", "NOPERM"})
+    if (error.rfind(p, 0) == 0) return true;
+  return false;
 }
 
 bool over_deliveries(int64_t deliveries, const RetryPolicy& p) { return deliveries > p.maxDeliveries; }

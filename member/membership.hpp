@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "member/failure_pace.hpp"
 #include "member/owner_follower.hpp"
 #include "protocol/types.hpp"
 
@@ -64,6 +65,11 @@ FailureVerdict judge_failure(int64_t deliveries, bool now, const RetryPolicy& p)
 // and its dead letter): it goes to the dead-letter stream without another attempt.
 bool over_deliveries(int64_t deliveries, const RetryPolicy& p);
 
+// A Redis call of the data plane failed: whether that says the member cannot read at all (no
+// answer, or Redis refusing it as a client: authentication, permissions), as opposed to a refusal
+// about one stream (NOGROUP, a missing key) that the next claim mends.
+bool cannot_read(bool lost, const std::string& error);
+
 class Membership {
  public:
   struct Options {
@@ -78,6 +84,10 @@ class Membership {
     // as the last answer named it (OwnerFollower's rules).
     std::string coordinatorUrl;
     bool followOwner = true;
+    // The member joins only once its data plane (the Redis it reads the shards from) answered,
+    // and hands its shards back when it has failed for a lease: a member that cannot read a shard
+    // must not hold it. Off: it joins at once and keeps its shards however reads fare.
+    bool checkDataPlane = true;
   };
   explicit Membership(Options o);
 
@@ -121,6 +131,26 @@ class Membership {
   // a new assignment, a leave). take_wake() reads and clears it.
   bool wake_pending() const { return wake_; }
   bool take_wake();
+
+  // ---- the data plane's health ----------------------------------------------------------
+  // The shell must check that Redis answers (a PING through the member's own Redis settings)
+  // before the next heartbeat: the member is about to join (its first join, or again after it
+  // handed its shards back) and Redis has not answered since it last failed. Nothing is sent
+  // meanwhile: a member that cannot read is never given shards.
+  bool must_probe() const;
+  // A call to Redis (the probe, a read, a claim) failed for a reason that is Redis's or the
+  // connection's (it could not connect, TLS, authentication, permissions) at `nowNs`: how long the
+  // caller waits before its next try (doubling from kDataPlaneFirstRetryMs up to
+  // kDataPlaneMaxRetryMs). A member holding shards whose Redis has failed for a whole lease, with
+  // no call answered since, hands them all back (a leave, its shards going to members that can
+  // read them; a static member's too) and joins again once the probe passes.
+  int64_t data_plane_failed(const std::string& why, int64_t nowNs);
+  // A call to Redis was answered at `nowNs`.
+  void data_plane_ok(int64_t nowNs);
+  // Handed its shards back because Redis failed, and not yet joined again.
+  bool stepped_out() const { return steppingOut_ || out_; }
+  static constexpr int64_t kDataPlaneFirstRetryMs = 100;
+  static constexpr int64_t kDataPlaneMaxRetryMs = 5000;
 
   // ---- data plane -----------------------------------------------------------------------
   // Past this, nothing may be read or started until a heartbeat is answered again (0: no
@@ -208,7 +238,8 @@ class Membership {
   void note(std::string line) { log_.push_back(std::move(line)); }
   void self_fence();
   void drop_all(const std::string& why, int64_t nowNs);
-  Reaction not_answered(const std::string& why);
+  Reaction not_answered(const std::string& why, int64_t nowNs);
+  void finish_leave();
   int64_t margin_ms() const;
 
   Options o_;
@@ -227,6 +258,11 @@ class Membership {
   bool wake_ = false;
   bool selfFenced_ = false;
   bool leftUnanswered_ = false;
+  bool dataPlaneOk_ = false;   // Redis answered the last call to it
+  bool steppingOut_ = false;   // leaving because Redis failed: joins again afterwards
+  bool out_ = false;           // stepped out: waits for Redis before joining again
+  FailurePace dataPlane_{kDataPlaneFirstRetryMs, kDataPlaneMaxRetryMs};
+  FailurePace heartbeatFailures_{50, 1000};  // for the log only: not_answered() paces the calls
   int unansweredLeaves_ = 0;
   int64_t instanceRefusedSinceNs_ = 0;  // the first join refused UNRELEASED_INSTANCE_ID in a row
   std::string fatal_;

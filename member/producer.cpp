@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "member/bearer_token.hpp"
 #include "member/producer_rules.hpp"
 #include "protocol/partition.hpp"
 #include "protocol/types.hpp"
@@ -21,6 +22,7 @@ int64_t steady_ms() {
 struct Producer::Impl {
   ProducerOptions o;
   HttpClient http;
+  TokenSource token;
   store::RedisClient redis;
   RoutingFreshness freshness;
   mutable std::mutex mu;
@@ -35,8 +37,19 @@ struct Producer::Impl {
       : o(std::move(opts)),
         http(parse_url(o.fixedShardCount > 0 ? "http://127.0.0.1:1" : o.coordinatorUrl, nullptr), o.httpTimeoutMs,
              o.coordinatorTls),
+        token{o.token, o.tokenFile},
         redis(o.redis),
-        freshness(o.refreshIntervalMs) {}
+        freshness(o.refreshIntervalMs) {
+    if (auto e = token.load(); !e.empty()) say(e + " (read again when the coordinator refuses a call)");
+  }
+
+  // A GET to the coordinator; refused for its token (401) while the token file now holds another:
+  // asked again at once with the new one.
+  HttpReply get(const std::string& path) {
+    auto r = http.request("GET", path, "", token.token);
+    if (r.status == 401 && token.reload_after_refusal()) r = http.request("GET", path, "", token.token);
+    return r;
+  }
 
   void say(const std::string& line) {
     if (o.log) o.log(line);
@@ -56,14 +69,14 @@ struct Producer::Impl {
     // says whether the layout changed.
     const std::string streamPath = "/coord/v1/streams/" + o.streamPrefix;
     if (routed && !missingStream && !o.group.empty()) {
-      auto m = http.request("GET", streamPath, "", o.token);
+      auto m = get(streamPath);
       ++stats.routingReads;
       auto j = nlohmann::json::parse(m.body, nullptr, false);
       if (m.status == 200 && j.is_object() && j.value("metadataVersion", -1) == metadataVersion) return {};
     }
     missingStream = false;
     const std::string path = o.group.empty() ? streamPath : streamPath + "/groups/" + o.group + "/producer-routing";
-    auto r = http.request("GET", path, "", o.token);
+    auto r = get(path);
     ++stats.routingReads;
     auto j = nlohmann::json::parse(r.body, nullptr, false);
     if (r.status != 200 || !j.is_object() || !j.contains("shardCount") || !j.contains("metadataVersion"))
@@ -81,7 +94,7 @@ struct Producer::Impl {
     metadataVersion = version;
     pattern = std::move(p);
     if (o.maxLenFromRetention && o.maxLen <= 0) {
-      auto rr = http.request("GET", streamPath + "/retention", "", o.token);
+      auto rr = get(streamPath + "/retention");
       auto rj = nlohmann::json::parse(rr.body, nullptr, false);
       if (rr.status == 200 && rj.is_object() && rj.contains("retention") && rj["retention"].is_object()) {
         const auto& ret = rj["retention"];

@@ -33,6 +33,8 @@ struct ProducerOptions {
   std::string coordinatorUrl = "http://127.0.0.1:8080";  // or https://...
   ClientTls coordinatorTls;
   std::string token;  // bearer token, if the coordinator wants one
+  // Or the file that holds it: read at start and again whenever the coordinator refuses the token.
+  std::string tokenFile;
   std::string streamPrefix;
   // The consumer group the routing is asked for (producer-routing; the coordinator then makes
   // sure the shard streams and the group's consumer groups exist). Empty: GET

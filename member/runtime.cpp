@@ -172,17 +172,34 @@ struct Runtime::Impl {
   // ---- heartbeat -------------------------------------------------------------------------
 
   void heartbeat_loop() {
-    HeartbeatClient client(opts.coordinatorUrl, opts.httpTimeoutMs, opts.token, opts.streamPrefix, opts.group,
+    TokenSource token{opts.token, opts.tokenFile};
+    if (const auto e = token.load(); !e.empty()) log(e + " (read again when the coordinator refuses a call)");
+    HeartbeatClient client(opts.coordinatorUrl, opts.httpTimeoutMs, std::move(token), opts.streamPrefix, opts.group,
                            memberId, opts.coordinatorTls);
     bool patternKnown = !keyPattern.empty();  // this thread's own copy of "keyPattern is set"
+    std::unique_ptr<store::RedisClient> probe;   // checks Redis answers before a join
     while (!stopping) {
       deliver_events();  // before the request: a revoked shard goes back only after onRevoking
       protocol::HeartbeatRequest req;
+      bool mustProbe = false;
       {
         std::lock_guard<std::mutex> lock(mu);
         if (m->left() || !m->fatal().empty()) break;
-        req = m->next_request(mono_ns());
+        mustProbe = m->must_probe();
+        if (!mustProbe) req = m->next_request(mono_ns());
         after_machine();
+      }
+      if (mustProbe) {
+        if (!probe) probe = std::make_unique<store::RedisClient>(opts.redis);
+        const auto pong = probe->command({"PING"});
+        const bool answered = pong.ok() && !pong.value->is_error();
+        const int64_t wait = data_plane(answered, pong.ok() ? pong.value->str : pong.error.message);
+        if (answered) probe.reset();  // not needed again unless the member steps out
+        if (wait > 0) {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait_for(lock, std::chrono::milliseconds(wait), [&] { return stopping.load() || m->left(); });
+        }
+        continue;
       }
       HeartbeatEvent ev;
       for (const auto& r : req.revokingShards) ev.revokedReported += r.state == protocol::ShardAssignmentState::REVOKED;
@@ -245,7 +262,7 @@ struct Runtime::Impl {
     const std::string channel = keys.notify_channel({opts.streamPrefix, opts.group});
     std::unique_ptr<store::RedisConnection> conn;
     store::RedisClient router(opts.redis);  // which node serves the channel (a cluster's slot owner)
-    int failures = 0;
+    FailurePace pace(100, 5000);  // a Redis that refuses this member: a line, then a summary per 30 s
     while (!stopping) {
       if (!conn) {
         auto where = router.options_for_key(channel);
@@ -257,14 +274,14 @@ struct Runtime::Impl {
         }
         if (!r.ok() || r.value->is_error()) {
           router.forget_map();  // e.g. MOVED: the channel's slot has another master now
-          if (failures++ % 20 == 0)
-            log("cannot listen for changes on " + channel + " (" + (r.ok() ? r.value->str : r.error.message) +
-                "); heartbeats keep their interval");
+          const auto step = pace.failed("cannot listen for changes on " + channel + " (heartbeats keep their interval)",
+                                        r.ok() ? r.value->str : r.error.message, mono_ns());
+          if (!step.say.empty()) log(step.say);
           conn.reset();
-          for (int i = 0; i < 10 && !stopping; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          pause(step.waitMs);
           continue;
         }
-        failures = 0;
+        if (const auto line = pace.recovered("listening for changes on " + channel, mono_ns()); !line.empty()) log(line);
       }
       auto msg = conn->next_push(200);
       if (!msg.ok()) {
@@ -384,9 +401,33 @@ struct Runtime::Impl {
   }
 
   // Takes over what earlier owners (or this member, before a fence) left pending.
-  bool claim(ShardReader& reader, int32_t shard) {
+  // A Redis call failed in a way that says this member cannot read at all: the machine's
+  // backoff before this worker tries again (it lets its shards go first), 0 for any other answer.
+  int64_t data_plane(bool answered, const std::string& why = {}) {
+    std::lock_guard<std::mutex> lock(mu);
+    int64_t wait = 0;
+    if (answered)
+      m->data_plane_ok(mono_ns());
+    else
+      wait = m->data_plane_failed(why, mono_ns());
+    after_machine();
+    return wait;
+  }
+
+  // Waits up to `ms`, less when the runtime stops.
+  void pause(int64_t ms) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stopping.load(); });
+  }
+
+  bool claim(ShardReader& reader, int32_t shard, int64_t& backoffMs) {
     // From id 0: records added before any member existed are delivered too.
-    if (auto e = reader.ensure_group(shard); !e.empty()) {
+    bool lost = false;
+    if (auto e = reader.ensure_group(shard, &lost); !e.empty()) {
+      if (cannot_read(lost, e)) {
+        backoffMs = data_plane(false, e);
+        return false;
+      }
       if (ShardReader::no_stream(e)) {
         bool first = false;
         {
@@ -410,7 +451,10 @@ struct Runtime::Impl {
     bool justIds = false;
     do {
       auto page = reader.autoclaim(shard, cursor, count, justIds);
-      if (!page.ok) return false;
+      if (!page.ok) {
+        if (cannot_read(page.lost, page.error)) backoffMs = data_plane(false, page.error);
+        return false;
+      }
       cursor = page.cursor;
       count = opts.readCount;
       justIds = true;
@@ -462,41 +506,51 @@ struct Runtime::Impl {
         }
       }
       std::vector<int32_t> readable;
+      int64_t backoffMs = 0;  // Redis cannot be read: wait this long, shards let go, before trying again
       for (int32_t s : lease.shards) {
+        if (backoffMs > 0) break;
         const bool mustClaim = std::find(lease.toClaim.begin(), lease.toClaim.end(), s) != lease.toClaim.end();
         if (!mustClaim) {
           readable.push_back(s);
-        } else if (claim(reader, s)) {
+        } else if (claim(reader, s, backoffMs)) {
           std::lock_guard<std::mutex> lock(mu);
           m->claimed(s);
+          m->data_plane_ok(mono_ns());
+          after_machine();
           readable.push_back(s);
         }  // else: claimed again on the next round
       }
       const int64_t block = Membership::block_ms(lease, mono_ns(), opts.maxBlockMs);
-      if (!readable.empty() && block >= 1) {
+      if (backoffMs > 0) {
+        // Nothing read this round: the shards are let go below, then the worker waits.
+      } else if (!readable.empty() && block >= 1) {
         auto r = reader.read(readable, opts.readCount, block,
                              [&] { return Membership::block_ms(lease, mono_ns(), opts.maxBlockMs); });
         if (r.outcome == ShardReader::Read::Outcome::Records) {
+          data_plane(true);
           for (std::size_t i = 0; i < readable.size(); ++i) process(reader, readable[i], r.batches[i]);
         } else {
           // Refused (e.g. NOGROUP: create it again), or lost after Redis may have delivered
           // records: claim this member's own pending entries before reading on.
-          log((r.outcome == ShardReader::Read::Outcome::Lost ? "redis: " : "XREADGROUP: ") + r.error);
           {
             std::lock_guard<std::mutex> lock(mu);
             for (int32_t s : readable) m->needs_claim(s);
           }
-          if (r.outcome == ShardReader::Read::Outcome::Lost) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          if (cannot_read(r.outcome == ShardReader::Read::Outcome::Lost, r.error))
+            backoffMs = data_plane(false, r.error);  // said by the machine, once and then in summaries
+          else
+            log("XREADGROUP: " + r.error);
         }
       } else if (readable.empty()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      refresh_progress(reader, lease.shards);
+      if (backoffMs == 0) refresh_progress(reader, lease.shards);
       {
         std::lock_guard<std::mutex> lock(mu);
         m->release(lease.shards);
       }
       cv.notify_all();
+      if (backoffMs > 0) pause(backoffMs);
     }
   }
 };
@@ -527,6 +581,7 @@ Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<
   mo.instanceId = impl_->opts.instanceId;
   mo.coordinatorUrl = impl_->opts.coordinatorUrl;
   mo.followOwner = impl_->opts.followOwner;
+  mo.checkDataPlane = impl_->opts.checkRedis;
   impl_->m = std::make_unique<Membership>(mo);
 }
 

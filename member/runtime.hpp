@@ -42,7 +42,16 @@ struct RuntimeOptions {
   // then forward the calls to the owner).
   bool followOwner = true;
   std::string token;  // bearer token, if the coordinator wants one
+  // Or the file that holds it (a mounted Secret): read at start and again whenever the coordinator
+  // refuses the token, so a token rotated in the file and at the coordinator needs no restart.
+  std::string tokenFile;
   store::RedisOptions redis;
+  // A member that cannot read its shards must not hold them: it joins only after Redis answered a
+  // PING through these settings (a wrong CA, password or address keeps it out, with one log line
+  // naming Redis and the reason, then a summary at most every 30 s), and when Redis fails for a
+  // whole lease while it holds shards it hands them back (a leave) and joins again once Redis
+  // answers. Off: it joins at once and keeps its shards however its reads fare.
+  bool checkRedis = true;
   // How shard streams are named, "{shardIndex}" standing for the index ("orders:{shardIndex}").
   // Empty: learned from the coordinator (GET /coord/v1/streams/{prefix}) before anything is read.
   std::string streamKeyPattern;

@@ -71,8 +71,9 @@ store::RedisConnection& ShardReader::control_for(const Waiter& w) {
   return *c;
 }
 
-std::string ShardReader::ensure_group(int32_t shard) {
+std::string ShardReader::ensure_group(int32_t shard, bool* lost) {
   auto r = conn_.command({"XGROUP", "CREATE", keyOf_(shard), group_, "0"});
+  if (lost != nullptr) *lost = !r.ok();
   const std::string e = why(r);
   if (e.rfind("BUSYGROUP", 0) == 0) return {};  // it exists: fine
   return e;
@@ -90,6 +91,7 @@ ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& curso
   auto r = conn_.command(cmd);
   if (!r.ok() || r.value->is_error() || r.value->type != Value::Type::Array || r.value->elements.size() < 2) {
     p.error = r.ok() ? (r.value->is_error() ? r.value->str : "unexpected XAUTOCLAIM reply") : r.error.message;
+    p.lost = !r.ok();
     return p;
   }
   p.ok = true;
@@ -114,6 +116,7 @@ ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& curso
     if (!x.ok() || x.value->is_error()) {
       p.ok = false;
       p.error = x.ok() ? x.value->str : x.error.message;
+      p.lost = !x.ok();
       return p;
     }
     append_entries(*x.value, shard, p.records);  // a record deleted meanwhile has none: skipped
@@ -122,6 +125,7 @@ ShardReader::Page ShardReader::autoclaim(int32_t shard, const std::string& curso
   if (!d.ok() || d.value->type != Value::Type::Array) {
     p.ok = false;
     p.error = d.ok() ? (d.value->is_error() ? d.value->str : "unexpected XPENDING reply") : d.error.message;
+    p.lost = !d.ok();
     return p;
   }
   std::map<std::string, int64_t> deliveries;

@@ -26,11 +26,13 @@ class ShardReader {
   // Creates the group on the shard's stream (from id 0); "" or why not. A missing stream is not
   // created (no_stream says so): the coordinator creates the streams of shards in use, and a
   // member holding a shard whose stream was deleted must not bring it back.
-  std::string ensure_group(int32_t shard);
+  // `lost`, when given, says whether a failure was the connection's (no answer from Redis).
+  std::string ensure_group(int32_t shard, bool* lost = nullptr);
   static bool no_stream(const std::string& error);
   struct Page {
     bool ok = false;
     std::string error;
+    bool lost = false;   // the failure was the connection's: Redis did not answer
     std::string cursor;  // "0-0": nothing more
     std::vector<Record> records;
   };

@@ -89,6 +89,14 @@ expect "401 said" "HTTP 401" "$err"
 check "a member token may read" 0 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" list-groups orders
 check "a member token may not delete" 1 env -u RSC_TOKEN "${A[@]}" --token "$memberToken" delete-group orders billing --fence-members
 expect "403 said" "HTTP 403" "$err"
+# A token from a file (--token-file, RSC_TOKEN_FILE): never on the command line.
+printf '%s\n' "$adminToken" >"$dir/admin-token"
+printf '%s\n' "$memberToken" >"$dir/member-token"
+check "--token-file" 0 env -u RSC_TOKEN "${A[@]}" --token-file "$dir/admin-token" list-streams
+expect "--token-file: the streams listed" orders "$out"
+check "RSC_TOKEN_FILE" 0 env -u RSC_TOKEN RSC_TOKEN_FILE="$dir/admin-token" "${A[@]}" list-streams
+check "--token-file over RSC_TOKEN" 1 "${A[@]}" --token-file "$dir/member-token" delete-group orders billing --fence-members
+expect "--token-file's member token is the one presented" "HTTP 403" "$err"
 # Dead letters, as a member runtime writes them (see docs/guide.md: records that keep failing).
 dead='rsc:{orders/billing}:dead'
 d1=$(redis-cli -p "$rport" XADD "$dead" '*' id 1-1 shard 0 stream orders:0 deliveries 5 error 'cannot parse' \
@@ -214,7 +222,7 @@ check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" lis
 # The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
 audits=$(grep ' audit ' "$dir/pod.log" || true)
 n=$(grep -c ' audit ' <<<"$audits" || true)
-[ "$n" -eq 32 ] || { echo "FAIL: $n audit lines, want 32 (the setup's stream + 31 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+[ "$n" -eq 33 ] || { echo "FAIL: $n audit lines, want 33 (the setup's stream + 32 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
 expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
 expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
 expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"

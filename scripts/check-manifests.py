@@ -223,9 +223,20 @@ check(any(n.startswith("*.") and advertised_host.endswith(n[1:]) and "." not in 
       f"the certificate covers the Service and the name each pod advertises ({advertised_host})")
 tpod = patches[("Deployment", "rsc-coordinator")]["spec"]["template"]
 tc = tpod["spec"]["containers"][0]
-check(tc["readinessProbe"]["httpGet"].get("scheme") == "HTTPS" and tc["livenessProbe"]["httpGet"].get("scheme") == "HTTPS"
-      and tpod["metadata"]["annotations"].get("prometheus.io/scheme") == "https", "probes and scrape annotations say HTTPS")
-check(patches[("ServiceMonitor", "rsc-coordinator")]["spec"]["endpoints"][0]["scheme"] == "https", "the ServiceMonitor scrapes HTTPS")
+tenv_decl = {e["name"]: e["value"] for e in tc["env"]}
+probe_port = {p["name"]: p["containerPort"] for p in tc.get("ports", [])}.get("probe")
+check("RSC_TLS_CLIENT_CA_FILE" in tenv_decl, "the TLS overlay turns mutual TLS on (RSC_TLS_CLIENT_CA_FILE)")
+check(probe_port is not None and tenv_decl.get("RSC_PROBE_LISTEN", "").endswith(f":{probe_port}")
+      and all(tc[p]["httpGet"].get("port") == "probe" and tc[p]["httpGet"].get("scheme", "HTTP") == "HTTP"
+              for p in ("readinessProbe", "livenessProbe")),
+      f"the probes go to the plain probe port the pod serves (RSC_PROBE_LISTEN, port {probe_port})")
+check(tpod["metadata"]["annotations"].get("prometheus.io/scheme") == "https", "the scrape annotation says HTTPS")
+sm_tls = patches[("ServiceMonitor", "rsc-coordinator")]["spec"]["endpoints"][0]
+check(sm_tls["scheme"] == "https" and "cert" in sm_tls["tlsConfig"] and "keySecret" in sm_tls["tlsConfig"],
+      "the ServiceMonitor scrapes HTTPS presenting a client certificate")
+with open(os.path.join(tlsdir, "client-certificate.yaml")) as f:
+    client_cert = yaml.safe_load(f)
+check("client auth" in client_cert["spec"]["usages"], "the client certificate is issued for client auth")
 tmp2 = tempfile.mkdtemp(prefix="rsc-manifests-tls-")
 def sh(cmd):
     subprocess.run(cmd, shell=True, check=True, cwd=tmp2, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -235,6 +246,10 @@ try:
     with open(os.path.join(tmp2, "ext"), "w") as f:
         f.write("subjectAltName=DNS:rsc-coordinator.default.svc,IP:127.0.0.1\n")
     sh("openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile ext -out tls.crt")
+    sh("openssl req -newkey rsa:2048 -nodes -subj /CN=rsc-client -keyout client.key -out client.csr")
+    with open(os.path.join(tmp2, "client-ext"), "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    sh("openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile client-ext -out client.crt")
     # The base's Secrets again (the first directory is gone), then the overlay's files.
     local_args, tenv = materialize(tmp2)
     for e in tc["env"]:
@@ -242,9 +257,11 @@ try:
     r = subprocess.run([coord, "--check-config"] + local_args, env=tenv, capture_output=True, text=True)
     check(r.returncode == 0 and "https=on" in r.stdout and "redis-tls=on" in r.stdout,
           "rsc-coordinator --check-config accepts the TLS overlay: " + (r.stdout.strip() or r.stderr.strip())[:240])
-    # Served: the readiness probe's path over HTTPS, verified with the CA (Redis without TLS here).
-    rport, cport = free_port(), free_port()
-    live = dict(tenv, RSC_REDIS=f"127.0.0.1:{rport}", RSC_ADVERTISE=f"127.0.0.1:{cport}")
+    # Served: the probes over plain HTTP on their port, and nothing else there; the API over HTTPS
+    # only to a client presenting a certificate of the CA (Redis without TLS here).
+    rport, cport, pport = free_port(), free_port(), free_port()
+    live = dict(tenv, RSC_REDIS=f"127.0.0.1:{rport}", RSC_ADVERTISE=f"127.0.0.1:{cport}",
+                RSC_PROBE_LISTEN=f"127.0.0.1:{pport}")
     live.pop("RSC_REDIS_TLS_CA_FILE", None)
     live.pop("RSC_REDIS_PASSWORD_FILE", None)
     run_args = [a for a in local_args]
@@ -254,25 +271,41 @@ try:
     try:
         procs.append(subprocess.Popen([coord] + run_args, env=live, stdout=subprocess.DEVNULL,
                                       stderr=open(os.path.join(tmp2, "pod.log"), "w")))
-        import ssl
-        ctx = ssl.create_default_context(cafile=os.path.join(tmp2, "ca.crt"))
+        import ssl, urllib.error
+        def status_of(url, ctx=None):
+            try:
+                return urllib.request.urlopen(url, timeout=2, context=ctx).status
+            except urllib.error.HTTPError as e:
+                return e.code
+            except Exception:
+                return 0
         status = 0
         deadline = time.time() + 10
         while time.time() < deadline and status != 200:
-            try:
-                status = urllib.request.urlopen(f"https://127.0.0.1:{cport}{tc['readinessProbe']['httpGet']['path']}",
-                                                timeout=2, context=ctx).status
-            except Exception:
+            status = status_of(f"http://127.0.0.1:{pport}{tc['readinessProbe']['httpGet']['path']}")
+            if status != 200:
                 time.sleep(0.1)
-        check(status == 200, "a pod with the TLS overlay's settings answers its readiness probe over HTTPS")
+        check(status == 200, "a pod with the TLS overlay's settings answers its readiness probe on the plain probe port")
+        check(status_of(f"http://127.0.0.1:{pport}{tc['livenessProbe']['httpGet']['path']}") == 200,
+              "and its liveness probe")
+        check(status_of(f"http://127.0.0.1:{pport}/metrics") == 404, "the probe port serves nothing but the probes")
+        anon = ssl.create_default_context(cafile=os.path.join(tmp2, "ca.crt"))
+        check(status_of(f"https://127.0.0.1:{cport}/healthz", anon) == 0,
+              "the API port refuses a client without a certificate (mutual TLS)")
+        mutual = ssl.create_default_context(cafile=os.path.join(tmp2, "ca.crt"))
+        mutual.load_cert_chain(os.path.join(tmp2, "client.crt"), os.path.join(tmp2, "client.key"))
+        check(status_of(f"https://127.0.0.1:{cport}/healthz", mutual) == 200,
+              "and serves one presenting the client certificate")
     finally:
         stop_all(procs)
 finally:
     shutil.rmtree(tmp2, ignore_errors=True)
-tcons = patches[("Deployment", "orders-billing-consumer")]["spec"]["template"]["spec"]["containers"][0]
-tflags = [a for a in tcons["args"] if a.startswith("--")]
-check(all(f in usage.stdout + usage.stderr for f in tflags) and any(a.startswith("https://") for a in tcons["args"]),
-      f"the TLS consumer calls https:// with flags rsc-consume knows ({', '.join(tflags)})")
+for kind, name in (("Deployment", "orders-billing-consumer"), ("StatefulSet", "orders-audit-consumer")):
+    tcons = patches[(kind, name)]["spec"]["template"]["spec"]["containers"][0]
+    tflags = [a for a in tcons["args"] if a.startswith("--")]
+    check(all(f in usage.stdout + usage.stderr for f in tflags) and any(a.startswith("https://") for a in tcons["args"])
+          and "--coordinator-cert-file" in tflags and "--coordinator-key-file" in tflags,
+          f"the TLS {name} calls https:// with a client certificate and flags rsc-consume knows ({', '.join(tflags)})")
 
 print(f"check-manifests: {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

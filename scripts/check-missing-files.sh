@@ -38,7 +38,12 @@ for tool in consume produce; do
     --coordinator-key-file "$nowhere/k.pem"
   unset -n cmd
 done
-expect_exit_2 "rsc-consume --token-file" "$nowhere/token" "${consume[@]}" --token-file "$nowhere/token"
+for tool in consume produce admin; do
+  declare -n cmd=$tool
+  expect_exit_2 "rsc-$tool --token-file" "$nowhere/token" "${cmd[@]}" --token-file "$nowhere/token" list-streams
+  expect_exit_2 "rsc-$tool RSC_TOKEN_FILE" "$nowhere/token" env RSC_TOKEN_FILE="$nowhere/token" "${cmd[@]}" list-streams
+  unset -n cmd
+done
 expect_exit_2 "rsc-admin --coordinator-ca-file" "$nowhere/ca.pem" "${admin[@]}" --coordinator-ca-file "$nowhere/ca.pem" list-streams
 expect_exit_2 "rsc-admin --coordinator-key-file" "$nowhere/k.pem" "${admin[@]}" --coordinator-cert-file "$0" \
   --coordinator-key-file "$nowhere/k.pem" list-streams

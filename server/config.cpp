@@ -20,6 +20,8 @@ struct Bad {
   std::string what;
 };
 
+constexpr std::size_t kMinTokenLength = 16;  // a token a caller cannot guess
+
 // An object of string settings (file paths, names), each non-empty and each one of `fields`; any
 // other name is refused with the names it may have. `also`: a name the caller reads itself.
 template <typename T>
@@ -80,6 +82,11 @@ void set_listen(Config& c, const std::string& v, const std::string& name) {
   auto [h, p] = host_port(v, name);
   c.http.host = h;
   c.http.port = static_cast<uint16_t>(p);
+}
+void set_probe_listen(Config& c, const std::string& v, const std::string& name) {
+  auto [h, p] = host_port(v, name);
+  if (p == 0) throw Bad{name + ": the probe port must be a port number, not 0"};
+  c.probeListen = std::make_pair(h, static_cast<uint16_t>(p));
 }
 void set_advertise(Config& c, const std::string& v, const std::string& name) {
   auto [h, p] = host_port(v, name);
@@ -149,6 +156,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "retired-shard-ttl") c.service.retiredShardTtlMs = v;
   else if (key == "static-session-timeout") c.service.core.staticSessionTimeoutMs = v;
   else if (key == "max-groups-per-stream") c.service.maxGroupsPerStream = v;
+  else if (key == "tls-expiry-warning-days") c.tlsExpiryWarningDays = v;
   else throw Bad{name + ": unknown setting"};
 }
 
@@ -157,13 +165,14 @@ const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "
                                         "mutex-ttl", "default-shard-count", "store-connections", "http-threads",
                                         "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
                                         "store-deadline", "store-stall", "group-retire-after", "lag-interval", "max-groups-per-stream",
-                                        "max-connections", "scale-in-grace", "retired-shard-ttl", "static-session-timeout"};
+                                        "max-connections", "scale-in-grace", "retired-shard-ttl", "static-session-timeout",
+                                        "tls-expiry-warning-days"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
 bool is_count(const std::string& key) {
   return key == "default-shard-count" || key == "store-connections" || key == "http-threads" ||
          key == "scheduler-threads" ||
-         key == "max-groups-per-stream" || key == "max-connections";
+         key == "max-groups-per-stream" || key == "max-connections" || key == "tls-expiry-warning-days";
 }
 
 std::string env_name(const std::string& key) {
@@ -224,7 +233,7 @@ void load_file(Config& c, const std::string& path) {
     throw Bad{path + ": not usable JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2)};
   }
   if (!j.is_object()) throw Bad{path + ": not a JSON object"};
-  only_known(j, path, "", {"listen", "advertise", "redis", "tls", "coordinator", "groups", "auth"});
+  only_known(j, path, "", {"listen", "advertise", "probeListen", "redis", "tls", "coordinator", "groups", "auth"});
   auto str = [&](const json& o, const char* k, const std::string& where) -> std::optional<std::string> {
     if (!o.contains(k)) return std::nullopt;
     if (!o[k].is_string()) throw Bad{path + ": " + where + " must be a string"};
@@ -232,6 +241,7 @@ void load_file(Config& c, const std::string& path) {
   };
   if (auto v = str(j, "listen", "listen")) set_listen(c, *v, path + ": listen");
   if (auto v = str(j, "advertise", "advertise")) set_advertise(c, *v, path + ": advertise");
+  if (auto v = str(j, "probeListen", "probeListen")) set_probe_listen(c, *v, path + ": probeListen");
   if (j.contains("redis")) {
     const auto& r = j["redis"];
     if (!r.is_object()) throw Bad{path + ": redis must be an object"};
@@ -264,13 +274,14 @@ void load_file(Config& c, const std::string& path) {
     }
     if (auto v = str(r, "namespace", "redis.namespace")) c.redis.ns = *v;
   }
-  if (j.contains("tls")) {  // HTTPS: {"certFile", "keyFile", "clientCaFile", "peerCaFile", "peerName"}
+  if (j.contains("tls")) {  // HTTPS: {"certFile", "keyFile", "clientCaFile", "peerCaFile", "peerName", "minVersion", "ciphers"}
     const auto& t = j["tls"];
     if (!t.is_object()) throw Bad{path + ": tls must be an object"};
     using S = http::ServerTls;
     read_string_settings<S>(t, path, "tls.", c.http.tls,
                             {{"certFile", &S::certFile}, {"keyFile", &S::keyFile}, {"clientCaFile", &S::clientCaFile},
-                             {"peerCaFile", &S::peerCaFile}, {"peerName", &S::peerName}});
+                             {"peerCaFile", &S::peerCaFile}, {"peerName", &S::peerName}, {"minVersion", &S::minVersion},
+                             {"ciphers", &S::ciphers}});
   }
   if (j.contains("coordinator")) {
     const auto& co = j["coordinator"];
@@ -336,8 +347,10 @@ void load_file(Config& c, const std::string& path) {
         std::string error;
         token = store::read_secret_file(*file, error);
         if (!error.empty()) throw Bad{path + ": " + where + ".tokenFile: " + error};
+        tok.file = *file;
       }
-      if (!token || token->size() < 16) throw Bad{path + ": " + where + ".token must be a string of 16 characters or more"};
+      if (!token || token->size() < kMinTokenLength)
+        throw Bad{path + ": " + where + ".token must be a string of " + std::to_string(kMinTokenLength) + " characters or more"};
       tok.token = *token;
       if (auto role = str(t, "role", where + ".role")) tok.role = *role;
       if (auto name = str(t, "name", where + ".name")) {
@@ -370,9 +383,13 @@ const HttpsField kHttpsFields[] = {{"--tls-cert-file", "RSC_TLS_CERT_FILE", &htt
                                    {"--tls-key-file", "RSC_TLS_KEY_FILE", &http::ServerTls::keyFile},
                                    {"--tls-client-ca-file", "RSC_TLS_CLIENT_CA_FILE", &http::ServerTls::clientCaFile},
                                    {"--tls-peer-ca-file", "RSC_TLS_PEER_CA_FILE", &http::ServerTls::peerCaFile},
-                                   {"--tls-peer-name", "RSC_TLS_PEER_NAME", &http::ServerTls::peerName}};
+                                   {"--tls-peer-name", "RSC_TLS_PEER_NAME", &http::ServerTls::peerName},
+                                   {"--tls-min-version", "RSC_TLS_MIN_VERSION", &http::ServerTls::minVersion},
+                                   {"--tls-ciphers", "RSC_TLS_CIPHERS", &http::ServerTls::ciphers}};
 
 void validate(const Config& c) {
+  if (c.probeListen && c.probeListen->second == c.http.port)
+    throw Bad{"probe-listen: port " + std::to_string(c.http.port) + " is the API's; give the probes a port of their own"};
   if (auto e = store::check_tls_files(c.redis.tls); !e.empty()) throw Bad{"redis TLS: " + e};
   if (auto e = http::check_server_tls(c.http.tls); !e.empty()) throw Bad{"https: " + e};
   const auto& s = c.service;
@@ -404,6 +421,7 @@ void validate(const Config& c) {
 
 std::string usage() {
   return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--advertise HOST:PORT]\n"
+         "         [--probe-listen HOST:PORT]\n"
          "         [--redis HOST:PORT[,HOST:PORT...]]\n"
          "         [--redis-cluster] [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
@@ -414,11 +432,15 @@ std::string usage() {
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "         [--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
          "         [--redis-tls-cert-file F --redis-tls-key-file F] [--redis-tls-server-name NAME]\n"
-         "         [--tls-cert-file F --tls-key-file F [--tls-client-ca-file F] [--tls-peer-ca-file F] [--tls-peer-name N]]\n"
+         "         [--tls-cert-file F --tls-key-file F [--tls-client-ca-file F] [--tls-peer-ca-file F] [--tls-peer-name N]\n"
+         "          [--tls-min-version 1.2|1.3] [--tls-ciphers LIST] [--tls-expiry-warning-days N]]\n"
          "HTTPS: --tls-cert-file/--tls-key-file serve HTTPS (files re-read when they change or on SIGHUP);\n"
          "--tls-client-ca-file requires client certificates of that CA (mutual TLS); pods forward to each other\n"
          "over TLS, verifying the other pod against --tls-peer-ca-file (default the client CA, else the system's)\n"
-         "and the name --tls-peer-name (default its address). Env RSC_TLS_CERT_FILE etc.; file \"tls\": {...}.\n"
+         "and the name --tls-peer-name (default its address); TLS 1.2 and 1.3 (--tls-min-version 1.3: 1.3 only), TLS 1.2\n"
+         "with forward-secret AEAD suites only (--tls-ciphers: an OpenSSL list, default " + std::string(http::kDefaultTls12Ciphers) + ").\n"
+         "Env RSC_TLS_CERT_FILE etc.; file \"tls\": {...}. --probe-listen HOST:PORT (RSC_PROBE_LISTEN, \"probeListen\"):\n"
+         "/healthz and /readyz also over plain HTTP there, and nothing else (kubelet probes under mutual TLS).\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "advertise (where the other pods forward the calls of the groups this pod serves, and where rsc's\n"
          "clients send them directly: each answer about a group names its pod in Rsc-Group-Owner) the listen\n"
@@ -477,6 +499,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (file) load_file(c, *file);
     if (const char* v = env("RSC_LISTEN")) set_listen(c, v, "RSC_LISTEN");
     if (const char* v = env("RSC_ADVERTISE")) set_advertise(c, v, "RSC_ADVERTISE");
+    if (const char* v = env("RSC_PROBE_LISTEN")) set_probe_listen(c, v, "RSC_PROBE_LISTEN");
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
     if (const char* v = env("RSC_REDIS_CLUSTER")) set_redis_cluster(c, v, "RSC_REDIS_CLUSTER");
     if (auto e = store::apply_redis_env(c.redis, env); !e.empty()) throw Bad{e};
@@ -501,6 +524,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         set_listen(c, value(), a);
       } else if (a == "--advertise") {
         set_advertise(c, value(), a);
+      } else if (a == "--probe-listen") {
+        set_probe_listen(c, value(), a);
       } else if (a == "--redis") {
         set_redis(c, value(), a);
       } else if (a == "--redis-cluster") {
@@ -555,8 +580,11 @@ std::string summary(const Config& c) {
      << (c.redis.cluster ? " (cluster, " + std::to_string(std::max<std::size_t>(1, c.redis.seeds.size())) + " seeds)" : "")
      << (c.redis.password.empty() ? "" : " (auth)") << " redis-tls=" << store::describe_tls(c.redis.tls)
      << " https=" << (c.http.tls.enabled() ? "on, certificate " + c.http.tls.certFile +
-                                                 (c.http.tls.clientCaFile.empty() ? std::string() : ", client CA " + c.http.tls.clientCaFile)
+                                                 (c.http.tls.clientCaFile.empty() ? std::string() : ", client CA " + c.http.tls.clientCaFile) +
+                                                 (c.http.tls.minVersion == "1.3" ? ", TLS 1.3 only" : ", TLS 1.2+") +
+                                                 (c.http.tls.ciphers.empty() ? std::string() : ", TLS 1.2 ciphers " + c.http.tls.ciphers)
                                            : std::string("off"))
+     << (c.probeListen ? " probes=http://" + c.probeListen->first + ":" + std::to_string(c.probeListen->second) : std::string())
      << " tick=" << c.service.tickIntervalMs
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
      << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms lease-renewal-slack=" << c.service.core.leaseRenewalSlackMs << "ms mutex-ttl=" << c.service.mutexTtlMs
@@ -578,6 +606,58 @@ std::string summary(const Config& c) {
   }
   os << " metrics-public=" << (c.auth.open() ? "yes (no tokens)" : c.auth.metricsPublic ? "yes" : "no");
   return os.str();
+}
+
+TokenFiles::TokenFiles(http::AuthConfig initial)
+    : current_(std::make_shared<const http::AuthConfig>(std::move(initial))), told_(current_->tokens.size()) {}
+
+std::shared_ptr<const http::AuthConfig> TokenFiles::current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+bool TokenFiles::watching() const {
+  const auto a = current();
+  return std::any_of(a->tokens.begin(), a->tokens.end(), [](const http::Token& t) { return !t.file.empty(); });
+}
+
+std::vector<std::string> TokenFiles::check() {
+  const auto now = current();
+  auto next = *now;
+  std::vector<std::string> lines;
+  bool changed = false;
+  for (std::size_t i = 0; i < next.tokens.size(); ++i) {
+    auto& t = next.tokens[i];
+    if (t.file.empty()) continue;
+    const std::string where = "auth.tokens[" + std::to_string(i) + "]" + (t.name.empty() ? "" : " (" + t.name + ")");
+    std::string error;
+    std::string read = store::read_secret_file(t.file, error);
+    if (error.empty() && read.size() < kMinTokenLength)
+      error = t.file + " holds fewer than " + std::to_string(kMinTokenLength) + " characters";
+    if (!error.empty()) {
+      // Said once per problem, not every second: a Secret being replaced may be briefly absent.
+      if (told_[i] != error) lines.push_back(where + ": " + error + "; the token it held before is still accepted");
+      told_[i] = error;
+      continue;
+    }
+    if (!told_[i].empty()) lines.push_back(where + ": " + t.file + " can be read again");
+    told_[i].clear();
+    if (read == t.token) continue;
+    t.token = std::move(read);  // never logged
+    changed = true;
+    lines.push_back(where + ": " + t.file + " changed; its new token is accepted and the old one no longer");
+  }
+  if (changed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = std::make_shared<const http::AuthConfig>(std::move(next));
+    ++reloads_;
+  }
+  return lines;
+}
+
+int64_t TokenFiles::reloads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reloads_;
 }
 
 }  // namespace rsc::server

@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <chrono>
+#include <memory>
+#include <mutex>
 
 #include "log/log.hpp"
 #include "actors/service.hpp"
@@ -78,15 +81,78 @@ int main(int argc, char** argv) {
   if (cfg.http.port != 0) service->set_address(serviceCfg.address, cfg.http.tls.enabled());
   auto httpOpts = cfg.http;
   httpOpts.podId = service->pod_id();
-  http::Server srv(httpOpts, [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
-    http::handle_request(req, *service, auth, std::move(respond));
-  });
+  // Tokens read from files are read again each second (and on SIGHUP); a request is authorized
+  // with the list in force when it arrived. Without token files the list never changes.
+  // HTTPS: handshake failures counted by reason; the served certificate's expiry exported, and
+  // said when it is near (at each load, then once a day while it stays near).
+  struct Expiry {
+    std::mutex mu;
+    std::string file;
+    int64_t notAfter = 0;
+    int64_t toldAt = 0;  // Unix seconds of the last warning
+  };
+  auto expiry = std::make_shared<Expiry>();
+  const int64_t warnDays = cfg.tlsExpiryWarningDays;
+  auto unix_now = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  auto warn_expiry = [expiry, warnDays, unix_now](bool loaded) {
+    std::lock_guard<std::mutex> lock(expiry->mu);
+    const int64_t now = unix_now();
+    if (!loaded && now - expiry->toldAt < 86400) return;
+    const auto line = http::certificate_expiry_warning(expiry->file, expiry->notAfter, now, warnDays);
+    if (line.empty()) return;
+    log::warn("https: " + line);
+    expiry->toldAt = now;
+  };
+  httpOpts.onHandshakeFailure = [metrics](const std::string& reason) { metrics->tls_handshake_failed(reason); };
+  httpOpts.onCertificate = [metrics, expiry, warn_expiry](const std::string& file, int64_t notAfter) {
+    metrics->tls_certificate(file, notAfter);
+    {
+      std::lock_guard<std::mutex> lock(expiry->mu);
+      expiry->file = file;
+      expiry->notAfter = notAfter;
+    }
+    warn_expiry(true);
+  };
+  server::TokenFiles tokens(cfg.auth);
+  const bool tokenFiles = tokens.watching();
+  std::function<void(http::HttpRequest, http::Respond)> handler;
+  if (tokenFiles)
+    handler = [&service, &tokens](http::HttpRequest req, http::Respond respond) {
+      const auto auth = tokens.current();
+      http::handle_request(req, *service, *auth, std::move(respond));
+    };
+  else
+    handler = [&service, auth = cfg.auth](http::HttpRequest req, http::Respond respond) {
+      http::handle_request(req, *service, auth, std::move(respond));
+    };
+  http::Server srv(httpOpts, std::move(handler));
+  // The probes over plain HTTP on a port of their own (--probe-listen), nothing else there.
+  std::unique_ptr<http::Server> probes;
+  if (cfg.probeListen) {
+    http::ServerOptions po;
+    po.host = cfg.probeListen->first;
+    po.port = cfg.probeListen->second;
+    po.threads = 1;
+    po.headerTimeoutMs = cfg.http.headerTimeoutMs;
+    po.idleTimeoutMs = cfg.http.idleTimeoutMs;
+    po.maxConnections = 256;
+    po.podId = service->pod_id();
+    probes = std::make_unique<http::Server>(po, [&service](http::HttpRequest req, http::Respond respond) {
+      http::handle_probe_request(req, *service, std::move(respond));
+    });
+  }
   try {
     srv.start();
+    if (probes) probes->start();
   } catch (const std::exception& e) {
     log::error(std::string("rsc-coordinator: ") + e.what());
     return 1;
   }
+  if (probes)
+    log::info("rsc-coordinator: /healthz and /readyz also served on http://" + cfg.probeListen->first + ":" +
+              std::to_string(probes->port()) + " (probes only)");
   const std::string advertised = advertise(srv.port());
   service->set_address(advertised, cfg.http.tls.enabled());
   log::info(std::string("rsc-coordinator ready: serving ") + (cfg.http.tls.enabled() ? "https://" : "http://") + cfg.http.host + ":" + std::to_string(srv.port()) +
@@ -94,10 +160,23 @@ int main(int argc, char** argv) {
             " takes forwarded calls at " + advertised +
             (cfg.advertise.empty() && wildcard ? " (set --advertise to this pod's IP when pods run on several hosts)" : ""));
 
+  auto check_tokens = [&] {
+    for (const auto& line : tokens.check()) log::warn("auth: " + line);
+  };
   int sig = 0;
+  int64_t seconds = 0;
   for (;;) {
-    sigwait(&signals, &sig);
+    // Each second without a signal (or EINTR): the token files; each hour: the certificate's expiry.
+    const timespec second{1, 0};
+    sig = sigtimedwait(&signals, nullptr, &second);
+    if (sig < 0) {
+      if (tokenFiles) check_tokens();
+      if (cfg.http.tls.enabled() && ++seconds % 3600 == 0) warn_expiry(false);
+      continue;
+    }
     if (sig != SIGHUP) break;
+    check_tokens();
+    if (!cfg.http.tls.enabled()) continue;
     const auto e = srv.reload_tls();
     if (e.empty()) log::info("rsc-coordinator: SIGHUP, certificate files read again; new connections use them");
     else log::error("rsc-coordinator: SIGHUP, certificate files not used (" + e + "); the previous ones stay");
@@ -105,6 +184,7 @@ int main(int argc, char** argv) {
   log::info(std::string("rsc-coordinator: ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
             ", no longer accepting; finishing requests in flight");
   srv.stop(cfg.shutdownGraceMs);
+  if (probes) probes->stop(0);
   service.reset();
   log::info("rsc-coordinator stopped");
   return 0;

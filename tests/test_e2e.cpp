@@ -656,7 +656,7 @@ TEST(E2EConfig, UnknownKeysAnywhereInTheFileAreRefusedWithTheirPath) {
   const std::string tok = R"("token": "0123456789abcdef0123")";
   int rc = 0;
   for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"lisen": "127.0.0.1:1"})", "c.json: lisen: unknown setting (listen, advertise, redis, tls, coordinator, groups, auth)"},
+           {R"({"lisen": "127.0.0.1:1"})", "c.json: lisen: unknown setting (listen, advertise, probeListen, redis, tls, coordinator, groups, auth)"},
            {R"({"redis": {"adress": "127.0.0.1:6379"}})", "c.json: redis.adress: unknown setting (address, "},
            {R"({"redis": {"pasword": "x"}})", "c.json: redis.pasword: unknown setting"},
            {R"({"auth": {"metricPublic": false}})", "c.json: auth.metricPublic: unknown setting (tokens, metricsPublic)"},
@@ -726,7 +726,7 @@ TEST(E2EConfig, RedisTlsAndSecretFilesAreCheckedAndNoSecretIsPrinted) {
             "redis.tls.caFiel: unknown setting (caFile, caDir, certFile, keyFile, serverName, enabled)"},
            {R"({"redis": {"tls": {"enabled": "yes"}}})", "redis.tls.enabled must be true or false"},
            {R"({"redis": {"tls": {"certFile": ""}}})", "redis.tls.certFile must be a non-empty string"},
-           {R"({"tls": {"certfile": "x"}})", "tls.certfile: unknown setting (certFile, keyFile, clientCaFile, peerCaFile, peerName)"},
+           {R"({"tls": {"certfile": "x"}})", "tls.certfile: unknown setting (certFile, keyFile, clientCaFile, peerCaFile, peerName, minVersion, ciphers)"},
            {R"({"tls": {"keyFile": 7}})", "tls.keyFile must be a non-empty string"}}) {
     std::ofstream(bad) << body;
     out = run(bin + " --check-config --config " + bad + " 2>&1", &rc);
@@ -780,6 +780,65 @@ TEST(E2ESecrets, TokensAndTheRedisPasswordNeverAppearInLogsMetricsPagesOrAnswers
     EXPECT_EQ(log.find(password), std::string::npos) << log;
   }
   EXPECT_NE(pod.log().find("caller=ops"), std::string::npos) << "the audit line names the token by its name";
+}
+
+// A token read from a file (a mounted Secret) is read again while the coordinator runs (issue 56,
+// point 4): a rotated file takes effect within seconds without a restart, a file that is briefly
+// broken keeps the token it held (said once, not every second), and no token is ever logged.
+TEST(E2ESecrets, ATokenFileThatChangesIsReadAgainWithoutARestart) {
+  RedisServer redis;
+  const auto& pki = rsc::testing::TestPki::get();
+  const std::string tok = pki.dir + "/rotating-token", conf = pki.dir + "/rotating.json";
+  const std::string first = "first-token-0123456789", second = "second-token-9876543210", inlineTok = "inline-admin-token-555";
+  auto write_token = [&](const std::string& content) {  // as the kubelet does: a new file, renamed in
+    std::ofstream(tok + ".new") << content;
+    std::filesystem::rename(tok + ".new", tok);
+  };
+  write_token(first + "\n");
+  std::ofstream(conf) << R"({"auth": {"tokens": [{"tokenFile": ")" << tok << R"(", "role": "admin", "name": "ops"},
+                                                  {"token": ")" << inlineTok << R"(", "role": "admin"}]}})";
+  Coordinator pod(redis.port(), {"--config", conf});
+  auto status_with = [&](const std::string& token) {
+    return http_call(pod.port(), "GET", "/coord/v1/streams", {}, {{"Authorization", "Bearer " + token}}).status;
+  };
+  ASSERT_EQ(status_with(first), 200);
+  ASSERT_EQ(status_with(second), 401);
+  write_token(second + "\n");
+  const auto changed = std::chrono::steady_clock::now();
+  while (status_with(second) != 200 && std::chrono::steady_clock::now() - changed < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto tookMs =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - changed).count();
+  EXPECT_EQ(status_with(second), 200) << "the new token is accepted without a restart";
+  EXPECT_EQ(status_with(first), 401) << "and the old one no longer";
+  EXPECT_EQ(status_with(inlineTok), 200) << "a token given inline is untouched";
+  EXPECT_LE(tookMs, 3000);
+  std::cout << "[ figures ] a changed token file took effect after " << tookMs << " ms\n";
+  // A file that is broken (too short, then gone) leaves the token it held in force, said once each.
+  write_token("short\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(status_with(second), 200) << "a token file that cannot be used keeps the token it held";
+  EXPECT_EQ(status_with("short"), 401);
+  std::filesystem::remove(tok);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(status_with(second), 200);
+  write_token(first + "\n");
+  const auto back = std::chrono::steady_clock::now();
+  while (status_with(first) != 200 && std::chrono::steady_clock::now() - back < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(status_with(first), 200) << "a file that can be read again is used again";
+  EXPECT_EQ(status_with(second), 401);
+  const auto log = pod.log();
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("holds fewer than 16 characters; the token it held before is still accepted"), 1u) << log;
+  EXPECT_EQ(count("cannot read " + tok), 1u) << log;
+  EXPECT_EQ(count("changed; its new token is accepted and the old one no longer"), 2u) << log;
+  EXPECT_NE(log.find("auth.tokens[0] (ops)"), std::string::npos) << "lines name the token by its place and name: " << log;
+  for (const auto& secret : {first, second, inlineTok}) EXPECT_EQ(log.find(secret), std::string::npos) << log;
 }
 
 // Several pods on one Redis; members in threads send each heartbeat to a random pod. The

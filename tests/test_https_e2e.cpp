@@ -231,6 +231,193 @@ TEST(Https, ReplacedCertificateFilesServeNewConnectionsAndOpenOnesKeepTheirs) {
   EXPECT_EQ(client(pod.port(), {pki().otherCa(), "", ""}).request("GET", "/healthz", "").status, 200);
 }
 
+namespace {
+// What `openssl s_client` agrees with the pod on ("TLSv1.2 ECDHE-RSA-AES128-GCM-SHA256"), or ""
+// when the handshake fails.
+std::string agreed(int port, const std::string& clientArgs) {
+  const std::string cmd = "timeout 10 openssl s_client -brief -connect 127.0.0.1:" + std::to_string(port) + " -CAfile " +
+                          pki().ca() + " " + clientArgs + " </dev/null 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  auto field = [&](const std::string& name) {
+    const auto at = out.find(name);
+    if (at == std::string::npos) return std::string();
+    const auto end = out.find('\n', at);
+    return out.substr(at + name.size(), end - at - name.size());
+  };
+  const auto version = field("Protocol version: "), suite = field("Ciphersuite: ");
+  return version.empty() || suite.empty() ? "" : version + " " + suite;
+}
+}  // namespace
+
+// TLS policy (issue 56, point 5): TLS 1.2 is served with forward-secret AEAD suites only (no static
+// RSA key exchange, no CBC), TLS 1.3 as OpenSSL offers it; --tls-min-version 1.3 refuses 1.2, and
+// --tls-ciphers replaces the 1.2 list. A setting OpenSSL cannot use is refused at start.
+TEST(Https, OnlyForwardSecretAeadSuitesAndTheMinimumVersionAreServed) {
+  RedisServer redis;
+  Coordinator pod(redis.port(), https_args(pki().serverCert(), pki().serverKey(), false));
+  auto args13 = https_args(pki().serverCert(), pki().serverKey(), false);
+  args13.insert(args13.end(), {"--tls-min-version", "1.3"});
+  Coordinator only13(redis.port(), args13);
+  auto argsOne = https_args(pki().serverCert(), pki().serverKey(), false);
+  argsOne.insert(argsOne.end(), {"--tls-ciphers", "ECDHE-RSA-AES256-GCM-SHA384"});
+  Coordinator oneSuite(redis.port(), argsOne);
+
+  EXPECT_EQ(agreed(pod.port(), "-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256"), "TLSv1.2 ECDHE-RSA-AES128-GCM-SHA256");
+  EXPECT_EQ(agreed(pod.port(), "-tls1_2 -cipher ECDHE-RSA-CHACHA20-POLY1305"), "TLSv1.2 ECDHE-RSA-CHACHA20-POLY1305");
+  for (const char* weak : {"AES128-SHA", "AES256-GCM-SHA384", "AES128-SHA256", "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384",
+                           "DHE-RSA-AES128-SHA"})
+    EXPECT_EQ(agreed(pod.port(), std::string("-tls1_2 -cipher ") + weak), "") << weak << " must not be agreed";
+  EXPECT_EQ(agreed(pod.port(), "-tls1_3").rfind("TLSv1.3 ", 0), 0u);
+  const auto any12 = agreed(pod.port(), "-tls1_2");
+  EXPECT_EQ(any12.rfind("TLSv1.2 ECDHE-", 0), 0u) << any12;
+  std::cout << "[ figures ] a TLS 1.2 client offering everything gets " << any12 << "\n";
+
+  EXPECT_EQ(agreed(only13.port(), "-tls1_2"), "") << "1.3 only";
+  EXPECT_EQ(agreed(only13.port(), "-tls1_3").rfind("TLSv1.3 ", 0), 0u);
+  EXPECT_EQ(agreed(oneSuite.port(), "-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256"), "");
+  EXPECT_EQ(agreed(oneSuite.port(), "-tls1_2"), "TLSv1.2 ECDHE-RSA-AES256-GCM-SHA384");
+  // The API works with the member library's client as before.
+  EXPECT_EQ(client(pod.port(), {pki().ca(), "", ""}).request("GET", "/healthz", "").status, 200);
+  EXPECT_EQ(client(only13.port(), {pki().ca(), "", ""}).request("GET", "/healthz", "").status, 200);
+
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--tls-min-version 1.1", "minimum TLS version '1.1': 1.2 or 1.3"},
+           {"--tls-ciphers NOPE-NOTHING", "TLS 1.2 ciphers 'NOPE-NOTHING': none of them is known"}}) {
+    FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --check-config --tls-cert-file " + pki().serverCert() +
+                     " --tls-key-file " + pki().serverKey() + " " + flags + " 2>&1")
+                        .c_str(),
+                    "r");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 2) << flags << ": " << out;
+    EXPECT_NE(out.find(says), std::string::npos) << flags << ": " << out;
+  }
+}
+
+// Probes under mutual TLS (issue 56, point 5): the kubelet presents no client certificate, so
+// --probe-listen serves /healthz and /readyz over plain HTTP on a port of their own, and nothing
+// else there; the API port still refuses a client without a certificate.
+TEST(Https, UnderMutualTlsTheProbesAnswerOnAPlainPortOfTheirOwnAndNothingElseDoes) {
+  RedisServer redis;
+  const int probePort = free_loopback_port();
+  auto args = https_args(pki().serverCert(), pki().serverKey(), true);
+  args.insert(args.end(), {"--probe-listen", "127.0.0.1:" + std::to_string(probePort)});
+  Coordinator pod(redis.port(), args);
+  EXPECT_TRUE(within([&] { return http_call(probePort, "GET", "/readyz").status == 200; }, 5000)) << pod.log();
+  EXPECT_EQ(http_call(probePort, "GET", "/healthz").status, 200);
+  EXPECT_EQ(http_call(probePort, "HEAD", "/readyz").status, 200);
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/metrics"}, {"GET", "/"}, {"GET", "/coord/v1/streams"}, {"PUT", "/coord/v1/streams/orders"},
+           {"POST", "/coord/v1/streams/orders/groups/g/members/m1/heartbeat"}}) {
+    const auto r = http_call(probePort, method, path, method == "GET" ? "" : "{}", {{"Content-Type", "application/json"}});
+    EXPECT_EQ(r.status, 404) << method << " " << path << " on the probe port: " << r.body;
+  }
+  EXPECT_EQ(client(pod.port(), {pki().ca(), "", ""}).request("GET", "/healthz", "").status, 0)
+      << "the API port still wants a client certificate";
+  EXPECT_EQ(client(pod.port(), good_client()).request("GET", "/healthz", "").status, 200);
+  EXPECT_NE(pod.log().find("/healthz and /readyz also served on http://127.0.0.1:" + std::to_string(probePort)),
+            std::string::npos)
+      << pod.log();
+  // The probe port may not be the API's.
+  FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --check-config --listen 127.0.0.1:18080 --probe-listen 127.0.0.1:18080 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2) << out;
+  EXPECT_NE(out.find("probe-listen: port 18080 is the API's"), std::string::npos) << out;
+}
+
+// Visibility (issue 56, point 5): the served certificate's seconds left are exported
+// (rsc_tls_certificate_expiry_seconds) and said in the log when fewer than
+// --tls-expiry-warning-days (default 14) remain or it has expired; failed handshakes are counted
+// by reason (rsc_tls_handshake_failures_total).
+TEST(Https, TheCertificatesExpiryIsExportedAndSaidWhenNearAndFailedHandshakesAreCountedByReason) {
+  RedisServer redis;
+  pki().issue("soon", "ca", "IP:127.0.0.1,DNS:localhost", "", 5);
+  const std::string soonCert = pki().dir + "/soon.crt", soonKey = pki().dir + "/soon.key";
+  Coordinator soon(redis.port(), https_args(soonCert, soonKey, true));
+  Coordinator good(redis.port(), https_args(pki().serverCert(), pki().serverKey(), true));
+  Coordinator expired(redis.port(), https_args(pki().expiredCert(), pki().expiredKey(), false));
+  auto soonClient = client(soon.port(), good_client());
+  auto goodClient = client(good.port(), good_client());
+  const auto left = metric_of(soonClient, "rsc_tls_certificate_expiry_seconds{file=\"" + soonCert + "\"}");
+  EXPECT_GT(left, 4 * 86400.0);
+  EXPECT_LE(left, 5 * 86400.0);
+  EXPECT_GT(metric_of(goodClient, "rsc_tls_certificate_expiry_seconds{file=\"" + pki().serverCert() + "\"}"), 3000 * 86400.0);
+  // The expired pod's /metrics, read without verifying it (every verifying client refuses it).
+  FILE* p = popen(("curl -sk https://127.0.0.1:" + std::to_string(expired.port()) + "/metrics").c_str(), "r");
+  std::string body;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p)) body += buf;
+  pclose(p);
+  const std::string name = "rsc_tls_certificate_expiry_seconds{file=\"" + pki().expiredCert() + "\"} ";
+  const auto at = body.find(name);
+  ASSERT_NE(at, std::string::npos) << body.substr(0, 2000);
+  EXPECT_LT(std::stod(body.substr(at + name.size())), -86400.0) << "expired: negative";
+  EXPECT_EQ(count_of(soon.log(), "the certificate " + soonCert + " expires in "), 1) << soon.log();
+  EXPECT_EQ(count_of(good.log(), "expires in"), 0) << good.log();
+  EXPECT_EQ(count_of(expired.log(), "has EXPIRED"), 1) << expired.log();
+
+  // Failed handshakes at the mutual-TLS pod, one of each kind.
+  EXPECT_NE(http_call(soon.port(), "GET", "/healthz", {}, {}, 1000).status, 200);               // plain HTTP
+  EXPECT_EQ(client(soon.port(), {pki().ca(), "", ""}).request("GET", "/healthz", "").status, 0);  // no certificate
+  EXPECT_EQ(client(soon.port(), {pki().otherCa(), "", ""}).request("GET", "/healthz", "").status, 0);  // refuses ours
+  EXPECT_EQ(agreed(soon.port(), "-tls1_2 -cipher AES128-SHA"), "");                             // no suite in common
+  auto failures = [&](const std::string& reason) {
+    return metric_of(soonClient, "rsc_tls_handshake_failures_total{reason=\"" + reason + "\"}");
+  };
+  EXPECT_TRUE(within([&] { return failures("plain_http") >= 1; }, 2000));
+  EXPECT_GE(failures("no_client_certificate"), 1);
+  EXPECT_GE(failures("server_certificate_rejected"), 1);
+  EXPECT_GE(failures("no_shared_cipher"), 1);
+  const auto text = soonClient.request("GET", "/metrics", "").body;
+  std::cout << "[ figures ] handshake failures by reason:\n";
+  for (auto at2 = text.find("\nrsc_tls_handshake_failures_total{"); at2 != std::string::npos;
+       at2 = text.find("\nrsc_tls_handshake_failures_total{", at2 + 1))
+    std::cout << "  " << text.substr(at2 + 1, text.find('\n', at2 + 1) - at2 - 1) << "\n";
+}
+
+// A client CA taken out of the client CA file (issue 56, point 5): at the rotation that removes it,
+// the open connections whose client certificate it signed are closed (a kept-alive connection would
+// otherwise go on being served for as long as the client keeps it), and those of a CA still in the
+// file stay open.
+TEST(Https, ConnectionsOfAClientCaThatWasRemovedAreClosedAtTheRotation) {
+  const std::string dir = pki().dir + "/client-ca-rotation";
+  std::filesystem::create_directories(dir);
+  const std::string cas = dir + "/client-ca.pem";
+  auto install = [&](const std::vector<std::string>& files) {
+    {
+      std::ofstream out(cas + ".new");
+      for (const auto& f : files) out << std::ifstream(f).rdbuf();
+    }
+    std::filesystem::rename(cas + ".new", cas);
+  };
+  install({pki().ca(), pki().otherCa()});
+  RedisServer redis;
+  auto args = https_args(pki().serverCert(), pki().serverKey(), false);
+  args.insert(args.end(), {"--tls-client-ca-file", cas});
+  Coordinator pod(redis.port(), args);
+  auto ofCa = client(pod.port(), good_client());                                                   // signed by ca
+  auto ofOther = client(pod.port(), {pki().ca(), pki().otherServerCert(), pki().otherServerKey()});  // by other-ca
+  ASSERT_EQ(ofCa.request("GET", "/healthz", "").status, 200);
+  ASSERT_EQ(ofOther.request("GET", "/healthz", "").status, 200);
+
+  install({pki().otherCa()});  // ca is no longer trusted for clients
+  ASSERT_TRUE(within([&] { return count_of(pod.log(), "certificate files changed; new connections use them") == 1; }, 4000))
+      << pod.log();
+  EXPECT_TRUE(within([&] { return count_of(pod.log(), "closed 1 open connection(s) whose client certificate") == 1; }, 2000))
+      << pod.log();
+  const auto refused = ofCa.request("GET", "/healthz", "");
+  EXPECT_NE(refused.status, 200) << "the connection of the removed CA's client was closed, and a new one is refused";
+  EXPECT_EQ(ofOther.request("GET", "/healthz", "").status, 200) << "the other CA's client goes on";
+  EXPECT_EQ(client(pod.port(), good_client()).request("GET", "/healthz", "").status, 0);
+}
+
 TEST(Https, EachBadClientGetsOneClearLineAndNothingHangs) {
   RedisServer redis;
   Coordinator tlsPod(redis.port(), https_args(pki().serverCert(), pki().serverKey(), false));

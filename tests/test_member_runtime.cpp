@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -176,6 +178,10 @@ TEST(RuntimeRetriedJoin, AJoinStoredAfterItsAnswerSaidRetryIsReplayedNotTakenFor
   std::mutex mu;
   std::vector<std::string> statuses;
   auto o = runtime_options(coord, redis, "x");
+  // The member's check that Redis answers before it joins would wait out the pause below (the
+  // coordinator's store and the member's data are one Redis here): this test is about the join's
+  // answer, so the join must go out while the store is slow.
+  o.checkRedis = false;
   o.onHeartbeat = [&](const member::HeartbeatEvent& e) {
     std::lock_guard<std::mutex> lock(mu);
     statuses.push_back(e.status);
@@ -561,6 +567,176 @@ TEST(RuntimeOverTls, TheCoordinatorAndTwoMembersWorkOnATlsOnlyRedis) {
   EXPECT_EQ(pending.value->elements.at(0).integer, 0) << "every record acked";
   EXPECT_TRUE(a.shutdown(5000));
   EXPECT_TRUE(b.shutdown(5000));
+}
+
+// Issue 56, point 1: a member with the wrong Redis CA beside a good one. It must not join (it
+// could never read what it would be given): the good member reads every shard, and the bad one says
+// why once, naming Redis and the reason, and then stays quiet (a summary every 30 s).
+TEST(RuntimeOverTls, AMemberThatCannotReachRedisDoesNotJoinAndSaysWhyOnce) {
+  rsc::testing::RedisServerOptions ro;
+  ro.tls = true;
+  ro.tlsAuthClients = true;
+  RedisServer redis(ro);
+  const auto& pki = rsc::testing::TestPki::get();
+  Coordinator coord(redis.port(), std::vector<std::string>{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
+                                   "1500", "--redis-tls-ca-file", pki.ca(), "--redis-tls-cert-file", pki.clientCert(),
+                                   "--redis-tls-key-file", pki.clientKey()});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200) << coord.log();
+  std::atomic<int> processed{0};
+  member::Runtime good(runtime_options(coord, redis, "good"), [&](const member::Record&, int64_t) { ++processed; });
+  good.start();
+  ASSERT_TRUE(eventually([&] { return good.stats().owned.size() == 2; })) << coord.log();
+
+  auto o = runtime_options(coord, redis, "bad");
+  o.redis.tls.caFile = pki.otherCa();  // a CA that did not sign the server
+  std::mutex mu;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(l);
+  };
+  std::atomic<int> badProcessed{0};
+  member::Runtime bad(o, [&](const member::Record&, int64_t) { ++badProcessed; });
+  bad.start();
+  auto admin = redis.admin();
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(admin.command({"XADD", "orders:" + std::to_string(i % 2), "*", "key", "k" + std::to_string(i)}).ok());
+  EXPECT_TRUE(eventually([&] { return processed.load() == 40; })) << processed.load() << "\n" << coord.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // 25 heartbeat intervals: time enough to join
+  bool listed = false;
+  for (const auto& m : http_call(coord.port(), "GET", "/coord/v1/streams/orders/groups/billing").json()["members"])
+    listed = listed || m["memberId"] == "bad";
+  EXPECT_FALSE(listed) << "a member that cannot read was never a member";
+  EXPECT_EQ(good.stats().owned.size(), 2u);
+  EXPECT_TRUE(bad.stats().owned.empty());
+  EXPECT_EQ(bad.stats().heartbeats, 0) << "nothing sent to the coordinator";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    int why = 0;
+    for (const auto& l : lines) {
+      std::printf("  bad: %s\n", l.c_str());
+      if (l.find("does not join: cannot reach Redis") != std::string::npos) {
+        ++why;
+        EXPECT_NE(l.find("127.0.0.1:" + std::to_string(redis.port())), std::string::npos) << "names Redis: " << l;
+        EXPECT_NE(l.find("certificate verify failed"), std::string::npos) << "and the reason: " << l;
+      }
+    }
+    EXPECT_EQ(why, 1) << "said once";
+    EXPECT_LE(lines.size(), 3u) << "2.5 s of failures are not tens of lines";
+  }
+  EXPECT_TRUE(bad.shutdown(2000)) << "a stop with nothing to hand back is at once";
+  EXPECT_TRUE(good.shutdown(5000));
+}
+
+// Issue 56, point 1: a member whose Redis stops answering it (its ACL user turned off and its
+// connections killed) while the coordinator is fine hands its shards back after a lease, so the
+// other member reads them; once Redis takes it again it joins again and gets its share.
+TEST(RuntimeDataPlane, AMemberWhoseRedisRefusesItForALeaseHandsItsShardsBackAndRejoinsWhenItCanRead) {
+  RedisServer redis;
+  Coordinator coord(redis.port(), std::vector<std::string>{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
+                                   "1500", "--rebalance-timeout-ms", "5000", "--mutex-ttl-ms", "300"});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
+  auto admin = redis.admin();
+  ASSERT_TRUE(admin.command({"ACL", "SETUSER", "reader", "on", ">pw", "~*", "&*", "+@all"}).ok());
+  std::atomic<int> processed{0};
+  member::Runtime a(runtime_options(coord, redis, "a"), [&](const member::Record&, int64_t) { ++processed; });
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; })) << coord.log();
+  auto o = runtime_options(coord, redis, "b");
+  o.redis.user = "reader";
+  o.redis.password = "pw";
+  std::mutex mu;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(l);
+  };
+  member::Runtime b(o, [&](const member::Record&, int64_t) { ++processed; });
+  b.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 1 && b.stats().owned.size() == 1; })) << coord.log();
+
+  ASSERT_TRUE(admin.command({"ACL", "SETUSER", "reader", "off"}).ok());
+  ASSERT_TRUE(admin.command({"CLIENT", "KILL", "USER", "reader"}).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2 && b.stats().owned.empty(); }, 8000))
+      << "b hands its shard back\n" << coord.log();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("b's shard read by a %ld ms after Redis refused b (lease 1500 ms)\n", static_cast<long>(ms));
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(admin.command({"XADD", "orders:" + std::to_string(i % 2), "*", "key", "k" + std::to_string(i)}).ok());
+  EXPECT_TRUE(eventually([&] { return processed.load() == 40; })) << processed.load();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    bool said = false;
+    for (const auto& l : lines) said = said || l.find("hands its shards back") != std::string::npos;
+    EXPECT_TRUE(said);
+  }
+
+  ASSERT_TRUE(admin.command({"ACL", "SETUSER", "reader", "on"}).ok());
+  EXPECT_TRUE(eventually([&] { return a.stats().owned.size() == 1 && b.stats().owned.size() == 1; }, 10000))
+      << "b joins again once Redis takes it\n" << coord.log();
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(admin.command({"XADD", "orders:" + std::to_string(i % 2), "*", "key", "m" + std::to_string(i)}).ok());
+  EXPECT_TRUE(eventually([&] { return processed.load() == 80; })) << processed.load();
+  EXPECT_TRUE(b.shutdown(5000));
+  EXPECT_TRUE(a.shutdown(5000));
+}
+
+// Tokens from files rotate without a restart (issue 56, point 4): the coordinator reads its token
+// file again, and a member whose token file changed reads it again when the coordinator refuses the
+// old token, so it keeps its shards and its epoch. A member given the old token as a string (as
+// every member was before) is refused from then on and fences itself: the rotation is real.
+TEST(RuntimeAuth, ATokenRotatedInItsFileAndAtTheCoordinatorKeepsTheMemberAndItsShards) {
+  RedisServer redis;
+  char tmpl[] = "/tmp/rsc-token-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string serverFile = dir + "/server-token", memberFile = dir + "/member-token", conf = dir + "/c.json";
+  const std::string before = "member-token-before-0123", after = "member-token-after-45678", admin = "admin-token-0123456789";
+  auto write = [](const std::string& file, const std::string& token) {
+    std::ofstream(file + ".new") << token << "\n";
+    std::filesystem::rename(file + ".new", file);
+  };
+  write(serverFile, before);
+  write(memberFile, before);
+  std::ofstream(conf) << R"({"auth": {"tokens": [{"tokenFile": ")" << serverFile
+                      << R"(", "role": "member"}, {"token": ")" << admin << R"(", "role": "admin"}]}})";
+  Coordinator coord(redis.port(), std::vector<std::string>{"--config", conf, "--tick-interval-ms", "50", "--heartbeat-interval-ms",
+                                                           "100", "--member-lease-ttl-ms", "1500", "--rebalance-timeout-ms",
+                                                           "5000", "--mutex-ttl-ms", "300"});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})",
+                      {{"Authorization", "Bearer " + admin}, {"Content-Type", "application/json"}})
+                .status,
+            200);
+  auto fromFile = runtime_options(coord, redis, "from-file");
+  fromFile.tokenFile = memberFile;
+  auto fixed = runtime_options(coord, redis, "fixed");
+  fixed.token = before;
+  member::Runtime a(fromFile, [](const member::Record&, int64_t) {});
+  member::Runtime b(fixed, [](const member::Record&, int64_t) {});
+  a.start();
+  b.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 1 && b.stats().owned.size() == 1; })) << coord.log();
+  const auto epochBefore = a.stats().epoch;
+  const auto rejoinsBefore = a.stats().rejoins;
+
+  write(serverFile, after);  // the coordinator's copy first: until the member's changes, it is refused
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  write(memberFile, after);
+  // (A self-fenced member still lists its shard until an answer drops it, but reads nothing.)
+  EXPECT_TRUE(eventually([&] { return b.stats().selfFences > 0; }, 8000))
+      << "the old token is refused from the rotation on\n" << coord.log();
+  EXPECT_TRUE(eventually([&] { return a.stats().owned.size() == 2; }, 8000)) << coord.log();
+  const auto heartbeats = a.stats().heartbeats;
+  EXPECT_TRUE(eventually([&] { return a.stats().heartbeats > heartbeats + 5; })) << "its heartbeats are answered";
+  const auto s = a.stats();
+  EXPECT_EQ(s.selfFences, 0) << "the member with the token file kept its lease throughout";
+  EXPECT_EQ(s.rejoins, rejoinsBefore);
+  EXPECT_GE(s.epoch, epochBefore);
+  EXPECT_EQ(a.fatal(), "");
+  EXPECT_NE(coord.log().find("changed; its new token is accepted"), std::string::npos) << coord.log();
+  EXPECT_TRUE(a.shutdown(5000));
+  b.shutdown(5000);
+  std::filesystem::remove_all(dir);
 }
 
 // Change notifications: with a 3 s heartbeat interval, the owner that must give a shard up hears

@@ -984,3 +984,197 @@ TEST_F(FollowingMembership, WithFollowingOffEveryCallGoesToTheConfiguredUrl) {
 
 }  // namespace
 }  // namespace rsc::member
+
+// ---- a member that cannot read its data (issue 56, points 1 and 2) ---------------------------
+
+namespace rsc::member {
+namespace {
+
+TEST(FailurePaceRule, WaitsDoubleUpToTheCapAndTheLogSaysTheFirstThenASummaryAtMostEvery30Seconds) {
+  FailurePace p(100, 5000);
+  int64_t now = 1000 * kMs;
+  std::vector<int64_t> waits;
+  std::vector<std::string> said;
+  // One failure every 50 ms for 90 s: what a worker without backoff did (18 lines a second).
+  for (int i = 0; i < 1800; ++i) {
+    const auto s = p.failed("cannot read", "TLS handshake failed", now);
+    if (i < 8) waits.push_back(s.waitMs);
+    if (!s.say.empty()) said.push_back(s.say);
+    now += 50 * kMs;
+  }
+  EXPECT_EQ(waits, (std::vector<int64_t>{100, 200, 400, 800, 1600, 3200, 5000, 5000}));
+  ASSERT_EQ(said.size(), 3u) << "the first failure, then one summary per 30 s of the 90 s";
+  EXPECT_NE(said[0].find("cannot read: TLS handshake failed"), std::string::npos) << said[0];
+  EXPECT_NE(said[1].find("still cannot read"), std::string::npos) << said[1];
+  EXPECT_NE(said[1].find("600 more failure(s) in the last 30 s"), std::string::npos) << said[1];
+  EXPECT_NE(said[2].find("1201 since"), std::string::npos) << said[2];
+  const auto back = p.recovered("Redis answers", now);
+  EXPECT_NE(back.find("after 1800 failure(s) over 90 s"), std::string::npos) << back;
+  EXPECT_EQ(p.recovered("Redis answers", now), "") << "said once";
+  EXPECT_EQ(p.failed("cannot read", "again", now).waitMs, 100) << "a new run starts from the first wait";
+}
+
+TEST(DataPlaneGate, AMemberJoinsOnlyOnceRedisAnsweredAndSaysWhyOnceWhileItWaits) {
+  Membership m({"m", "inc", 1, 0});
+  int64_t now = 1000 * kMs;
+  EXPECT_TRUE(m.must_probe()) << "nothing is sent before Redis answered";
+  std::vector<std::string> log;
+  int64_t waited = 0;
+  for (int i = 0; i < 20; ++i) {  // 20 failed probes
+    const int64_t w = m.data_plane_failed("127.0.0.1:6390: TLS handshake failed: certificate verify failed", now);
+    EXPECT_GE(w, Membership::kDataPlaneFirstRetryMs);
+    EXPECT_LE(w, Membership::kDataPlaneMaxRetryMs);
+    waited += w;
+    now += w * kMs;
+    for (auto& l : m.take_log()) log.push_back(l);
+    EXPECT_TRUE(m.must_probe());
+  }
+  EXPECT_GT(waited, 60'000) << "20 tries take over a minute, not a second";
+  ASSERT_GE(log.size(), 1u);
+  EXPECT_LE(log.size(), 4u) << "the first failure and a summary per 30 s";
+  EXPECT_NE(log[0].find("does not join: cannot reach Redis: 127.0.0.1:6390: TLS handshake failed"), std::string::npos)
+      << log[0];
+  EXPECT_TRUE(m.owned().empty());
+  m.data_plane_ok(now);
+  EXPECT_FALSE(m.must_probe());
+  EXPECT_EQ(m.next_request(now).memberEpoch, 0) << "joins now";
+  const auto back = m.take_log();
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_NE(back[0].find("Redis answers again after 20 failure(s)"), std::string::npos) << back[0];
+}
+
+TEST(DataPlaneGate, WithTheCheckOffAMemberJoinsAtOnce) {
+  Membership::Options o{"m", "inc", 1, 0};
+  o.checkDataPlane = false;
+  Membership m(o);
+  EXPECT_FALSE(m.must_probe());
+}
+
+TEST(DataPlaneGate, AStopBeforeTheFirstJoinLeavesAtOnceWithNothingToSend) {
+  Membership m({"m", "inc", 1, 0});
+  m.data_plane_failed("connection refused", 1000 * kMs);
+  m.leave();
+  EXPECT_TRUE(m.left());
+  EXPECT_FALSE(m.left_unanswered());
+}
+
+class SteppingOut : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m.data_plane_ok(now);
+    m.next_request(now);
+    m.on_response(answer(HeartbeatStatus::OK, 3, {0, 1}), now);
+    m.take_events();
+    m.take_log();
+  }
+  // Reads fail every `everyMs` for `forMs` while heartbeats are answered (the coordinator is fine).
+  void reads_fail(int64_t forMs, int64_t everyMs = 100) {
+    for (int64_t t = 0; t < forMs; t += everyMs) {
+      m.data_plane_failed("127.0.0.1:6390: WRONGPASS invalid username-password pair", now);
+      now += everyMs * kMs;
+      if (t % kIntervalMs == 0 && !m.stepped_out()) {
+        m.next_request(now);
+        m.on_response(answer(HeartbeatStatus::OK, 3, m.owned()), now);
+      }
+    }
+  }
+  Membership m{{"m", "inc", 2, 0}};
+  int64_t now = 1000 * kMs;
+};
+
+TEST_F(SteppingOut, AMemberWhoseRedisFailsForALeaseHandsEveryShardBackAndJoinsAgainOnceRedisAnswers) {
+  reads_fail(kLeaseMs - 200);
+  EXPECT_FALSE(m.stepped_out()) << "a failure shorter than a lease is waited out";
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0, 1}));
+  reads_fail(400);
+  ASSERT_TRUE(m.stepped_out());
+  const auto events = m.take_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), (ShardEvent{Kind::Revoking, {0, 1}}));
+  const auto log = m.take_log();
+  bool said = false;
+  for (const auto& l : log) said = said || l.find("hands its shards back") != std::string::npos;
+  EXPECT_TRUE(said);
+  const auto leave = m.next_request(now);
+  EXPECT_EQ(leave.memberEpoch, -1);
+  EXPECT_EQ(revoking_in(leave),
+            (std::vector<std::pair<int32_t, ShardAssignmentState>>{{0, ShardAssignmentState::REVOKED},
+                                                                   {1, ShardAssignmentState::REVOKED}}));
+  m.on_response(answer(HeartbeatStatus::OK, -1), now);
+  EXPECT_FALSE(m.left()) << "not gone: out until Redis answers";
+  EXPECT_TRUE(m.owned().empty());
+  EXPECT_EQ(m.epoch(), 0);
+  EXPECT_TRUE(m.must_probe()) << "no join while Redis still fails";
+  m.data_plane_failed("still WRONGPASS", now);
+  EXPECT_TRUE(m.must_probe());
+  m.data_plane_ok(now);
+  EXPECT_FALSE(m.must_probe());
+  EXPECT_FALSE(m.stepped_out());
+  const auto join = m.next_request(now);
+  EXPECT_EQ(join.memberEpoch, 0);
+  m.on_response(answer(HeartbeatStatus::OK, 5, {1}), now);
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{1}));
+  EXPECT_TRUE(m.may_read(1, now));
+}
+
+TEST_F(SteppingOut, AnAnsweredCallWithinTheLeaseStartsTheCountAgain) {
+  reads_fail(kLeaseMs - 200);
+  m.data_plane_ok(now);
+  reads_fail(kLeaseMs - 200);
+  EXPECT_FALSE(m.stepped_out());
+  EXPECT_EQ(m.owned(), (std::vector<int32_t>{0, 1}));
+}
+
+TEST_F(SteppingOut, AStaticMemberGivesItsShardsAwayToo) {
+  Membership::Options o{"s", "inc", 1, 0};
+  o.instanceId = "consumer-1";
+  Membership s(o);
+  s.data_plane_ok(now);
+  s.next_request(now);
+  s.on_response(answer(HeartbeatStatus::OK, 2, {0}), now);
+  for (int64_t t = 0; t <= kLeaseMs; t += 100) s.data_plane_failed("connection refused", now + t * kMs);
+  ASSERT_TRUE(s.stepped_out());
+  EXPECT_EQ(s.next_request(now).memberEpoch, -1) << "-2 would keep its shards from members that can read them";
+}
+
+TEST_F(SteppingOut, TheUsersStopDuringTheHandBackEndsAsALeave) {
+  reads_fail(kLeaseMs + 200);
+  ASSERT_TRUE(m.stepped_out());
+  m.leave();
+  m.next_request(now);
+  m.on_response(answer(HeartbeatStatus::OK, -1), now);
+  EXPECT_TRUE(m.left());
+}
+
+TEST(HeartbeatFailureLog, AFailingCoordinatorIsSaidOnceThenInASummaryEvery30Seconds) {
+  Membership m({"m", "inc", 1, 0});
+  int64_t now = 1000 * kMs;
+  int lines = 0;
+  for (int i = 0; i < 600; ++i) {  // 60 s of a refused connection, a call every 100 ms
+    m.next_request(now);
+    m.on_no_answer("connection refused from http://x", now);
+    for (const auto& l : m.take_log()) {
+      ++lines;
+      EXPECT_NE(l.find("connection refused from http://x"), std::string::npos) << l;
+    }
+    now += 100 * kMs;
+  }
+  EXPECT_EQ(lines, 2) << "the first failure, and one summary after 30 s (the next is due at 60 s)";
+  m.next_request(now);
+  m.on_response(answer(HeartbeatStatus::OK, 1, {}), now);
+  const auto back = m.take_log();
+  ASSERT_FALSE(back.empty());
+  EXPECT_NE(back[0].find("heartbeats answered again after 600 failure(s)"), std::string::npos) << back[0];
+}
+
+TEST(CannotRead, ConnectionFailuresAndRefusalsOfTheClientCountNotRefusalsAboutAStream) {
+  EXPECT_TRUE(cannot_read(true, "127.0.0.1:6390: connection refused"));
+  EXPECT_TRUE(cannot_read(false, "WRONGPASS invalid username-password pair or user is disabled."));
+  EXPECT_TRUE(cannot_read(false, "NOAUTH Authentication required."));
+  EXPECT_TRUE(cannot_read(false, "NOPERM this user has no permissions to run the 'xreadgroup' command"));
+  EXPECT_FALSE(cannot_read(false, "NOGROUP No such key 'orders:0' or consumer group 'billing'"));
+  EXPECT_FALSE(cannot_read(false, "WRONGTYPE Operation against a key holding the wrong kind of value"));
+}
+
+}  // namespace
+}  // namespace rsc::member

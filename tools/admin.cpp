@@ -1,5 +1,5 @@
 // rsc-admin: look at and steer a coordinator from a shell.
-//   rsc-admin [--coordinator URL] [--token T] [--output table|json] COMMAND [ARGS] [--help]
+//   rsc-admin [--coordinator URL] [--token T | --token-file F] [--output table|json] COMMAND [ARGS] [--help]
 // Exit status: 0 done, 1 the coordinator refused (its message on stderr), 2 bad usage,
 // 3 the coordinator could not be reached.
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "member/bearer_token.hpp"
 #include "member/http_client.hpp"
 #include "member/owner_follower.hpp"
 
@@ -90,6 +91,7 @@ const char* kGlobal =
     "Options (anywhere on the line):\n"
     "  --coordinator URL   the coordinator (default $RSC_COORDINATOR, else http://127.0.0.1:8080)\n"
     "  --token T           bearer token (default $RSC_TOKEN)\n"
+    "  --token-file F      the bearer token from a file, kept out of the command line (default $RSC_TOKEN_FILE)\n"
     "  --output table|json table for people (default), json for scripts: the coordinator's answer\n"
     "  --timeout-ms N      per request (default 10000)\n"
     "  --no-follow-owner   a call asked again stays on --coordinator (default: it goes to the pod that owns the\n"
@@ -337,7 +339,9 @@ int wait_for_scale(rsc::member::HttpClient& http, const std::string& token, cons
 
 int main(int argc, char** argv) {
   std::string url = std::getenv("RSC_COORDINATOR") ? std::getenv("RSC_COORDINATOR") : "http://127.0.0.1:8080";
-  std::string token = std::getenv("RSC_TOKEN") ? std::getenv("RSC_TOKEN") : "";
+  rsc::member::TokenSource tokenSource;
+  if (auto e = rsc::member::apply_token_env(tokenSource, [](const char* n) { return std::getenv(n); }); !e.empty())
+    bad_usage(e);
   std::string output = "table", keyStyle;
   long timeoutMs = 10000;
   bool followOwner = true;
@@ -361,7 +365,9 @@ int main(int argc, char** argv) {
       return kOk;
     }
     else if (a == "--coordinator") url = value("a URL");
-    else if (a == "--token") token = value("a token");
+    else if (std::string tokenError; rsc::member::apply_token_flag(tokenSource, a, [&] { return value("a value"); }, tokenError)) {
+      if (!tokenError.empty()) bad_usage(tokenError);
+    }
     else if (rsc::member::apply_client_tls_flag(coordinatorTls, a, [&] { return value("a file"); })) {}
     else if (a == "--output") output = value("table or json");
     else if (a == "--timeout-ms") {
@@ -391,6 +397,7 @@ int main(int argc, char** argv) {
     else words.push_back(a);
   }
   if (auto e = rsc::member::check_client_tls_files(coordinatorTls); !e.empty()) bad_usage(e);
+  const std::string token = tokenSource.token;
   if (words.empty()) {
     if (help) {
       general_help(std::cout);

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "log/log.hpp"
+#include "member/bearer_token.hpp"
 #include "member/runtime.hpp"
 #include "protocol/codec.hpp"
 #include "redis/client.hpp"
@@ -61,7 +62,9 @@ namespace {
                "(default 100000; 0: never).\n"
                "Heartbeats go straight to the coordinator pod that owns the group (each answer names it); --no-follow-owner\n"
                "keeps every call on --coordinator (when only that address is reachable; the pods forward then).\n"
-               "Environment: RSC_TOKEN, RSC_INSTANCE_ID, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
+               "--token-file F (or RSC_TOKEN_FILE): the token from a file, kept out of the command line; read again when\n"
+               "the coordinator refuses it, so a token rotated in the file and at the coordinator needs no restart.\n"
+               "Environment: RSC_TOKEN, RSC_TOKEN_FILE, RSC_INSTANCE_ID, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
                "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
                "RSC_REDIS_TLS_SERVER_NAME; flags override them.\n";
   std::exit(why.empty() ? 0 : 2);
@@ -71,7 +74,8 @@ namespace {
 int main(int argc, char** argv) {
   member::RuntimeOptions o;
   if (auto e = store::apply_redis_env(o.redis, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
-  if (const char* t = std::getenv("RSC_TOKEN")) o.token = t;
+  member::TokenSource token;
+  if (auto e = member::apply_token_env(token, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
   if (const char* i = std::getenv("RSC_INSTANCE_ID")) o.instanceId = i;
   std::string redis, logPath;
   long processMs = 0, processUs = 0;
@@ -97,13 +101,10 @@ int main(int argc, char** argv) {
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
     else if (a == "--process-us") processUs = std::atol(val().c_str());
     else if (a == "--log") logPath = val();
-    else if (a == "--token") o.token = val();
-    else if (member::apply_client_tls_flag(o.coordinatorTls, a, val)) {}
-    else if (a == "--token-file") {
-      std::string error;
-      o.token = store::read_secret_file(val(), error);
-      if (!error.empty()) usage("--token-file: " + error);
+    else if (std::string tokenError; member::apply_token_flag(token, a, val, tokenError)) {
+      if (!tokenError.empty()) usage(tokenError);
     }
+    else if (member::apply_client_tls_flag(o.coordinatorTls, a, val)) {}
     else if (a == "--max-deliveries") o.retry.maxDeliveries = std::max(1L, std::atol(val().c_str()));
     else if (a == "--retry-backoff-ms") o.retry.backoffMs = std::max(1L, std::atol(val().c_str()));
     else if (a == "--retry-backoff-max-ms") o.retry.backoffMaxMs = std::max(1L, std::atol(val().c_str()));
@@ -122,6 +123,8 @@ int main(int argc, char** argv) {
     } else usage("unknown argument " + a);
   }
   if (redis.empty() || o.streamPrefix.empty() || o.group.empty()) usage("--redis, --stream and --group are required");
+  o.token = token.token;
+  o.tokenFile = token.file;
   if (!o.instanceId.empty() && !protocol::valid_name(o.instanceId))
     usage("--instance-id: '" + o.instanceId + "' must be 1 to 128 of A-Z a-z 0-9 . _ : -");
   if (auto e = store::set_redis_nodes(o.redis, redis); !e.empty()) usage("--redis: " + e);

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "member/bearer_token.hpp"
 #include "member/http_client.hpp"
 #include "member/producer.hpp"
 #include "protocol/codec.hpp"
@@ -52,11 +53,13 @@ void on_signal(int sig) { stopSignal = sig; }
   os << "usage: rsc-produce --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX (--count N | --stdin)\n"
                "                   [--coordinator URL [--group G] | --shards N --key-pattern P]\n"
                "                   [--partitioner murmur3|fnv1a] [--rate R] [--key-space K] [--seed S] [--retry-ms T]\n"
-               "                   [--refresh-ms T] [--max-len N] [--token T] [--seq-start S]\n"
+               "                   [--refresh-ms T] [--max-len N] [--token T | --token-file F] [--seq-start S]\n"
                "--stdin: one record per line, KEY<TAB>DATA (fields key and data).\n"
                "                   " << member::kClientTlsFlagsUsage << "\n"
             << "                   " << store::kRedisFlagsUsage << "\n"
-            << "Environment: RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS and\n"
+            << "--token-file F (or RSC_TOKEN_FILE): the token from a file, kept out of the command line; read again\n"
+               "when the coordinator refuses it.\n"
+               "Environment: RSC_TOKEN, RSC_TOKEN_FILE, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS and\n"
                "RSC_REDIS_TLS_{CA_FILE,CA_DIR,CERT_FILE,KEY_FILE,SERVER_NAME}; flags override them.\n";
   std::exit(why.empty() ? 0 : 2);
 }
@@ -106,7 +109,8 @@ int main(int argc, char** argv) {
   store::RedisOptions o;
   if (auto e = store::apply_redis_env(o, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
   member::ProducerOptions po;
-  if (const char* t = std::getenv("RSC_TOKEN")) po.token = t;
+  member::TokenSource token;
+  if (auto e = member::apply_token_env(token, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -137,7 +141,9 @@ int main(int argc, char** argv) {
     else if (a == "--refresh-ms") refreshMs = num();
     else if (a == "--max-len") maxLen = num();
     else if (a == "--seq-start") seqStart = num();
-    else if (a == "--token") po.token = val();
+    else if (std::string tokenError; member::apply_token_flag(token, a, val, tokenError)) {
+      if (!tokenError.empty()) usage(tokenError);
+    }
     else if (member::apply_client_tls_flag(po.coordinatorTls, a, val)) {}
     else if (a == "--help" || a == "-h") usage("");
     else if (a == "--version") {
@@ -150,6 +156,8 @@ int main(int argc, char** argv) {
   }
   if (redis.empty() || stream.empty() || (count < 0 && !fromStdin)) usage("--redis, --stream and --count (or --stdin) are required");
   if (fromStdin && count >= 0) usage("--count and --stdin exclude each other");
+  po.token = token.token;
+  po.tokenFile = token.file;
   // A file that cannot be read fails here, naming it, not after the retries of every write.
   if (auto e = store::check_tls_files(o.tls); !e.empty()) usage(e);
   if (auto e = member::check_client_tls_files(po.coordinatorTls); !e.empty()) usage(e);
