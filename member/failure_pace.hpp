@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace rsc::member {
 
@@ -16,7 +17,10 @@ class FailurePace {
  public:
   static constexpr int64_t kSummaryMs = 30000;
 
-  FailurePace(int64_t firstMs, int64_t capMs) : firstMs_(std::max<int64_t>(1, firstMs)), capMs_(std::max(firstMs_, capMs)) {}
+  // `retry`: how the first line says the caller tries again (default: "trying again with backoff
+  // (at most every <cap>)"), for a caller that keeps its own cadence.
+  FailurePace(int64_t firstMs, int64_t capMs, std::string retry = {})
+      : firstMs_(std::max<int64_t>(1, firstMs)), capMs_(std::max(firstMs_, capMs)), retry_(std::move(retry)) {}
 
   struct Step {
     int64_t waitMs = 0;  // before the next attempt
@@ -33,8 +37,9 @@ class FailurePace {
       sinceNs_ = nowNs;
       saidNs_ = nowNs;
       unsaid_ = 0;
-      s.say = what + ": " + why + "; trying again with backoff (at most every " + seconds(capMs_) +
-              "), a summary every " + seconds(kSummaryMs);
+      s.say = what + ": " + why + "; " +
+              (retry_.empty() ? "trying again with backoff (at most every " + seconds(capMs_) + ")" : retry_) +
+              ", a summary every " + seconds(kSummaryMs);
     } else if (nowNs - saidNs_ >= kSummaryMs * 1'000'000) {
       s.say = "still " + what + ": " + std::to_string(unsaid_) + " more failure(s) in the last " +
               seconds((nowNs - saidNs_) / 1'000'000) + ", " + std::to_string(failures_) + " since " +
@@ -67,6 +72,7 @@ class FailurePace {
     return std::to_string(ms / 1000) + (ms % 1000 >= 100 ? "." + std::to_string(ms % 1000 / 100) : "") + " s";
   }
   int64_t firstMs_, capMs_;
+  std::string retry_;
   int64_t nextMs_ = 0;
   int64_t failures_ = 0;
   int64_t unsaid_ = 0;  // failures since the last line

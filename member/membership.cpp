@@ -216,6 +216,8 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
       // still holds the shards it drains for it.
       const bool grants = !leaving_ || r.status == HeartbeatStatus::REVOKE_PENDING;
       if (grants) lastOkSentNs_ = std::max(lastOkSentNs_, sentNs);
+      lastRefusal_.clear();
+      if (const auto line = refusals_.recovered("heartbeats accepted", sentNs); !line.empty()) note(line);
       if (r.memberLeaseTtlMs > 0) leaseMs_ = r.memberLeaseTtlMs;
       if (r.heartbeatIntervalMs > 0) intervalMs_ = r.heartbeatIntervalMs;
       metadataVersion_ = std::max(metadataVersion_, r.metadataVersion);
@@ -295,9 +297,17 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
       }
       drop_all(std::string(protocol::to_string(r.status)) + (r.message ? ": " + *r.message : ""), sentNs);
       break;
-    default:
-      note("heartbeat answered " + std::string(protocol::to_string(r.status)) + ": " + r.message.value_or(""));
+    default: {
+      // Nothing changes (the lease runs out unless an answer grants it again): the first refusal of
+      // a kind is said, then summaries (a member with a revoked token would say it at every beat).
+      const std::string why = std::string(protocol::to_string(r.status)) + ": " + r.message.value_or("");
+      if (why != lastRefusal_) {
+        refusals_.recovered("", sentNs);  // another kind of refusal: said at once
+        lastRefusal_ = why;
+      }
+      if (const auto said = refusals_.failed("heartbeat refused", why, sentNs).say; !said.empty()) note(said);
       break;
+    }
   }
   out.waitMs = take_wake() ? 0 : intervalMs_;
   return out;

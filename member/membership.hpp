@@ -263,6 +263,10 @@ class Membership {
   bool out_ = false;           // stepped out: waits for Redis before joining again
   FailurePace dataPlane_{kDataPlaneFirstRetryMs, kDataPlaneMaxRetryMs};
   FailurePace heartbeatFailures_{50, 1000};  // for the log only: not_answered() paces the calls
+  // Heartbeats the coordinator refused for a reason that changes nothing here (its token, a
+  // protocol version): said once per kind, then in summaries; for the log only.
+  FailurePace refusals_{1000, 1000, "asking again at each heartbeat"};
+  std::string lastRefusal_;
   int unansweredLeaves_ = 0;
   int64_t instanceRefusedSinceNs_ = 0;  // the first join refused UNRELEASED_INSTANCE_ID in a row
   std::string fatal_;

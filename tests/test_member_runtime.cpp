@@ -538,18 +538,28 @@ TEST_F(RuntimeTest, AfterAFailedAckNothingLaterOnTheShardIsProcessedBeforeTheRec
   EXPECT_TRUE(a.shutdown(5000));
 }
 
+namespace {
+// A TLS-only Redis that wants client certificates, and a coordinator (short timings) reaching it
+// with the test PKI's client certificate.
+rsc::testing::RedisServerOptions mutual_tls_redis() {
+  rsc::testing::RedisServerOptions ro;
+  ro.tls = true;
+  ro.tlsAuthClients = true;
+  return ro;
+}
+std::vector<std::string> coordinator_on_tls_redis(const rsc::testing::TestPki& pki) {
+  return {"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms", "1500",
+          "--redis-tls-ca-file", pki.ca(), "--redis-tls-cert-file", pki.clientCert(), "--redis-tls-key-file", pki.clientKey()};
+}
+}  // namespace
+
 // The whole path over TLS-only Redis with mutual TLS: the coordinator (its flags) and the member
 // runtime (its options) both verify the server and present the client certificate; records are
 // read, processed and acked, and a second member's join is heard on the group's change channel.
 TEST(RuntimeOverTls, TheCoordinatorAndTwoMembersWorkOnATlsOnlyRedis) {
-  rsc::testing::RedisServerOptions ro;
-  ro.tls = true;
-  ro.tlsAuthClients = true;
-  RedisServer redis(ro);
+  RedisServer redis(mutual_tls_redis());
   const auto& pki = rsc::testing::TestPki::get();
-  Coordinator coord(redis.port(), std::vector<std::string>{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
-                                   "1500", "--redis-tls-ca-file", pki.ca(), "--redis-tls-cert-file", pki.clientCert(),
-                                   "--redis-tls-key-file", pki.clientKey()});
+  Coordinator coord(redis.port(), coordinator_on_tls_redis(pki));
   ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200) << coord.log();
   std::atomic<int> processed{0};
   member::Runtime a(runtime_options(coord, redis, "a"), [&](const member::Record&, int64_t) { ++processed; });
@@ -573,14 +583,9 @@ TEST(RuntimeOverTls, TheCoordinatorAndTwoMembersWorkOnATlsOnlyRedis) {
 // could never read what it would be given): the good member reads every shard, and the bad one says
 // why once, naming Redis and the reason, and then stays quiet (a summary every 30 s).
 TEST(RuntimeOverTls, AMemberThatCannotReachRedisDoesNotJoinAndSaysWhyOnce) {
-  rsc::testing::RedisServerOptions ro;
-  ro.tls = true;
-  ro.tlsAuthClients = true;
-  RedisServer redis(ro);
+  RedisServer redis(mutual_tls_redis());
   const auto& pki = rsc::testing::TestPki::get();
-  Coordinator coord(redis.port(), std::vector<std::string>{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
-                                   "1500", "--redis-tls-ca-file", pki.ca(), "--redis-tls-cert-file", pki.clientCert(),
-                                   "--redis-tls-key-file", pki.clientKey()});
+  Coordinator coord(redis.port(), coordinator_on_tls_redis(pki));
   ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200) << coord.log();
   std::atomic<int> processed{0};
   member::Runtime good(runtime_options(coord, redis, "good"), [&](const member::Record&, int64_t) { ++processed; });

@@ -248,6 +248,39 @@ TEST_F(MembershipMachine, UnsupportedProtocolAndAuthorizationFailuresChangeNothi
   EXPECT_EQ(m.take_log().size(), 2u);
 }
 
+// A refused heartbeat is said once per kind, then in summaries (issue 56: a member whose token
+// was revoked heartbeats on, each refused, and would otherwise log a line per beat); the first
+// accepted one says it is over. The self-fence still comes at the lease's end.
+TEST_F(MembershipMachine, ARefusedTokenIsSaidOnceThenInSummariesAndTheLeaseStillRunsOut) {
+  joined({0}, 2);
+  m.take_log();
+  for (int i = 0; i < 100; ++i) {  // 10 s of refusals, one per 100 ms
+    exchange(refusal(HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, "unknown token"));
+    now += 95 * kMs;
+  }
+  auto log = m.take_log();
+  ASSERT_EQ(log.size(), 2u) << "the refusal once, and the self-fence";
+  EXPECT_NE(log[0].find("heartbeat refused: GROUP_AUTHORIZATION_FAILED: unknown token; asking again at each heartbeat"),
+            std::string::npos)
+      << log[0];
+  EXPECT_NE(log[1].find("self-fenced"), std::string::npos) << log[1];
+  EXPECT_EQ(m.counters().selfFences, 1);
+  for (int i = 0; i < 210; ++i) {  // 21 s more: a summary at 30 s from the first line
+    exchange(refusal(HeartbeatStatus::GROUP_AUTHORIZATION_FAILED, "unknown token"));
+    now += 95 * kMs;
+  }
+  log = m.take_log();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("still heartbeat refused:"), std::string::npos) << log[0];
+  exchange(refusal(HeartbeatStatus::UNSUPPORTED_PROTOCOL, "v1 only"));
+  EXPECT_EQ(m.take_log().size(), 1u) << "another kind of refusal is said at once";
+  exchange(answer(HeartbeatStatus::OK, 2, {0}));
+  log = m.take_log();
+  bool over = false;
+  for (const auto& l : log) over = over || l.find("heartbeats accepted again after") != std::string::npos;
+  EXPECT_TRUE(over) << ::testing::PrintToString(log);
+}
+
 TEST_F(MembershipMachine, ANotificationMakesTheNextHeartbeatImmediate) {
   joined({0});
   EXPECT_FALSE(m.wake_pending());
