@@ -10,6 +10,12 @@
 
 #include <algorithm>
 #include <array>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <chrono>
 #include <map>
 #include <tuple>
@@ -24,6 +30,56 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 
 namespace {
+// The process's own figures under Prometheus's standard process_* names, read from /proc at each
+// scrape: CPU seconds, resident and virtual memory, open and allowed file descriptors, start time.
+std::vector<prometheus::MetricFamily> process_families() {
+  std::vector<prometheus::MetricFamily> out;
+  auto one = [&](const char* name, const char* help, prometheus::MetricType type, double v) {
+    prometheus::MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = type;
+    prometheus::ClientMetric m;
+    if (type == prometheus::MetricType::Counter) m.counter.value = v;
+    else m.gauge.value = v;
+    f.metric.push_back(std::move(m));
+    out.push_back(std::move(f));
+  };
+  std::ifstream statFile("/proc/self/stat");
+  const std::string stat((std::istreambuf_iterator<char>(statFile)), std::istreambuf_iterator<char>());
+  const auto name = stat.rfind(')');  // the command name may hold spaces: fields follow its ')'
+  std::vector<std::string> f;
+  if (name != std::string::npos && name + 2 < stat.size()) {
+    std::istringstream in(stat.substr(name + 2));
+    for (std::string x; in >> x;) f.push_back(x);
+  }
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK)), page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (f.size() > 21) {  // f[i] is field i + 3 of proc(5): utime 14, stime 15, starttime 22, vsize 23, rss 24
+    one("process_cpu_seconds_total", "User and system CPU time spent, in seconds", prometheus::MetricType::Counter,
+        (std::stod(f[11]) + std::stod(f[12])) / tick);
+    one("process_virtual_memory_bytes", "Virtual memory size in bytes", prometheus::MetricType::Gauge, std::stod(f[20]));
+    one("process_resident_memory_bytes", "Resident memory size in bytes", prometheus::MetricType::Gauge,
+        std::stod(f[21]) * page);
+    std::ifstream sys("/proc/stat");
+    for (std::string line; std::getline(sys, line);)
+      if (line.rfind("btime ", 0) == 0)
+        one("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds",
+            prometheus::MetricType::Gauge, std::stod(line.substr(6)) + std::stod(f[19]) / tick);
+  }
+  double fds = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++fds;
+    ::closedir(d);
+    one("process_open_fds", "Open file descriptors", prometheus::MetricType::Gauge, fds - 1);  // less opendir's own
+  }
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0)
+    one("process_max_fds", "The most file descriptors the process may open", prometheus::MetricType::Gauge,
+        static_cast<double>(lim.rlim_cur));
+  return out;
+}
+
 constexpr std::array<protocol::MemberLifecycleState, 6> kStates{
     protocol::MemberLifecycleState::STARTING, protocol::MemberLifecycleState::ACTIVE,
     protocol::MemberLifecycleState::DRAINING, protocol::MemberLifecycleState::LEAVING,
@@ -39,6 +95,11 @@ struct Metrics::Impl {
                 "client_certificate_rejected, server_certificate_rejected, protocol_version, no_shared_cipher, other)")
           .Register(*registry);
   std::map<std::string, int64_t> certificateNotAfter;  // by file; under mu
+  prometheus::Family<prometheus::Gauge>& buildInfo =
+      BuildGauge()
+          .Name("rsc_build_info")
+          .Help("1, labelled with the running build's version and the commit it was built from")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& heartbeats =
       BuildCounter().Name("rsc_heartbeats_total").Help("Heartbeats answered, by status").Register(*registry);
   prometheus::Counter& unwritten =
@@ -134,7 +195,9 @@ struct Metrics::Impl {
       BuildGauge().Name("rsc_store_down").Help("1 while the store does not answer").Register(*registry).Add({});
   prometheus::Gauge& clockOffset = BuildGauge()
                                        .Name("rsc_store_clock_offset_seconds")
-                                       .Help("The store's clock minus this pod's monotonic clock, as estimated")
+                                       .Help("The store's clock minus this host's wall clock, in seconds, as "
+                                             "estimated from round trips (leases are judged on the store's "
+                                             "clock; far from 0: a host keeps bad time)")
                                        .Register(*registry)
                                        .Add({});
   prometheus::Family<prometheus::Gauge>& members =
@@ -249,6 +312,10 @@ void Metrics::live_pods(double n) { impl_->livePods.Set(n); }
 void Metrics::store_outage() { impl_->outages.Increment(); }
 void Metrics::store_down(bool down) { impl_->storeDown.Set(down ? 1 : 0); }
 void Metrics::clock_offset(double seconds) { impl_->clockOffset.Set(seconds); }
+
+void Metrics::build_info(const std::string& version, const std::string& commit) {
+  impl_->buildInfo.Add({{"version", version}, {"commit", commit}}).Set(1);
+}
 
 void Metrics::tls_handshake_failed(const std::string& reason) { impl_->tlsHandshakeFailures.Add({{"reason", reason}}).Increment(); }
 
@@ -437,6 +504,7 @@ std::string Metrics::text() const {
   }
   for (auto* f : {&lag, &pending, &capacity, &epoch, &live, &unsettled, &dead, &rlag, &runknown, &rpending, &rlength, &certExpiry})
     families.push_back(std::move(*f));
+  for (auto& f : process_families()) families.push_back(std::move(f));
   prometheus::TextSerializer s;
   return s.Serialize(families);
 }

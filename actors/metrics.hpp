@@ -79,6 +79,8 @@ class Metrics {
   // the served certificate's end of validity (rsc_tls_certificate_expiry_seconds: the seconds left
   // at each scrape, negative once it has expired).
   void tls_handshake_failed(const std::string& reason);
+  // rsc_build_info{version, commit} 1 (once, at start).
+  void build_info(const std::string& version, const std::string& commit);
   void tls_certificate(const std::string& file, int64_t notAfterUnixSeconds);
 
   std::string text() const;  // the exposition format for GET /metrics

@@ -45,7 +45,14 @@ void PodContext::clock_sample(group::Millis localSent, group::Millis localReceiv
         log::info(text);
     }
   }
-  if (opts_.metrics) opts_.metrics->clock_offset(static_cast<double>(clock_.offset()) / 1000.0);
+  if (opts_.metrics) {
+    // The store's clock against this host's wall clock (the clock an operator compares), not the
+    // monotonic clock the offset is kept on: near 0 when the hosts keep time.
+    const group::Millis wallNow = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+    opts_.metrics->clock_offset(static_cast<double>(clock_.now(opts_.localClock()) - wallNow) / 1000.0);
+  }
 }
 
 bool PodContext::synced() const { return synced_.load(std::memory_order_acquire); }

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (parsed.version) {
-    std::cout << "rsc-coordinator " << RSC_VERSION << "\n";
+    std::cout << "rsc-coordinator " << RSC_VERSION << " (commit " << RSC_COMMIT << ")\n";
     return 0;
   }
   if (!parsed.config) {
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   if (cfg.http.port != 0) serviceCfg.address = advertise(cfg.http.port);
 
   auto metrics = std::make_shared<actors::Metrics>();
+  metrics->build_info(RSC_VERSION, RSC_COMMIT);
   auto redisOpts = cfg.redis;
   redisOpts.log = [](const std::string& m) { log::warn(m); };
   auto service = std::make_unique<actors::Service>(

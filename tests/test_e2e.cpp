@@ -841,6 +841,49 @@ TEST(E2ESecrets, ATokenFileThatChangesIsReadAgainWithoutARestart) {
   for (const auto& secret : {first, second, inlineTok}) EXPECT_EQ(log.find(secret), std::string::npos) << log;
 }
 
+// What an operator reads about the running build and process (issue 55, point 4): every binary's
+// --version names the commit, /metrics has rsc_build_info{commit,version}, the standard process_*
+// figures, and rsc_store_clock_offset_seconds in seconds between the store's clock and this host's
+// wall clock (the same host here: near 0; it was the store's clock minus a monotonic one, ~1.8e9).
+TEST(E2EMetrics, BuildInfoProcessFiguresAndTheClockOffsetInSeconds) {
+  std::string commit;
+  for (const std::string bin : {RSC_COORDINATOR_BIN, RSC_CONSUME_BIN, RSC_PRODUCE_BIN, RSC_ADMIN_BIN}) {
+    int rc = 0;
+    const auto out = run_command(bin + " --version 2>&1", &rc);
+    EXPECT_EQ(rc, 0) << bin << ": " << out;
+    const auto at = out.find(" (commit ");
+    ASSERT_NE(at, std::string::npos) << out;
+    const auto c = out.substr(at + 9, out.find(')', at) - at - 9);
+    EXPECT_TRUE(c == "unknown" || (c.size() == 12 && c.find_first_not_of("0123456789abcdef") == std::string::npos)) << out;
+    if (commit.empty()) commit = c;
+    EXPECT_EQ(c, commit) << "one build, one commit: " << out;
+  }
+  RedisServer redis;
+  Coordinator pod(redis.port());
+  const auto started = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // CPU time is counted in clock ticks: scraped until a tick shows (a fresh pod may have used less).
+  std::string body = http_call(pod.port(), "GET", "/metrics").body;
+  for (int i = 0; i < 500 && body.find("\nprocess_cpu_seconds_total 0\n") != std::string::npos; ++i)
+    body = http_call(pod.port(), "GET", "/metrics").body;
+  EXPECT_NE(body.find("# TYPE process_cpu_seconds_total counter"), std::string::npos);
+  EXPECT_NE(body.find("rsc_build_info{commit=\"" + commit + "\",version=\"" RSC_VERSION_FOR_TEST "\"} 1"), std::string::npos)
+      << body.substr(0, 3000);
+  auto value = [&](const std::string& name) {
+    const auto at = body.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name;
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + name.size() + 2));
+  };
+  EXPECT_GT(value("process_cpu_seconds_total"), 0.0);
+  EXPECT_GT(value("process_resident_memory_bytes"), 1e6);
+  EXPECT_GT(value("process_virtual_memory_bytes"), value("process_resident_memory_bytes"));
+  EXPECT_GE(value("process_open_fds"), 5.0);
+  EXPECT_GT(value("process_max_fds"), value("process_open_fds"));
+  EXPECT_NEAR(value("process_start_time_seconds"), static_cast<double>(started), 30.0);
+  const double offset = value("rsc_store_clock_offset_seconds");
+  EXPECT_LT(std::abs(offset), 5.0) << "the store and this host share a clock here";
+  std::cout << "[ figures ] rsc_store_clock_offset_seconds " << offset << "\n";
+}
+
 // Several pods on one Redis; members in threads send each heartbeat to a random pod. The
 // members' own view is checked: no shard is ever taken while another member still reads it (I1),
 // epochs never go back (I3), and the group converges (I2).

@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--help" || a == "-h") help = true;
     else if (a == "--version") {
-      std::cout << "rsc-admin " << RSC_VERSION << "\n";
+      std::cout << "rsc-admin " << RSC_VERSION << " (commit " << RSC_COMMIT << ")\n";
       return kOk;
     }
     else if (a == "--coordinator") url = value("a URL");

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     else if (a == "--exec-lines") execLines = val();
     else if (a == "--help" || a == "-h") usage("");
     else if (a == "--version") {
-      std::cout << "rsc-consume " << RSC_VERSION << "\n";
+      std::cout << "rsc-consume " << RSC_VERSION << " (commit " << RSC_COMMIT << ")\n";
       return 0;
     }
     else if (std::string error; store::apply_redis_flag(o.redis, a, val, error)) {

@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     else if (member::apply_client_tls_flag(po.coordinatorTls, a, val)) {}
     else if (a == "--help" || a == "-h") usage("");
     else if (a == "--version") {
-      std::cout << "rsc-produce " << RSC_VERSION << "\n";
+      std::cout << "rsc-produce " << RSC_VERSION << " (commit " << RSC_COMMIT << ")\n";
       return 0;
     }
     else if (std::string error; store::apply_redis_flag(o, a, val, error)) {
