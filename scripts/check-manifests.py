@@ -59,6 +59,38 @@ check(c["readinessProbe"]["httpGet"]["port"] in ("http", port) and c["livenessPr
       "probes on the container port")
 sm = docs[("ServiceMonitor", "rsc-coordinator")]
 check(sm["spec"]["endpoints"][0]["port"] in [p["name"] for p in svc["spec"]["ports"]], "ServiceMonitor uses the Service's port")
+# The Prometheus Operator names the job after the Service's label jobLabel names; the alert rules
+# (deploy/prometheus/rsc-alerts.yml, e.g. up{job="rsc"}) expect "rsc". Its selector must match one
+# Service only: every Service over the pods it matches would scrape each pod once more.
+with open(os.path.join(root, "deploy", "prometheus", "rsc-alerts.yml")) as f:
+    rules_text = f.read()
+job = svc["metadata"]["labels"].get(sm["spec"].get("jobLabel", ""), "")
+check(job != "" and f'job="{job}"' in rules_text,
+      f"the ServiceMonitor's job is '{job}', the job the alert rules name")
+matched = [n for (k, n), d in docs.items() if k == "Service"
+           and all(d["metadata"].get("labels", {}).get(a) == b for a, b in sm["spec"]["selector"]["matchLabels"].items())]
+check(matched == ["rsc-coordinator"], f"the ServiceMonitor selects the rsc-coordinator Service alone ({matched})")
+
+# Pod Security "restricted" for every pod template: non-root, the runtime's seccomp profile, no
+# privilege escalation, every capability dropped (what the admission controller checks).
+def restricted(template, what):
+    ps = template["spec"].get("securityContext", {})
+    for ctr in template["spec"]["containers"]:
+        cs = ctr.get("securityContext", {})
+        ok = ((ps.get("runAsNonRoot") or cs.get("runAsNonRoot")) and
+              (ps.get("seccompProfile", cs.get("seccompProfile", {})) or {}).get("type") in ("RuntimeDefault", "Localhost") and
+              cs.get("allowPrivilegeEscalation") is False and "ALL" in cs.get("capabilities", {}).get("drop", []) and
+              not cs.get("privileged") and not set(cs.get("capabilities", {}).get("add", [])) - {"NET_BIND_SERVICE"})
+        check(bool(ok), f"{what}/{ctr['name']} passes Pod Security 'restricted'")
+for (kind, name), d in sorted(docs.items()):
+    if kind in ("Deployment", "StatefulSet", "DaemonSet"):
+        restricted(d["spec"]["template"], f"{kind} {name}")
+spread = pod["spec"].get("topologySpreadConstraints", [])
+check(any(t["topologyKey"] == "kubernetes.io/hostname" and t["maxSkew"] == 1 and t["whenUnsatisfiable"] == "DoNotSchedule"
+          for t in spread), "the coordinator's replicas are spread one per node (topologySpreadConstraints)")
+for (kind, name), d in docs.items():
+    if kind == "StatefulSet":
+        check(("Service", d["spec"]["serviceName"]) in docs, f"StatefulSet {name}'s serviceName is a Service defined here")
 with open(os.path.join(root, "deploy", "docker", "Dockerfile")) as f:
     dockerfile = f.read()
 check(re.search(r"^EXPOSE %d$" % port, dockerfile, re.M) is not None, "Dockerfile EXPOSEs the port")
@@ -186,19 +218,24 @@ with open(os.path.join(k8s, "keda", "scaledobject.yaml")) as f:
 spec = so["spec"]
 check(so["kind"] == "ScaledObject" and so["apiVersion"].startswith("keda.sh/"), "the KEDA example is a ScaledObject")
 check(spec["scaleTargetRef"]["name"] == "orders-billing-consumer", "it scales the example consumer")
+check("replicas" not in docs[("Deployment", "orders-billing-consumer")]["spec"],
+      "the Deployment KEDA scales sets no replicas (they would fight at every apply)")
+check(any("rsc_stream_group_pending" in t["metadata"]["query"] for t in spec["triggers"]),
+      "it wakes on records delivered and not acked too (rsc_stream_group_pending)")
+check(spec.get("fallback", {}).get("replicas", 0) > 0, "it has a fallback for when Prometheus cannot be asked")
 check(spec["minReplicaCount"] == 0 and "activationThreshold" in spec["triggers"][0]["metadata"],
       "it scales from zero, with an activation threshold")
 shards = int(cm.get("RSC_DEFAULT_SHARD_COUNT", "16"))
 check(0 < spec["maxReplicaCount"] <= shards, f"no more replicas than shards ({spec['maxReplicaCount']} <= {shards})")
-trig = spec["triggers"][0]
-query = trig["metadata"]["query"]
 cargs = cons["args"]
 stream, group = cargs[cargs.index("--stream") + 1], cargs[cargs.index("--group") + 1]
-check(trig["type"] == "prometheus" and f'stream="{stream}"' in query and f'group="{group}"' in query,
-      f"its query names the consumer's stream and group ({query})")
-names = set(re.findall(r"\b(rsc_[a-z_]+)", query))
-check(names and all(f"# TYPE {n} gauge" in metrics_body for n in names),
-      f"the coordinator exports {', '.join(sorted(names))} as a gauge")
+for trig in spec["triggers"]:
+    query = trig["metadata"]["query"]
+    check(trig["type"] == "prometheus" and f'stream="{stream}"' in query and f'group="{group}"' in query,
+          f"its query names the consumer's stream and group ({query})")
+    names = set(re.findall(r"\b(rsc_[a-z_]+)", query))
+    check(names and all(f"# TYPE {n} gauge" in metrics_body for n in names),
+          f"the coordinator exports {', '.join(sorted(names))} as a gauge")
 
 # The TLS overlay (deploy/k8s/tls): its patches name objects of the base, the coordinator accepts its
 # settings (with certificates made here), a pod started with them answers its probes over HTTPS,
