@@ -163,15 +163,10 @@ std::string PodContext::address() const {
   return address_;
 }
 
-std::pair<bool, std::string> PodContext::ready(group::Millis freshMs) {
+group::ReadyVerdict PodContext::ready(group::Millis freshMs, group::Millis graceMs,
+                                     const std::optional<std::string>& probeFailure) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!clock_.synced()) return {false, "not yet connected to the store"};
-  const auto t = now_locked();
-  if (avail_.ongoing(t))
-    return {false, "the store has not answered for " + std::to_string(t - avail_.down_since(t)) + "ms"};
-  if (t - avail_.last_reply() > freshMs)
-    return {false, "no answer from the store for " + std::to_string(t - avail_.last_reply()) + "ms"};
-  return {true, ""};
+  return group::judge_ready(clock_.synced(), avail_, clock_.synced() ? now_locked() : 0, freshMs, graceMs, probeFailure);
 }
 
 }  // namespace rsc::actors

@@ -62,7 +62,9 @@ class PodContext : public store::CallObserver {
   std::string address() const;
 
   // --- readiness: synced, the store answering, and a reply within `freshMs`.
-  std::pair<bool, std::string> ready(group::Millis freshMs);
+  // Whether /readyz answers ready (group::judge_ready on this pod's view of the store).
+  group::ReadyVerdict ready(group::Millis freshMs, group::Millis graceMs,
+                            const std::optional<std::string>& probeFailure = std::nullopt);
 
  private:
   group::Millis now_locked();

@@ -20,6 +20,7 @@ struct Service::Impl {
   std::shared_ptr<PodContext> pod;
   group::Config core;
   group::Millis readyFreshMs = 1000;
+  group::Millis readyGraceMs = 0;
   caf::actor podActor;
   caf::actor probe;  // readiness pings, on a connection of their own with a short timeout
   std::vector<caf::actor> stores;
@@ -82,6 +83,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   impl_->selfUrl = std::make_shared<const std::string>(http::owner_url(false, cfg.address));
   g.pod = impl_->pod;
   impl_->readyFreshMs = std::max<group::Millis>(1000, 2 * cfg.beat_ms());
+  impl_->readyGraceMs = cfg.readyStoreGraceMs < 0 ? cfg.core.memberLeaseTtlMs : cfg.readyStoreGraceMs;
   // One gateway per store connection: a group always meets the same store actor, whose
   // pipelined batches carry the writes of all the groups behind it.
   const auto n = static_cast<std::size_t>(std::max(1, cfg.storeConnections));
@@ -393,17 +395,19 @@ void Service::discard_dead_letters(const protocol::GroupKey& key, std::vector<st
 // queued behind a stalled ping answers from what the pod knows by then.
 void Service::ready(std::function<void(bool, std::string)> done) {
   auto pod = impl_->pod;
-  const auto fresh = impl_->readyFreshMs;
-  auto known = pod->ready(fresh);
-  if (!known.first) return done(false, known.second);
+  const auto fresh = impl_->readyFreshMs, grace = impl_->readyGraceMs;
+  auto known = pod->ready(fresh, grace);
+  if (!known.ready) return done(false, known.why);
   const auto asked = std::chrono::steady_clock::now();
   caf::anon_send(impl_->probe, task_atom::value, StoreTask{[=](store::GroupStore& s) {
                    if (std::chrono::steady_clock::now() - asked > std::chrono::milliseconds(200)) {
-                     auto [ok, why] = pod->ready(fresh);
-                     return done(ok, why);
+                     auto v = pod->ready(fresh, grace);  // the probe queue is behind: what is known
+                     return done(v.ready, v.why);
                    }
                    auto r = s.ping();
-                   done(r.ok(), r.ok() ? "" : r.error.message);
+                   if (r.ok()) return done(true, "");
+                   auto v = pod->ready(fresh, grace, r.error.message);
+                   done(v.ready, v.why);
                  }});
 }
 

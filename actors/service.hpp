@@ -38,6 +38,10 @@ struct ServiceConfig {
   std::string address;                   // where other pods reach this one (ip:port), if known yet
   group::Millis storeDeadlineMs = 1000;  // a heartbeat's store call not answered by then: RETRY
   group::Millis storeStallMs = 500;      // a round trip slower than this is an outage
+  // /readyz stays ready through a store outage this long (heartbeats answer RETRY meanwhile; every
+  // pod shares the store, so emptying the Service helps nobody). -1: one member lease; 0: not ready
+  // at the first sign of an outage.
+  group::Millis readyStoreGraceMs = -1;
   group::Millis groupRetireAfterMs = 0;  // an idle group actor leaves memory; 0 = 3 leases
   group::Millis lagIntervalMs = 10000;   // lag sampling from Redis (XINFO GROUPS) per stream; 0 = off
   // A shrink's removed shards retire no sooner than this after it started (producers that route

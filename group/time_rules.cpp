@@ -113,6 +113,25 @@ Millis StoreAvailability::down_since(Millis now) const {
   return since;
 }
 
+ReadyVerdict judge_ready(bool synced, const StoreAvailability& a, Millis now, Millis freshMs, Millis graceMs,
+                         const std::optional<std::string>& probeFailure) {
+  if (!synced) return {false, "not yet connected to the store"};
+  const Millis silent = now - a.last_reply();
+  const Millis down = a.ongoing(now) ? now - a.down_since(now) : (probeFailure ? 0 : -1);
+  if (down > graceMs || (graceMs == 0 && down >= 0)) {
+    std::string why = down > 0 ? "the store has not answered for " + std::to_string(down) + "ms"
+                               : "the store did not answer";
+    if (probeFailure) why += " (" + *probeFailure + ")";
+    if (graceMs > 0) why += ", longer than the readiness grace of " + std::to_string(graceMs) + "ms";
+    return {false, why};
+  }
+  if (silent > std::max(freshMs, graceMs)) return {false, "no answer from the store for " + std::to_string(silent) + "ms"};
+  if (down >= 0)
+    return {true, "the store has not answered for " + std::to_string(down) + "ms; ready for up to " +
+                      std::to_string(graceMs) + "ms of it (heartbeats answer RETRY meanwhile)"};
+  return {true, ""};
+}
+
 // --- One clock for leases --------------------------------------------------------------------
 
 void StoreClock::observe(Millis localSent, Millis localReceived, Millis storeTime) {

@@ -95,6 +95,19 @@ class StoreAvailability {
   int64_t count_ = 0;
 };
 
+// Readiness (GET /readyz) against the store. Every pod shares the store, so taking a pod out of its
+// Service for a store outage helps no member: an outage (or a failed readiness probe of the store)
+// shorter than `graceMs` leaves the pod ready, its heartbeats answering RETRY meanwhile, and a short
+// Redis blip does not empty the Service. Not ready: never synced with the store, an outage longer
+// than the grace, no reply for longer than max(freshMs, graceMs), or (graceMs 0) any outage or
+// failed probe at once.
+struct ReadyVerdict {
+  bool ready = false;
+  std::string why;  // the reason when not ready; when ready despite an outage, what is going on
+};
+ReadyVerdict judge_ready(bool synced, const StoreAvailability& a, Millis now, Millis freshMs, Millis graceMs,
+                         const std::optional<std::string>& probeFailure = std::nullopt);
+
 // --- One clock for leases --------------------------------------------------------------------
 
 // Every pod judges leases on the store's clock: a pod tracks its offset to the store's TIME from

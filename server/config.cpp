@@ -61,7 +61,9 @@ std::pair<std::string, int> host_port(const std::string& v, const std::string& n
 }
 
 // Settings where 0 means "off".
-bool allows_zero(const std::string& key) { return key == "lease-renewal-slack" || key == "retired-shard-ttl"; }
+bool allows_zero(const std::string& key) {
+  return key == "lease-renewal-slack" || key == "retired-shard-ttl" || key == "ready-store-grace";
+}
 
 int64_t positive(const std::string& v, const std::string& name, bool zeroAllowed = false) {
   try {
@@ -157,6 +159,7 @@ void set_number(Config& c, const std::string& key, int64_t v, const std::string&
   else if (key == "static-session-timeout") c.service.core.staticSessionTimeoutMs = v;
   else if (key == "max-groups-per-stream") c.service.maxGroupsPerStream = v;
   else if (key == "tls-expiry-warning-days") c.tlsExpiryWarningDays = v;
+  else if (key == "ready-store-grace") c.service.readyStoreGraceMs = v;
   else throw Bad{name + ": unknown setting"};
 }
 
@@ -166,7 +169,7 @@ const std::vector<std::string> kNumeric{"tick-interval", "heartbeat-interval", "
                                         "scheduler-threads", "shutdown-grace", "http-header-timeout", "http-idle-timeout", "pod-lease",
                                         "store-deadline", "store-stall", "group-retire-after", "lag-interval", "max-groups-per-stream",
                                         "max-connections", "scale-in-grace", "retired-shard-ttl", "static-session-timeout",
-                                        "tls-expiry-warning-days"};
+                                        "tls-expiry-warning-days", "ready-store-grace"};
 
 // Settings that are counts, not milliseconds (no _MS / -ms suffix).
 bool is_count(const std::string& key) {
@@ -427,7 +430,8 @@ std::string usage() {
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
-         "         [--store-deadline-ms N] [--store-stall-ms N] [--group-retire-after-ms N] [--lag-interval-ms N]\n"
+         "         [--store-deadline-ms N] [--store-stall-ms N] [--ready-store-grace-ms N] [--group-retire-after-ms N]\n"
+         "         [--lag-interval-ms N]\n"
          "         [--scale-in-grace-ms N] [--retired-shard-ttl-ms N] [--static-session-timeout-ms N]\n"
          "         [--max-groups-per-stream N] [--max-connections N] [--consumer-group-start 0|$]\n"
          "         [--redis-user U] [--redis-password-file F] [--redis-tls] [--redis-tls-ca-file F | --redis-tls-ca-dir D]\n"
@@ -452,7 +456,8 @@ std::string usage() {
          "lease renewal slack twice the heartbeat interval (at most half the lease and a quarter of the\n"
          "rebalance timeout; 0: every heartbeat is written),\n"
          "pod lease a third of the member lease (at most 5000ms; it must stay below the member lease),\n"
-         "store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage),\n"
+         "store deadline 1000ms (then RETRY), store stall 500ms (slower is an outage), /readyz ready through a\n"
+         "store outage of up to one lease (--ready-store-grace-ms; 0: not ready at once),\n"
          "idle groups leave memory after 3 leases, lag read from Redis (XINFO GROUPS) every 10000ms\n"
          "(0: off), a shrink's shards retired no sooner than 10000ms after it, their streams then kept\n"
          "(--retired-shard-ttl-ms N: deleted N ms after they retire), no limit of groups per stream, connections at most\n"
@@ -591,7 +596,9 @@ std::string summary(const Config& c) {
      << "ms default-shards=" << c.service.defaultShardCount << " store-connections=" << c.service.storeConnections
      << " http-threads=" << c.http.threads << " scheduler-threads=" << actors::scheduler_threads(c.service.schedulerThreads)
      << " pod-lease=" << c.service.podLeaseMs << "ms store-deadline=" << c.service.storeDeadlineMs
-     << "ms store-stall=" << c.service.storeStallMs << "ms group-retire-after=" << c.service.retire_after_ms()
+     << "ms store-stall=" << c.service.storeStallMs << "ms ready-store-grace="
+     << (c.service.readyStoreGraceMs < 0 ? c.service.core.memberLeaseTtlMs : c.service.readyStoreGraceMs)
+     << "ms group-retire-after=" << c.service.retire_after_ms()
      << "ms lag-interval=" << c.service.lagIntervalMs << "ms scale-in-grace=" << c.service.scaleInGraceMs << "ms retired-shard-ttl=" << (c.service.retiredShardTtlMs < 0 ? std::string("keep") : std::to_string(c.service.retiredShardTtlMs) + "ms") << " static-session-timeout=" << c.service.core.static_session_timeout() << "ms max-groups-per-stream=" << c.service.maxGroupsPerStream << " consumer-group-start=" << c.service.consumerGroupStartId << " tokens=" << c.auth.tokens.size();
   // Each token's scope (never the token itself), and whether /metrics needs one.
   auto join = [](const std::vector<std::string>& v) {

@@ -229,6 +229,34 @@ TEST(StoreAvailability, QuickRepliesAreNoOutageAndOverlappingOutagesMerge) {
   EXPECT_EQ(s.outages()[0].to, 6100);
 }
 
+// Readiness through a store outage (issue 55, point 3): within the grace the pod stays ready (every
+// pod shares the store: emptying the Service helps no member), beyond it not; grace 0 is the old
+// rule (not ready at once); a failed probe of the store counts as an outage starting now.
+TEST(Readiness, AStoreOutageShorterThanTheGraceKeepsThePodReadyALongerOneDoesNot) {
+  group::StoreAvailability s(500);
+  EXPECT_FALSE(group::judge_ready(false, s, 0, 1000, 2000).ready) << "never synced";
+  s.ended(s.began(1000), 1002, true);
+  EXPECT_TRUE(group::judge_ready(true, s, 1100, 1000, 2000).ready);
+  const auto stuck = s.began(1100);  // Redis stops answering
+  EXPECT_FALSE(s.ongoing(1500));
+  const auto at1800 = group::judge_ready(true, s, 1800, 1000, 2000);
+  EXPECT_TRUE(at1800.ready) << "an outage of 798 ms, within the 2 s grace";
+  EXPECT_NE(at1800.why.find("ready for up to 2000ms"), std::string::npos) << at1800.why;
+  EXPECT_FALSE(group::judge_ready(true, s, 1800, 1000, 0).ready) << "grace 0: not ready at once";
+  EXPECT_TRUE(group::judge_ready(true, s, 2900, 1000, 2000).ready) << "1.9 s: still within the grace";
+  const auto at3100 = group::judge_ready(true, s, 3100, 1000, 2000);
+  EXPECT_FALSE(at3100.ready) << "2.1 s: longer than the grace";
+  EXPECT_NE(at3100.why.find("the store has not answered for 2098ms, longer than the readiness grace of 2000ms"),
+            std::string::npos)
+      << at3100.why;
+  s.ended(stuck, 3200, true);
+  EXPECT_TRUE(group::judge_ready(true, s, 3200, 1000, 2000).ready) << "answered again";
+  EXPECT_TRUE(group::judge_ready(true, s, 3300, 1000, 2000, std::string("timeout")).ready)
+      << "a failed probe within the grace";
+  EXPECT_FALSE(group::judge_ready(true, s, 3300, 1000, 0, std::string("timeout")).ready);
+  EXPECT_FALSE(group::judge_ready(true, s, 5300, 1000, 2000).ready) << "no reply for 2.1 s: longer than the grace";
+}
+
 // --- The store clock -------------------------------------------------------------------------
 
 TEST(StoreClock, APodsOwnClockSkewDoesNotChangeTheTimeItJudgesBy) {
