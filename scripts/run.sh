@@ -6,8 +6,10 @@
 # Any arguments are passed to rsc-coordinator, e.g.  bash scripts/run.sh --listen 127.0.0.1:8080
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build.sh
+# Only what building and running the server and the tools needs (no test, fuzz or benchmark
+# packages), and only those targets.
+bash scripts/install-deps.sh --run
+RSC_LEAN=1 bash scripts/build.sh
 bin=./build/rsc-coordinator
 
 configured=${RSC_REDIS:-}
