@@ -10,7 +10,25 @@ rules=deploy/prometheus/rsc-alerts.yml
 dashboard=deploy/grafana/rsc-dashboard.json
 promtool check rules "$rules"
 (cd deploy/prometheus && promtool test rules rsc-alerts.test.yml)
-python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$dashboard"
+# The dashboard: lag and pending as Redis reports them (members or not), a dead-letter panel, and
+# stream/group variables that every per-group query honours.
+python3 - "$dashboard" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+names = {v["name"] for v in d["templating"]["list"]}
+exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
+problems = []
+if not {"stream", "group"} <= names: problems.append("no stream and group variables")
+for metric in ("rsc_stream_group_lag", "rsc_stream_group_pending", "rsc_group_dead_letters"):
+    if not any(metric + "{" in e for e in exprs): problems.append(f"no panel on {metric}")
+for e in exprs:
+    if re.search(r"rsc_(stream_)?group_[a-z_]+\{", e) and not ('$stream' in e and '$group' in e):
+        problems.append(f"a per-group query ignores the stream/group variables: {e}")
+if problems:
+    print("check-observability: dashboard: " + "; ".join(problems), file=sys.stderr)
+    sys.exit(1)
+print(f"check-observability: dashboard: {len(d['panels'])} panels, variables {sorted(names)}")
+PY
 
 . scripts/lib/local.sh
 local_init observability
