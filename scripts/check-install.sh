@@ -30,6 +30,17 @@ check $? "examples/consumer builds with find_package(rsc CONFIG) (rsc::member, r
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" c++ -O1 examples/consumer/main.cpp $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs rsc) \
   -o "$dir/example-pkgconfig" >"$dir/example-pc.log" 2>&1
 check $? "examples/consumer builds with pkg-config rsc"
+# pkg-config imposes no language standard, and a C++20 application builds against the headers, with
+# pkg-config and with find_package (issue 55).
+! PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags rsc | grep -q -- '-std='
+check $? "pkg-config's Cflags force no -std ($(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags rsc))"
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig" c++ -std=c++20 -fsyntax-only examples/consumer/main.cpp \
+  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags rsc) >"$dir/example-cxx20.log" 2>&1
+check $? "examples/consumer compiles as C++20 with pkg-config rsc"
+cmake -S examples/consumer -B "$dir/cmake-build-20" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_STANDARD=20 \
+  >"$dir/example-cmake-20.log" 2>&1 &&
+  grep -q -- '-std=gnu++20\|-std=c++20' <(cmake --build "$dir/cmake-build-20" -j2 -- VERBOSE=1 2>&1 | tee -a "$dir/example-cmake-20.log")
+check $? "examples/consumer builds as C++20 with find_package(rsc CONFIG)"
 
 start_redis
 cport=$(free_port)
