@@ -4,6 +4,8 @@
 #include <functional>
 #include <string>
 
+#include "member/http_client.hpp"
+
 namespace rsc::member {
 
 // Given as is (--token, RSC_TOKEN) or read from a file (--token-file, RSC_TOKEN_FILE: a mounted
@@ -18,6 +20,14 @@ struct TokenSource {
   std::string load();
   // After a 401: true when the file now holds another token (the call may go again with it).
   bool reload_after_refusal();
+  // Makes `call(token)`; refused for its token (401) while the file now holds another one: once more
+  // with the new token, at once. Every coordinator call of the runtime and the producer goes so.
+  template <typename Call>
+  HttpReply send(Call&& call) {
+    HttpReply r = call(token);
+    if (r.status == 401 && reload_after_refusal()) r = call(token);
+    return r;
+  }
 };
 
 // RSC_TOKEN, then RSC_TOKEN_FILE (the file wins when both are set): "" or why the file cannot be

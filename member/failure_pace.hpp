@@ -55,10 +55,14 @@ class FailurePace {
     if (failures_ == 0) return {};
     const std::string line = what + " again after " + std::to_string(failures_) + " failure(s) over " +
                              seconds((nowNs - sinceNs_) / 1'000'000);
+    reset();
+    return line;
+  }
+  // Forgets the run without a line (another kind of failure begins: it is said at once).
+  void reset() {
     failures_ = 0;
     unsaid_ = 0;
     nextMs_ = 0;
-    return line;
   }
   bool failing() const { return failures_ > 0; }
   int64_t failures() const { return failures_; }

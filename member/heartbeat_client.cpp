@@ -34,9 +34,8 @@ HttpClient& HeartbeatClient::client_for(const std::string& url) {
 HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequest& request, const std::string& url) {
   Answer a;
   const std::string body = protocol::encode(request);
-  auto reply = client_for(url).request("POST", path_, body, token_.token);
-  if (reply.status == 401 && token_.reload_after_refusal())  // the token was rotated: the new one
-    reply = client_for(url).request("POST", path_, body, token_.token);
+  auto& http = client_for(url);
+  auto reply = token_.send([&](const std::string& token) { return http.request("POST", path_, body, token); });
   a.httpStatus = reply.status;
   a.owner = std::move(reply.groupOwner);
   if (reply.status == 0) {
@@ -52,9 +51,8 @@ HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequ
 }
 
 std::optional<std::string> HeartbeatClient::key_pattern(std::string* error) {
-  auto reply = http_.request("GET", "/coord/v1/streams/" + prefix_, "", token_.token);
-  if (reply.status == 401 && token_.reload_after_refusal())
-    reply = http_.request("GET", "/coord/v1/streams/" + prefix_, "", token_.token);
+  const std::string path = "/coord/v1/streams/" + prefix_;
+  auto reply = token_.send([&](const std::string& token) { return http_.request("GET", path, "", token); });
   if (reply.status != 200) {
     *error = "HTTP " + std::to_string(reply.status) + (reply.error.empty() ? "" : " (" + reply.error + ")");
     return std::nullopt;

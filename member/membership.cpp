@@ -302,7 +302,7 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
       // a kind is said, then summaries (a member with a revoked token would say it at every beat).
       const std::string why = std::string(protocol::to_string(r.status)) + ": " + r.message.value_or("");
       if (why != lastRefusal_) {
-        refusals_.recovered("", sentNs);  // another kind of refusal: said at once
+        refusals_.reset();  // another kind of refusal: said at once
         lastRefusal_ = why;
       }
       if (const auto said = refusals_.failed("heartbeat refused", why, sentNs).say; !said.empty()) note(said);

@@ -43,12 +43,9 @@ struct Producer::Impl {
     if (auto e = token.load(); !e.empty()) say(e + " (read again when the coordinator refuses a call)");
   }
 
-  // A GET to the coordinator; refused for its token (401) while the token file now holds another:
-  // asked again at once with the new one.
+  // A GET to the coordinator (a rotated token file is read again on a 401: TokenSource::send).
   HttpReply get(const std::string& path) {
-    auto r = http.request("GET", path, "", token.token);
-    if (r.status == 401 && token.reload_after_refusal()) r = http.request("GET", path, "", token.token);
-    return r;
+    return token.send([&](const std::string& t) { return http.request("GET", path, "", t); });
   }
 
   void say(const std::string& line) {
