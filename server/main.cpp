@@ -82,8 +82,6 @@ int main(int argc, char** argv) {
   if (cfg.http.port != 0) service->set_address(serviceCfg.address, cfg.http.tls.enabled());
   auto httpOpts = cfg.http;
   httpOpts.podId = service->pod_id();
-  // Tokens read from files are read again each second (and on SIGHUP); a request is authorized
-  // with the list in force when it arrived. Without token files the list never changes.
   // HTTPS: handshake failures counted by reason; the served certificate's expiry exported, and
   // said when it is near (at each load, then once a day while it stays near).
   struct Expiry {
@@ -116,6 +114,8 @@ int main(int argc, char** argv) {
     }
     warn_expiry(true);
   };
+  // Tokens read from files are read again each second (and on SIGHUP); a request is authorized
+  // with the list in force when it arrived. Without token files the list never changes.
   server::TokenFiles tokens(cfg.auth);
   const bool tokenFiles = tokens.watching();
   std::function<void(http::HttpRequest, http::Respond)> handler;
