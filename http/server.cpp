@@ -2,6 +2,7 @@
 // expires_after timeouts, a body limit; one io_context per thread instead of a strand per
 // connection.
 #include "http/server.hpp"
+#include "http/pod_link.hpp"
 #include "tls/files.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -31,6 +32,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "log/log.hpp"
@@ -193,6 +195,14 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   void do_accept();
   void accept_problem(const std::string& what);
+  // Registers a connection for stop() and the client-CA recheck.
+  void track(const std::shared_ptr<SessionBase>& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = sessions.begin(); it != sessions.end();) it = it->expired() ? sessions.erase(it) : std::next(it);
+    sessions.insert(s);
+  }
+  // The most a pod-link frame may hold: a request body at its limit, and room for the rest.
+  std::size_t max_frame() const { return opts.bodyLimit + 64 * 1024; }
 };
 
 void Server::Impl::accept_problem(const std::string& what) {
@@ -271,20 +281,32 @@ void fail(beast::error_code ec, const char* what) {
 }
 }  // namespace
 
-// Calls forwarded to the pod that serves their group, over kept-alive connections pooled per
-// pod address. Runs on one io_context's thread: no lock. A pooled connection that turns out to
-// be closed (the other pod restarted, or closed it idle) is given up and the call sent once more
-// on a new one; any other failure goes to the caller, which answers RETRY. The pool keeps at most
-// kMaxIdle connections per pod and closes one idle for kIdleClose: under load they are reused at
-// once, and a burst (a store stall holds many calls at once) leaves no descriptors behind.
+// Calls forwarded to the pod that serves their group. Runs on one io_context's thread: no lock.
+//
+// Over a pod link (pod_link.hpp) when the other pod speaks it: one connection per pod address,
+// every call a frame with its number, answers in any order; the calls forwarded while the I/O
+// thread handles one batch of events go out in one write. A link that breaks after it has answered
+// (the other pod restarted) sends each call it still held once more on a new one; a call not
+// answered within the forward timeout fails, and a link that heard nothing for that long with
+// calls waiting is given up. A pod that refuses the link (an older version) is called over HTTP
+// for a minute, then asked again.
+//
+// Over HTTP otherwise (opts.podLink off, or that older pod): kept-alive connections pooled per
+// pod address. A pooled connection that turns out to be closed (the other pod restarted, or closed
+// it idle) is given up and the call sent once more on a new one; any other failure goes to the
+// caller, which answers RETRY. The pool keeps at most kMaxIdle connections per pod and closes one
+// idle for kIdleClose: under load they are reused at once, and a burst (a store stall holds many
+// calls at once) leaves no descriptors behind.
 class PodForwarder : public Forwarder {
  public:
   static constexpr std::size_t kMaxIdle = 8;
   static constexpr auto kIdleClose = std::chrono::milliseconds(1000);
+  static constexpr auto kLinkIdleClose = std::chrono::seconds(10);
+  static constexpr auto kHttpOnlyFor = std::chrono::seconds(60);
 
   // `clientCtx`: the current context to forward over TLS with (null: plain HTTP).
   PodForwarder(net::io_context& ioc, const ServerOptions& opts, std::function<SslCtx()> clientCtx)
-      : ioc_(ioc), opts_(opts), sweep_(ioc), clientCtx_(std::move(clientCtx)) {}
+      : ioc_(ioc), opts_(opts), sweep_(ioc), linkSweep_(ioc), clientCtx_(std::move(clientCtx)) {}
 
   void forward(const std::string& address, const HttpRequest& req, Respond respond,
                std::function<void(std::string)> failed) override {
@@ -303,18 +325,14 @@ class PodForwarder : public Forwarder {
     if (ec) call->hostName = host;  // a name (a headless Service's pod record): resolved at connect
     else call->endpoint = tcp::endpoint(ip, port);
     call->port = port;
-    auto& r = call->req;
-    r.method_string(req.method);
-    r.target(req.target);
-    r.version(11);
-    r.set(bhttp::field::host, address);
-    if (!req.contentType.empty()) r.set(bhttp::field::content_type, req.contentType);
-    if (!req.authorization.empty()) r.set(bhttp::field::authorization, req.authorization);
-    r.set(kForwardedByHeader, opts_.podId);
-    r.keep_alive(true);
-    r.body() = req.body;
-    r.prepare_payload();
-    send(call, take(address));
+    call->call.method = req.method;
+    call->call.target = req.target;
+    call->call.contentType = req.contentType;
+    call->call.authorization = req.authorization;
+    call->call.forwardedBy = opts_.podId;
+    call->call.body = req.body;
+    if (use_link(address)) return link_send(call);
+    http_send(call);
   }
 
  private:
@@ -341,11 +359,255 @@ class PodForwarder : public Forwarder {
     std::string hostName;  // the address names a host rather than an IP: resolved first
     bool resolved = false;
     unsigned short port = 0;
-    bhttp::request<bhttp::string_body> req;
+    HttpRequest call;  // what is forwarded (X-Rsc-Forwarded-By: this pod)
+    bhttp::request<bhttp::string_body> req;  // over HTTP
     bhttp::response<bhttp::string_body> res;
     Respond respond;
     std::function<void(std::string)> failed;
+    std::chrono::steady_clock::time_point deadline;  // over a link
+    bool resent = false;                             // ... sent once more after its link broke
   };
+
+  // Over HTTP: the Beast request, then a pooled connection.
+  void http_send(const std::shared_ptr<Call>& call) {
+    auto& r = call->req;
+    r.method_string(call->call.method);
+    r.target(call->call.target);
+    r.version(11);
+    r.set(bhttp::field::host, call->address);
+    if (!call->call.contentType.empty()) r.set(bhttp::field::content_type, call->call.contentType);
+    if (!call->call.authorization.empty()) r.set(bhttp::field::authorization, call->call.authorization);
+    r.set(kForwardedByHeader, call->call.forwardedBy);
+    r.keep_alive(true);
+    r.body() = call->call.body;
+    r.prepare_payload();
+    send(call, take(call->address));
+  }
+
+  // One pod link: its connection, the calls sent on it and not yet answered, and what waits to
+  // be written.
+  struct Link {
+    std::string address;
+    std::shared_ptr<Upstream> up;
+    bool open = false;      // the other pod agreed (101)
+    bool dead = false;
+    bool answered = false;  // it has answered a call: a break now means the other pod went away
+    bool writing = false, flushQueued = false;
+    std::string out, wbuf;
+    uint32_t nextId = 1;
+    std::unordered_map<uint32_t, std::shared_ptr<Call>> calls;
+    std::chrono::steady_clock::time_point lastRead, lastUsed;
+    bhttp::response<bhttp::string_body> upgrade;  // the other pod's answer to the Upgrade
+  };
+
+  bool use_link(const std::string& address) {
+    if (!opts_.podLink) return false;
+    auto it = httpOnlyUntil_.find(address);
+    if (it == httpOnlyUntil_.end()) return true;
+    if (std::chrono::steady_clock::now() < it->second) return false;
+    httpOnlyUntil_.erase(it);
+    return true;
+  }
+
+  void link_send(const std::shared_ptr<Call>& call) {
+    const auto now = std::chrono::steady_clock::now();
+    auto& l = links_[call->address];
+    if (!l || l->dead) l = open_link(call);
+    uint32_t id = l->nextId++;
+    if (id == 0) id = l->nextId++;
+    call->deadline = now + std::chrono::milliseconds(opts_.forwardTimeoutMs);
+    l->calls.emplace(id, call);
+    link::append_call(l->out, id, call->call);
+    l->lastUsed = now;
+    if (l->open) queue_flush(l);
+    if (!linkSweeping_) sweep_links_later();
+  }
+
+  // Connects (resolving a name, then TLS when the pods speak HTTPS) and asks for the link; the calls
+  // wait in `out` meanwhile.
+  std::shared_ptr<Link> open_link(const std::shared_ptr<Call>& first) {
+    auto l = std::make_shared<Link>();
+    l->address = first->address;
+    l->up = fresh();
+    l->up->tcp().expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
+    auto connect = [this, l](tcp::endpoint ep, std::string verifyName) {
+      l->up->tcp().async_connect(ep, [this, l, verifyName](beast::error_code ec) {
+        if (ec) return link_broken(l, ec == beast::error::timeout ? "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms" : "could not be reached (connect: " + ec.message() + ")", false);
+        beast::error_code ignored;
+        l->up->tcp().socket().set_option(tcp::no_delay(true), ignored);
+        if (!l->up->tls) return ask_link(l);
+        expect_peer(*l->up->ss, verifyName);
+        l->up->ss->async_handshake(net::ssl::stream_base::client, [this, l](beast::error_code hec) {
+          if (hec) return link_broken(l, "could not be reached (TLS handshake: " + hec.message() + ")", false);
+          ask_link(l);
+        });
+      });
+    };
+    // The other pod's certificate must name opts.tls.peerName, or else the address forwarded to.
+    if (first->hostName.empty()) {
+      connect(first->endpoint, !opts_.tls.peerName.empty() ? opts_.tls.peerName : first->endpoint.address().to_string());
+    } else {
+      auto resolver = std::make_shared<tcp::resolver>(ioc_);
+      const std::string name = first->hostName;
+      resolver->async_resolve(name, std::to_string(first->port),
+                              [this, l, resolver, name, connect](beast::error_code ec, tcp::resolver::results_type found) {
+                                if (ec || found.empty())
+                                  return link_broken(l, "could not be reached (resolve: " + (ec ? ec.message() : std::string("no address")) + ")", false);
+                                connect(*found.begin(), !opts_.tls.peerName.empty() ? opts_.tls.peerName : name);
+                              });
+    }
+    return l;
+  }
+
+  template <class F>
+  void on_stream(Link& l, F&& f) {
+    if (l.up->tls) f(*l.up->ss);
+    else f(l.up->tcp());
+  }
+
+  void ask_link(const std::shared_ptr<Link>& l) {
+    auto ask = std::make_shared<std::string>(std::string("GET ") + link::kTarget + " HTTP/1.1\r\nHost: " + l->address +
+                                             "\r\nConnection: Upgrade\r\nUpgrade: " + link::kProtocol + "\r\n\r\n");
+    on_stream(*l, [this, l, ask](auto& stream) {
+      net::async_write(stream, net::buffer(*ask), [this, l, ask, &stream](beast::error_code ec, std::size_t) {
+        if (ec) return link_broken(l, "could not be reached (write: " + ec.message() + ")", false);
+        bhttp::async_read(stream, l->up->buffer, l->upgrade, [this, l](beast::error_code rec, std::size_t) {
+          if (rec) return link_broken(l, "could not be reached (read: " + rec.message() + ")", false);
+          if (l->upgrade.result_int() != 101 || !beast::iequals(l->upgrade[bhttp::field::upgrade], link::kProtocol))
+            return refused_link(l);
+          l->up->tcp().expires_never();  // calls have deadlines of their own (the sweep)
+          l->open = true;
+          l->lastRead = std::chrono::steady_clock::now();
+          read_answers(l);
+          queue_flush(l);
+        });
+      });
+    });
+  }
+
+  // An older pod: its calls (none sent yet) go over HTTP, and so do the next ones for a while.
+  void refused_link(const std::shared_ptr<Link>& l) {
+    log::info("forwarding: the pod at " + l->address + " does not speak the pod link (answered " +
+              std::to_string(l->upgrade.result_int()) + "); its calls go over HTTP");
+    httpOnlyUntil_[l->address] = std::chrono::steady_clock::now() + kHttpOnlyFor;
+    auto calls = std::move(l->calls);
+    l->calls.clear();
+    end_link(l);
+    for (auto& [id, call] : calls) http_send(call);
+  }
+
+  void queue_flush(const std::shared_ptr<Link>& l) {
+    if (l->flushQueued || l->writing) return;
+    l->flushQueued = true;
+    // Posted: calls forwarded by the handlers that run before it join this write.
+    net::post(ioc_, [this, l] {
+      l->flushQueued = false;
+      flush(l);
+    });
+  }
+
+  void flush(const std::shared_ptr<Link>& l) {
+    if (l->dead || !l->open || l->writing || l->out.empty()) return;
+    l->wbuf.clear();
+    l->wbuf.swap(l->out);
+    l->writing = true;
+    on_stream(*l, [this, l](auto& stream) {
+      net::async_write(stream, net::buffer(l->wbuf), [this, l](beast::error_code ec, std::size_t) {
+        l->writing = false;
+        if (ec) return link_broken(l, "could not be reached (write: " + ec.message() + ")", true);
+        flush(l);
+      });
+    });
+  }
+
+  void read_answers(const std::shared_ptr<Link>& l) {
+    on_stream(*l, [this, l](auto& stream) {
+      stream.async_read_some(l->up->buffer.prepare(64 * 1024), [this, l](beast::error_code ec, std::size_t n) {
+        if (l->dead) return;
+        if (ec) return link_broken(l, "could not be reached (read: " + ec.message() + ")", true);
+        l->up->buffer.commit(n);
+        l->lastRead = std::chrono::steady_clock::now();
+        for (;;) {
+          const auto data = l->up->buffer.data();
+          std::size_t used = 0;
+          uint32_t id = 0;
+          HttpResponse out;
+          const auto got = link::read_answer(static_cast<const char*>(data.data()), data.size(),
+                                             opts_.bodyLimit * 8 + 64 * 1024, used, id, out);
+          if (got == link::Read::More) break;
+          if (got == link::Read::Malformed) return link_broken(l, "answered with a malformed frame", false);
+          l->up->buffer.consume(used);
+          auto it = l->calls.find(id);
+          if (it == l->calls.end()) continue;  // answered after its deadline: already failed
+          auto call = std::move(it->second);
+          l->calls.erase(it);
+          l->answered = true;
+          call->respond(std::move(out));
+        }
+        read_answers(l);
+      });
+    });
+  }
+
+  void end_link(const std::shared_ptr<Link>& l) {
+    l->dead = true;
+    beast::error_code ignored;
+    l->up->tcp().socket().close(ignored);
+    auto it = links_.find(l->address);
+    if (it != links_.end() && it->second == l) links_.erase(it);
+  }
+
+  // The link cannot go on: each call it held is sent once more on a new link when the link had
+  // answered before (`resend`: the other pod went away, as a pooled HTTP connection found closed),
+  // or fails with `why`.
+  void link_broken(const std::shared_ptr<Link>& l, const std::string& why, bool resend) {
+    if (l->dead) return;
+    auto calls = std::move(l->calls);
+    l->calls.clear();
+    const bool again = resend && l->answered;
+    end_link(l);
+    if (!calls.empty() && !again) log::warn("forwarding: the pod link to " + l->address + " broke: " + why);
+    for (auto& [id, call] : calls) {
+      if (again && !call->resent) {
+        call->resent = true;
+        link_send(call);
+      } else {
+        call->failed(why);
+      }
+    }
+  }
+
+  // Every 100 ms while links exist: calls past their deadline fail; a link that heard nothing for
+  // the forward timeout while calls waited is given up; one idle for kLinkIdleClose is closed.
+  void sweep_links_later() {
+    linkSweeping_ = true;
+    linkSweep_.expires_after(std::chrono::milliseconds(100));
+    linkSweep_.async_wait([this](beast::error_code ec) {
+      linkSweeping_ = false;
+      if (ec) return;
+      const auto now = std::chrono::steady_clock::now();
+      const auto timeout = std::chrono::milliseconds(opts_.forwardTimeoutMs);
+      const std::string late = "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms";
+      std::vector<std::shared_ptr<Link>> all;
+      for (auto& [address, l] : links_) all.push_back(l);
+      for (auto& l : all) {
+        std::vector<std::shared_ptr<Call>> expired;
+        for (auto it = l->calls.begin(); it != l->calls.end();) {
+          if (it->second->deadline <= now) {
+            expired.push_back(std::move(it->second));
+            it = l->calls.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        if (!expired.empty() && (!l->open || now - l->lastRead >= timeout)) link_broken(l, late, false);
+        else if (l->calls.empty() && l->out.empty() && !l->writing && now - l->lastUsed >= kLinkIdleClose) end_link(l);
+        for (auto& call : expired) call->failed(late);
+      }
+      if (!links_.empty()) sweep_links_later();
+    });
+  }
+
 
   // The most recently used idle connection to the address, or a new one.
   std::shared_ptr<Upstream> take(const std::string& address) {
@@ -472,6 +734,10 @@ class PodForwarder : public Forwarder {
   std::map<std::string, std::vector<std::shared_ptr<Upstream>>> idle_;
   net::steady_timer sweep_;
   bool sweeping_ = false;
+  std::map<std::string, std::shared_ptr<Link>> links_;  // per pod address
+  std::map<std::string, std::chrono::steady_clock::time_point> httpOnlyUntil_;
+  net::steady_timer linkSweep_;
+  bool linkSweeping_ = false;
   std::function<SslCtx()> clientCtx_;
 };
 
@@ -485,6 +751,243 @@ class SessionBase {
   virtual void recheck_client(SslCtx ctx, std::shared_ptr<std::atomic<int64_t>> closed) = 0;
 };
 
+// The answering end of a pod link (pod_link.hpp), after a Session agreed to the Upgrade: each call
+// frame read goes to the handler as a request does (never forwarded again), and each answer is
+// written by the thread that has it, as a direct HTTP answer is (plain TCP), or by the I/O thread
+// (TLS); answers that meet a write in progress go out together after it, in one write.
+template <class Stream>
+class LinkSession : public SessionBase, public std::enable_shared_from_this<LinkSession<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  using std::enable_shared_from_this<LinkSession<Stream>>::shared_from_this;
+
+ public:
+  LinkSession(Stream&& s, SslCtx ctx, beast::flat_buffer&& in, std::shared_ptr<Server::Impl> server, std::string peer)
+      : ctx_(std::move(ctx)), stream_(std::move(s)), in_(std::move(in)), server_(std::move(server)),
+        peer_(std::move(peer)), guard_(stream_.get_executor()) {
+    ++server_->open;
+    // Answers follow each other while earlier ones are unacknowledged: Nagle would hold them for
+    // the other side's delayed ACK.
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().set_option(tcp::no_delay(true), ignored);
+  }
+  ~LinkSession() override { --server_->open; }
+
+  // On the connection's I/O thread: the 101 goes out, then frames are read.
+  void start(std::string greeting) {
+    lastRead_ = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out_ = std::move(greeting);
+      writing_ = true;
+    }
+    flush();
+    arm_guard(server_->opts.idleTimeoutMs);
+    if (take_frames()) read();
+  }
+
+  void shutdown() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->closing_ = true;
+      self->close_if_done();
+    });
+  }
+
+  void recheck_client(SslCtx ctx, std::shared_ptr<std::atomic<int64_t>> closed) override {
+    if constexpr (kTls) {
+      net::post(stream_.get_executor(), [self = shared_from_this(), ctx = std::move(ctx), closed = std::move(closed)] {
+        if (client_still_trusted(self->stream_.native_handle(), ctx->native_handle())) return;
+        ++*closed;
+        self->closing_ = true;
+        self->close_if_done();
+      });
+    }
+  }
+
+  // From any thread, once per call: the answer frame is written now if the socket takes it whole
+  // and nothing is being written; else it joins what the I/O thread writes next.
+  void answer(uint32_t id, const HttpResponse& res) {
+    std::string frame;
+    frame.reserve(res.body.size() + 96);
+    link::append_answer(frame, id, res);
+    --server_->inFlight;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --inflight_;  // under the lock: close_if_done never closes between this and the write
+      if (!open_) return;
+      if (writing_) {
+        out_.append(frame);
+        return;
+      }
+      std::size_t sent = 0;
+      if constexpr (!kTls) {
+        const int fd = beast::get_lowest_layer(stream_).socket().native_handle();
+        while (sent < frame.size()) {
+          const auto n = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+          if (n > 0) sent += static_cast<std::size_t>(n);
+          else if (n < 0 && errno == EINTR) continue;
+          else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+          else {
+            broken_ = true;
+            break;
+          }
+        }
+        // Written whole: the I/O thread is not woken, unless a shutdown waits for this answer.
+        if (sent == frame.size() && !(closing_ && inflight_ == 0)) return;
+      }
+      if (!broken_ && sent < frame.size()) out_.assign(frame, sent, std::string::npos);
+      writing_ = true;
+    }
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->broken_) return self->do_close();
+      self->flush();
+    });
+  }
+
+ private:
+  // On the I/O thread: what was queued is written; when nothing is left, writing_ ends.
+  void flush() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!open_) return;
+      wbuf_.clear();
+      wbuf_.swap(out_);
+      if (wbuf_.empty()) writing_ = false;
+    }
+    if (wbuf_.empty()) return close_if_done();
+    net::async_write(stream_, net::buffer(wbuf_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) {
+        if (ec != net::error::operation_aborted) fail(ec, "pod link write");
+        return self->do_close();
+      }
+      self->flush();
+    });
+  }
+
+  void read() {
+    stream_.async_read_some(in_.prepare(64 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      if (ec) {
+        if (ec != net::error::eof && ec != net::error::operation_aborted && ec != net::error::connection_reset &&
+            ec != net::ssl::error::stream_truncated)
+          fail(ec, "pod link read");
+        return self->do_close();
+      }
+      self->in_.commit(n);
+      self->lastRead_ = std::chrono::steady_clock::now();
+      if (self->take_frames()) self->read();
+    });
+  }
+
+  // Every whole frame read so far goes to the handler; false when the link was closed.
+  bool take_frames() {
+    for (;;) {
+      const auto data = in_.data();
+      std::size_t used = 0;
+      uint32_t id = 0;
+      HttpRequest r;
+      const auto got =
+          link::read_call(static_cast<const char*>(data.data()), data.size(), server_->max_frame(), used, id, r);
+      if (got == link::Read::More) return true;
+      if (got == link::Read::Malformed) {
+        log::warn("pod link from " + peer_ + ": a malformed frame; the link is closed");
+        do_close();
+        return false;
+      }
+      in_.consume(used);
+      dispatch(id, std::move(r));
+    }
+  }
+
+  void dispatch(uint32_t id, HttpRequest r) {
+    ++server_->inFlight;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++inflight_;
+    }
+    if (server_->stopping || closing_) {
+      auto res = plain_error(503, "RETRY", "this pod is stopping; retry");
+      res.headers.emplace_back("Retry-After", "1");
+      return answer(id, res);
+    }
+    r.forwarder = nullptr;  // a call that came over a link is served here or refused, never sent on
+    // Exactly one answer per call; a call whose answer is dropped (an actor stopped with it in its
+    // mailbox) is answered 503 so that the forwarding pod's caller is not left waiting.
+    struct Pending {
+      std::shared_ptr<LinkSession> self;
+      uint32_t id = 0;
+      std::atomic<bool> answered{false};
+      void answer(const HttpResponse& res) {
+        if (!answered.exchange(true)) self->answer(id, res);
+      }
+      ~Pending() {
+        if (answered) return;
+        auto r = plain_error(503, "RETRY", "the coordinator dropped this request; retry");
+        r.headers.emplace_back("Retry-After", "1");
+        answer(r);
+      }
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->self = shared_from_this();
+    pending->id = id;
+    server_->handler(std::move(r), [pending](HttpResponse res) { pending->answer(res); });
+  }
+
+  // On the I/O thread: a link being shut down closes once every call on it is answered and written.
+  void close_if_done() {
+    if (!closing_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (writing_ || inflight_ > 0) return;  // flush() looks again when the write ends
+    close_locked();
+  }
+
+  // A link idle (nothing read, nothing awaited) for the idle timeout is closed; the forwarding pod
+  // opens a new one when it needs one.
+  void arm_guard(int64_t ms) {
+    guard_.expires_after(std::chrono::milliseconds(std::max<int64_t>(1, ms)));
+    guard_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - self->lastRead_).count();
+      const auto left = self->server_->opts.idleTimeoutMs - idle;
+      bool awaited;
+      {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        awaited = self->inflight_ > 0;
+      }
+      if (awaited || left > 0) return self->arm_guard(std::max<int64_t>(left, 100));
+      self->do_close();
+    });
+  }
+
+  void do_close() {
+    std::lock_guard<std::mutex> lock(mu_);  // no answer is being written by another thread meanwhile
+    close_locked();
+  }
+  void close_locked() {
+    if (!open_) return;
+    open_ = false;
+    guard_.cancel();
+    beast::error_code ec;
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(stream_).socket().close(ec);
+  }
+
+  SslCtx ctx_;
+  Stream stream_;
+  beast::flat_buffer in_;
+  std::shared_ptr<Server::Impl> server_;
+  std::string peer_;
+  net::steady_timer guard_;
+  std::chrono::steady_clock::time_point lastRead_;
+  std::atomic<bool> closing_{false};  // shut down (or its client no longer trusted): close once answered
+  int64_t inflight_ = 0;              // calls read and not yet answered (under mu_)
+  std::atomic<bool> broken_{false};    // a direct write failed: the I/O thread closes the link
+  // Shared with the answering threads.
+  std::mutex mu_;
+  bool open_ = true;
+  bool writing_ = false;  // the I/O thread owns the socket's writes (out_ joins them)
+  std::string out_;       // answers waiting for the write in progress
+  std::string wbuf_;      // the write in progress (I/O thread)
+};
+
 // One connection: plain (Stream = beast::tcp_stream) or HTTPS (TlsStream, its handshake first,
 // within the header timeout).
 template <class Stream>
@@ -494,11 +997,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
  public:
   Session(tcp::socket&& socket, std::shared_ptr<Server::Impl> server, Forwarder* forwarder)
-      : stream_(std::move(socket)), server_(std::move(server)), forwarder_(forwarder) {
+      : stream_(std::move(socket)), ex_(stream_.get_executor()), server_(std::move(server)), forwarder_(forwarder) {
     ++server_->open;
   }
   Session(tcp::socket&& socket, SslCtx ctx, std::shared_ptr<Server::Impl> server, Forwarder* forwarder)
-      : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), server_(std::move(server)), forwarder_(forwarder) {
+      : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), ex_(stream_.get_executor()), server_(std::move(server)),
+        forwarder_(forwarder) {
     ++server_->open;
   }
   ~Session() override { --server_->open; }
@@ -511,7 +1015,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   void shutdown() override {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
+    net::post(ex_, [self = shared_from_this()] {
+      if (self->moved_) return;  // it is a pod link now, shut down as one
       bool awaiting;
       {
         std::lock_guard<std::mutex> lock(self->mu_);
@@ -523,7 +1028,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void recheck_client(SslCtx ctx, std::shared_ptr<std::atomic<int64_t>> closed) override {
     if constexpr (kTls) {
-      net::post(stream_.get_executor(), [self = shared_from_this(), ctx = std::move(ctx), closed = std::move(closed)] {
+      net::post(ex_, [self = shared_from_this(), ctx = std::move(ctx), closed = std::move(closed)] {
+        if (self->moved_) return;
         bool awaiting, open;
         {
           std::lock_guard<std::mutex> lock(self->mu_);
@@ -627,6 +1133,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       return do_close();
     }
     auto req = parser_->release();
+    if (req.method() == bhttp::verb::get && req.target() == link::kTarget && server_->opts.podLink &&
+        beast::iequals(req[bhttp::field::upgrade], link::kProtocol)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!awaiting_ && !server_->stopping && !untrusted_) return become_link();
+    }
     HttpRequest r;
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
@@ -653,6 +1164,20 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     bool keepAlive;
     unsigned version;
   };
+
+  // Another pod asked for a pod link (under mu_, nothing awaited): the connection, with what has
+  // been read past the request, becomes a LinkSession; this session ends.
+  void become_link() {
+    lowest().expires_never();
+    open_ = false;  // the guard, if armed, leaves the moved connection alone
+    moved_ = true;
+    if (guard_) guard_->cancel();
+    const std::string who = peer();
+    auto l = std::make_shared<LinkSession<Stream>>(std::move(stream_), std::move(ctx_), std::move(buffer_), server_, who);
+    server_->track(l);
+    l->start(std::string("HTTP/1.1 101 Switching Protocols\r\nUpgrade: ") + link::kProtocol +
+             "\r\nConnection: Upgrade\r\n\r\n");
+  }
 
   // A POST on a kept-alive HTTP/1.1 connection without TLS (a heartbeat) is answered directly by
   // the thread that has the answer: the next request's read is started first, and the answer is
@@ -905,6 +1430,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   SslCtx ctx_;  // HTTPS: the context this connection was made with (a reload makes new ones)
   Stream stream_;
+  net::any_io_executor ex_;  // the connection's I/O thread (kept: the stream moves to a pod link)
+  bool moved_ = false;       // it did (I/O thread)
   beast::flat_buffer buffer_;
   std::vector<char> drain_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
@@ -985,12 +1512,7 @@ void Server::Impl::do_accept() {
         plain->run();
         s = plain;
       }
-      {
-        std::lock_guard<std::mutex> lock(self->mu);
-        for (auto it = self->sessions.begin(); it != self->sessions.end();)
-          it = it->expired() ? self->sessions.erase(it) : std::next(it);
-        self->sessions.insert(s);
-      }
+      self->track(s);
     }
     self->do_accept();
   });

@@ -43,6 +43,10 @@ struct ServerOptions {
   // (sent in X-Rsc-Forwarded-By) and how long the other pod has to answer.
   std::string podId;
   int64_t forwardTimeoutMs = 2000;
+  // Forwarded calls travel over one pod link per other pod (http/pod_link.hpp: many calls in flight
+  // on one connection, answers in any order, batched writes) instead of one HTTP exchange each.
+  // Off: neither opened nor accepted (every forwarded call is an HTTP exchange of its own).
+  bool podLink = true;
   ServerTls tls;
   // HTTPS: told of the served certificate at start and at each reload (its file and the end of its
   // validity, Unix seconds), and of each failed handshake (handshake_failure_reason's words).

@@ -31,10 +31,12 @@ wrkrun() {
     /heartbeat.*99%/ { p = $NF }
     END { printf "%s %d %s %s %s\n", name, n / s, c, f, p }' "$out/$1"
 }
-for r in "load 1pod 1 0" "load 3pods-following 3 1" "load 3pods-service 3 0" \
-         "wrkrun 1pod 1 0" "wrkrun 3pods-following 3 1" "wrkrun 3pods-service 3 0"; do
+# The rows: generator, pods, whether members follow the header, and the pod link (off: each
+# forwarded call an HTTP exchange of its own, as before the link).
+for r in "load 1pod 1 0 true" "load 3pods-following 3 1 true" "load 3pods-service 3 0 true" "load 3pods-service-nolink 3 0 false" \
+         "wrkrun 1pod 1 0 true" "wrkrun 3pods-following 3 1 true" "wrkrun 3pods-service 3 0 true" "wrkrun 3pods-service-nolink 3 0 false"; do
   set -- $r
-  line=$($1 "$1-$2" "$3" "$4")
+  line=$(RSC_POD_LINK=$5 $1 "$1-$2" "$3" "$4")
   echo "ran: $line" >&2
   rows+=("$line")
 done

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
-targets=(codec http state config)
+targets=(codec http state config pod_link)
 CXX=clang++ CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRSC_FUZZ=ON \
   -DRSC_BUILD_TESTS=OFF -DRSC_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build build-fuzz -j "${JOBS:-2}" --target "${targets[@]/#/fuzz_}"

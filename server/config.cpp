@@ -125,11 +125,13 @@ void set_group_start(Config& c, const std::string& v, const std::string& name) {
 void set_redis(Config& c, const std::string& v, const std::string& name) {
   if (auto e = store::set_redis_nodes(c.redis, v); !e.empty()) throw Bad{name + ": expected HOST:PORT[,HOST:PORT...]: " + e};
 }
-void set_redis_cluster(Config& c, const std::string& v, const std::string& name) {
-  if (v == "true" || v == "1" || v == "yes") c.redis.cluster = true;
-  else if (v == "false" || v == "0" || v == "no") c.redis.cluster = false;
-  else throw Bad{name + ": '" + v + "' must be true or false"};
+bool parse_bool(const std::string& v, const std::string& name) {
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  throw Bad{name + ": '" + v + "' must be true or false"};
 }
+
+void set_redis_cluster(Config& c, const std::string& v, const std::string& name) { c.redis.cluster = parse_bool(v, name); }
 
 // Setting names shared by the file ("coordinator.tick-interval"), env and flags.
 void set_number(Config& c, const std::string& key, int64_t v, const std::string& name) {
@@ -236,7 +238,7 @@ void load_file(Config& c, const std::string& path) {
     throw Bad{path + ": not usable JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2)};
   }
   if (!j.is_object()) throw Bad{path + ": not a JSON object"};
-  only_known(j, path, "", {"listen", "advertise", "probeListen", "redis", "tls", "coordinator", "groups", "auth"});
+  only_known(j, path, "", {"listen", "advertise", "probeListen", "podLink", "redis", "tls", "coordinator", "groups", "auth"});
   auto str = [&](const json& o, const char* k, const std::string& where) -> std::optional<std::string> {
     if (!o.contains(k)) return std::nullopt;
     if (!o[k].is_string()) throw Bad{path + ": " + where + " must be a string"};
@@ -245,6 +247,10 @@ void load_file(Config& c, const std::string& path) {
   if (auto v = str(j, "listen", "listen")) set_listen(c, *v, path + ": listen");
   if (auto v = str(j, "advertise", "advertise")) set_advertise(c, *v, path + ": advertise");
   if (auto v = str(j, "probeListen", "probeListen")) set_probe_listen(c, *v, path + ": probeListen");
+  if (j.contains("podLink")) {
+    if (!j["podLink"].is_boolean()) throw Bad{path + ": podLink must be true or false"};
+    c.http.podLink = j["podLink"].get<bool>();
+  }
   if (j.contains("redis")) {
     const auto& r = j["redis"];
     if (!r.is_object()) throw Bad{path + ": redis must be an object"};
@@ -424,7 +430,7 @@ void validate(const Config& c) {
 
 std::string usage() {
   return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--advertise HOST:PORT]\n"
-         "         [--probe-listen HOST:PORT]\n"
+         "         [--probe-listen HOST:PORT] [--no-pod-link]\n"
          "         [--redis HOST:PORT[,HOST:PORT...]]\n"
          "         [--redis-cluster] [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
@@ -445,6 +451,8 @@ std::string usage() {
          "with forward-secret AEAD suites only (--tls-ciphers: an OpenSSL list, default " + std::string(http::kDefaultTls12Ciphers) + ").\n"
          "Env RSC_TLS_CERT_FILE etc.; file \"tls\": {...}. --probe-listen HOST:PORT (RSC_PROBE_LISTEN, \"probeListen\"):\n"
          "/healthz and /readyz also over plain HTTP there, and nothing else (kubelet probes under mutual TLS).\n"
+         "--no-pod-link (RSC_POD_LINK=false, \"podLink\": false): each forwarded call is an HTTP exchange of its own\n"
+         "instead of a frame on one pod link per other pod (many calls in flight on one connection).\n"
          "Defaults: listen 0.0.0.0:8080, redis 127.0.0.1:6379, tick 1000ms, heartbeat 3000ms,\n"
          "advertise (where the other pods forward the calls of the groups this pod serves, and where rsc's\n"
          "clients send them directly: each answer about a group names its pod in Rsc-Group-Owner) the listen\n"
@@ -507,6 +515,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (const char* v = env("RSC_PROBE_LISTEN")) set_probe_listen(c, v, "RSC_PROBE_LISTEN");
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
     if (const char* v = env("RSC_REDIS_CLUSTER")) set_redis_cluster(c, v, "RSC_REDIS_CLUSTER");
+    if (const char* v = env("RSC_POD_LINK")) c.http.podLink = parse_bool(v, "RSC_POD_LINK");
     if (auto e = store::apply_redis_env(c.redis, env); !e.empty()) throw Bad{e};
     for (const auto& f : kHttpsFields)
       if (const char* v = env(f.env)) c.http.tls.*f.member = v;
@@ -535,6 +544,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         set_redis(c, value(), a);
       } else if (a == "--redis-cluster") {
         c.redis.cluster = true;
+      } else if (a == "--no-pod-link") {
+        c.http.podLink = false;
       } else if (a == "--consumer-group-start") {
         set_group_start(c, value(), a);
       } else if (std::string error; store::apply_redis_flag(c.redis, a, value, error)) {
@@ -590,6 +601,7 @@ std::string summary(const Config& c) {
                                                  (c.http.tls.ciphers.empty() ? std::string() : ", TLS 1.2 ciphers " + c.http.tls.ciphers)
                                            : std::string("off"))
      << (c.probeListen ? " probes=http://" + c.probeListen->first + ":" + std::to_string(c.probeListen->second) : std::string())
+     << " pod-link=" << (c.http.podLink ? "on" : "off")
      << " tick=" << c.service.tickIntervalMs
      << "ms heartbeat=" << c.service.core.heartbeatIntervalMs << "ms lease=" << c.service.core.memberLeaseTtlMs
      << "ms rebalance-timeout=" << c.service.core.rebalanceTimeoutMs << "ms lease-renewal-slack=" << c.service.core.leaseRenewalSlackMs << "ms mutex-ttl=" << c.service.mutexTtlMs

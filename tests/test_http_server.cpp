@@ -12,12 +12,14 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
+#include <map>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "http/pod_link.hpp"
 #include "http/server.hpp"
 
 namespace {
@@ -27,7 +29,7 @@ using rsc::http::HttpResponse;
 using rsc::http::Respond;
 using Clock = std::chrono::steady_clock;
 
-// Runs answers on one thread of its own, each after its delay (the "actor" side).
+// Runs answers on one thread of its own, each after its delay, the soonest first (the "actor" side).
 class Answerer {
  public:
   Answerer() : t_([this] { run(); }) {}
@@ -42,7 +44,7 @@ class Answerer {
   void later(std::chrono::milliseconds delay, std::function<void()> f) {
     {
       std::lock_guard<std::mutex> l(mu_);
-      q_.push_back({Clock::now() + delay, std::move(f)});
+      q_.emplace(Clock::now() + delay, std::move(f));
     }
     cv_.notify_all();
   }
@@ -55,12 +57,12 @@ class Answerer {
         cv_.wait(l);
         continue;
       }
-      auto [at, f] = q_.front();
+      auto [at, f] = *q_.begin();
       if (Clock::now() < at) {
         cv_.wait_until(l, at);
         continue;
       }
-      q_.pop_front();
+      q_.erase(q_.begin());
       l.unlock();
       f();
       l.lock();
@@ -68,19 +70,20 @@ class Answerer {
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<Clock::time_point, std::function<void()>>> q_;
+  std::multimap<Clock::time_point, std::function<void()>> q_;  // the soonest first
   bool stop_ = false;
   std::thread t_;
 };
 
 struct Fixture {
-  explicit Fixture(int64_t idleMs = 60000, int64_t headerMs = 10000) {
+  explicit Fixture(int64_t idleMs = 60000, int64_t headerMs = 10000, bool podLink = true, uint16_t port = 0) {
     rsc::http::ServerOptions o;
     o.host = "127.0.0.1";
-    o.port = 0;
+    o.port = port;
     o.threads = 1;
     o.idleTimeoutMs = idleMs;
     o.headerTimeoutMs = headerMs;
+    o.podLink = podLink;
     server = std::make_unique<rsc::http::Server>(o, [this](HttpRequest r, Respond respond) { handle(std::move(r), std::move(respond)); });
     server->start();
   }
@@ -88,6 +91,7 @@ struct Fixture {
   // once; POST /drop: the answer is never given (its callback dropped); GET: answered at once.
   void handle(HttpRequest r, Respond respond) {
     ++handled;
+    if (!r.forwardedBy.empty()) ++forwardedHere;
     if (r.method == "GET") return respond(HttpResponse{200, "{\"get\":true}"});
     if (r.target == "/big") {
       return answerer.later(std::chrono::milliseconds(0), [respond] { respond(HttpResponse{200, std::string(8 << 20, 'x')}); });
@@ -100,6 +104,7 @@ struct Fixture {
 
   Answerer answerer;  // outlives the server's callbacks (declared first, destroyed last)
   std::atomic<int> handled{0};
+  std::atomic<int> forwardedHere{0};  // requests that came from another pod (X-Rsc-Forwarded-By)
   std::unique_ptr<rsc::http::Server> server;
 };
 
@@ -319,6 +324,240 @@ TEST(HttpServer, AClientThatHangsUpWhileItsAnswerIsAwaitedCostsNothingLater) {
   const auto deadline = Clock::now() + std::chrono::seconds(3);
   while (f.server->connections_open() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(f.server->connections_open(), 0);
+}
+
+// ---- Pod-link frames, on their own ----
+
+TEST(PodLinkFrames, ACallAndAnAnswerReadBackAsWrittenAndAPartialFrameIsMore) {
+  namespace link = rsc::http::link;
+  HttpRequest r;
+  r.method = "POST";
+  r.target = "/coord/v1/streams/s/groups/g/heartbeat";
+  r.contentType = "application/json";
+  r.authorization = "Bearer t";
+  r.forwardedBy = "pod-a";
+  r.body = std::string("{\"memberId\":\"m\"}\0binary", 23);
+  HttpResponse a{409, "{\"error\":\"FENCED\"}", "application/json", {{"Rsc-Group-Owner", "http://10.0.0.2:8080"}, {"Retry-After", "1"}}};
+  std::string wire;
+  link::append_call(wire, 7, r);
+  const auto callSize = wire.size();
+  link::append_answer(wire, 0xfffffffe, a);
+  for (std::size_t cut = 0; cut < callSize; ++cut) {
+    std::size_t used = 0;
+    uint32_t id = 0;
+    HttpRequest back;
+    ASSERT_EQ(link::read_call(wire.data(), cut, 1 << 20, used, id, back), link::Read::More) << cut;
+  }
+  std::size_t used = 0;
+  uint32_t id = 0;
+  HttpRequest back;
+  ASSERT_EQ(link::read_call(wire.data(), wire.size(), 1 << 20, used, id, back), link::Read::Frame);
+  EXPECT_EQ(used, callSize);
+  EXPECT_EQ(id, 7u);
+  EXPECT_EQ(back.method, r.method);
+  EXPECT_EQ(back.target, r.target);
+  EXPECT_EQ(back.contentType, r.contentType);
+  EXPECT_EQ(back.authorization, r.authorization);
+  EXPECT_EQ(back.forwardedBy, r.forwardedBy);
+  EXPECT_EQ(back.body, r.body);
+  HttpResponse ab;
+  ASSERT_EQ(link::read_answer(wire.data() + used, wire.size() - used, 1 << 20, used, id, ab), link::Read::Frame);
+  EXPECT_EQ(id, 0xfffffffeu);
+  EXPECT_EQ(ab.status, 409);
+  EXPECT_EQ(ab.body, a.body);
+  EXPECT_EQ(ab.contentType, a.contentType);
+  EXPECT_EQ(ab.headers, a.headers);
+}
+
+TEST(PodLinkFrames, WhatCannotBeAFrameIsMalformed) {
+  namespace link = rsc::http::link;
+  std::size_t used = 0;
+  uint32_t id = 0;
+  HttpRequest r;
+  HttpResponse a;
+  auto call = [&](const HttpRequest& q, std::size_t max = 1 << 20) {
+    std::string w;
+    link::append_call(w, 1, q);
+    return link::read_call(w.data(), w.size(), max, used, id, r);
+  };
+  HttpRequest ok;
+  ok.method = "GET";
+  ok.target = "/x";
+  EXPECT_EQ(call(ok), link::Read::Frame);
+  ok.body = std::string(1000, 'b');
+  EXPECT_EQ(call(ok, 500), link::Read::Malformed) << "over the frame limit";
+  HttpRequest bad = ok;
+  bad.body.clear();
+  bad.target = "/x\r\nX-Forged: 1";
+  EXPECT_EQ(call(bad), link::Read::Malformed) << "a line break in the target";
+  bad.target = "x";
+  EXPECT_EQ(call(bad), link::Read::Malformed) << "a target that is not a path";
+  // A field longer than its frame, and bytes left over after the last field.
+  std::string w;
+  link::append_call(w, 1, ok);
+  w[11] = '\x7f';  // the method's length
+  EXPECT_EQ(link::read_call(w.data(), w.size(), 1 << 20, used, id, r), link::Read::Malformed);
+  w.clear();
+  link::append_call(w, 1, ok);
+  w.push_back('x');
+  w[3] = static_cast<char>(w[3] + 1);
+  EXPECT_EQ(link::read_call(w.data(), w.size(), 1 << 20, used, id, r), link::Read::Malformed);
+  // Answers: a status out of range, a header value that would forge another header.
+  auto answer = [&](const HttpResponse& x) {
+    std::string out;
+    link::append_answer(out, 1, x);
+    return link::read_answer(out.data(), out.size(), 1 << 20, used, id, a);
+  };
+  EXPECT_EQ(answer(HttpResponse{200, "{}"}), link::Read::Frame);
+  EXPECT_EQ(answer(HttpResponse{99, "{}"}), link::Read::Malformed);
+  EXPECT_EQ(answer(HttpResponse{200, "{}", "application/json", {{"Retry-After", "1\r\nSet-Cookie: x"}}}), link::Read::Malformed);
+  EXPECT_EQ(answer(HttpResponse{200, "{}", "application/json", {{"", "1"}}}), link::Read::Malformed);
+}
+
+// ---- Forwarding to another pod (http/pod_link.hpp) ----
+
+// A pod that forwards every call to `owner` (as a pod does for a group it does not serve); a call
+// that fails is answered 503 with why.
+struct Forwarding {
+  explicit Forwarding(int ownerPort, bool podLink = true, int64_t forwardTimeoutMs = 2000) : owner(ownerPort) {
+    rsc::http::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.threads = 1;
+    o.podId = "pod-a";
+    o.forwardTimeoutMs = forwardTimeoutMs;
+    o.podLink = podLink;
+    server = std::make_unique<rsc::http::Server>(o, [this](HttpRequest r, Respond respond) {
+      r.forwarder->forward("127.0.0.1:" + std::to_string(owner), r, respond,
+                           [respond](std::string why) { respond(HttpResponse{503, why}); });
+    });
+    server->start();
+  }
+  int port() const { return server->port(); }
+  int owner;
+  std::unique_ptr<rsc::http::Server> server;
+};
+
+// `n` clients at once, client i posting /echo/<delay(i)> with body "call-i"; the answers' bodies,
+// "" for a call not answered 200.
+std::vector<std::string> calls_at_once(int port, int n, const std::function<int(int)>& delay) {
+  std::vector<std::string> got(static_cast<std::size_t>(n));
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; ++i) {
+    ts.emplace_back([&, i] {
+      const int fd = connect_to(port);
+      if (fd < 0) return;
+      send_all(fd, post("/echo/" + std::to_string(delay(i)), "call-" + std::to_string(i)));
+      std::string buf;
+      auto a = read_answer(fd, buf);
+      if (a.status == 200) got[static_cast<std::size_t>(i)] = a.body;
+      close(fd);
+    });
+  }
+  for (auto& t : ts) t.join();
+  return got;
+}
+
+TEST(PodLink, ManyCallsInFlightShareOneConnectionToTheOtherPodAndEachGetsItsOwnAnswer) {
+  Fixture owner;
+  Forwarding pod(owner.port());
+  // Answers come back in another order than the calls went (delays 0..45 ms, shuffled).
+  auto got = calls_at_once(pod.port(), 40, [](int i) { return (i * 7) % 10 * 5; });
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], "call-" + std::to_string(i));
+  EXPECT_EQ(owner.forwardedHere.load(), 40) << "each call reached the owner marked as forwarded by a pod";
+  // One connection carried them all (over HTTP, each call in flight needs one of its own).
+  EXPECT_EQ(owner.server->connections_open(), 1);
+  got = calls_at_once(pod.port(), 10, [](int) { return 0; });
+  EXPECT_EQ(got[9], "call-9");
+  EXPECT_EQ(owner.server->connections_open(), 1) << "the link is kept and reused";
+}
+
+TEST(PodLink, WithoutItEachCallInFlightTakesAConnectionOfItsOwn) {
+  // The same calls with the link off: what the link saves (and the HTTP path still works).
+  Fixture owner;
+  Forwarding pod(owner.port(), /*podLink=*/false);
+  auto got = calls_at_once(pod.port(), 20, [](int) { return 100; });
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], "call-" + std::to_string(i));
+  EXPECT_GT(owner.server->connections_open(), 1);
+}
+
+TEST(PodLink, APodThatDoesNotSpeakItIsCalledOverHttp) {
+  // An older pod (or one with the link off) answers the Upgrade as an ordinary request.
+  Fixture owner(60000, 10000, /*podLink=*/false);
+  Forwarding pod(owner.port());
+  auto got = calls_at_once(pod.port(), 10, [](int i) { return i * 3; });
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], "call-" + std::to_string(i));
+  EXPECT_EQ(owner.forwardedHere.load(), 10);
+}
+
+TEST(PodLink, ACallAnsweredAfterTheForwardTimeoutFailsAloneAndTheLinkGoesOn) {
+  Fixture owner;
+  Forwarding pod(owner.port(), true, /*forwardTimeoutMs=*/300);
+  std::string late;
+  std::thread slow([&] {
+    const int fd = connect_to(pod.port());
+    send_all(fd, post("/echo/1200", "slow"));
+    std::string buf;
+    auto a = read_answer(fd, buf);
+    late = std::to_string(a.status) + " " + a.body;
+    close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = Clock::now();
+  auto got = calls_at_once(pod.port(), 10, [](int) { return 20; });
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], "call-" + std::to_string(i)) << "a call beside the late one";
+  slow.join();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_EQ(late, "503 did not answer within 300ms");
+  EXPECT_LT(took, 1000) << "the late call failed at its deadline, not at its answer";
+  got = calls_at_once(pod.port(), 3, [](int) { return 0; });
+  EXPECT_EQ(got[2], "call-2");
+  EXPECT_EQ(owner.server->connections_open(), 1) << "the link answered meanwhile: it was kept";
+}
+
+TEST(PodLink, AfterTheOtherPodRestartsCallsGoOnANewLink) {
+  auto owner = std::make_unique<Fixture>();
+  const auto port = static_cast<uint16_t>(owner->port());
+  Forwarding pod(port);
+  EXPECT_EQ(calls_at_once(pod.port(), 5, [](int) { return 0; })[4], "call-4");
+  owner->server->stop(1000);
+  owner.reset();
+  owner = std::make_unique<Fixture>(60000, 10000, true, port);
+  auto got = calls_at_once(pod.port(), 5, [](int) { return 0; });
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], "call-" + std::to_string(i));
+  EXPECT_EQ(owner->server->connections_open(), 1);
+}
+
+TEST(PodLink, StoppingTheOtherPodLetsTheCallsInFlightBeAnsweredFirst) {
+  Fixture owner;
+  Forwarding pod(owner.port());
+  std::vector<std::string> got;
+  std::thread calls([&] { got = calls_at_once(pod.port(), 5, [](int) { return 300; }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  owner.server->stop(2000);
+  calls.join();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(got[static_cast<std::size_t>(i)], "call-" + std::to_string(i));
+}
+
+TEST(PodLink, AMalformedFrameClosesTheLinkAndNothingElse) {
+  Fixture owner;
+  const int fd = connect_to(owner.port());
+  ASSERT_GE(fd, 0);
+  send_all(fd, "GET /coord/internal/v1/pod-link HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: rsc-pod-link/1\r\n\r\n");
+  std::string head;
+  char c;
+  while (head.find("\r\n\r\n") == std::string::npos && ::read(fd, &c, 1) == 1) head += c;
+  ASSERT_NE(head.find("101 Switching Protocols"), std::string::npos) << head;
+  // A frame claiming 4 GiB.
+  send_all(fd, std::string("\xff\xff\xff\xff\x00\x00\x00\x01", 8));
+  EXPECT_TRUE(closed_within(fd, std::chrono::milliseconds(2000)));
+  close(fd);
+  EXPECT_EQ(owner.handled.load(), 0);
+  const int fd2 = connect_to(owner.port());
+  send_all(fd2, post("/echo/0", "still"));
+  std::string buf;
+  EXPECT_EQ(read_answer(fd2, buf).body, "still");
+  close(fd2);
 }
 
 }  // namespace
