@@ -667,7 +667,7 @@ TEST(E2EConfig, UnknownKeysAnywhereInTheFileAreRefusedWithTheirPath) {
   const std::string tok = R"("token": "0123456789abcdef0123")";
   int rc = 0;
   for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"lisen": "127.0.0.1:1"})", "c.json: lisen: unknown setting (listen, advertise, probeListen, redis, tls, coordinator, groups, auth)"},
+           {R"({"lisen": "127.0.0.1:1"})", "c.json: lisen: unknown setting (listen, advertise, probeListen, podLink, redis, tls, coordinator, groups, auth)"},
            {R"({"redis": {"adress": "127.0.0.1:6379"}})", "c.json: redis.adress: unknown setting (address, "},
            {R"({"redis": {"pasword": "x"}})", "c.json: redis.pasword: unknown setting"},
            {R"({"auth": {"metricPublic": false}})", "c.json: auth.metricPublic: unknown setting (tokens, metricsPublic)"},
