@@ -67,6 +67,15 @@ with open(os.path.join(root, "deploy", "prometheus", "rsc-alerts.yml")) as f:
 job = svc["metadata"]["labels"].get(sm["spec"].get("jobLabel", ""), "")
 check(job != "" and f'job="{job}"' in rules_text,
       f"the ServiceMonitor's job is '{job}', the job the alert rules name")
+# The alert test that fires with the labels the ServiceMonitor gives uses the manifests' own names:
+# the job, the Service, its port's name and the container's name.
+with open(os.path.join(root, "deploy", "prometheus", "rsc-alerts.test.yml")) as f:
+    tests_text = f.read()
+operator_labels = (f'up{{job="{job}",namespace="prod",service="{svc["metadata"]["name"]}",'
+                   f'endpoint="{sm["spec"]["endpoints"][0]["port"]}",pod="rsc-coordinator-5d8f7c9b4-x2k8q",'
+                   f'container="{c["name"]}",')
+check(operator_labels in tests_text,
+      f"an alert test fires with the labels the ServiceMonitor gives ({operator_labels}...)")
 matched = [n for (k, n), d in docs.items() if k == "Service"
            and all(d["metadata"].get("labels", {}).get(a) == b for a, b in sm["spec"]["selector"]["matchLabels"].items())]
 check(matched == ["rsc-coordinator"], f"the ServiceMonitor selects the rsc-coordinator Service alone ({matched})")
