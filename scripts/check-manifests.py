@@ -10,7 +10,8 @@ import yaml
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build"))
-k8s = os.path.join(root, "deploy", "k8s")
+k8s_root = os.path.join(root, "deploy", "k8s")
+k8s = os.path.join(k8s_root, "base")
 failures = []
 
 def check(ok, what):
@@ -30,6 +31,44 @@ with open(os.path.join(k8s, "kustomization.yaml")) as f:
 listed = set(kust["resources"])
 present = {n for n in os.listdir(k8s) if n.endswith(".yaml") and n != "kustomization.yaml"}
 check(listed == present, "kustomization.yaml lists every manifest")
+
+# No namespace written anywhere but in the overlays (deploy/k8s/overlays/*): the base and the TLS
+# component name none, and what must name it (the certificate) gets it from the overlay.
+overlay_ns = {}
+for o in sorted(os.listdir(os.path.join(k8s_root, "overlays"))):
+    with open(os.path.join(k8s_root, "overlays", o, "kustomization.yaml")) as f:
+        overlay_ns[o] = yaml.safe_load(f).get("namespace")
+check(set(overlay_ns) == {"plain", "tls"} and all(overlay_ns.values()), f"the overlays set a namespace ({overlay_ns})")
+namespace = overlay_ns.get("tls") or "rsc"
+hardcoded = []
+for dirpath, _, names in os.walk(k8s_root):
+    if os.path.join(k8s_root, "overlays") in dirpath:
+        continue
+    for n in names:
+        if n.endswith(".yaml"):
+            with open(os.path.join(dirpath, n)) as f:
+                text = f.read()
+            for d in yaml.safe_load_all(text):
+                if d and "namespace" in d.get("metadata", {}):
+                    hardcoded.append(f"{n}: metadata.namespace")
+            for m in re.finditer(r"[\w*-]+\.(\w[\w-]*)\.svc\b", text):
+                if m.group(1) not in ("NAMESPACE", "monitoring"):  # KEDA asks Prometheus in its own namespace
+                    hardcoded.append(f"{n}: {m.group(0)}")
+check(not hardcoded, f"no namespace written in the base, the TLS component or KEDA's example ({hardcoded})")
+kubectl = shutil.which("kubectl")
+def kustomize(path):  # the objects kubectl's kustomize renders, or None without kubectl
+    if not kubectl:
+        return None
+    r = subprocess.run([kubectl, "kustomize", path], capture_output=True, text=True)
+    check(r.returncode == 0, f"kubectl kustomize {os.path.relpath(path, root)} renders: {r.stderr.strip()[:200]}")
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+for o in ("plain", "tls"):
+    rendered = kustomize(os.path.join(k8s_root, "overlays", o))
+    if rendered is None:
+        print(f"note kubectl is not installed: overlays/{o} is checked from its files only")
+        continue
+    check(all(d["metadata"].get("namespace") == overlay_ns[o] for d in rendered),
+          f"overlays/{o}: every object is in its namespace {overlay_ns[o]} ({len(rendered)} objects)")
 
 dep = docs[("Deployment", "rsc-coordinator")]
 pod = dep["spec"]["template"]
@@ -132,7 +171,7 @@ def materialize(where):
     e_.update(cm)
     e_["POD_IP"] = "10.1.2.3"
     e_["POD_NAME"] = "rsc-coordinator-7d9f-x2k4p"
-    e_["POD_NAMESPACE"] = "default"
+    e_["POD_NAMESPACE"] = namespace
     for e in c["env"]:
         if "value" in e:
             e_[e["name"]] = localize(re.sub(r"\$\((\w+)\)", lambda m: e_.get(m.group(1), ""), e["value"]))
@@ -141,7 +180,7 @@ local_args, env = materialize(tmp)
 check("RSC_REDIS_PASSWORD" not in cm and all(e["name"] != "RSC_REDIS_PASSWORD" for e in c["env"])
       and "RSC_REDIS_PASSWORD_FILE" in env, "the Redis password comes from a mounted Secret, never from the environment")
 adv = env.get("RSC_ADVERTISE", "")
-check(adv == f"rsc-coordinator-7d9f-x2k4p.rsc-pods.default.svc:{port}",
+check(adv == f"rsc-coordinator-7d9f-x2k4p.rsc-pods.{namespace}.svc:{port}",
       f"RSC_ADVERTISE is the pod's name in the headless Service and the container port ({adv})")
 pods_svc = docs.get(("Service", "rsc-pods"), {}).get("spec", {})
 check(pods_svc.get("clusterIP") == "None" and pod["spec"].get("subdomain") == "rsc-pods"
@@ -222,7 +261,7 @@ check("RSC_INSTANCE_ID" in senv and senv["RSC_INSTANCE_ID"]["valueFrom"]["fieldR
       and "RSC_INSTANCE_ID" in usage.stdout + usage.stderr, "its instance id is the pod's name (RSC_INSTANCE_ID)")
 
 # The KEDA example scales that consumer, from zero, on a lag series the coordinator exports.
-with open(os.path.join(k8s, "keda", "scaledobject.yaml")) as f:
+with open(os.path.join(k8s_root, "keda", "scaledobject.yaml")) as f:
     so = yaml.safe_load(f)
 spec = so["spec"]
 check(so["kind"] == "ScaledObject" and so["apiVersion"].startswith("keda.sh/"), "the KEDA example is a ScaledObject")
@@ -246,15 +285,18 @@ for trig in spec["triggers"]:
     check(names and all(f"# TYPE {n} gauge" in metrics_body for n in names),
           f"the coordinator exports {', '.join(sorted(names))} as a gauge")
 
-# The TLS overlay (deploy/k8s/tls): its patches name objects of the base, the coordinator accepts its
-# settings (with certificates made here), a pod started with them answers its probes over HTTPS,
-# and the consumer's flags are rsc-consume's.
-tlsdir = os.path.join(k8s, "tls")
+# The TLS component (deploy/k8s/tls, added to the base by deploy/k8s/overlays/tls): its patches name
+# objects of the base, the coordinator accepts its settings (with certificates made here), a pod
+# started with them answers its probes over HTTPS, and the consumer's flags are rsc-consume's.
+tlsdir = os.path.join(k8s_root, "tls")
 with open(os.path.join(tlsdir, "kustomization.yaml")) as f:
     tk = yaml.safe_load(f)
-files = [p["path"] for p in tk["patches"]] + [r for r in tk["resources"] if r != "../"]
-check("../" in tk["resources"] and all(os.path.exists(os.path.join(tlsdir, x)) for x in files),
-      "the TLS overlay builds on the base and its files exist")
+with open(os.path.join(k8s_root, "overlays", "tls", "kustomization.yaml")) as f:
+    tls_overlay = yaml.safe_load(f)
+files = [p["path"] for p in tk["patches"]] + tk["resources"]
+check(tk["kind"] == "Component" and all(os.path.exists(os.path.join(tlsdir, x)) for x in files)
+      and tls_overlay["resources"] == ["../../base"] and tls_overlay["components"] == ["../../tls"],
+      "the TLS component's files exist and overlays/tls adds it to the base")
 patches = {}
 for p in tk["patches"]:
     with open(os.path.join(tlsdir, p["path"])) as f:
@@ -263,10 +305,29 @@ for p in tk["patches"]:
 check(all(k in docs for k in patches), "every TLS patch names an object of the base")
 with open(os.path.join(tlsdir, "certificate.yaml")) as f:
     cert_names = yaml.safe_load(f)["spec"]["dnsNames"]
+# The overlay's replacements write its namespace into the names, as kustomize does (a field split at
+# the delimiter, one part replaced); kubectl's own rendering must agree.
+for rp in tls_overlay.get("replacements", []):
+    for t in rp["targets"]:
+        for fp in t["fieldPaths"]:
+            i = int(fp.rsplit(".", 1)[1])
+            parts = cert_names[i].split(t["options"]["delimiter"])
+            parts[t["options"]["index"]] = namespace
+            cert_names[i] = t["options"]["delimiter"].join(parts)
+rendered_tls = kustomize(os.path.join(k8s_root, "overlays", "tls"))
+if rendered_tls is not None:
+    kc = [d for d in rendered_tls if d["kind"] == "Certificate" and d["metadata"]["name"] == "rsc-coordinator"]
+    check(kc and kc[0]["spec"]["dnsNames"] == cert_names, f"kubectl renders the certificate's names so ({cert_names})")
 advertised_host = adv.rsplit(":", 1)[0]
 check(any(n.startswith("*.") and advertised_host.endswith(n[1:]) and "." not in advertised_host[: -len(n[1:])]
-          for n in cert_names) and "rsc-coordinator.default.svc" in cert_names,
+          for n in cert_names) and f"rsc-coordinator.{namespace}.svc" in cert_names and "rsc-coordinator" in cert_names
+      and not any("NAMESPACE" in n for n in cert_names),
       f"the certificate covers the Service and the name each pod advertises ({advertised_host})")
+tls_consumers = [yaml.safe_load(open(os.path.join(tlsdir, p["path"]))) for p in tk["patches"]
+                 if p["path"].startswith("consumer")]
+check(all(f"https://{n}:" in " ".join(x["spec"]["template"]["spec"]["containers"][0]["args"])
+          for x in tls_consumers for n in ["rsc-coordinator"]) and "rsc-coordinator" in cert_names,
+      "the TLS consumers call the Service by a name the certificate covers")
 tpod = patches[("Deployment", "rsc-coordinator")]["spec"]["template"]
 tc = tpod["spec"]["containers"][0]
 tenv_decl = {e["name"]: e["value"] for e in tc["env"]}
@@ -290,7 +351,7 @@ try:
     sh("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=ca -keyout ca.key -out ca.crt")
     sh("openssl req -newkey rsa:2048 -nodes -subj /CN=rsc -keyout tls.key -out tls.csr")
     with open(os.path.join(tmp2, "ext"), "w") as f:
-        f.write("subjectAltName=DNS:rsc-coordinator.default.svc,IP:127.0.0.1\n")
+        f.write("subjectAltName=DNS:rsc-coordinator,IP:127.0.0.1\n")
     sh("openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile ext -out tls.crt")
     sh("openssl req -newkey rsa:2048 -nodes -subj /CN=rsc-client -keyout client.key -out client.csr")
     with open(os.path.join(tmp2, "client-ext"), "w") as f:
