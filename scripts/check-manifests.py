@@ -142,7 +142,23 @@ for (kind, name), d in docs.items():
 with open(os.path.join(root, "deploy", "docker", "Dockerfile")) as f:
     dockerfile = f.read()
 check(re.search(r"^EXPOSE %d$" % port, dockerfile, re.M) is not None, "Dockerfile EXPOSEs the port")
-check(f"0.0.0.0:{port}" in dockerfile and f"127.0.0.1:{port}/healthz" in dockerfile, "Dockerfile listens and health-checks on it")
+with open(os.path.join(root, "deploy", "docker", "healthcheck.sh")) as f:
+    healthcheck_text = f.read()
+healthcheck = os.path.join(root, "deploy", "docker", "healthcheck.sh")
+check(f"0.0.0.0:{port}" in dockerfile and 'CMD ["/usr/local/bin/rsc-healthcheck"]' in dockerfile
+      and "deploy/docker/healthcheck.sh /out/bin/rsc-healthcheck" in dockerfile
+      and "${RSC_HEALTHCHECK_PORT:-%d}" % port in healthcheck_text, "Dockerfile listens and health-checks on it")
+# The image: the lean build (the server and the tools only), stripped, rsc-admin among them, and the
+# runtime packages read from the binaries: here, from this build's, none a development package.
+check("install-deps.sh --run" in dockerfile and "RSC_LEAN=1" in dockerfile and "install -D -s" in dockerfile
+      and re.search(r"for b in [^;]*\brsc-admin\b", dockerfile) is not None, "the image builds lean, stripped, with rsc-admin")
+rp = subprocess.run(["sh", os.path.join(root, "deploy", "docker", "runtime-packages.sh")] +
+                    [os.path.join(build, b) for b in ("rsc-coordinator", "rsc-consume", "rsc-produce", "rsc-admin")],
+                    capture_output=True, text=True)
+runtime_pkgs = rp.stdout.split()
+check(rp.returncode == 0 and "libcaf-core0.17" in runtime_pkgs and "libhiredis0.14" in runtime_pkgs
+      and not any(p.endswith("-dev") for p in runtime_pkgs) and "libtcmalloc-minimal4" not in runtime_pkgs,
+      f"the runtime image installs the libraries the binaries load, no development package ({' '.join(runtime_pkgs)})")
 check(re.search(r"^USER \S+$", dockerfile, re.M) is not None and "USER root" not in dockerfile, "Dockerfile runs as a non-root user")
 grace = int(cm.get("RSC_SHUTDOWN_GRACE_MS", "10000")) / 1000
 check(pod["spec"]["terminationGracePeriodSeconds"] > grace, f"grace period outlasts the {grace:.0f} s drain")
@@ -234,6 +250,13 @@ try:
     for what, path in [("readiness", c["readinessProbe"]["httpGet"]["path"]), ("liveness", c["livenessProbe"]["httpGet"]["path"]),
                        ("scrape", ann["prometheus.io/path"]), ("ServiceMonitor", sm["spec"]["endpoints"][0]["path"])]:
         check(get(path) == 200, f"{what} path {path} answers 200")
+    def healthy(extra_env, port_):  # the image's HEALTHCHECK, run against this pod
+        e = {k: v for k, v in os.environ.items() if not k.startswith("RSC_")}
+        e.update(extra_env)
+        e["RSC_HEALTHCHECK_PORT"] = str(port_)
+        return subprocess.run(["sh", healthcheck], env=e, capture_output=True).returncode
+    check(healthy({}, cport) == 0 and healthy({}, free_port()) != 0,
+          "the image's health check passes on a plain pod (and fails where nothing answers)")
 finally:
     stop_all(procs)
     print(open(os.path.join(tmp, "pod.log")).read()[-600:]) if failures else None
@@ -248,8 +271,8 @@ cenv = {e["name"]: e.get("value") for e in cons.get("env", [])}
 check("RSC_REDIS_PASSWORD_FILE" in cenv and "RSC_REDIS_PASSWORD_FILE" in usage.stdout + usage.stderr
       and any(cenv["RSC_REDIS_PASSWORD_FILE"].startswith(m["mountPath"]) for m in cons.get("volumeMounts", [])),
       "the consumer reads the Redis password from the mounted Secret")
-check(cons["command"][0] == "/usr/local/bin/rsc-consume" and "build/rsc-consume /out/rsc-consume" in dockerfile
-      and "COPY --from=build /out/ /usr/local/bin/" in dockerfile, "the image carries rsc-consume where the consumer runs it")
+check(cons["command"][0] == "/usr/local/bin/rsc-consume" and re.search(r"for b in [^;]*\brsc-consume\b", dockerfile)
+      and "COPY --from=build /out/bin/ /usr/local/bin/" in dockerfile, "the image carries rsc-consume where the consumer runs it")
 
 # The static-member example: a StatefulSet whose pod name is each member's instance id, with flags
 # and environment rsc-consume knows.
@@ -403,6 +426,12 @@ try:
         mutual.load_cert_chain(os.path.join(tmp2, "client.crt"), os.path.join(tmp2, "client.key"))
         check(status_of(f"https://127.0.0.1:{cport}/healthz", mutual) == 200,
               "and serves one presenting the client certificate")
+        tls_env = {k: v for k, v in live.items() if k.startswith("RSC_TLS_") or k == "RSC_PROBE_LISTEN"}
+        no_probe = {k: v for k, v in tls_env.items() if k != "RSC_PROBE_LISTEN"}
+        check(healthy(tls_env, cport) == 0 and healthy(no_probe, cport) == 0
+              and healthy({k: v for k, v in no_probe.items() if k != "RSC_TLS_CLIENT_CA_FILE"}, cport) != 0,
+              "the image's health check passes on the HTTPS pod, by its probe port and by the API port with "
+              "its own certificate under mutual TLS (and fails there without one)")
     finally:
         stop_all(procs)
 finally:
