@@ -30,11 +30,17 @@ pods_cpu_ticks() {  # utime + stime of every pod in podpids, in clock ticks (get
 redis_stat() {  # redis_stat PORT FIELD: one field of that redis-server's INFO stats
   redis-cli -p "$1" info stats | tr -d '\r' | awk -F: -v k="$2" '$1 == k {print $2}'
 }
-free_port() {  # a loopback port nothing answers on, below the ephemeral range (32768+)
-  local p
+free_port() {  # a loopback port nothing answers on, below the ephemeral range (32768+), and not one
+  # this script was given before: a process started on one may not listen yet when the next is asked
+  # for (two pods once drew the same port that way). Called in $(...): the ports go to a file.
+  local p given="${dir:-/nonexistent}/.ports"
   for _ in $(seq 1 50); do
     p=$((20000 + RANDOM % 12000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    if [ -f "$given" ] && grep -qx "$p" "$given"; then continue; fi
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+    [ -d "${dir:-}" ] && echo "$p" >>"$given"
+    echo "$p"
+    return
   done
 }
 start_redis() {  # sets rport; not persisted; waits until it answers
