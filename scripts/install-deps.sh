@@ -11,7 +11,7 @@ run=(
   redis-server
 )
 packages=(
-  "${run[@]}" dpkg-dev
+  "${run[@]}" dpkg-dev lintian
   libgtest-dev libgmock-dev libbenchmark-dev libgoogle-perftools-dev
   prometheus faketime
   clang libclang-rt-14-dev

@@ -177,7 +177,11 @@ int main(int argc, char** argv) {
     }
     if (sig != SIGHUP) break;
     check_tokens();
-    if (!cfg.http.tls.enabled()) continue;
+    if (!cfg.http.tls.enabled()) {  // said all the same: whoever sent it (systemctl reload) sees it arrived
+      log::info(std::string("rsc-coordinator: SIGHUP, ") +
+                (tokenFiles ? "token files read again (no HTTPS certificate to read)" : "nothing to read again (no token file, no HTTPS)"));
+      continue;
+    }
     const auto e = srv.reload_tls();
     if (e.empty()) log::info("rsc-coordinator: SIGHUP, certificate files read again; new connections use them");
     else log::error("rsc-coordinator: SIGHUP, certificate files not used (" + e + "); the previous ones stay");

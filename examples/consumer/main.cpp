@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "member/producer.hpp"
-#include "member/runtime.hpp"
+#include <rsc/member/producer.hpp>
+#include <rsc/member/runtime.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 7) {
