@@ -10,6 +10,17 @@ rules=deploy/prometheus/rsc-alerts.yml
 dashboard=deploy/grafana/rsc-dashboard.json
 promtool check rules "$rules"
 (cd deploy/prometheus && promtool test rules rsc-alerts.test.yml)
+# Every alert has a unit test that expects it to fire (not only one that expects silence).
+python3 - "$rules" deploy/prometheus/rsc-alerts.test.yml <<'PY'
+import sys, yaml
+alerts = [r["alert"] for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"] if "alert" in r]
+fired = {t["alertname"] for g in yaml.safe_load(open(sys.argv[2]))["tests"] for t in g.get("alert_rule_test", [])
+         if t.get("exp_alerts")}
+missing = [a for a in alerts if a not in fired]
+print(f"check-observability: {len(alerts)} alerts, each with a test that fires it" if not missing
+      else f"check-observability: alerts no test fires: {missing}")
+sys.exit(1 if missing else 0)
+PY
 # The dashboard: lag and pending as Redis reports them (members or not), a dead-letter panel, and
 # stream/group variables that every per-group query honours.
 python3 - "$dashboard" <<'PY'
