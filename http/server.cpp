@@ -288,8 +288,8 @@ void fail(beast::error_code ec, const char* what) {
 // thread handles one batch of events go out in one write. A link that breaks after it has answered
 // (the other pod restarted) sends each call it still held once more on a new one; a call not
 // answered within the forward timeout fails, and a link that heard nothing for that long with
-// calls waiting is given up. A pod that refuses the link (an older version) is called over HTTP
-// for a minute, then asked again.
+// calls waiting is given up; one idle for kLinkIdleClose is closed. A pod that refuses the link (an
+// older version) is called over HTTP for a minute, then asked again.
 //
 // Over HTTP otherwise (opts.podLink off, or that older pod): kept-alive connections pooled per
 // pod address. A pooled connection that turns out to be closed (the other pod restarted, or closed
@@ -301,7 +301,9 @@ class PodForwarder : public Forwarder {
  public:
   static constexpr std::size_t kMaxIdle = 8;
   static constexpr auto kIdleClose = std::chrono::milliseconds(1000);
-  static constexpr auto kLinkIdleClose = std::chrono::seconds(10);
+  // A link idle this long is closed (under load a link is never idle; a quiet pod holds no
+  // descriptors for links it does not use, as the HTTP pool holds none for connections).
+  static constexpr auto kLinkIdleClose = std::chrono::milliseconds(1000);
   static constexpr auto kHttpOnlyFor = std::chrono::seconds(60);
 
   // `clientCtx`: the current context to forward over TLS with (null: plain HTTP).
