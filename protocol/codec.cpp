@@ -1,4 +1,5 @@
 #include "protocol/codec.hpp"
+#include "protocol/wire_io.hpp"
 
 #include <algorithm>
 #include <array>
@@ -15,24 +16,14 @@ namespace {
 
 using json = nlohmann::json;
 
-// Thrown only inside this file, always caught by the decode_* entry points.
-struct Invalid {
-  ValidationError error;
-};
+// Thrown only inside this file (and by the wire readers), always caught by the decode_* entry points.
+using Invalid = wire::WireInvalid;
+using wire::join;
+using wire::type_name;
 
 [[noreturn]] void fail(const std::string& field, const std::string& what,
                        HeartbeatStatus status = HeartbeatStatus::INVALID_REQUEST) {
-  throw Invalid{{status, field, field.empty() ? what : field + ": " + what}};
-}
-
-std::string type_name(const json& j) {
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number_float()) return "non-integer number";
-  return j.type_name();
-}
-
-std::string join(const std::string& parent, const std::string& key) {
-  return parent.empty() ? key : parent + "." + key;
+  wire::wire_fail(field, what, status);
 }
 
 const json* find(const json& obj, const char* key) {
@@ -74,32 +65,8 @@ const json& as_object(const json& v, const std::string& field) {
   return v;
 }
 
-std::string item(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
-
 constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
-
-ShardAssignmentState as_shard_state(const json& v, const std::string& field) {
-  if (!v.is_string()) fail(field, "expected a string, got " + type_name(v));
-  auto st = shard_state_from(v.get_ref<const std::string&>());
-  if (!st) fail(field, "unknown shard state '" + v.get<std::string>() + "' (OWNED, REVOKING, DRAINING, REVOKED)");
-  return *st;
-}
-
-// A shard reference in revokingShards and shardProgress: {"shardIndex": n}, or nested as other
-// clients write it, {"shard": {"shardIndex": n}}. Both forms at once must agree.
-int32_t shard_index_of(const json& o, const std::string& f) {
-  const json* flat = find(o, "shardIndex");
-  const json* nested = find(o, "shard");
-  if (nested != nullptr && !nested->is_null()) {
-    const auto& n = as_object(*nested, f + ".shard");
-    const auto s = static_cast<int32_t>(as_int(require(n, f + ".shard", "shardIndex"), f + ".shard.shardIndex", 0, kI32Max));
-    if (flat != nullptr && static_cast<int32_t>(as_int(*flat, f + ".shardIndex", 0, kI32Max)) != s)
-      fail(f + ".shardIndex", "differs from " + f + ".shard.shardIndex");
-    return s;
-  }
-  return static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
-}
 
 // An optional "keyStyle" field: absent or null is nullopt, anything but "plain" or "hashtag" fails.
 std::optional<KeyStyle> optional_key_style(const json& j) {
@@ -120,115 +87,249 @@ bool is_stream_id(const std::string& s) {
   return true;
 }
 
-HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
-  as_object(j, "");
-  // The version is checked first: a future version may change any other field.
-  const auto version = as_int(require(j, "", "protocolVersion"), "protocolVersion", std::numeric_limits<int32_t>::min(),
-                              kI32Max);
-  if (version != kProtocolVersion)
-    fail("protocolVersion", "unsupported version " + std::to_string(version) + ", this coordinator speaks " +
-                                std::to_string(kProtocolVersion),
-         HeartbeatStatus::UNSUPPORTED_PROTOCOL);
+// ---- the heartbeat request, declared once ---------------------------------------------------
+// Each object's keys in the order the general reader checks them (the version first: a later
+// version may change any other field), and one function per object saying what each holds. The
+// fast reader, the general reader and the writer all run these (protocol/wire_io.hpp).
 
-  HeartbeatRequest r;
-  r.protocolVersion = static_cast<int32_t>(version);
-  r.requestId = as_string(require(j, "", "requestId"), "requestId", 256);
-  r.memberId = as_string(require(j, "", "memberId"), "memberId", 1024);
-  if (auto e = validate_name("memberId", r.memberId)) throw Invalid{*e};
-  if (r.memberId != pathMemberId)
-    fail("memberId", "body memberId '" + r.memberId + "' does not match the path memberId '" +
-                         std::string(pathMemberId) + "'");
-  r.memberEpoch = static_cast<int32_t>(as_int(require(j, "", "memberEpoch"), "memberEpoch", -2, kI32Max));
-  r.metadataVersion =
-      static_cast<int32_t>(as_int(require(j, "", "metadataVersion"), "metadataVersion", 0, kI32Max));
-  if (const json* le = find(j, "leavingMemberEpoch"); le != nullptr && !le->is_null())
-    r.leavingMemberEpoch = static_cast<int32_t>(as_int(*le, "leavingMemberEpoch", 1, kI32Max));
-  if (const json* in = find(j, "instanceId"); in != nullptr && !in->is_null()) {
-    r.instanceId = as_string(*in, "instanceId", 1024);
-    if (auto e = validate_name("instanceId", *r.instanceId)) throw Invalid{*e};
+struct ShardStates {  // OWNED, REVOKING, DRAINING, REVOKED
+  std::optional<ShardAssignmentState> operator()(std::string_view s) const { return shard_state_from(s); }
+  std::string unknown(const std::string& s) const {
+    return "unknown shard state '" + s + "' (OWNED, REVOKING, DRAINING, REVOKED)";
   }
-  if (r.memberEpoch == -2 && !r.instanceId)
-    fail("instanceId", "memberEpoch -2 (leave, coming back) is for static members: send the member's instanceId");
+};
 
-  const auto& cap = as_object(require(j, "", "runtimeConsumerCapacity"), "runtimeConsumerCapacity");
-  r.runtimeConsumerCapacity.runtimeMaxConcurrency = static_cast<int32_t>(
-      as_int(require(cap, "runtimeConsumerCapacity", "runtimeMaxConcurrency"),
-             "runtimeConsumerCapacity.runtimeMaxConcurrency", 0, kI32Max));
-  r.runtimeConsumerCapacity.availableConcurrency = static_cast<int32_t>(
-      as_int(require(cap, "runtimeConsumerCapacity", "availableConcurrency"),
-             "runtimeConsumerCapacity.availableConcurrency", 0, kI32Max));
+constexpr wire::Field kRequestFields[] = {
+    {"protocolVersion", wire::Kind::Required},
+    {"requestId", wire::Kind::Required},
+    {"memberId", wire::Kind::Required},
+    {"memberEpoch", wire::Kind::Required},
+    {"metadataVersion", wire::Kind::Required},
+    {"leavingMemberEpoch", wire::Kind::Optional},
+    {"instanceId", wire::Kind::Optional},
+    {"", wire::Kind::Rule},  // 7: a static leave names its instance
+    {"runtimeConsumerCapacity", wire::Kind::Required},
+    {"ownedShards", wire::Kind::Required},
+    {"revokingShards", wire::Kind::Optional},
+    {"", wire::Kind::Rule},  // 11: a shard is held once, owned or revoking
+    {"shardProgress", wire::Kind::Optional},
+    {"", wire::Kind::Rule},  // 13: a shard's progress is reported once
+};
+constexpr wire::Field kCapacityFields[] = {
+    {"runtimeMaxConcurrency", wire::Kind::Required},
+    {"availableConcurrency", wire::Kind::Required},
+};
+constexpr wire::Field kOwnedFields[] = {
+    {"shardIndex", wire::Kind::Required},
+    {"state", wire::Kind::Optional},
+};
+// revokingShards and shardProgress name their shard flat, {"shardIndex": n}, or nested as other
+// clients write it, {"shard": {"shardIndex": n}}; both at once must agree.
+constexpr wire::Field kShardRefFields[] = {
+    {"shardIndex", wire::Kind::Required},
+};
+constexpr wire::Field kRevokingFields[] = {
+    {"shardIndex", wire::Kind::Optional},
+    {"shard", wire::Kind::Alias},
+    {"", wire::Kind::Rule},  // 2: the shard named once
+    {"state", wire::Kind::Required},
+    {"inFlight", wire::Kind::Required},
+    {"", wire::Kind::Rule},  // 5: nothing in flight once revoked
+    {"ackedAt", wire::Kind::Optional},
+};
+constexpr wire::Field kProgressFields[] = {
+    {"shardIndex", wire::Kind::Optional},
+    {"shard", wire::Kind::Alias},
+    {"", wire::Kind::Rule},  // 2: the shard named once
+    {"lastDeliveredId", wire::Kind::Optional},
+    {"pending", wire::Kind::Optional},
+    {"pendingCount", wire::Kind::Alias},  // other clients' name for pending
+    {"", wire::Kind::Rule},               // 6: pending said once
+    {"lag", wire::Kind::Optional},
+};
 
-  // A shard may appear once across ownedShards and revokingShards together.
-  std::set<int32_t> held;
-  const auto& owned = as_array(require(j, "", "ownedShards"), "ownedShards");
-  for (std::size_t i = 0; i < owned.size(); ++i) {
-    const auto f = item("ownedShards", i);
-    const auto& o = as_object(owned[i], f);
-    OwnedShard s;
-    s.shardIndex = static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max));
-    if (const json* st = find(o, "state")) {
-      s.state = as_shard_state(*st, f + ".state");
-      if (s.state != ShardAssignmentState::OWNED)
-        fail(f + ".state", "an owned shard must be OWNED; report a shard being given up in revokingShards");
-    }
-    if (!held.insert(s.shardIndex).second)
-      fail(f + ".shardIndex", "duplicate shard " + std::to_string(s.shardIndex));
-    r.ownedShards.push_back(s);
-  }
-  if (const json* rv = find(j, "revokingShards"); rv != nullptr && !rv->is_null()) {
-    as_array(*rv, "revokingShards");
-    for (std::size_t i = 0; i < rv->size(); ++i) {
-      const auto f = item("revokingShards", i);
-      const auto& o = as_object((*rv)[i], f);
-      RevokingShard s;
-      s.shardIndex = shard_index_of(o, f);
-      s.state = as_shard_state(require(o, f, "state"), f + ".state");
-      if (s.state == ShardAssignmentState::OWNED)
-        fail(f + ".state", "a revoking shard must be REVOKING, DRAINING or REVOKED");
-      s.inFlight = static_cast<int32_t>(as_int(require(o, f, "inFlight"), f + ".inFlight", 0, kI32Max));
-      if (s.state == ShardAssignmentState::REVOKED && s.inFlight != 0)
-        fail(f + ".inFlight", "a REVOKED shard must have inFlight 0");
-      if (const json* a = find(o, "ackedAt"); a != nullptr && !a->is_null()) {
-        if (a->is_string())
-          s.ackedAt = a->get<std::string>();
-        else if (a->is_number_integer())
-          s.ackedAt = std::to_string(a->get<int64_t>());
-        else
-          fail(f + ".ackedAt", "expected null, a string or an integer, got " + type_name(*a));
+// The shard of a revoking or progress entry: fields 0..2 of kRevokingFields / kProgressFields.
+struct ShardRef {
+  bool flat = false;
+  std::optional<int32_t> nested;
+  template <typename V>
+  bool io(V& f, int field, int32_t& shardIndex) {
+    switch (field) {
+      case 0:
+        flat = true;
+        return f.int_in(shardIndex, 0, wire::kI32Max);
+      case 1: {  // never written (an alias); null is no shard
+        if (f.is_null()) return true;
+        int32_t s = 0;
+        const bool ok = f.object(kShardRefFields, [&](V& g, int) { return g.int_in(s, 0, wire::kI32Max); });
+        nested = s;
+        return ok;
       }
-      if (!held.insert(s.shardIndex).second)
-        fail(f + ".shardIndex", "duplicate shard " + std::to_string(s.shardIndex));
-      r.revokingShards.push_back(s);
-    }
-  }
-  if (const json* pg = find(j, "shardProgress"); pg != nullptr && !pg->is_null()) {
-    as_array(*pg, "shardProgress");
-    std::set<int32_t> seen;
-    for (std::size_t i = 0; i < pg->size(); ++i) {
-      const auto f = item("shardProgress", i);
-      const auto& o = as_object((*pg)[i], f);
-      ShardProgress p;
-      p.shardIndex = shard_index_of(o, f);
-      if (const json* v = find(o, "lastDeliveredId"); v != nullptr && !v->is_null()) {
-        p.lastDeliveredId = as_string(*v, f + ".lastDeliveredId", 64);
-        if (!is_stream_id(*p.lastDeliveredId))
-          fail(f + ".lastDeliveredId", "'" + *p.lastDeliveredId + "' is not a stream id like 1700000000000-0");
-      }
-      if (const json* v = find(o, "pending"); v != nullptr && !v->is_null())
-        p.pending = as_int(*v, f + ".pending", 0, kI64Max);
-      if (const json* v = find(o, "pendingCount"); v != nullptr && !v->is_null()) {  // the same, other clients' name
-        const auto n = as_int(*v, f + ".pendingCount", 0, kI64Max);
-        if (p.pending && *p.pending != n)
-          fail(f + ".pendingCount", "is " + std::to_string(n) + " but pending is " + std::to_string(*p.pending));
-        p.pending = n;
-      }
-      if (const json* v = find(o, "lag"); v != nullptr && !v->is_null()) p.lag = as_int(*v, f + ".lag", 0, kI64Max);
-      if (!seen.insert(p.shardIndex).second)
-        fail(f + ".shardIndex", "duplicate shard " + std::to_string(p.shardIndex));
-      r.shardProgress.push_back(p);
+      default:  // the rule
+        if (nested) {
+          if (!f.check_at("shardIndex", !flat || shardIndex == *nested,
+                          [&] { return "differs from " + std::string(f_path(f)) + "shard.shardIndex"; }))
+            return false;
+          shardIndex = *nested;
+          return true;
+        }
+        return f.check_at("shardIndex", flat, [] { return std::string("is required"); });
     }
   }
-  return r;
+  template <typename V>
+  static std::string f_path(V& f) {
+    if constexpr (std::is_same_v<V, wire::DocIn>) return f.path().empty() ? "" : f.path() + ".";
+    return "";
+  }
+};
+
+template <typename V>
+bool capacity_io(V& v, RuntimeConsumerCapacity& c) {
+  return v.object(kCapacityFields, [&](V& f, int field) {
+    return field == 0 ? f.int_in(c.runtimeMaxConcurrency, 0, wire::kI32Max)
+                      : f.int_in(c.availableConcurrency, 0, wire::kI32Max);
+  });
+}
+
+template <typename V>
+bool owned_io(V& v, OwnedShard& s) {
+  return v.object(kOwnedFields, [&](V& f, int field) {
+    if (field == 0) return f.int_in(s.shardIndex, 0, wire::kI32Max);
+    return f.enumerated(s.state, ShardStates{}) &&
+           f.check(s.state == ShardAssignmentState::OWNED,
+                   [] { return std::string("an owned shard must be OWNED; report a shard being given up in revokingShards"); });
+  });
+}
+
+template <typename V>
+bool revoking_io(V& v, RevokingShard& s) {
+  ShardRef ref;
+  return v.object(kRevokingFields, [&](V& f, int field) {
+    switch (field) {
+      case 0:
+      case 1:
+      case 2:
+        return ref.io(f, field, s.shardIndex);
+      case 3:
+        return f.enumerated(s.state, ShardStates{}) &&
+               f.check(s.state != ShardAssignmentState::OWNED,
+                       [] { return std::string("a revoking shard must be REVOKING, DRAINING or REVOKED"); });
+      case 4:
+        return f.int_in(s.inFlight, 0, wire::kI32Max);
+      case 5:
+        return f.check_at("inFlight", !(s.state == ShardAssignmentState::REVOKED && s.inFlight != 0),
+                          [] { return std::string("a REVOKED shard must have inFlight 0"); });
+      default:
+        return f.opt_str_or_int(s.ackedAt, 1 << 20);
+    }
+  });
+}
+
+template <typename V>
+bool progress_io(V& v, ShardProgress& p) {
+  ShardRef ref;
+  std::optional<int64_t> pendingCount;
+  return v.object(kProgressFields, [&](V& f, int field) {
+    switch (field) {
+      case 0:
+      case 1:
+      case 2:
+        return ref.io(f, field, p.shardIndex);
+      case 3:
+        return f.opt_str(p.lastDeliveredId, 64) &&
+               f.check(!p.lastDeliveredId || is_stream_id(*p.lastDeliveredId),
+                       [&] { return "'" + *p.lastDeliveredId + "' is not a stream id like 1700000000000-0"; });
+      case 4:
+        return f.opt_int(p.pending, 0, wire::kI64Max);
+      case 5:
+        return f.opt_int(pendingCount, 0, wire::kI64Max);
+      case 6:
+        if (!pendingCount) return true;
+        if (!f.check_at("pendingCount", !p.pending || *p.pending == *pendingCount, [&] {
+              return "is " + std::to_string(*pendingCount) + " but pending is " + std::to_string(*p.pending);
+            }))
+          return false;
+        p.pending = pendingCount;
+        return true;
+      default:
+        return f.opt_int(p.lag, 0, wire::kI64Max);
+    }
+  });
+}
+
+std::string name_rule(std::string_view value) {
+  return "'" + std::string(value.substr(0, 140)) + "' must match [A-Za-z0-9._:-]{1,128}";
+}
+
+// The first shard index met twice across the lists, as "<list>[i].shardIndex" (for the message).
+template <typename... Lists>
+std::pair<std::string, int32_t> first_repeat(const Lists&... lists) {
+  std::set<int32_t> seen;
+  std::pair<std::string, int32_t> found{"", -1};
+  auto scan = [&](const char* name, const auto& list) {
+    for (std::size_t i = 0; i < list.size() && found.second < 0; ++i)
+      if (!seen.insert(list[i].shardIndex).second)
+        found = {std::string(name) + "[" + std::to_string(i) + "].shardIndex", list[i].shardIndex};
+  };
+  (scan(lists.first, *lists.second), ...);
+  return found;
+}
+
+template <typename V>
+bool repeat_refused(V& f, const std::pair<std::string, int32_t>& at) {
+  return f.check_at(at.first, false, [&] { return "duplicate shard " + std::to_string(at.second); });
+}
+
+template <typename V>
+bool request_io(V& v, HeartbeatRequest& r, std::string_view pathMemberId) {
+  return v.object(kRequestFields, [&](V& f, int field) {
+    switch (field) {
+      case 0:
+        return f.int_in(r.protocolVersion, wire::kI32Min, wire::kI32Max) &&
+               f.check(r.protocolVersion == kProtocolVersion,
+                       [&] {
+                         return "unsupported version " + std::to_string(r.protocolVersion) +
+                                ", this coordinator speaks " + std::to_string(kProtocolVersion);
+                       },
+                       HeartbeatStatus::UNSUPPORTED_PROTOCOL);
+      case 1:
+        return f.str(r.requestId, 256);
+      case 2:
+        return f.str(r.memberId, 1024) && f.check(valid_name(r.memberId), [&] { return name_rule(r.memberId); }) &&
+               f.check(r.memberId == pathMemberId, [&] {
+                 return "body memberId '" + r.memberId + "' does not match the path memberId '" +
+                        std::string(pathMemberId) + "'";
+               });
+      case 3:
+        return f.int_in(r.memberEpoch, -2, wire::kI32Max);
+      case 4:
+        return f.int_in(r.metadataVersion, 0, wire::kI32Max);
+      case 5:
+        return f.opt_int(r.leavingMemberEpoch, 1, wire::kI32Max);
+      case 6:
+        return f.opt_str(r.instanceId, 1024) &&
+               f.check(!r.instanceId || valid_name(*r.instanceId), [&] { return name_rule(*r.instanceId); });
+      case 7:
+        return f.check_at("instanceId", r.memberEpoch != -2 || r.instanceId.has_value(), [] {
+          return std::string("memberEpoch -2 (leave, coming back) is for static members: send the member's instanceId");
+        });
+      case 8:
+        return capacity_io(f, r.runtimeConsumerCapacity);
+      case 9:
+        return f.list(r.ownedShards, [](V& e, OwnedShard& s) { return owned_io(e, s); });
+      case 10:
+        return f.list(r.revokingShards, [](V& e, RevokingShard& s) { return revoking_io(e, s); }, true);
+      case 11:
+        if (wire::distinct_shards(r.ownedShards, r.revokingShards)) return true;
+        return repeat_refused(f, first_repeat(std::pair{"ownedShards", &r.ownedShards},
+                                              std::pair{"revokingShards", &r.revokingShards}));
+      case 12:
+        return f.list(r.shardProgress, [](V& e, ShardProgress& p) { return progress_io(e, p); }, true);
+      default:
+        if (wire::distinct_shards(r.shardProgress)) return true;
+        return repeat_refused(f, first_repeat(std::pair{"shardProgress", &r.shardProgress}));
+    }
+  });
 }
 
 std::vector<int32_t> parse_shard_refs(const json& v, const std::string& field) {
@@ -330,266 +431,13 @@ json parse_body(std::string_view body) {
   return j;
 }
 
-// ---- the fast path --------------------------------------------------------------------------
-// The heartbeat body as members write it (known keys, integers, plain ASCII strings, each key
-// once), parsed straight into the request with no document in between. It accepts only bodies
-// the full decoder accepts, giving the same request (the codec fuzzer checks both); anything else
-// (an escape, a float, an unknown key or nested form, a duplicate, any invalid value) makes it
-// give up, and the full decoder decides, with its error messages.
-class FastRequest {
- public:
-  FastRequest(std::string_view body, std::string_view path) : p_(body.data()), end_(body.data() + body.size()), path_(path) {}
-
-  std::optional<HeartbeatRequest> parse() {
-    HeartbeatRequest r;
-    enum Seen : unsigned { kVersion = 1, kRequestId = 2, kMember = 4, kEpoch = 8, kMeta = 16, kCap = 32, kOwned = 64,
-                           kRevoking = 128, kProgress = 256, kLeavingEpoch = 512, kInstance = 1024 };
-    unsigned seen = 0;
-    bool ok = object([&](std::string_view key) {
-      auto once = [&](unsigned bit) { return first(seen, bit); };
-      if (key == "protocolVersion") {
-        int64_t v = 0;
-        if (!once(kVersion) || !integer(v) || v != kProtocolVersion) return false;
-        r.protocolVersion = static_cast<int32_t>(v);
-        return true;
-      }
-      if (key == "requestId") return once(kRequestId) && string(r.requestId, 256);
-      if (key == "memberId")
-        return once(kMember) && string(r.memberId, 1024) && valid_name(r.memberId) && r.memberId == path_;
-      if (key == "memberEpoch") return once(kEpoch) && int_in(r.memberEpoch, -1, kI32Max);
-      if (key == "metadataVersion") return once(kMeta) && int_in(r.metadataVersion, 0, kI32Max);
-      if (key == "leavingMemberEpoch") {
-        int32_t e = 0;
-        return once(kLeavingEpoch) && int_in(e, 1, kI32Max) && (r.leavingMemberEpoch = e, true);
-      }
-      if (key == "instanceId") {
-        std::string id;
-        return once(kInstance) && string(id, 1024) && valid_name(id) && (r.instanceId = std::move(id), true);
-      }
-      if (key == "runtimeConsumerCapacity") {
-        unsigned fields = 0;
-        return once(kCap) && object([&](std::string_view k) {
-                 auto& c = r.runtimeConsumerCapacity;
-                 if (k == "runtimeMaxConcurrency" && first(fields, 1)) return int_in(c.runtimeMaxConcurrency, 0, kI32Max);
-                 if (k == "availableConcurrency" && first(fields, 2)) return int_in(c.availableConcurrency, 0, kI32Max);
-                 return false;
-               }) && fields == 3;
-      }
-      if (key == "ownedShards") {
-        return once(kOwned) && array([&] {
-                 OwnedShard s;
-                 unsigned fields = 0;
-                 return object([&](std::string_view k) {
-                          if (k == "shardIndex" && first(fields, 1)) return int_in(s.shardIndex, 0, kI32Max);
-                          if (k == "state" && first(fields, 2)) {
-                            std::string_view st;
-                            return text(st, 16) && st == "OWNED";
-                          }
-                          return false;
-                        }) &&
-                        (fields & 1) && (add(r.ownedShards, s), true);
-               });
-      }
-      if (key == "revokingShards") {
-        return once(kRevoking) && (null() || array([&] {
-                 RevokingShard s;
-                 unsigned fields = 0;
-                 return object([&](std::string_view k) {
-                          if (k == "shardIndex" && first(fields, 1)) return int_in(s.shardIndex, 0, kI32Max);
-                          if (k == "state" && first(fields, 2)) {
-                            std::string_view st;
-                            if (!text(st, 16)) return false;
-                            auto parsed = shard_state_from(st);
-                            if (!parsed || *parsed == ShardAssignmentState::OWNED) return false;
-                            s.state = *parsed;
-                            return true;
-                          }
-                          if (k == "inFlight" && first(fields, 4)) return int_in(s.inFlight, 0, kI32Max);
-                          if (k == "ackedAt" && first(fields, 8)) {
-                            if (null()) return true;
-                            int64_t n = 0;
-                            std::string a;
-                            if (peek() == '"') return string(a, 1 << 20) && (s.ackedAt = std::move(a), true);
-                            return integer(n) && (s.ackedAt = std::to_string(n), true);
-                          }
-                          return false;
-                        }) &&
-                        (fields & 7) == 7 && !(s.state == ShardAssignmentState::REVOKED && s.inFlight != 0) &&
-                        (add(r.revokingShards, std::move(s)), true);
-               }));
-      }
-      if (key == "shardProgress") {
-        return once(kProgress) && (null() || array([&] {
-                 ShardProgress pr;
-                 unsigned fields = 0;
-                 return object([&](std::string_view k) {
-                          if (k == "shardIndex" && first(fields, 1)) return int_in(pr.shardIndex, 0, kI32Max);
-                          if (k == "lastDeliveredId" && first(fields, 2)) {
-                            if (null()) return true;
-                            std::string id;
-                            return string(id, 64) && is_stream_id(id) && (pr.lastDeliveredId = std::move(id), true);
-                          }
-                          if (k == "pending" && first(fields, 4)) return optional_count(pr.pending);
-                          if (k == "lag" && first(fields, 8)) return optional_count(pr.lag);
-                          return false;
-                        }) &&
-                        (fields & 1) && (add(r.shardProgress, std::move(pr)), true);
-               }));
-      }
-      return false;  // an unknown key: the full decoder knows what to ignore
-    });
-    ws();
-    const unsigned required = kVersion | kRequestId | kMember | kEpoch | kMeta | kCap | kOwned;
-    if (!ok || p_ != end_ || (seen & required) != required) return std::nullopt;
-    // A shard is held once (owned or revoking) and reported once.
-    if (!distinct(r.ownedShards, r.revokingShards) || !distinct(r.shardProgress))
-      return std::nullopt;
-    return r;
-  }
-
- private:
-  // Shard lists are short (a member's share of its stream's shards): the first element reserves
-  // room for a few, so a usual heartbeat grows each list once, not at 1, 2 and 4 elements.
-  template <typename V, typename T>
-  static void add(V& v, T&& x) {
-    if (v.empty()) v.reserve(4);
-    v.push_back(std::forward<T>(x));
-  }
-  // No shard index twice across the lists: sorted on the stack for the usual few shards, on the
-  // heap only past 64 (a set would allocate a node per shard).
-  template <typename... Lists>
-  static bool distinct(const Lists&... lists) {
-    const std::size_t n = (lists.size() + ...);
-    if (n < 2) return true;
-    std::array<int32_t, 64> small;
-    std::vector<int32_t> big;
-    int32_t* out = small.data();
-    if (n > small.size()) {
-      big.resize(n);
-      out = big.data();
-    }
-    std::size_t k = 0;
-    auto copy = [&](const auto& list) {
-      for (const auto& x : list) out[k++] = x.shardIndex;
-    };
-    (copy(lists), ...);
-    std::sort(out, out + n);
-    return std::adjacent_find(out, out + n) == out + n;
-  }
-  // A key may come once: false when `bit` was seen already.
-  static bool first(unsigned& seen, unsigned bit) {
-    if (seen & bit) return false;
-    seen |= bit;
-    return true;
-  }
-  void ws() {
-    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
-  }
-  char peek() {
-    ws();
-    return p_ < end_ ? *p_ : '\0';
-  }
-  bool lit(char c) {
-    if (peek() != c) return false;
-    ++p_;
-    return true;
-  }
-  bool null() {
-    if (peek() != 'n' || end_ - p_ < 4 || std::string_view(p_, 4) != "null") return false;
-    p_ += 4;
-    return true;
-  }
-  // Printable ASCII without escapes only, 1..maxLen characters: a view into the body (nothing
-  // is unescaped, so nothing is copied until a field keeps it).
-  bool text(std::string_view& out, std::size_t maxLen) {
-    if (!lit('"')) return false;
-    const char* start = p_;
-    while (p_ < end_ && *p_ != '"') {
-      const auto c = static_cast<unsigned char>(*p_);
-      if (c < 0x20 || c > 0x7e || c == '\\') return false;
-      ++p_;
-    }
-    if (p_ == end_) return false;
-    const std::size_t n = static_cast<std::size_t>(p_ - start);
-    ++p_;
-    if (n == 0 || n > maxLen) return false;
-    out = std::string_view(start, n);
-    return true;
-  }
-  bool string(std::string& out, std::size_t maxLen) {
-    std::string_view v;
-    if (!text(v, maxLen)) return false;
-    out.assign(v.data(), v.size());
-    return true;
-  }
-  // null (nothing) or an integer in [0, int64 max].
-  bool optional_count(std::optional<int64_t>& out) {
-    if (null()) return true;
-    int64_t n = 0;
-    if (!int_in(n, 0, kI64Max)) return false;
-    out = n;
-    return true;
-  }
-  // A JSON integer that fits int64 (no fraction, no exponent, no leading zero, no "-0").
-  bool integer(int64_t& out) {
-    ws();
-    bool neg = false;
-    if (p_ < end_ && *p_ == '-') {
-      neg = true;
-      ++p_;
-    }
-    const char* start = p_;
-    uint64_t v = 0;
-    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') {
-      if (v > (std::numeric_limits<uint64_t>::max() - 9) / 10) return false;
-      v = v * 10 + static_cast<uint64_t>(*p_ - '0');
-      ++p_;
-    }
-    const std::size_t digits = static_cast<std::size_t>(p_ - start);
-    if (digits == 0 || (digits > 1 && *start == '0') || (neg && v == 0)) return false;
-    if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
-    if (neg ? v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) : v > static_cast<uint64_t>(kI64Max))
-      return false;
-    out = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
-    return true;
-  }
-  template <typename T>
-  bool int_in(T& out, int64_t lo, int64_t hi) {
-    int64_t v = 0;
-    if (!integer(v) || v < lo || v > hi) return false;
-    out = static_cast<T>(v);
-    return true;
-  }
-  // {"key": value, ...}; `member(key)` parses the value after the colon.
-  template <typename F>
-  bool object(F&& member) {
-    if (!lit('{')) return false;
-    if (lit('}')) return true;
-    do {
-      std::string_view key;
-      if (!text(key, 64) || !lit(':') || !member(key)) return false;
-    } while (lit(','));
-    return lit('}');
-  }
-  template <typename F>
-  bool array(F&& element) {
-    if (!lit('[')) return false;
-    if (lit(']')) return true;
-    do {
-      if (!element()) return false;
-    } while (lit(','));
-    return lit(']');
-  }
-
-  const char* p_;
-  const char* end_;
-  std::string_view path_;
-};
-
 }  // namespace
 
 std::optional<HeartbeatRequest> decode_heartbeat_request_fast(std::string_view body, std::string_view pathMemberId) {
-  return FastRequest(body, pathMemberId).parse();
+  wire::FastIn in(body);
+  HeartbeatRequest r;
+  if (!request_io(in, r, pathMemberId) || !in.at_end()) return std::nullopt;
+  return r;
 }
 
 
@@ -608,6 +456,13 @@ std::optional<ValidationError> validate_name(std::string_view field, std::string
   std::string f(field);
   return ValidationError{HeartbeatStatus::INVALID_REQUEST, f,
                          f + ": '" + std::string(value.substr(0, 140)) + "' must match [A-Za-z0-9._:-]{1,128}"};
+}
+
+static HeartbeatRequest parse_request(const json& j, std::string_view pathMemberId) {
+  wire::DocIn in(j, "");
+  HeartbeatRequest r;
+  request_io(in, r, pathMemberId);
+  return r;
 }
 
 Decoded<HeartbeatRequest> decode_heartbeat_request_json(const json& j, std::string_view pathMemberId) {
@@ -805,39 +660,6 @@ Decoded<StreamMetadata> decode_stream_metadata(std::string_view body) {
   });
 }
 
-json to_json(const HeartbeatRequest& r) {
-  json owned = json::array();
-  for (const auto& s : r.ownedShards) owned.push_back({{"shardIndex", s.shardIndex}, {"state", to_string(s.state)}});
-  json revoking = json::array();
-  for (const auto& s : r.revokingShards) {
-    json e{{"shardIndex", s.shardIndex}, {"state", to_string(s.state)}, {"inFlight", s.inFlight}};
-    e["ackedAt"] = s.ackedAt ? json(*s.ackedAt) : json(nullptr);
-    revoking.push_back(std::move(e));
-  }
-  json progress = json::array();
-  for (const auto& p : r.shardProgress) {
-    json e{{"shardIndex", p.shardIndex}};
-    if (p.lastDeliveredId) e["lastDeliveredId"] = *p.lastDeliveredId;
-    if (p.pending) e["pending"] = *p.pending;
-    e["lag"] = p.lag ? json(*p.lag) : json(nullptr);
-    progress.push_back(std::move(e));
-  }
-  json j{{"protocolVersion", r.protocolVersion},
-         {"requestId", r.requestId},
-         {"memberId", r.memberId},
-         {"memberEpoch", r.memberEpoch},
-         {"metadataVersion", r.metadataVersion},
-         {"runtimeConsumerCapacity",
-          {{"runtimeMaxConcurrency", r.runtimeConsumerCapacity.runtimeMaxConcurrency},
-           {"availableConcurrency", r.runtimeConsumerCapacity.availableConcurrency}}},
-         {"ownedShards", std::move(owned)},
-         {"revokingShards", std::move(revoking)},
-         {"shardProgress", std::move(progress)}};
-  if (r.leavingMemberEpoch) j["leavingMemberEpoch"] = *r.leavingMemberEpoch;
-  if (r.instanceId) j["instanceId"] = *r.instanceId;
-  return j;
-}
-
 json to_json(const Migration& m) {
   return {{"reshardingId", m.reshardingId},
           {"migrationId", m.reshardingId},
@@ -884,7 +706,13 @@ std::string iso8601_ms(int64_t ms) {
 
 // Names from a URL may hold bytes that are not UTF-8: replace them rather than throw.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-std::string encode(const HeartbeatRequest& r) { return dump(to_json(r)); }
+std::string encode(const HeartbeatRequest& r) {
+  std::string out;
+  out.reserve(256 + 64 * (r.ownedShards.size() + r.revokingShards.size() + r.shardProgress.size()));
+  wire::Out w(out);
+  request_io(w, const_cast<HeartbeatRequest&>(r), r.memberId);  // the writer only reads
+  return out;
+}
 // The response is written straight into one string (no JSON document built first: this runs once
 // per heartbeat): compact, keys in sorted order (as nlohmann's dump writes a document), strings
 // escaped as dump escapes them.

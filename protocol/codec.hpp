@@ -82,7 +82,6 @@ Decoded<DeadLetterSelection> decode_dead_letter_selection(std::string_view body)
 
 inline constexpr int32_t kMaxShardCount = 65536;
 
-nlohmann::json to_json(const HeartbeatRequest& r);
 nlohmann::json to_json(const StreamMetadata& m);
 nlohmann::json to_json(const Migration& m);
 // A time in ms since the epoch as "2026-12-02T06:00:00.123Z".

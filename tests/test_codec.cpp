@@ -564,12 +564,10 @@ TEST(FastDecode, UsualBodiesDecodeExactlyAsTheFullDecoderDoes) {
 
 TEST(FastDecode, UnusualButValidBodiesAreLeftToTheFullDecoder) {
   const std::vector<std::string> unusual{
-      // an escape, a non-ASCII character, a float, an unknown key, the nested and pendingCount forms
+      // an escape, a non-ASCII character, an unknown key
       R"({"protocolVersion":1,"requestId":"r\u0031","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
       "{\"protocolVersion\":1,\"requestId\":\"r\xc3\xa9\",\"memberId\":\"member-a\",\"memberEpoch\":0,\"metadataVersion\":0,\"runtimeConsumerCapacity\":{\"runtimeMaxConcurrency\":1,\"availableConcurrency\":1},\"ownedShards\":[]}",
       R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"extra":{"a":[1,2]}})",
-      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":2,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"revokingShards":[{"shard":{"shardIndex":1},"state":"REVOKED","inFlight":0}]})",
-      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":2,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[{"shardIndex":1}],"shardProgress":[{"shardIndex":1,"pendingCount":4}]})",
       // a key twice (the full decoder keeps the last)
       R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
   };
@@ -577,6 +575,21 @@ TEST(FastDecode, UnusualButValidBodiesAreLeftToTheFullDecoder) {
     EXPECT_FALSE(decode_heartbeat_request_fast(body, "member-a").has_value()) << body;
     EXPECT_TRUE(decode_heartbeat_request(body, "member-a").ok()) << body;
   }
+  // Other clients' spellings (the nested shard, pendingCount) are rules of the one declaration, so
+  // both readers take them, to the same request.
+  const std::vector<std::string> otherSpellings{
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":2,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[],"revokingShards":[{"shard":{"shardIndex":1},"state":"REVOKED","inFlight":0}]})",
+      R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":2,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[{"shardIndex":1}],"shardProgress":[{"shardIndex":1,"pendingCount":4}]})",
+  };
+  for (const auto& body : otherSpellings) {
+    auto fast = decode_heartbeat_request_fast(body, "member-a");
+    ASSERT_TRUE(fast.has_value()) << body;
+    auto full = decode_heartbeat_request_json(json::parse(body), "member-a");
+    ASSERT_TRUE(full.ok()) << full.error.message;
+    EXPECT_EQ(*fast, *full.value) << body;
+  }
+  EXPECT_EQ(decode_heartbeat_request_fast(otherSpellings[0], "member-a")->revokingShards.at(0).shardIndex, 1);
+  EXPECT_EQ(decode_heartbeat_request_fast(otherSpellings[1], "member-a")->shardProgress.at(0).pending, 4);
   const std::vector<std::string> invalid{
       R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]} x)",
       R"({"protocolVersion":1,"requestId":"r","memberId":"member-a","memberEpoch":01,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1},"ownedShards":[]})",
@@ -685,4 +698,48 @@ TEST(AdminBodies, ResetOffsetsAndDeadLetterSelectionsNameWhatIsWrong) {
   const auto pick = decode_dead_letter_selection(R"({"deadLetterIds": ["1700000000000-0"]})");
   ASSERT_TRUE(pick.ok()) << pick.error.message;
   EXPECT_EQ(pick.value->ids, std::vector<std::string>{"1700000000000-0"});
+}
+
+// The request is declared once (protocol/wire_io.hpp): what the writer writes, both readers read
+// back to the same request, whatever optional parts it has.
+TEST(RequestDeclaredOnce, WhatTheWriterWritesBothReadersReadBackTheSame) {
+  std::mt19937 rng(53);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  for (int round = 0; round < 2000; ++round) {
+    HeartbeatRequest r;
+    r.requestId = "req-" + std::to_string(round);
+    r.memberId = "m:" + std::to_string(pick(1000));
+    r.memberEpoch = pick(5) - 1;
+    r.metadataVersion = pick(9);
+    r.runtimeConsumerCapacity = {pick(64), pick(64)};
+    if (pick(3) == 0) r.instanceId = "inst-" + std::to_string(pick(9));
+    if (r.instanceId && pick(4) == 0) r.memberEpoch = -2;
+    if (r.memberEpoch == -1 && pick(2)) r.leavingMemberEpoch = 1 + pick(9);
+    std::vector<int32_t> shards(100);
+    for (int i = 0; i < 100; ++i) shards[static_cast<std::size_t>(i)] = i;
+    std::shuffle(shards.begin(), shards.end(), rng);
+    std::size_t next = 0;
+    for (int i = pick(70); i > 0; --i) r.ownedShards.push_back({shards[next++], ShardAssignmentState::OWNED});
+    for (int i = pick(4); i > 0; --i) {
+      RevokingShard s{shards[next++], pick(2) ? ShardAssignmentState::DRAINING : ShardAssignmentState::REVOKING,
+                      pick(5), std::nullopt};
+      if (pick(2)) s.ackedAt = "2026-12-07T0" + std::to_string(pick(9)) + ":00:00Z";
+      r.revokingShards.push_back(s);
+    }
+    for (const auto& o : r.ownedShards) {
+      if (pick(2)) continue;
+      ShardProgress p{o.shardIndex, std::nullopt, std::nullopt, std::nullopt};
+      if (pick(2)) p.lastDeliveredId = std::to_string(1700000000000LL + pick(1000)) + "-" + std::to_string(pick(3));
+      if (pick(2)) p.pending = pick(100);
+      if (pick(2)) p.lag = pick(100000);
+      r.shardProgress.push_back(p);
+    }
+    const auto body = encode(r);
+    auto fast = decode_heartbeat_request_fast(body, r.memberId);
+    ASSERT_TRUE(fast.has_value()) << body;
+    EXPECT_EQ(*fast, r) << body;
+    auto full = decode_heartbeat_request_json(json::parse(body), r.memberId);
+    ASSERT_TRUE(full.ok()) << full.error.message << " " << body;
+    EXPECT_EQ(*full.value, r) << body;
+  }
 }
