@@ -1,7 +1,7 @@
 // libFuzzer: the heartbeat request and response decoders and the small bodies. Whatever the bytes,
 // an answer (a value or a validation error), never a crash; a decoded request encodes again; an answer
 // is written as dump() writes a document and reads back to the same bytes; the
-// request decoder's fast path agrees with the full decoder whenever it decides.
+// request and answer decoders' fast paths agree with the full decoders whenever they decide.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -21,6 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (req.ok()) {
     const auto again = rsc::protocol::decode_heartbeat_request(rsc::protocol::encode(*req.value), "member-a");
     if (!again.ok()) __builtin_trap();  // what we decoded, encoded, must decode
+  }
+  // The same for the answer's fast reader.
+  if (auto fast = rsc::protocol::decode_heartbeat_response_fast(body)) {
+    const auto doc = nlohmann::json::parse(body, nullptr, false);
+    const auto full = rsc::protocol::decode_heartbeat_response_json(doc);
+    if (doc.is_discarded() || !full.ok() || *full.value != *fast) __builtin_trap();
   }
   auto resp = rsc::protocol::decode_heartbeat_response(body);
   if (resp.ok()) {  // an answer is written as dump() writes a document, and what is written reads

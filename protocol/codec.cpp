@@ -1,5 +1,5 @@
 #include "protocol/codec.hpp"
-#include "protocol/wire_io.hpp"
+#include "protocol/messages.hpp"
 
 #include <algorithm>
 #include <array>
@@ -13,6 +13,10 @@
 
 namespace rsc::protocol {
 namespace {
+
+using messages::is_stream_id;
+using messages::request_io;
+using messages::response_io;
 
 using json = nlohmann::json;
 
@@ -55,18 +59,12 @@ std::string as_string(const json& v, const std::string& field, std::size_t maxLe
   return s;
 }
 
-const json& as_array(const json& v, const std::string& field) {
-  if (!v.is_array()) fail(field, "expected an array, got " + type_name(v));
-  return v;
-}
-
 const json& as_object(const json& v, const std::string& field) {
   if (!v.is_object()) fail(field, "expected an object, got " + type_name(v));
   return v;
 }
 
 constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
 // An optional "keyStyle" field: absent or null is nullopt, anything but "plain" or "hashtag" fails.
 std::optional<KeyStyle> optional_key_style(const json& j) {
@@ -78,307 +76,6 @@ std::optional<KeyStyle> optional_key_style(const json& j) {
   return style;
 }
 
-// A Redis stream id: "<ms>-<seq>", both decimal.
-bool is_stream_id(const std::string& s) {
-  auto dash = s.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == s.size() || s.size() > 41) return false;
-  for (std::size_t i = 0; i < s.size(); ++i)
-    if (i != dash && (s[i] < '0' || s[i] > '9')) return false;
-  return true;
-}
-
-// ---- the heartbeat request, declared once ---------------------------------------------------
-// Each object's keys in the order the general reader checks them (the version first: a later
-// version may change any other field), and one function per object saying what each holds. The
-// fast reader, the general reader and the writer all run these (protocol/wire_io.hpp).
-
-struct ShardStates {  // OWNED, REVOKING, DRAINING, REVOKED
-  std::optional<ShardAssignmentState> operator()(std::string_view s) const { return shard_state_from(s); }
-  std::string unknown(const std::string& s) const {
-    return "unknown shard state '" + s + "' (OWNED, REVOKING, DRAINING, REVOKED)";
-  }
-};
-
-constexpr wire::Field kRequestFields[] = {
-    {"protocolVersion", wire::Kind::Required},
-    {"requestId", wire::Kind::Required},
-    {"memberId", wire::Kind::Required},
-    {"memberEpoch", wire::Kind::Required},
-    {"metadataVersion", wire::Kind::Required},
-    {"leavingMemberEpoch", wire::Kind::Optional},
-    {"instanceId", wire::Kind::Optional},
-    {"", wire::Kind::Rule},  // 7: a static leave names its instance
-    {"runtimeConsumerCapacity", wire::Kind::Required},
-    {"ownedShards", wire::Kind::Required},
-    {"revokingShards", wire::Kind::Optional},
-    {"", wire::Kind::Rule},  // 11: a shard is held once, owned or revoking
-    {"shardProgress", wire::Kind::Optional},
-    {"", wire::Kind::Rule},  // 13: a shard's progress is reported once
-};
-constexpr wire::Field kCapacityFields[] = {
-    {"runtimeMaxConcurrency", wire::Kind::Required},
-    {"availableConcurrency", wire::Kind::Required},
-};
-constexpr wire::Field kOwnedFields[] = {
-    {"shardIndex", wire::Kind::Required},
-    {"state", wire::Kind::Optional},
-};
-// revokingShards and shardProgress name their shard flat, {"shardIndex": n}, or nested as other
-// clients write it, {"shard": {"shardIndex": n}}; both at once must agree.
-constexpr wire::Field kShardRefFields[] = {
-    {"shardIndex", wire::Kind::Required},
-};
-constexpr wire::Field kRevokingFields[] = {
-    {"shardIndex", wire::Kind::Optional},
-    {"shard", wire::Kind::Alias},
-    {"", wire::Kind::Rule},  // 2: the shard named once
-    {"state", wire::Kind::Required},
-    {"inFlight", wire::Kind::Required},
-    {"", wire::Kind::Rule},  // 5: nothing in flight once revoked
-    {"ackedAt", wire::Kind::Optional},
-};
-constexpr wire::Field kProgressFields[] = {
-    {"shardIndex", wire::Kind::Optional},
-    {"shard", wire::Kind::Alias},
-    {"", wire::Kind::Rule},  // 2: the shard named once
-    {"lastDeliveredId", wire::Kind::Optional},
-    {"pending", wire::Kind::Optional},
-    {"pendingCount", wire::Kind::Alias},  // other clients' name for pending
-    {"", wire::Kind::Rule},               // 6: pending said once
-    {"lag", wire::Kind::Optional},
-};
-
-// The shard of a revoking or progress entry: fields 0..2 of kRevokingFields / kProgressFields.
-struct ShardRef {
-  bool flat = false;
-  std::optional<int32_t> nested;
-  template <typename V>
-  bool io(V& f, int field, int32_t& shardIndex) {
-    switch (field) {
-      case 0:
-        flat = true;
-        return f.int_in(shardIndex, 0, wire::kI32Max);
-      case 1: {  // never written (an alias); null is no shard
-        if (f.is_null()) return true;
-        int32_t s = 0;
-        const bool ok = f.object(kShardRefFields, [&](V& g, int) { return g.int_in(s, 0, wire::kI32Max); });
-        nested = s;
-        return ok;
-      }
-      default:  // the rule
-        if (nested) {
-          if (!f.check_at("shardIndex", !flat || shardIndex == *nested,
-                          [&] { return "differs from " + std::string(f_path(f)) + "shard.shardIndex"; }))
-            return false;
-          shardIndex = *nested;
-          return true;
-        }
-        return f.check_at("shardIndex", flat, [] { return std::string("is required"); });
-    }
-  }
-  template <typename V>
-  static std::string f_path(V& f) {
-    if constexpr (std::is_same_v<V, wire::DocIn>) return f.path().empty() ? "" : f.path() + ".";
-    return "";
-  }
-};
-
-template <typename V>
-bool capacity_io(V& v, RuntimeConsumerCapacity& c) {
-  return v.object(kCapacityFields, [&](V& f, int field) {
-    return field == 0 ? f.int_in(c.runtimeMaxConcurrency, 0, wire::kI32Max)
-                      : f.int_in(c.availableConcurrency, 0, wire::kI32Max);
-  });
-}
-
-template <typename V>
-bool owned_io(V& v, OwnedShard& s) {
-  return v.object(kOwnedFields, [&](V& f, int field) {
-    if (field == 0) return f.int_in(s.shardIndex, 0, wire::kI32Max);
-    return f.enumerated(s.state, ShardStates{}) &&
-           f.check(s.state == ShardAssignmentState::OWNED,
-                   [] { return std::string("an owned shard must be OWNED; report a shard being given up in revokingShards"); });
-  });
-}
-
-template <typename V>
-bool revoking_io(V& v, RevokingShard& s) {
-  ShardRef ref;
-  return v.object(kRevokingFields, [&](V& f, int field) {
-    switch (field) {
-      case 0:
-      case 1:
-      case 2:
-        return ref.io(f, field, s.shardIndex);
-      case 3:
-        return f.enumerated(s.state, ShardStates{}) &&
-               f.check(s.state != ShardAssignmentState::OWNED,
-                       [] { return std::string("a revoking shard must be REVOKING, DRAINING or REVOKED"); });
-      case 4:
-        return f.int_in(s.inFlight, 0, wire::kI32Max);
-      case 5:
-        return f.check_at("inFlight", !(s.state == ShardAssignmentState::REVOKED && s.inFlight != 0),
-                          [] { return std::string("a REVOKED shard must have inFlight 0"); });
-      default:
-        return f.opt_str_or_int(s.ackedAt, 1 << 20);
-    }
-  });
-}
-
-template <typename V>
-bool progress_io(V& v, ShardProgress& p) {
-  ShardRef ref;
-  std::optional<int64_t> pendingCount;
-  return v.object(kProgressFields, [&](V& f, int field) {
-    switch (field) {
-      case 0:
-      case 1:
-      case 2:
-        return ref.io(f, field, p.shardIndex);
-      case 3:
-        return f.opt_str(p.lastDeliveredId, 64) &&
-               f.check(!p.lastDeliveredId || is_stream_id(*p.lastDeliveredId),
-                       [&] { return "'" + *p.lastDeliveredId + "' is not a stream id like 1700000000000-0"; });
-      case 4:
-        return f.opt_int(p.pending, 0, wire::kI64Max);
-      case 5:
-        return f.opt_int(pendingCount, 0, wire::kI64Max);
-      case 6:
-        if (!pendingCount) return true;
-        if (!f.check_at("pendingCount", !p.pending || *p.pending == *pendingCount, [&] {
-              return "is " + std::to_string(*pendingCount) + " but pending is " + std::to_string(*p.pending);
-            }))
-          return false;
-        p.pending = pendingCount;
-        return true;
-      default:
-        return f.opt_int(p.lag, 0, wire::kI64Max);
-    }
-  });
-}
-
-std::string name_rule(std::string_view value) {
-  return "'" + std::string(value.substr(0, 140)) + "' must match [A-Za-z0-9._:-]{1,128}";
-}
-
-// The first shard index met twice across the lists, as "<list>[i].shardIndex" (for the message).
-template <typename... Lists>
-std::pair<std::string, int32_t> first_repeat(const Lists&... lists) {
-  std::set<int32_t> seen;
-  std::pair<std::string, int32_t> found{"", -1};
-  auto scan = [&](const char* name, const auto& list) {
-    for (std::size_t i = 0; i < list.size() && found.second < 0; ++i)
-      if (!seen.insert(list[i].shardIndex).second)
-        found = {std::string(name) + "[" + std::to_string(i) + "].shardIndex", list[i].shardIndex};
-  };
-  (scan(lists.first, *lists.second), ...);
-  return found;
-}
-
-template <typename V>
-bool repeat_refused(V& f, const std::pair<std::string, int32_t>& at) {
-  return f.check_at(at.first, false, [&] { return "duplicate shard " + std::to_string(at.second); });
-}
-
-template <typename V>
-bool request_io(V& v, HeartbeatRequest& r, std::string_view pathMemberId) {
-  return v.object(kRequestFields, [&](V& f, int field) {
-    switch (field) {
-      case 0:
-        return f.int_in(r.protocolVersion, wire::kI32Min, wire::kI32Max) &&
-               f.check(r.protocolVersion == kProtocolVersion,
-                       [&] {
-                         return "unsupported version " + std::to_string(r.protocolVersion) +
-                                ", this coordinator speaks " + std::to_string(kProtocolVersion);
-                       },
-                       HeartbeatStatus::UNSUPPORTED_PROTOCOL);
-      case 1:
-        return f.str(r.requestId, 256);
-      case 2:
-        return f.str(r.memberId, 1024) && f.check(valid_name(r.memberId), [&] { return name_rule(r.memberId); }) &&
-               f.check(r.memberId == pathMemberId, [&] {
-                 return "body memberId '" + r.memberId + "' does not match the path memberId '" +
-                        std::string(pathMemberId) + "'";
-               });
-      case 3:
-        return f.int_in(r.memberEpoch, -2, wire::kI32Max);
-      case 4:
-        return f.int_in(r.metadataVersion, 0, wire::kI32Max);
-      case 5:
-        return f.opt_int(r.leavingMemberEpoch, 1, wire::kI32Max);
-      case 6:
-        return f.opt_str(r.instanceId, 1024) &&
-               f.check(!r.instanceId || valid_name(*r.instanceId), [&] { return name_rule(*r.instanceId); });
-      case 7:
-        return f.check_at("instanceId", r.memberEpoch != -2 || r.instanceId.has_value(), [] {
-          return std::string("memberEpoch -2 (leave, coming back) is for static members: send the member's instanceId");
-        });
-      case 8:
-        return capacity_io(f, r.runtimeConsumerCapacity);
-      case 9:
-        return f.list(r.ownedShards, [](V& e, OwnedShard& s) { return owned_io(e, s); });
-      case 10:
-        return f.list(r.revokingShards, [](V& e, RevokingShard& s) { return revoking_io(e, s); }, true);
-      case 11:
-        if (wire::distinct_shards(r.ownedShards, r.revokingShards)) return true;
-        return repeat_refused(f, first_repeat(std::pair{"ownedShards", &r.ownedShards},
-                                              std::pair{"revokingShards", &r.revokingShards}));
-      case 12:
-        return f.list(r.shardProgress, [](V& e, ShardProgress& p) { return progress_io(e, p); }, true);
-      default:
-        if (wire::distinct_shards(r.shardProgress)) return true;
-        return repeat_refused(f, first_repeat(std::pair{"shardProgress", &r.shardProgress}));
-    }
-  });
-}
-
-std::vector<int32_t> parse_shard_refs(const json& v, const std::string& field) {
-  std::vector<int32_t> out;
-  as_array(v, field);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const auto f = field + "[" + std::to_string(i) + "]";
-    const auto& o = as_object(v[i], f);
-    out.push_back(static_cast<int32_t>(as_int(require(o, f, "shardIndex"), f + ".shardIndex", 0, kI32Max)));
-  }
-  return out;
-}
-
-HeartbeatResponse parse_response(const json& j) {
-  as_object(j, "");
-  HeartbeatResponse r;
-  if (const json* v = find(j, "responseTo"); v != nullptr && v->is_string()) r.responseTo = v->get<std::string>();
-  const auto& st = require(j, "", "status");
-  if (!st.is_string()) fail("status", "expected a string, got " + type_name(st));
-  auto status = heartbeat_status_from(st.get_ref<const std::string&>());
-  if (!status) fail("status", "unknown status '" + st.get<std::string>() + "'");
-  r.status = *status;
-  if (const json* v = find(j, "memberId"); v != nullptr && v->is_string()) r.memberId = v->get<std::string>();
-  auto opt_int = [&](const char* k, int64_t lo, int64_t hi, int64_t dflt) {
-    const json* v = find(j, k);
-    return (v == nullptr || v->is_null()) ? dflt : as_int(*v, k, lo, hi);
-  };
-  r.memberEpoch = static_cast<int32_t>(opt_int("memberEpoch", -2, kI32Max, 0));
-  r.heartbeatIntervalMs = opt_int("heartbeatIntervalMs", 0, kI64Max, 0);
-  r.rebalanceTimeoutMs = opt_int("rebalanceTimeoutMs", 0, kI64Max, 0);
-  r.memberLeaseTtlMs = opt_int("memberLeaseTtlMs", 0, kI64Max, 0);
-  r.groupEpoch = static_cast<int32_t>(opt_int("groupEpoch", 0, kI32Max, 0));
-  r.assignmentEpoch = static_cast<int32_t>(opt_int("assignmentEpoch", 0, kI32Max, 0));
-  r.metadataVersion = static_cast<int32_t>(opt_int("metadataVersion", 0, kI32Max, 0));
-  if (const json* a = find(j, "assignment"); a != nullptr && !a->is_null()) {
-    as_object(*a, "assignment");
-    Assignment as;
-    if (const json* e = find(*a, "error"); e != nullptr && e->is_string()) as.error = e->get<std::string>();
-    as.assignedShards = parse_shard_refs(require(*a, "assignment", "assignedShards"), "assignment.assignedShards");
-    if (const json* p = find(*a, "pendingShards"); p != nullptr && !p->is_null())
-      as.pendingShards = parse_shard_refs(*p, "assignment.pendingShards");
-    if (const json* m = find(*a, "metadataVersion"); m != nullptr && !m->is_null())
-      as.metadataVersion = static_cast<int32_t>(as_int(*m, "assignment.metadataVersion", 0, kI32Max));
-    r.assignment = std::move(as);
-  }
-  if (const json* m = find(j, "message"); m != nullptr && m->is_string()) r.message = m->get<std::string>();
-  if (const json* f = find(j, "errorField"); f != nullptr && f->is_string()) r.errorField = f->get<std::string>();
-  return r;
-}
 
 template <typename T, typename F>
 Decoded<T> guarded(F&& f) {
@@ -487,11 +184,30 @@ Decoded<HeartbeatRequest> decode_heartbeat_request(std::string_view body, std::s
   return out;
 }
 
+static HeartbeatResponse parse_response(const json& j) {
+  wire::DocIn in(j, "");
+  HeartbeatResponse r;
+  response_io(in, r);
+  return r;
+}
+
+std::optional<HeartbeatResponse> decode_heartbeat_response_fast(std::string_view body) {
+  wire::FastIn in(body);
+  HeartbeatResponse r;
+  if (!response_io(in, r) || !in.at_end()) return std::nullopt;
+  return r;
+}
+
 Decoded<HeartbeatResponse> decode_heartbeat_response_json(const json& j) {
   return guarded<HeartbeatResponse>([&] { return parse_response(j); });
 }
 
 Decoded<HeartbeatResponse> decode_heartbeat_response(std::string_view body) {
+  if (auto fast = decode_heartbeat_response_fast(body)) {
+    Decoded<HeartbeatResponse> out;
+    out.value = std::move(fast);
+    return out;
+  }
   return guarded<HeartbeatResponse>([&] { return parse_response(parse_body(body)); });
 }
 
@@ -709,8 +425,11 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 std::string encode(const HeartbeatRequest& r) {
   std::string out;
   out.reserve(256 + 64 * (r.ownedShards.size() + r.revokingShards.size() + r.shardProgress.size()));
-  wire::Out w(out);
-  request_io(w, const_cast<HeartbeatRequest&>(r), r.memberId);  // the writer only reads
+  {
+    wire::Sink sink(out);
+    wire::Out w(sink);
+    request_io(w, const_cast<HeartbeatRequest&>(r), r.memberId);  // the writer only reads
+  }
   return out;
 }
 // The response is written straight into one string (no JSON document built first: this runs once
@@ -732,70 +451,10 @@ void append_json_string(std::string& out, std::string_view v) {
   out += dump(json(std::string(v)));  // escapes, and replaces bytes that are not UTF-8
 }
 
-namespace {
-void append_int(std::string& out, int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, static_cast<std::size_t>(r.ptr - buf));
-}
-void append_shard_refs(std::string& out, const std::vector<int32_t>& shards) {
-  out += '[';
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"shardIndex\":";
-    append_int(out, shards[i]);
-    out += '}';
-  }
-  out += ']';
-}
-}  // namespace
-
 void append_response(std::string& out, const HeartbeatResponse& r) {
-  out += "{\"assignment\":";
-  if (r.assignment) {
-    out += "{\"assignedShards\":";
-    append_shard_refs(out, r.assignment->assignedShards);
-    out += ",\"error\":";
-    append_json_string(out, r.assignment->error);
-    out += ",\"metadataVersion\":";
-    append_int(out, r.assignment->metadataVersion);
-    out += ",\"pendingShards\":";
-    append_shard_refs(out, r.assignment->pendingShards);
-    out += '}';
-  } else {  // always an object: nothing assigned, nothing pending
-    out += "{\"assignedShards\":[],\"error\":\"NONE\",\"metadataVersion\":";
-    append_int(out, r.metadataVersion);
-    out += ",\"pendingShards\":[]}";
-  }
-  out += ",\"assignmentEpoch\":";
-  append_int(out, r.assignmentEpoch);
-  if (r.errorField) {
-    out += ",\"errorField\":";
-    append_json_string(out, *r.errorField);
-  }
-  out += ",\"groupEpoch\":";
-  append_int(out, r.groupEpoch);
-  out += ",\"heartbeatIntervalMs\":";
-  append_int(out, r.heartbeatIntervalMs);
-  out += ",\"memberEpoch\":";
-  append_int(out, r.memberEpoch);
-  out += ",\"memberId\":";
-  append_json_string(out, r.memberId);
-  out += ",\"memberLeaseTtlMs\":";
-  append_int(out, r.memberLeaseTtlMs);
-  if (r.message) {
-    out += ",\"message\":";
-    append_json_string(out, *r.message);
-  }
-  out += ",\"metadataVersion\":";
-  append_int(out, r.metadataVersion);
-  out += ",\"rebalanceTimeoutMs\":";
-  append_int(out, r.rebalanceTimeoutMs);
-  out += ",\"responseTo\":";
-  append_json_string(out, r.responseTo);
-  out += ",\"status\":\"";
-  out += to_string(r.status);
-  out += "\"}";
+  wire::Sink sink(out);
+  wire::Out w(sink);
+  response_io(w, const_cast<HeartbeatResponse&>(r));  // the writer only reads
 }
 
 std::string encode(const HeartbeatResponse& r) {

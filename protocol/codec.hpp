@@ -39,6 +39,8 @@ Decoded<HeartbeatRequest> decode_heartbeat_request_json(const nlohmann::json& j,
 // check that it never accepts what the full decoder refuses nor decodes anything differently.
 std::optional<HeartbeatRequest> decode_heartbeat_request_fast(std::string_view body, std::string_view pathMemberId);
 Decoded<HeartbeatResponse> decode_heartbeat_response(std::string_view body);
+// decode_heartbeat_response's fast path alone, as decode_heartbeat_request_fast (for tests and the fuzzer).
+std::optional<HeartbeatResponse> decode_heartbeat_response_fast(std::string_view body);
 Decoded<HeartbeatResponse> decode_heartbeat_response_json(const nlohmann::json& j);
 // {"shardCount": N} with 1 <= N <= kMaxShardCount.
 Decoded<int32_t> decode_shard_count_body(std::string_view body);

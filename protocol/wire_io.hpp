@@ -27,16 +27,22 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "protocol/codec.hpp"
 #include "protocol/types.hpp"
+
+// The fast reader's scanning steps are inlined into each object's reader, as one hand-written
+// parser would have them.
+#define RSC_WIRE_INLINE inline __attribute__((always_inline))
 
 namespace rsc::protocol::wire {
 
@@ -52,10 +58,49 @@ enum class Kind : uint8_t {
   Alias,     // read when present, never written (another client's spelling of a field)
   Rule,      // no key: a check over the fields read so far (run last by FastIn, in order by DocIn)
 };
+// A key's length and first and last letters in one number: the fast reader compares it before
+// it compares letters.
+RSC_WIRE_INLINE constexpr uint32_t key_mark(std::string_view k) {
+  return k.empty() ? 0u
+                   : static_cast<uint32_t>(k.size()) << 16 | static_cast<uint32_t>(static_cast<unsigned char>(k[0])) << 8 |
+                         static_cast<unsigned char>(k[k.size() - 1]);
+}
 struct Field {
   std::string_view key;
+  std::string_view quoted;  // "key": as the writer writes it
   Kind kind;
+  uint32_t mark;  // key_mark(key)
 };
+// An object's table: its rows, and which of them are required and which are rules, as bit masks
+// (an object has at most 32 rows).
+template <std::size_t N>
+struct Table {
+  static_assert(N <= 32, "a bit per row");
+  Field rows[N];
+  uint32_t required = 0;
+  uint32_t rules = 0;
+};
+template <std::size_t N, std::size_t... I>
+constexpr Table<N> make_table(const Field (&rows)[N], std::index_sequence<I...>) {
+  Table<N> t{{rows[I]...}};
+  for (std::size_t i = 0; i < N; ++i) {
+    if (rows[i].kind == Kind::Required) t.required |= 1u << i;
+    if (rows[i].kind == Kind::Rule) t.rules |= 1u << i;
+  }
+  return t;
+}
+template <std::size_t N>
+constexpr Table<N> table(const Field (&rows)[N]) {
+  return make_table(rows, std::make_index_sequence<N>{});
+}
+
+// A table row: RSC_WIRE_FIELD("memberId", Required). A rule: RSC_WIRE_RULE.
+#define RSC_WIRE_FIELD(key, kind) \
+  ::rsc::protocol::wire::Field {                                                      \
+    key, "\"" key "\":", ::rsc::protocol::wire::Kind::kind, ::rsc::protocol::wire::key_mark(key) \
+  }
+#define RSC_WIRE_RULE \
+  ::rsc::protocol::wire::Field { "", "", ::rsc::protocol::wire::Kind::Rule, 0 }
 
 // Thrown by DocIn only; the decode entry points catch it.
 struct WireInvalid {
@@ -114,26 +159,34 @@ class FastIn {
   }
 
   template <std::size_t N, typename F>
-  bool object(const Field (&fields)[N], F&& field) {
-    static_assert(N <= 32, "a seen-mask bit per field");
+  bool object(const Table<N>& table, F&& field) {
+    const Field* fields = table.rows;
     if (!lit('{')) return false;
     uint32_t seen = 0;
+    std::size_t next = 0;
     if (!lit('}')) {
       do {
         std::string_view key;
         if (!text(key, 64) || !lit(':')) return false;
-        std::size_t i = 0;
-        while (i < N && (fields[i].kind == Kind::Rule || fields[i].key != key)) ++i;
+        // Keys usually come in the table's order (rsc's writer writes them so): look from the one
+        // after the last found, round the table once.
+        const uint32_t mark = key_mark(key);
+        std::size_t i = N;
+        for (std::size_t k = 0, at = next; k < N; ++k, at = at + 1 == N ? 0 : at + 1)
+          if (names(fields[at], key, mark)) {
+            i = at;
+            break;
+          }
         if (i == N || (seen & (1u << i))) return false;  // unknown or repeated: the general reader decides
+        next = i + 1 == N ? 0 : i + 1;
         seen |= 1u << i;
         if (!field(*this, static_cast<int>(i))) return false;
       } while (lit(','));
       if (!lit('}')) return false;
     }
-    for (std::size_t i = 0; i < N; ++i) {
-      if (fields[i].kind == Kind::Required && !(seen & (1u << i))) return false;
-      if (fields[i].kind == Kind::Rule && !field(*this, static_cast<int>(i))) return false;
-    }
+    if ((seen & table.required) != table.required) return false;
+    for (uint32_t rules = table.rules; rules != 0; rules &= rules - 1)
+      if (!field(*this, __builtin_ctz(rules))) return false;
     return true;
   }
   template <typename T, typename F>
@@ -186,6 +239,26 @@ class FastIn {
     out = std::to_string(n);
     return true;
   }
+  // A string taken as it is (empty too), null leaving it as it was; anything else gives up.
+  bool loose_str(std::string& out) {
+    if (null()) return true;
+    std::string_view v;
+    if (!text(v, kLooseMax, 0)) return false;
+    out.assign(v.data(), v.size());
+    return true;
+  }
+  bool loose_opt_str(std::optional<std::string>& out) {
+    if (null()) return true;
+    std::string_view v;
+    if (!text(v, kLooseMax, 0)) return false;
+    out.emplace(v.data(), v.size());
+    return true;
+  }
+  // null leaves the value as it was.
+  template <typename T>
+  bool int_or_null(T& out, int64_t lo, int64_t hi) {
+    return null() || int_in(out, lo, hi);
+  }
   template <typename E, typename From>
   bool enumerated(E& out, From&& from) {
     std::string_view s;
@@ -203,57 +276,65 @@ class FastIn {
   bool is_null() { return null(); }
 
  private:
-  void ws() {
+  // The mark (length, first and last letters) rules out almost every other key; rules have none.
+  static bool names(const Field& f, std::string_view key, uint32_t mark) {
+    return f.mark == mark && std::memcmp(f.key.data(), key.data(), key.size()) == 0;
+  }
+  RSC_WIRE_INLINE void ws() {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
   }
-  char peek() {
+  RSC_WIRE_INLINE char peek() {
     ws();
     return p_ < end_ ? *p_ : '\0';
   }
-  bool lit(char c) {
+  RSC_WIRE_INLINE bool lit(char c) {
     if (peek() != c) return false;
     ++p_;
     return true;
   }
-  bool null() {
+  RSC_WIRE_INLINE bool null() {
     if (peek() != 'n' || end_ - p_ < 4 || std::string_view(p_, 4) != "null") return false;
     p_ += 4;
     return true;
   }
-  // Printable ASCII without escapes only, 1..maxLen characters: a view into the body.
-  bool text(std::string_view& out, std::size_t maxLen) {
+  static constexpr std::size_t kLooseMax = std::size_t{1} << 20;
+  // Printable ASCII without escapes only, minLen..maxLen characters: a view into the body.
+  RSC_WIRE_INLINE bool text(std::string_view& out, std::size_t maxLen, std::size_t minLen = 1) {
     if (!lit('"')) return false;
-    const char* start = p_;
-    while (p_ < end_ && *p_ != '"') {
-      const auto c = static_cast<unsigned char>(*p_);
+    const char* const start = p_;
+    const char* p = p_;  // a local cursor: the loop keeps it in a register
+    while (p < end_ && *p != '"') {
+      const auto c = static_cast<unsigned char>(*p);
       if (c < 0x20 || c > 0x7e || c == '\\') return false;
-      ++p_;
+      ++p;
     }
-    if (p_ == end_) return false;
-    const std::size_t n = static_cast<std::size_t>(p_ - start);
-    ++p_;
-    if (n == 0 || n > maxLen) return false;
+    if (p == end_) return false;
+    const std::size_t n = static_cast<std::size_t>(p - start);
+    p_ = p + 1;
+    if (n < minLen || n > maxLen) return false;
     out = std::string_view(start, n);
     return true;
   }
   // A JSON integer that fits int64 (no fraction, no exponent, no leading zero, no "-0").
-  bool integer(int64_t& out) {
+  RSC_WIRE_INLINE bool integer(int64_t& out) {
     ws();
+    const char* p = p_;
     bool neg = false;
-    if (p_ < end_ && *p_ == '-') {
+    if (p < end_ && *p == '-') {
       neg = true;
-      ++p_;
+      ++p;
     }
-    const char* start = p_;
+    const char* start = p;
     uint64_t v = 0;
-    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') {
+    while (p < end_ && *p >= '0' && *p <= '9') {
       if (v > (std::numeric_limits<uint64_t>::max() - 9) / 10) return false;
-      v = v * 10 + static_cast<uint64_t>(*p_ - '0');
-      ++p_;
+      v = v * 10 + static_cast<uint64_t>(*p - '0');
+      ++p;
     }
-    const std::size_t digits = static_cast<std::size_t>(p_ - start);
+    p_ = p;
+    const std::size_t digits = static_cast<std::size_t>(p - start);
     if (digits == 0 || (digits > 1 && *start == '0') || (neg && v == 0)) return false;
-    if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    if (p < end_ && (*p == '.' || *p == 'e' || *p == 'E')) return false;
     if (v > static_cast<uint64_t>(kI64Max)) return false;
     out = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
     return true;
@@ -271,7 +352,8 @@ class DocIn {
   const std::string& path() const { return path_; }
 
   template <std::size_t N, typename F>
-  bool object(const Field (&fields)[N], F&& field) {
+  bool object(const Table<N>& table, F&& field) {
+    const Field* fields = table.rows;
     if (!j_->is_object()) wire_fail(path_, "expected an object, got " + type_name(*j_));
     for (std::size_t i = 0; i < N; ++i) {
       if (fields[i].kind == Kind::Rule) {
@@ -345,6 +427,18 @@ class DocIn {
       wire_fail(path_, "expected null, a string or an integer, got " + type_name(*j_));
     return true;
   }
+  bool loose_str(std::string& out) {
+    if (j_->is_string()) out = j_->get<std::string>();
+    return true;
+  }
+  bool loose_opt_str(std::optional<std::string>& out) {
+    if (j_->is_string()) out = j_->get<std::string>();
+    return true;
+  }
+  template <typename T>
+  bool int_or_null(T& out, int64_t lo, int64_t hi) {
+    return j_->is_null() || int_in(out, lo, hi);
+  }
   // `From` names what it knows in its failure: from(s) is nullopt for an unknown spelling.
   template <typename E, typename From>
   bool enumerated(E& out, From&& from) {
@@ -373,41 +467,94 @@ class DocIn {
   std::string path_;
 };
 
-// ---- Out --------------------------------------------------------------------------------------
+// ---- Out ----------------------------------------------------------------------------------
+// The writer gathers its small pieces (keys, punctuation, numbers) in a buffer on the stack and
+// hands them to the string in a few appends: a heartbeat's answer is written once per heartbeat.
+class Sink {
+ public:
+  explicit Sink(std::string& s) : s_(&s) {}
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+  ~Sink() { flush(); }
+  void put(char c) {
+    if (n_ == kCap) flush();
+    buf_[n_++] = c;
+  }
+  void put(const char* p, std::size_t k) {
+    if (k > kCap - n_) {
+      flush();
+      if (k > kCap) {
+        s_->append(p, k);
+        return;
+      }
+    }
+    std::memcpy(buf_ + n_, p, k);
+    n_ += k;
+  }
+  void put_int(int64_t v) {
+    if (kCap - n_ < 24) flush();
+    const auto r = std::to_chars(buf_ + n_, buf_ + kCap, v);
+    n_ = static_cast<std::size_t>(r.ptr - buf_);
+  }
+  // A JSON string literal, escaped as nlohmann's dump() escapes it.
+  void put_string(std::string_view v) {
+    for (unsigned char c : v)
+      if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+        flush();
+        append_json_string(*s_, v);
+        return;
+      }
+    put('"');
+    put(v.data(), v.size());
+    put('"');
+  }
+  void flush() {
+    if (n_ != 0) s_->append(buf_, n_);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kCap = 256;
+  std::string* s_;
+  char buf_[kCap];
+  std::size_t n_ = 0;
+};
+
 class Out {
  public:
   static constexpr bool kWrites = true;
-  explicit Out(std::string& s) : s_(&s) {}
+  explicit Out(Sink& s) : s_(&s) {}
 
   template <std::size_t N, typename F>
-  bool object(const Field (&fields)[N], F&& field) {
+  bool object(const Table<N>& table, F&& field) {
+    const Field* fields = table.rows;
     begin();
-    *s_ += '{';
+    s_->put('{');
     bool first = true;
     for (std::size_t i = 0; i < N; ++i) {
       if (fields[i].kind == Kind::Rule || fields[i].kind == Kind::Alias) continue;
-      Out f(*s_, fields[i].key, &first);
+      Out f(*s_, fields[i].quoted, &first);
       field(f, static_cast<int>(i));
     }
-    *s_ += '}';
+    s_->put('}');
     return true;
   }
   template <typename T, typename F>
   bool list(std::vector<T>& in, F&& element, bool /*nullable*/ = false) {
     begin();
-    *s_ += '[';
+    s_->put('[');
     for (std::size_t i = 0; i < in.size(); ++i) {
-      if (i) *s_ += ',';
+      if (i) s_->put(',');
       Out e(*s_);
       element(e, in[i]);
     }
-    *s_ += ']';
+    s_->put(']');
     return true;
   }
   template <typename T>
   bool int_in(T& v, int64_t, int64_t) {
     begin();
-    append_int(*s_, static_cast<int64_t>(v));
+    s_->put_int(static_cast<int64_t>(v));
     return true;
   }
   template <typename T>
@@ -416,17 +563,24 @@ class Out {
   }
   bool str(std::string& v, std::size_t) {
     begin();
-    append_json_string(*s_, v);
+    s_->put_string(v);
     return true;
   }
   bool opt_str(std::optional<std::string>& v, std::size_t maxLen) { return !v || str(*v, maxLen); }
   bool opt_str_or_int(std::optional<std::string>& v, std::size_t maxLen) { return opt_str(v, maxLen); }
+  bool loose_str(std::string& v) { return str(v, 0); }
+  bool loose_opt_str(std::optional<std::string>& v) { return !v || str(*v, 0); }
+  template <typename T>
+  bool int_or_null(T& v, int64_t lo, int64_t hi) {
+    return int_in(v, lo, hi);
+  }
   template <typename E, typename From>
   bool enumerated(E& v, From&&) {
     begin();
-    *s_ += '"';
-    *s_ += to_string(v);
-    *s_ += '"';
+    const std::string_view name = to_string(v);  // plain ASCII
+    s_->put('"');
+    s_->put(name.data(), name.size());
+    s_->put('"');
     return true;
   }
   template <typename M>
@@ -436,19 +590,17 @@ class Out {
   bool is_null() const { return false; }
 
  private:
-  Out(std::string& s, std::string_view key, bool* first) : s_(&s), key_(key), first_(first) {}
+  Out(Sink& s, std::string_view quotedKey, bool* first) : s_(&s), key_(quotedKey), first_(first) {}
   // Writes this value's key (once, and only when a value is written).
   void begin() {
     if (first_ == nullptr) return;
-    if (!*first_) *s_ += ',';
+    if (!*first_) s_->put(',');
     *first_ = false;
-    *s_ += '"';
-    s_->append(key_.data(), key_.size());
-    *s_ += "\":";
+    s_->put(key_.data(), key_.size());
     first_ = nullptr;
   }
-  std::string* s_;
-  std::string_view key_;
+  Sink* s_;
+  std::string_view key_;  // "key":
   bool* first_ = nullptr;
 };
 

@@ -408,7 +408,7 @@ TEST(Codec, TheResponseWriterWritesWhatDumpWritesAndItReadsBack) {
   std::mt19937 rng(7);
   const std::vector<std::string> strings{"", "hb-a-1", "quote\"d", "back\\slash", "new\nline", "tab\t", "\x01\x1f",
                                          "caf\xc3\xa9", "bad\xff\xfe", "emoji \xf0\x9f\x98\x80", std::string(300, 'x')};
-  int checked = 0, readBack = 0;
+  int checked = 0, readBack = 0, fastRead = 0;
   for (int i = 0; i < 2000; ++i) {
     HeartbeatResponse r;
     r.responseTo = strings[rng() % strings.size()];
@@ -438,10 +438,29 @@ TEST(Codec, TheResponseWriterWritesWhatDumpWritesAndItReadsBack) {
       ASSERT_EQ(encode(*back.value), bytes);
       ++readBack;
     }
+    // The answer is declared once: the fast reader, when it decides, reads what the general one does.
+    if (auto fast = decode_heartbeat_response_fast(bytes)) {
+      const auto full = decode_heartbeat_response_json(json::parse(bytes));
+      ASSERT_TRUE(full.ok()) << bytes;
+      ASSERT_EQ(*fast, *full.value) << bytes;
+      ++fastRead;
+    }
     ++checked;
   }
   EXPECT_EQ(checked, 2000);
   EXPECT_GT(readBack, 100) << "valid answers among them read back";
+  EXPECT_GT(fastRead, 0) << "answers with plain strings take the fast reader";
+  // What a coordinator usually answers takes the fast reader.
+  HeartbeatResponse usual;
+  usual.responseTo = "10.0.0.7:4-9f2c-17";
+  usual.memberId = "10.0.0.7:4";
+  usual.memberEpoch = 7;
+  usual.heartbeatIntervalMs = 3000;
+  usual.groupEpoch = usual.assignmentEpoch = 7;
+  usual.assignment = Assignment{"NONE", {1, 4}, {5}, 2};
+  const auto fast = decode_heartbeat_response_fast(encode(usual));
+  ASSERT_TRUE(fast.has_value()) << encode(usual);
+  EXPECT_EQ(*fast, usual);
 }
 
 // Deep nesting is refused while parsing, whatever the body's size, and an error answer still
