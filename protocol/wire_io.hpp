@@ -217,11 +217,32 @@ class FastIn {
     out = v;
     return true;
   }
-  bool str(std::string& out, std::size_t maxLen) {
+  bool str(std::string& out, std::size_t maxLen, std::size_t minLen = 1) {
     std::string_view v;
-    if (!text(v, maxLen)) return false;
+    if (!text(v, maxLen, minLen)) return false;
     out.assign(v.data(), v.size());
     return true;
+  }
+  bool str_or_omit(std::string& out, std::size_t maxLen) { return str(out, maxLen); }
+  template <typename T>
+  bool int_unless(T& out, T /*dflt*/, int64_t lo, int64_t hi) {
+    return int_in(out, lo, hi);
+  }
+  template <typename T>
+  bool int_when(bool /*written*/, T& out, int64_t lo, int64_t hi) {
+    return int_in(out, lo, hi);
+  }
+  template <typename T, typename F>
+  bool list_or_omit(std::vector<T>& out, F&& element) {
+    return list(out, std::forward<F>(element));
+  }
+  // [item 0, ..., item n-1]: exactly n items.
+  template <typename F>
+  bool tuple(std::size_t n, F&& item) {
+    if (!lit('[')) return false;
+    for (std::size_t i = 0; i < n; ++i)
+      if ((i > 0 && !lit(',')) || !item(*this, i)) return false;
+    return lit(']');
   }
   bool opt_str(std::optional<std::string>& out, std::size_t maxLen) {
     if (null()) return true;
@@ -402,10 +423,10 @@ class DocIn {
     out = v;
     return true;
   }
-  bool str(std::string& out, std::size_t maxLen) {
+  bool str(std::string& out, std::size_t maxLen, std::size_t minLen = 1) {
     if (!j_->is_string()) wire_fail(path_, "expected a string, got " + type_name(*j_));
     const auto& s = j_->get_ref<const std::string&>();
-    if (s.empty()) wire_fail(path_, "must not be empty");
+    if (s.size() < minLen) wire_fail(path_, "must not be empty");
     if (s.size() > maxLen) wire_fail(path_, "must be at most " + std::to_string(maxLen) + " characters");
     out = s;
     return true;
@@ -429,6 +450,30 @@ class DocIn {
   }
   bool loose_str(std::string& out) {
     if (j_->is_string()) out = j_->get<std::string>();
+    return true;
+  }
+  bool str_or_omit(std::string& out, std::size_t maxLen) { return str(out, maxLen); }
+  template <typename T>
+  bool int_unless(T& out, T /*dflt*/, int64_t lo, int64_t hi) {
+    return int_in(out, lo, hi);
+  }
+  template <typename T>
+  bool int_when(bool /*written*/, T& out, int64_t lo, int64_t hi) {
+    return int_in(out, lo, hi);
+  }
+  template <typename T, typename F>
+  bool list_or_omit(std::vector<T>& out, F&& element) {
+    return list(out, std::forward<F>(element));
+  }
+  template <typename F>
+  bool tuple(std::size_t n, F&& item) {
+    if (!j_->is_array() || j_->size() != n)
+      wire_fail(path_, "expected an array of " + std::to_string(n) + ", got " +
+                           (j_->is_array() ? std::to_string(j_->size()) + " items" : type_name(*j_)));
+    for (std::size_t i = 0; i < n; ++i) {
+      DocIn sub((*j_)[i], path_ + "[" + std::to_string(i) + "]");
+      item(sub, i);
+    }
     return true;
   }
   bool loose_opt_str(std::optional<std::string>& out) {
@@ -559,14 +604,39 @@ class Out {
   }
   template <typename T>
   bool opt_int(std::optional<T>& v, int64_t lo, int64_t hi) {
-    return !v || int_in(*v, lo, hi);
+    return v ? int_in(*v, lo, hi) : absent();
   }
-  bool str(std::string& v, std::size_t) {
+  bool str(std::string& v, std::size_t, std::size_t = 0) {
     begin();
     s_->put_string(v);
     return true;
   }
-  bool opt_str(std::optional<std::string>& v, std::size_t maxLen) { return !v || str(*v, maxLen); }
+  bool str_or_omit(std::string& v, std::size_t maxLen) { return v.empty() || str(v, maxLen); }
+  template <typename T>
+  bool int_unless(T& v, T dflt, int64_t lo, int64_t hi) {
+    return v == dflt || int_in(v, lo, hi);
+  }
+  template <typename T>
+  bool int_when(bool written, T& v, int64_t lo, int64_t hi) {
+    return !written || int_in(v, lo, hi);
+  }
+  template <typename T, typename F>
+  bool list_or_omit(std::vector<T>& in, F&& element) {
+    return in.empty() || list(in, std::forward<F>(element));
+  }
+  template <typename F>
+  bool tuple(std::size_t n, F&& item) {
+    begin();
+    s_->put('[');
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i) s_->put(',');
+      Out e(*s_);
+      item(e, i);
+    }
+    s_->put(']');
+    return true;
+  }
+  bool opt_str(std::optional<std::string>& v, std::size_t maxLen) { return v ? str(*v, maxLen) : absent(); }
   bool opt_str_or_int(std::optional<std::string>& v, std::size_t maxLen) { return opt_str(v, maxLen); }
   bool loose_str(std::string& v) { return str(v, 0); }
   bool loose_opt_str(std::optional<std::string>& v) { return !v || str(*v, 0); }
@@ -591,6 +661,11 @@ class Out {
 
  private:
   Out(Sink& s, std::string_view quotedKey, bool* first) : s_(&s), key_(quotedKey), first_(first) {}
+  // An absent value: left out of an object, null in an array.
+  bool absent() {
+    if (key_.empty()) s_->put("null", 4);
+    return true;
+  }
   // Writes this value's key (once, and only when a value is written).
   void begin() {
     if (first_ == nullptr) return;

@@ -6,185 +6,281 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/codec.hpp"
+#include "protocol/messages.hpp"
+#include "protocol/wire_io.hpp"
 
 namespace rsc::store {
 namespace {
 
 using json = nlohmann::json;
+namespace wire = protocol::wire;
 
 struct Bad {
   std::string what;
 };
 
-// An integer that fits T; anything else (a float, a string, out of range) is Bad. nlohmann would
-// convert a float to an integer type, which is undefined for values out of its range.
-template <typename T>
-T whole(const json& v, const std::string& what) {
-  if (!v.is_number_integer()) throw Bad{what + " has the wrong type"};
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) throw Bad{what + " is out of range"};
-    return static_cast<T>(u);
-  }
-  const auto x = v.get<int64_t>();
-  if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) || x > static_cast<int64_t>(std::numeric_limits<T>::max()))
-    throw Bad{what + " is out of range"};
-  return static_cast<T>(x);
+// ---- the stored records, declared once --------------------------------------------------------
+// Keys in sorted order (the writer writes them so, as a JSON document would have them); "v" is the
+// format version, checked first by the general reader (check_version) before anything else.
+
+struct Lifecycles {
+  std::optional<protocol::MemberLifecycleState> operator()(std::string_view s) const { return protocol::lifecycle_from(s); }
+  std::string unknown(const std::string& s) const { return "unknown lifecycle state '" + s + "'"; }
+};
+
+constexpr auto kMemberFields = wire::table({
+    RSC_WIRE_FIELD("a", Required),    // assigned
+    RSC_WIRE_FIELD("cap", Required),  // [runtimeMaxConcurrency, availableConcurrency]
+    RSC_WIRE_FIELD("e", Required),    // epoch
+    RSC_WIRE_FIELD("hb", Required),   // last heartbeat
+    RSC_WIRE_FIELD("in", Optional),   // instance id, static members only
+    RSC_WIRE_FIELD("lu", Optional),   // lease until
+    RSC_WIRE_FIELD("pe", Required),   // previous epoch
+    RSC_WIRE_FIELD("pg", Optional),   // progress: [[shard, lastDeliveredId, pending, lag]]
+    RSC_WIRE_FIELD("q", Optional),    // quarantined
+    RSC_WIRE_FIELD("qu", Optional),   // quarantined until (with q)
+    RSC_WIRE_RULE,                    // 10: q comes with qu
+    RSC_WIRE_FIELD("r", Optional),    // revoking
+    RSC_WIRE_FIELD("rd", Optional),   // revoke deadline
+    RSC_WIRE_FIELD("rq", Optional),   // last request id
+    RSC_WIRE_FIELD("rs", Optional),   // last answer
+    RSC_WIRE_FIELD("s", Required),    // lifecycle state
+    RSC_WIRE_FIELD("t", Required),    // target
+    RSC_WIRE_FIELD("tu", Optional),   // tombstone until
+    RSC_WIRE_FIELD("v", Required),
+});
+
+constexpr auto kGroupFields = wire::table({
+    RSC_WIRE_FIELD("ae", Required),  // assignment epoch
+    RSC_WIRE_FIELD("c", Required),   // consumer group
+    RSC_WIRE_FIELD("ge", Required),  // group epoch
+    RSC_WIRE_FIELD("mv", Required),  // metadata version
+    RSC_WIRE_FIELD("oc", Optional),  // outage covered until
+    RSC_WIRE_FIELD("p", Required),   // stream prefix
+    RSC_WIRE_FIELD("ps", Optional),  // provisioned shards
+    RSC_WIRE_FIELD("rb", Optional),  // retired below
+    RSC_WIRE_FIELD("rf", Optional),  // retire from
+    RSC_WIRE_FIELD("rg", Optional),  // rollback guard until
+    RSC_WIRE_FIELD("sc", Required),  // shard count
+    RSC_WIRE_FIELD("st", Optional),  // static reservations: [[instance, shards, until, member]]
+    RSC_WIRE_FIELD("v", Required),
+});
+
+constexpr int64_t kI32Min = wire::kI32Min, kI32Max = wire::kI32Max;
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = wire::kI64Max;
+
+// A shard set: a list of integers, kept sorted and distinct.
+template <typename V>
+bool shards_io(V& v, group::ShardSet& s, bool omitEmpty) {
+  auto element = [](V& e, int32_t& x) { return e.int_in(x, kI32Min, kI32Max); };
+  const bool ok = omitEmpty ? v.list_or_omit(s, element) : v.list(s, element);
+  if constexpr (!V::kWrites) s = group::normalized(std::move(s));
+  return ok;
 }
 
-
-group::ShardSet shards_from(const json& j, const char* name) {
-  if (!j.is_array()) throw Bad{std::string(name) + " is not an array"};
-  group::ShardSet out;
-  for (const auto& x : j) {
-    if (!x.is_number_integer()) throw Bad{std::string(name) + " holds a non-integer"};
-    out.push_back(whole<int32_t>(x, name));
-  }
-  return group::normalized(std::move(out));
+template <typename V>
+bool version_io(V& f) {
+  int32_t version = kFormatVersion;
+  return f.int_in(version, 1, kI32Max) && f.check(version <= kFormatVersion, [&] {
+    return "format version " + std::to_string(version) + " is newer than this build reads (" +
+           std::to_string(kFormatVersion) + ")";
+  });
 }
 
-template <typename T>
-T get(const json& j, const char* k) {
-  auto it = j.find(k);
-  if (it == j.end()) throw Bad{std::string("missing \"") + k + "\""};
-  if constexpr (std::is_integral_v<T>) return whole<T>(*it, std::string("\"") + k + "\"");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw Bad{std::string("\"") + k + "\" has the wrong type"};
+template <typename V>
+bool progress_io(V& e, protocol::ShardProgress& p) {
+  return e.tuple(4, [&](V& item, std::size_t i) {
+    switch (i) {
+      case 0:
+        return item.int_in(p.shardIndex, kI32Min, kI32Max);
+      case 1:
+        return item.opt_str(p.lastDeliveredId, 64);
+      case 2:
+        return item.opt_int(p.pending, kI64Min, kI64Max);
+      default:
+        return item.opt_int(p.lag, kI64Min, kI64Max);
+    }
+  });
+}
+
+template <typename V>
+bool member_io(V& v, group::Member& m) {
+  bool quarantineRead = false;
+  return v.object(kMemberFields, [&](V& f, int field) {
+    switch (field) {
+      case 0:
+        return shards_io(f, m.assigned, false);
+      case 1:
+        return f.tuple(2, [&](V& item, std::size_t i) {
+          return i == 0 ? item.int_in(m.capacity.runtimeMaxConcurrency, kI32Min, kI32Max)
+                        : item.int_in(m.capacity.availableConcurrency, kI32Min, kI32Max);
+        });
+      case 2:
+        return f.int_in(m.epoch, kI32Min, kI32Max);
+      case 3:
+        return f.int_in(m.lastHeartbeatMs, kI64Min, kI64Max);
+      case 4:
+        return f.str_or_omit(m.instanceId, 1024) &&
+               f.check(m.instanceId.empty() || protocol::valid_name(m.instanceId),
+                       [] { return std::string("instance id is not a valid name"); });
+      case 5:
+        return f.int_unless(m.leaseUntilMs, group::Millis{0}, kI64Min, kI64Max);
+      case 6:
+        return f.int_in(m.previousEpoch, kI32Min, kI32Max);
+      case 7:
+        return f.list_or_omit(m.progress, [](V& e, protocol::ShardProgress& p) { return progress_io(e, p); });
+      case 8:
+        return shards_io(f, m.quarantined, true);
+      case 9:
+        quarantineRead = true;
+        return f.int_when(!m.quarantined.empty(), m.quarantineUntilMs, kI64Min, kI64Max);
+      case 10:
+        return f.check_at("qu", m.quarantined.empty() || quarantineRead, [] { return std::string("is required with \"q\""); });
+      case 11:
+        return shards_io(f, m.revoking, true);
+      case 12:
+        return f.int_unless(m.revokeDeadlineMs, group::Millis{0}, kI64Min, kI64Max);
+      case 13:
+        return f.str_or_omit(m.lastRequestId, std::size_t{1} << 20);
+      case 14:
+        if constexpr (V::kWrites) {
+          if (!m.lastResponse) return true;
+          auto answer = m.lastResponse->expand(m.lastRequestId, m.id);
+          return protocol::messages::response_io(f, answer);
+        } else {
+          protocol::HeartbeatResponse answer;
+          const bool ok = protocol::messages::response_io(f, answer);
+          m.lastResponse = group::StoredResponse::of(answer);
+          return ok;
+        }
+      case 15:
+        return f.enumerated(m.state, Lifecycles{});
+      case 16:
+        return shards_io(f, m.target, false);
+      case 17:
+        return f.int_unless(m.tombstoneUntilMs, group::Millis{0}, kI64Min, kI64Max);
+      default:
+        return version_io(f);
+    }
+  });
+}
+
+// One static member's reservation: [instance, shards, until, member id].
+struct ReservationRow {
+  std::string instance;
+  group::GroupState::Reservation r;
+};
+
+template <typename V>
+bool group_io(V& v, group::GroupState& g) {
+  return v.object(kGroupFields, [&](V& f, int field) {
+    switch (field) {
+      case 0:
+        return f.int_in(g.assignmentEpoch, kI32Min, kI32Max);
+      case 1:
+        return f.str(g.consumerGroup, 1024, 0);
+      case 2:
+        return f.int_in(g.groupEpoch, kI32Min, kI32Max);
+      case 3:
+        return f.int_in(g.metadataVersion, kI32Min, kI32Max);
+      case 4:
+        return f.int_unless(g.outageCoveredUntilMs, group::Millis{0}, kI64Min, kI64Max);
+      case 5:
+        return f.str(g.streamPrefix, 1024, 0);
+      case 6:
+        return f.int_unless(g.provisionedShards, 0, kI32Min, kI32Max);
+      case 7:
+        return f.int_unless(g.retiredBelow, 0, kI32Min, kI32Max);
+      case 8:
+        return f.opt_int(g.retireFrom, kI32Min, kI32Max);
+      case 9:
+        return f.int_unless(g.rollbackGuardUntilMs, group::Millis{0}, kI64Min, kI64Max);
+      case 10:
+        return f.int_in(g.shardCount, kI32Min, kI32Max);
+      case 11: {
+        std::vector<ReservationRow> rows;
+        if constexpr (V::kWrites)
+          for (const auto& [instance, r] : g.reservations) rows.push_back({instance, r});
+        const bool ok = f.list_or_omit(rows, [](V& e, ReservationRow& row) {
+          return e.tuple(4, [&](V& item, std::size_t i) {
+            switch (i) {
+              case 0:
+                return item.str(row.instance, 1024, 0);
+              case 1:
+                return shards_io(item, row.r.shards, false);
+              case 2:
+                return item.int_in(row.r.untilMs, kI64Min, kI64Max);
+              default:
+                return item.str(row.r.memberId, 1024, 0);
+            }
+          });
+        });
+        if constexpr (!V::kWrites)
+          for (auto& row : rows) g.reservations.emplace(std::move(row.instance), std::move(row.r));
+        return ok;
+      }
+      default:
+        return version_io(f);
+    }
+  });
+}
+
+template <typename T, typename Io>
+std::string write(T& value, Io&& io, std::size_t reserve) {
+  std::string out;
+  out.reserve(reserve);
+  {
+    wire::Sink sink(out);
+    wire::Out w(sink);
+    io(w, value);
   }
+  return out;
 }
 
 void check_version(const json& j) {
   if (!j.is_object()) throw Bad{"not a JSON object"};
-  const auto v = get<int>(j, "v");
+  auto it = j.find("v");
+  if (it == j.end()) throw Bad{"v: is required"};
+  if (!it->is_number_integer()) throw Bad{"v: expected an integer"};
+  const auto v = it->get<int64_t>();
   if (v > kFormatVersion)
     throw Bad{"format version " + std::to_string(v) + " is newer than this build reads (" +
               std::to_string(kFormatVersion) + ")"};
   if (v < 1) throw Bad{"format version " + std::to_string(v) + " is not a version"};
 }
 
-json parse(const std::string& value) {
-  json j = json::parse(value, nullptr, false);
+// Reads one stored record: the fast reader first (what this build writes), else the document,
+// version first, with the fault named.
+template <typename T, typename Io>
+T read(const std::string& text, Io&& io) {
+  T value{};
+  {
+    wire::FastIn in(text);
+    if (io(in, value) && in.at_end()) return value;
+  }
+  json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw Bad{"not valid JSON"};
-  return j;
+  check_version(j);
+  value = T{};
+  try {
+    wire::DocIn in(j, "");
+    io(in, value);
+  } catch (const wire::WireInvalid& e) {
+    throw Bad{e.error.message};
+  }
+  return value;
 }
 
 }  // namespace
 
 std::string encode_group_fields(const group::GroupState& g) {
-  json j{{"v", kFormatVersion},
-         {"p", g.streamPrefix},
-         {"c", g.consumerGroup},
-         {"ge", g.groupEpoch},
-         {"ae", g.assignmentEpoch},
-         {"mv", g.metadataVersion},
-         {"sc", g.shardCount}};
-  if (g.rollbackGuardUntilMs != 0) j["rg"] = g.rollbackGuardUntilMs;
-  if (g.outageCoveredUntilMs != 0) j["oc"] = g.outageCoveredUntilMs;
-  if (g.provisionedShards != 0) j["ps"] = g.provisionedShards;
-  if (g.retireFrom) j["rf"] = *g.retireFrom;
-  if (g.retiredBelow != 0) j["rb"] = g.retiredBelow;
-  if (!g.reservations.empty()) {
-    json rs = json::array();
-    for (const auto& [inst, r] : g.reservations) rs.push_back(json::array({inst, r.shards, r.untilMs, r.memberId}));
-    j["st"] = std::move(rs);
-  }
-  return protocol::dump(j);
+  return write(const_cast<group::GroupState&>(g), [](auto& w, auto& v) { return group_io(w, v); }, 160);
 }
 
-// Written straight into a string (once per member per write: a steady heartbeat writes its
-// member), keys in sorted order as a JSON document would have them.
+// Written straight into a string (once per member per write: a steady heartbeat writes its member).
 std::string encode_member(const group::Member& m) {
-  std::string out;
-  out.reserve(m.lastResponse ? 420 : 160);
-  auto num = [&](int64_t v) {
-    char buf[24];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, static_cast<std::size_t>(r.ptr - buf));
-  };
-  auto list = [&](const group::ShardSet& shards) {
-    out += '[';
-    for (std::size_t i = 0; i < shards.size(); ++i) {
-      if (i) out += ',';
-      num(shards[i]);
-    }
-    out += ']';
-  };
-  out += "{\"a\":";
-  list(m.assigned);
-  out += ",\"cap\":[";
-  num(m.capacity.runtimeMaxConcurrency);
-  out += ',';
-  num(m.capacity.availableConcurrency);
-  out += "],\"e\":";
-  num(m.epoch);
-  out += ",\"hb\":";
-  num(m.lastHeartbeatMs);
-  if (!m.instanceId.empty()) {
-    out += ",\"in\":";
-    protocol::append_json_string(out, m.instanceId);
-  }
-  if (m.leaseUntilMs != 0) {
-    out += ",\"lu\":";
-    num(m.leaseUntilMs);
-  }
-  out += ",\"pe\":";
-  num(m.previousEpoch);
-  if (!m.progress.empty()) {
-    out += ",\"pg\":[";
-    for (std::size_t i = 0; i < m.progress.size(); ++i) {
-      const auto& p = m.progress[i];
-      if (i) out += ',';
-      out += '[';
-      num(p.shardIndex);
-      out += ',';
-      if (p.lastDeliveredId)
-        protocol::append_json_string(out, *p.lastDeliveredId);
-      else
-        out += "null";
-      out += ',';
-      if (p.pending) num(*p.pending); else out += "null";
-      out += ',';
-      if (p.lag) num(*p.lag); else out += "null";
-      out += ']';
-    }
-    out += ']';
-  }
-  if (!m.quarantined.empty()) {
-    out += ",\"q\":";
-    list(m.quarantined);
-    out += ",\"qu\":";
-    num(m.quarantineUntilMs);
-  }
-  if (!m.revoking.empty()) {
-    out += ",\"r\":";
-    list(m.revoking);
-  }
-  if (m.revokeDeadlineMs != 0) {
-    out += ",\"rd\":";
-    num(m.revokeDeadlineMs);
-  }
-  if (!m.lastRequestId.empty()) {
-    out += ",\"rq\":";
-    protocol::append_json_string(out, m.lastRequestId);
-  }
-  if (m.lastResponse) {
-    out += ",\"rs\":";
-    protocol::append_response(out, m.lastResponse->expand(m.lastRequestId, m.id));
-  }
-  out += ",\"s\":\"";
-  out += protocol::to_string(m.state);
-  out += "\",\"t\":";
-  list(m.target);
-  if (m.tombstoneUntilMs != 0) {
-    out += ",\"tu\":";
-    num(m.tombstoneUntilMs);
-  }
-  out += ",\"v\":";
-  num(kFormatVersion);
-  out += '}';
-  return out;
+  return write(const_cast<group::Member&>(m), [](auto& w, auto& v) { return member_io(w, v); },
+               m.lastResponse ? 420 : 160);
 }
 
 bool is_remnant(const FieldMap& fields) {
@@ -220,79 +316,18 @@ Result<group::GroupState> decode_group(const GroupKey& key, const FieldMap& fiel
     field = kGroupField;
     auto gf = fields.find(kGroupField);
     if (gf == fields.end()) throw Bad{"missing"};
-    json j = parse(gf->second);
-    check_version(j);
-    g.streamPrefix = get<std::string>(j, "p");
-    g.consumerGroup = get<std::string>(j, "c");
+    const auto revision = g.storeRevision;
+    g = read<group::GroupState>(gf->second, [](auto& in, auto& v) { return group_io(in, v); });
+    g.storeRevision = revision;
     if (g.streamPrefix != key.streamPrefix || g.consumerGroup != key.consumerGroup)
       throw Bad{"belongs to " + g.streamPrefix + "/" + g.consumerGroup};
-    g.groupEpoch = get<int32_t>(j, "ge");
-    g.assignmentEpoch = get<int32_t>(j, "ae");
-    g.metadataVersion = get<int32_t>(j, "mv");
-    g.shardCount = get<int32_t>(j, "sc");
-    g.rollbackGuardUntilMs = j.contains("rg") ? get<int64_t>(j, "rg") : 0;
-    g.outageCoveredUntilMs = j.contains("oc") ? get<int64_t>(j, "oc") : 0;
-    g.provisionedShards = j.contains("ps") ? get<int32_t>(j, "ps") : 0;
-    if (j.contains("rf")) g.retireFrom = get<int32_t>(j, "rf");
-    g.retiredBelow = j.contains("rb") ? get<int32_t>(j, "rb") : 0;
-    if (j.contains("st")) {
-      for (const auto& e : j.at("st")) {
-        if (!e.is_array() || e.size() != 4 || !e[0].is_string() || !e[2].is_number_integer() || !e[3].is_string())
-          throw Bad{"\"st\" entry is malformed"};
-        group::GroupState::Reservation r;
-        r.shards = shards_from(e[1], "st");
-        r.untilMs = whole<int64_t>(e[2], "\"st\" until");
-        r.memberId = e[3].get<std::string>();
-        g.reservations.emplace(e[0].get<std::string>(), std::move(r));
-      }
-    }
 
     const std::string prefix = kMemberFieldPrefix;
     for (auto it = fields.lower_bound(prefix); it != fields.end() && it->first.rfind(prefix, 0) == 0; ++it) {
       field = it->first;
-      json mj = parse(it->second);
-      check_version(mj);
-      group::Member m;
+      auto m = read<group::Member>(it->second, [](auto& in, auto& v) { return member_io(in, v); });
       m.id = it->first.substr(prefix.size());
       if (!protocol::valid_name(m.id)) throw Bad{"member id is not a valid name"};
-      m.epoch = get<int32_t>(mj, "e");
-      m.previousEpoch = get<int32_t>(mj, "pe");
-      auto st = protocol::lifecycle_from(get<std::string>(mj, "s"));
-      if (!st) throw Bad{"unknown lifecycle state"};
-      m.state = *st;
-      m.lastHeartbeatMs = get<int64_t>(mj, "hb");
-      m.assigned = shards_from(mj.at("a"), "a");
-      m.target = shards_from(mj.at("t"), "t");
-      if (mj.contains("r")) m.revoking = shards_from(mj.at("r"), "r");
-      m.revokeDeadlineMs = mj.contains("rd") ? get<int64_t>(mj, "rd") : 0;
-      m.tombstoneUntilMs = mj.contains("tu") ? get<int64_t>(mj, "tu") : 0;
-      m.leaseUntilMs = mj.contains("lu") ? get<int64_t>(mj, "lu") : 0;
-      if (mj.contains("q")) {
-        m.quarantined = shards_from(mj.at("q"), "q");
-        m.quarantineUntilMs = get<int64_t>(mj, "qu");
-      }
-      const auto capIt = mj.find("cap");
-      if (capIt == mj.end() || !capIt->is_array() || capIt->size() != 2) throw Bad{"\"cap\" must hold two numbers"};
-      m.capacity = {whole<int32_t>((*capIt)[0], "\"cap\""), whole<int32_t>((*capIt)[1], "\"cap\"")};
-      if (mj.contains("pg")) {
-        for (const auto& p : mj.at("pg")) {
-          if (!p.is_array() || p.size() != 4 || !p[0].is_number_integer()) throw Bad{"\"pg\" entry is malformed"};
-          protocol::ShardProgress sp;
-          sp.shardIndex = whole<int32_t>(p[0], "\"pg\" shard");
-          if (p[1].is_string()) sp.lastDeliveredId = p[1].get<std::string>();
-          if (p[2].is_number_integer()) sp.pending = whole<int64_t>(p[2], "\"pg\" pending");
-          if (p[3].is_number_integer()) sp.lag = whole<int64_t>(p[3], "\"pg\" lag");
-          m.progress.push_back(sp);
-        }
-      }
-      m.instanceId = mj.value("in", std::string());
-      if (!m.instanceId.empty() && !protocol::valid_name(m.instanceId)) throw Bad{"instance id is not a valid name"};
-      m.lastRequestId = mj.value("rq", std::string());
-      if (mj.contains("rs")) {
-        auto d = protocol::decode_heartbeat_response_json(mj.at("rs"));
-        if (!d.ok()) throw Bad{"stored response: " + d.error.message};
-        m.lastResponse = group::StoredResponse::of(*d.value);
-      }
       g.members.emplace(m.id, std::move(m));
     }
   } catch (const Bad& b) {
