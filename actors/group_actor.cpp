@@ -57,7 +57,7 @@ void refuse(Self self, const Batch& ws, const std::string& why) {
   auto& st = self->state;
   for (const auto& w : ws) {
     if (w->t.kind != WorkKind::Metadata) fail(self, *w, retryable(why));
-    else self->send(st.store, task_atom::value, StoreTask{[key = st.key, at = now(self)](store::GroupStore& s) { s.mark_due(key, at); }});
+    else self->send(st.store, task_atom::value, StoreTask{[key = st.key, at = now(self)](store::PodRegistry& s) { s.mark_due(key, at); }});
   }
 }
 
@@ -129,7 +129,7 @@ void commit(Self self, Batch ws, group::Outcome&& o, double computeSeconds, cons
           s.report.stored(f->events, s.c, f->computeSeconds, now(self));
           if (!f->wake.empty()) {  // best effort: a lost message only means the member learns at its next heartbeat
             const auto message = group::notification_message(s.c.state().groupEpoch, f->wake);
-            self->send(s.store, task_atom::value, StoreTask{[key = s.key, message](store::GroupStore& gs) { gs.notify(key, message); }});
+            self->send(s.store, task_atom::value, StoreTask{[key = s.key, message](store::GroupStateStore& gs) { gs.notify(key, message); }});
             if (m) m->notified(f->wake.size());
           }
           return answered(self, written);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <type_traits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -168,8 +169,26 @@ struct DeleteStoreReply {
   store::Result<store::DeleteStatus> result;
 };
 // Any other store work, run on the store actor's thread; it answers through its own callback.
+// A task takes the part of the store it uses (store::GroupStateStore, StreamStore or PodRegistry,
+// or group state and streams together); only the store actor holds the whole.
 struct StoreTask {
+  StoreTask() = default;
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, StoreTask>>>
+  StoreTask(F f) : run(bind(std::move(f))) {}
   std::function<void(store::GroupStore&)> run;
+
+ private:
+  template <typename F>
+  static std::function<void(store::GroupStore&)> bind(F f) {
+    if constexpr (std::is_invocable_v<F&, store::GroupStateStore&, store::StreamStore&>) {
+      return [f = std::move(f)](store::GroupStore& s) mutable { f(s, s); };
+    } else {
+      static_assert(std::is_invocable_v<F&, store::GroupStateStore&> || std::is_invocable_v<F&, store::StreamStore&> ||
+                        std::is_invocable_v<F&, store::PodRegistry&>,
+                    "a store task takes the part of the store it uses, not the whole GroupStore");
+      return [f = std::move(f)](store::GroupStore& s) mutable { f(s); };
+    }
+  }
 };
 
 }  // namespace rsc::actors

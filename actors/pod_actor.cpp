@@ -19,7 +19,9 @@ namespace rsc::actors {
 namespace {
 
 struct PodState {
-  std::shared_ptr<store::GroupStore> store;
+  // The two parts of the store a pod's own work uses: its registry and the streams.
+  std::shared_ptr<store::PodRegistry> pods;
+  std::shared_ptr<store::StreamStore> streams;
   std::shared_ptr<PodContext> pod;
   PodActorConfig cfg;
   bool indexed = false;  // groups written before the deadline index existed were indexed
@@ -60,7 +62,7 @@ void beat(Self self) {
   std::string address = st.pod->address();
   const bool mayBeNew = st.failing || sent - st.lastOk >= st.cfg.podLeaseMs / 2;
   if (address == st.publishedAddress && !mayBeNew) address.clear();
-  auto r = st.store->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit, address);
+  auto r = st.pods->pod_beat(st.pod->pod_id(), st.cfg.podLeaseMs, st.cfg.dueLimit, address);
   const auto received = st.pod->local_now();
   if (!r.ok()) {
     if (!st.failing) log::warn("pod " + st.pod->pod_id() + ": pod registry not reachable: " + r.error.message);
@@ -85,7 +87,7 @@ void beat(Self self) {
   st.pod->registry_seen(sent, received, r.value->storeTimeMs, seen);
   st.pod->set_live_pods(r.value->livePods);
   if (!st.indexed) {
-    auto n = st.store->index_missing_deadlines(r.value->storeTimeMs);
+    auto n = st.pods->index_missing_deadlines(r.value->storeTimeMs);
     if (n.ok()) {
       st.indexed = true;
       if (*n.value > 0)
@@ -109,7 +111,7 @@ void sample_lag(Self self) {
   if (!st.lag.in_progress()) {
     if (!st.lag.due(st.pod->local_now())) return;
     st.lag.begin(st.pod->local_now());
-    auto streams = st.store->list_streams();
+    auto streams = st.streams->list_streams();
     if (!streams.ok()) return m->lag_round(false, 0);
     std::vector<std::string> mine;
     for (const auto& s : *streams.value)
@@ -124,28 +126,28 @@ void sample_lag(Self self) {
     const auto& stream = *next;
     // The stream's retention first (each round: an age bound moves with time, acks move
     // processedByAllGroups); what it trims moves the fingerprint, so the figures follow.
-    if (auto retention = st.store->get_retention(stream); !retention.ok()) {
+    if (auto retention = st.streams->get_retention(stream); !retention.ok()) {
       st.lag.failed();
     } else if (const auto trim = group::trim_for(*retention.value, st.pod->now()); trim.mode != group::Trim::Mode::None) {
-      auto t = st.store->trim_stream(stream, trim);
+      auto t = st.streams->trim_stream(stream, trim);
       if (t.ok()) m->trimmed(stream, *t.value);
       else st.lag.failed(), log::warn("stream " + stream + ": retention not applied: " + t.error.message);
     }
-    auto fingerprint = st.store->stream_fingerprint(stream);
+    auto fingerprint = st.streams->stream_fingerprint(stream);
     if (!fingerprint.ok()) {
       st.lag.failed();
       continue;
     }
     const auto at = st.pod->local_now();
     if (!st.lag.groups_due(stream, *fingerprint.value, at)) continue;  // nothing changed that the last figures do not show
-    auto reading = st.store->read_stream(stream);
+    auto reading = st.streams->read_stream(stream);
     if (!reading.ok()) {
       st.lag.failed();
       continue;
     }
     st.lag.groups_read(stream, *fingerprint.value, at, reading.value->has_value());
     if (!reading.value->has_value()) continue;
-    auto groups = st.store->list_stream_groups(stream);
+    auto groups = st.streams->list_stream_groups(stream);
     const auto& r = **reading.value;
     int64_t length = 0;
     for (const auto& shard : r.shards) length += shard.length.value_or(0);
@@ -170,7 +172,7 @@ std::optional<protocol::StreamMetadata> step_stream(PodState& st, const std::str
   group::ScaleCall call;
   call.op = op;
   call.expectedVersion = version;
-  auto r = st.store->scale_stream(stream, call);
+  auto r = st.streams->scale_stream(stream, call);
   if (!r.ok()) {
     log::warn("stream " + stream + ": " + failed + ": " + r.error.message);
     return std::nullopt;
@@ -194,7 +196,7 @@ bool carry_shrink(Self self, const std::string& stream, std::optional<protocol::
     const std::string range = std::to_string(step.from) + ".." + std::to_string(step.to - 1);
     switch (step.action) {
       case group::ShrinkAction::Forget:
-        st.store->forget_draining(stream);
+        st.streams->forget_draining(stream);
         return false;
       case group::ShrinkAction::WaitUntil: {
         const auto wake = st.pod->local_now() + (step.dueAtMs - st.pod->now());
@@ -202,7 +204,7 @@ bool carry_shrink(Self self, const std::string& stream, std::optional<protocol::
         return false;
       }
       case group::ShrinkAction::ReadShards: {
-        auto reading = st.store->read_stream(stream);
+        auto reading = st.streams->read_stream(stream);
         if (!reading.ok() || !reading.value->has_value()) return true;  // read again next round
         p.reading = std::move(**reading.value);
         break;
@@ -235,7 +237,7 @@ bool carry_shrink(Self self, const std::string& stream, std::optional<protocol::
         break;
       }
       case group::ShrinkAction::DeleteKeys: {
-        auto gone = st.store->delete_shard_streams(stream, p.meta->keyStyle, step.from, step.to);
+        auto gone = st.streams->delete_shard_streams(stream, p.meta->keyStyle, step.from, step.to);
         if (!gone.ok()) {
           log::warn("stream " + stream + ": retired shards " + range + ": deleting their streams failed (retried): " +
                     gone.error.message);
@@ -265,12 +267,12 @@ void retire_drained(Self self) {
   if (!group::draining_read_due(st.lastDrainingRead, at, !st.drainSaid.empty(), st.retiredWake)) return;
   st.lastDrainingRead = at;
   st.retiredWake.reset();
-  auto streams = st.store->draining_streams();
+  auto streams = st.streams->draining_streams();
   if (!streams.ok()) return;
   std::set<std::string> watched;
   for (const auto& stream : *streams.value) {
     if (!st.pod->has_duty(group::lag_duty_key(stream))) continue;
-    auto meta = st.store->get_stream(stream);
+    auto meta = st.streams->get_stream(stream);
     if (!meta.ok()) continue;
     if (carry_shrink(self, stream, std::move(*meta.value))) watched.insert(stream);
   }
@@ -280,7 +282,8 @@ void retire_drained(Self self) {
 
 caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std::shared_ptr<PodContext> pod,
                         PodActorConfig cfg) {
-  self->state.store = std::move(store);
+  self->state.pods = store;
+  self->state.streams = std::move(store);
   self->state.pod = std::move(pod);
   self->state.cfg = std::move(cfg);
   self->state.lag = group::LagRounds(self->state.cfg.lagIntervalMs);
@@ -288,7 +291,7 @@ caf::behavior pod_actor(Self self, std::shared_ptr<store::GroupStore> store, std
     // Leaving the registry at once hands this pod's groups to the others without waiting a lease;
     // it stops writing and answering alone first, so that a pod registering next may start at once.
     self->state.pod->stop_authority();
-    auto r = self->state.store->pod_leave(self->state.pod->pod_id());
+    auto r = self->state.pods->pod_leave(self->state.pod->pod_id());
     if (r.ok()) log::info("pod " + self->state.pod->pod_id() + ": left the pod registry");
     self->quit(em.reason);
   });

@@ -188,7 +188,7 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
   const store::StreamPut put{req.shardCount.value_or(impl_->defaultShardCount), req.keyStyle, createOnly};
   const std::string who = req.requestedBy.empty() ? std::string() : " requested by " + req.requestedBy +
                                                                         (req.reason.empty() ? "" : " (" + req.reason + ")");
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
                    auto r = s.write_stream(prefix, put);
                    if (r.ok() && r.value->outcome != store::StreamWrite::Outcome::Same &&
                        r.value->outcome != store::StreamWrite::Outcome::Exists) {
@@ -220,14 +220,14 @@ void Service::producer_routing(const protocol::GroupKey& key,
                                std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) {
   using R = http::Answer<std::optional<protocol::StreamMetadata>>;
   const std::string startId = impl_->groupStart.start_id(key);
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStateStore& groups, store::StreamStore& s) {
                    auto meta = s.get_stream(key.streamPrefix);
                    if (!meta.ok() || !meta.value->has_value()) return done(answer(std::move(meta)));
                    const auto& m = **meta.value;
                    // Producers write with NOMKSTREAM: the shard streams and the group's consumer
                    // group must exist before the first record. Every time (a stream deleted or a
                    // Redis restarted empty is repaired; what exists costs a BUSYGROUP answer).
-                   auto p = s.provision(key, m.shardCount, startId);
+                   auto p = groups.provision(key, m.shardCount, startId);
                    if (!p.ok()) return done(R::failure(problem(p.error)));
                    if (*p.value > 0)
                      log::info("group " + key.str() + ": created the consumer group on " + std::to_string(*p.value) +
@@ -239,12 +239,12 @@ void Service::producer_routing(const protocol::GroupKey& key,
 void Service::get_stream(const std::string& prefix,
                          std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,
-                 StoreTask{[=](store::GroupStore& s) { done(answer(s.get_stream(prefix))); }});
+                 StoreTask{[=](store::StreamStore& s) { done(answer(s.get_stream(prefix))); }});
 }
 
 void Service::get_retention(const std::string& prefix,
                             std::function<void(http::Answer<std::optional<protocol::Retention>>)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
                    using A = http::Answer<std::optional<protocol::Retention>>;
                    auto meta = s.get_stream(prefix);
                    if (!meta.ok()) return done(A::failure(problem(meta.error)));
@@ -258,7 +258,7 @@ void Service::get_retention(const std::string& prefix,
 void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                            std::function<void(http::Answer<http::ScaleDone>)> done) {
   auto gateways = impl_->gateways;
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
                    using A = http::Answer<http::ScaleDone>;
                    auto meta = s.get_stream(prefix);
                    if (!meta.ok()) return done(A::failure(problem(meta.error)));
@@ -297,7 +297,7 @@ void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
 }
 
 void Service::set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
                    auto set = s.set_retention(prefix, r);
                    if (set.ok() && *set.value)
                      log::info("stream " + prefix + ": retention " + protocol::encode_retention(r));
@@ -307,11 +307,11 @@ void Service::set_retention(const std::string& prefix, protocol::Retention r, st
 
 void Service::list_groups(const std::string& prefix, std::function<void(http::Answer<std::vector<std::string>>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,
-                 StoreTask{[=](store::GroupStore& s) { done(answer(s.list_stream_groups(prefix))); }});
+                 StoreTask{[=](store::StreamStore& s) { done(answer(s.list_stream_groups(prefix))); }});
 }
 
 void Service::list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) { done(answer(s.list_streams())); }});
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) { done(answer(s.list_streams())); }});
 }
 
 void Service::audit(const std::string& line) { log::info(line); }
@@ -325,7 +325,7 @@ void Service::describe(const protocol::GroupKey& key,
                  DescribeCall{[done, key, store, metrics](store::Result<std::optional<std::string>> r) {
                    if (!r.ok() || !r.value->has_value()) return done(answer(std::move(r)));
                    auto body = std::make_shared<std::string>(std::move(**r.value));
-                   caf::anon_send(store, task_atom::value, StoreTask{[done, key, body, metrics](store::GroupStore& s) {
+                   caf::anon_send(store, task_atom::value, StoreTask{[done, key, body, metrics](store::GroupStateStore& s) {
                                     auto j = nlohmann::json::parse(*body, nullptr, false);
                                     auto dead = s.dead_letters(key, 0);
                                     if (dead.ok() && metrics) metrics->dead_letters(key.streamPrefix, key.consumerGroup, dead.value->total);
@@ -366,12 +366,12 @@ void Service::reset_offsets(const protocol::GroupKey& key, std::string position,
 void Service::dead_letters(const protocol::GroupKey& key, int64_t limit,
                            std::function<void(http::Answer<protocol::DeadLetterPage>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,
-                 StoreTask{[=](store::GroupStore& s) { done(answer(s.dead_letters(key, limit))); }});
+                 StoreTask{[=](store::GroupStateStore& s) { done(answer(s.dead_letters(key, limit))); }});
 }
 
 void Service::redrive(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
                       std::function<void(http::Answer<protocol::DeadLetterMove>)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStateStore& s) {
                    auto r = s.redrive(key, deadLetterIds, limit);
                    if (r.ok() && r.value->moved > 0)
                      log::info("group " + key.str() + ": " + std::to_string(r.value->moved) +
@@ -382,7 +382,7 @@ void Service::redrive(const protocol::GroupKey& key, std::vector<std::string> de
 
 void Service::discard_dead_letters(const protocol::GroupKey& key, std::vector<std::string> deadLetterIds, int64_t limit,
                                    std::function<void(http::Answer<protocol::DeadLetterMove>)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStateStore& s) {
                    auto r = s.discard_dead_letters(key, deadLetterIds, limit);
                    if (r.ok() && r.value->moved > 0)
                      log::info("group " + key.str() + ": " + std::to_string(r.value->moved) + " dead letter(s) discarded");
@@ -399,7 +399,7 @@ void Service::ready(std::function<void(bool, std::string)> done) {
   auto known = pod->ready(fresh, grace);
   if (!known.ready) return done(false, known.why);
   const auto asked = std::chrono::steady_clock::now();
-  caf::anon_send(impl_->probe, task_atom::value, StoreTask{[=](store::GroupStore& s) {
+  caf::anon_send(impl_->probe, task_atom::value, StoreTask{[=](store::PodRegistry& s) {
                    if (std::chrono::steady_clock::now() - asked > std::chrono::milliseconds(200)) {
                      auto v = pod->ready(fresh, grace);  // the probe queue is behind: what is known
                      return done(v.ready, v.why);
