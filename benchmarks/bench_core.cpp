@@ -40,8 +40,43 @@ void BM_AssignOneJoin(benchmark::State& st) {
   st.counters["shards"] = shards;
 }
 
+// The other assignors on the same inputs, one member joining a balanced group: range, and rack
+// aware with members and shards over three zones (what a recomputed target costs each).
+group::Racks three_zones(const std::vector<std::string>& ids, int32_t shards) {
+  group::Racks r;
+  for (std::size_t i = 0; i < ids.size(); ++i) r.member[ids[i]] = "zone-" + std::to_string(i % 3);
+  for (int32_t s = 0; s < shards; ++s) r.shard.push_back("zone-" + std::to_string((s * 7) % 3));
+  return r;
+}
+void BM_AssignRangeOneJoin(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  const int32_t shards = static_cast<int32_t>(st.range(1));
+  group::AssignmentSpec spec{member_ids(members), shards, {}};
+  spec.current = group::assign_range(spec);
+  spec.members.push_back("joiner");
+  for (auto _ : st) benchmark::DoNotOptimize(group::assign_range(spec));
+  st.counters["members"] = members + 1;
+  st.counters["shards"] = shards;
+}
+void BM_AssignRackAwareOneJoin(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  const int32_t shards = static_cast<int32_t>(st.range(1));
+  auto ids = member_ids(members);
+  ids.push_back("joiner");
+  const auto racks = three_zones(ids, shards);
+  ids.pop_back();
+  group::AssignmentSpec spec{ids, shards, {}};
+  spec.current = group::assign_rack_aware(spec, racks);
+  spec.members.push_back("joiner");
+  for (auto _ : st) benchmark::DoNotOptimize(group::assign_rack_aware(spec, racks));
+  st.counters["members"] = members + 1;
+  st.counters["shards"] = shards;
+}
+
 BENCHMARK(BM_AssignFull)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AssignOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AssignRangeOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AssignRackAwareOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
 
 // A stable group of `members` members; returns it with each member's epoch and shards.
 group::GroupState stable_group(int members, int32_t shards, const group::Config& cfg, group::Millis now) {

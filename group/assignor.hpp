@@ -1,4 +1,5 @@
-// The uniform sticky assignor (SPEC §3 rule 4): stateless, deterministic, order independent.
+// The assignors: pure, stateless, deterministic and independent of the order members are given in.
+// Whatever they return, the core's rules (revoke before assign, epochs, leases) carry it out.
 #pragma once
 
 #include <map>
@@ -19,5 +20,26 @@ struct AssignmentSpec {
 // current shards up to its quota; a balanced input comes back unchanged. Members that hold more
 // shards keep the larger quota, so one join or leave moves only what the balance needs.
 std::map<std::string, ShardSet> assign_uniform_sticky(const AssignmentSpec& spec);
+
+// Contiguous blocks of shard indices in member-id order (as Kafka's range assignor): counts differ by
+// at most one. Which members get the one more is chosen to keep the most of what members hold now
+// (with no current input: the first ones), so a block moves only where the boundaries must.
+std::map<std::string, ShardSet> assign_range(const AssignmentSpec& spec);
+
+// Racks (zones) of members and shards: "" (or a shard past the list) is none, matching nothing.
+struct Racks {
+  std::map<std::string, std::string> member;  // member id -> rack
+  std::vector<std::string> shard;             // shard index -> rack
+  const std::string& of_member(const std::string& id) const;
+  const std::string& of_shard(int32_t s) const;
+};
+
+// Rack aware: the uniform assignor's balance (counts differ by at most one) and, within it, as
+// many shards as can be read from a member of their own rack (the fewest shards read across racks
+// that any balanced assignment allows), keeping current shards where that costs no locality.
+std::map<std::string, ShardSet> assign_rack_aware(const AssignmentSpec& spec, const Racks& racks);
+
+// How many shards a target has read by a member of another rack (or where either has none).
+int32_t cross_rack_shards(const std::map<std::string, ShardSet>& target, const Racks& racks);
 
 }  // namespace rsc::group
