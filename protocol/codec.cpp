@@ -42,13 +42,7 @@ const json& require(const json& obj, const std::string& parent, const char* key)
 }
 
 int64_t as_int(const json& v, const std::string& field, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) fail(field, "expected an integer, got " + type_name(v));
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-    fail(field, "must be at most " + std::to_string(hi));
-  const int64_t x = v.get<int64_t>();
-  if (x < lo) fail(field, "must be at least " + std::to_string(lo));
-  if (x > hi) fail(field, "must be at most " + std::to_string(hi));
-  return x;
+  return wire::checked_int(v, field, lo, hi);
 }
 
 std::string as_string(const json& v, const std::string& field, std::size_t maxLen) {

@@ -148,8 +148,42 @@ inline void append_int(std::string& out, int64_t v) {
   out.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
 
+// What both readers do alike: the writer's hints (leave out when empty or at its default) mean
+// nothing to a reader, which reads the value when it is there.
+template <class Reader>
+class ReadsHints {
+ public:
+  bool str_or_omit(std::string& out, std::size_t maxLen) { return self().str(out, maxLen); }
+  template <typename T>
+  bool int_unless(T& out, T /*dflt*/, int64_t lo, int64_t hi) {
+    return self().int_in(out, lo, hi);
+  }
+  template <typename T>
+  bool int_when(bool /*written*/, T& out, int64_t lo, int64_t hi) {
+    return self().int_in(out, lo, hi);
+  }
+  template <typename T, typename F>
+  bool list_or_omit(std::vector<T>& out, F&& element) {
+    return self().list(out, std::forward<F>(element));
+  }
+
+ private:
+  Reader& self() { return static_cast<Reader&>(*this); }
+};
+
+// An integer of a document in [lo, hi], or the reason it is not one, naming `field`.
+inline int64_t checked_int(const json& v, const std::string& field, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) wire_fail(field, "expected an integer, got " + type_name(v));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+    wire_fail(field, "must be at most " + std::to_string(hi));
+  const int64_t x = v.get<int64_t>();
+  if (x < lo) wire_fail(field, "must be at least " + std::to_string(lo));
+  if (x > hi) wire_fail(field, "must be at most " + std::to_string(hi));
+  return x;
+}
+
 // ---- FastIn -----------------------------------------------------------------------------------
-class FastIn {
+class FastIn : public ReadsHints<FastIn> {
  public:
   static constexpr bool kWrites = false;
   explicit FastIn(std::string_view body) : p_(body.data()), end_(body.data() + body.size()) {}
@@ -222,19 +256,6 @@ class FastIn {
     if (!text(v, maxLen, minLen)) return false;
     out.assign(v.data(), v.size());
     return true;
-  }
-  bool str_or_omit(std::string& out, std::size_t maxLen) { return str(out, maxLen); }
-  template <typename T>
-  bool int_unless(T& out, T /*dflt*/, int64_t lo, int64_t hi) {
-    return int_in(out, lo, hi);
-  }
-  template <typename T>
-  bool int_when(bool /*written*/, T& out, int64_t lo, int64_t hi) {
-    return int_in(out, lo, hi);
-  }
-  template <typename T, typename F>
-  bool list_or_omit(std::vector<T>& out, F&& element) {
-    return list(out, std::forward<F>(element));
   }
   // [item 0, ..., item n-1]: exactly n items.
   template <typename F>
@@ -366,7 +387,7 @@ class FastIn {
 };
 
 // ---- DocIn ------------------------------------------------------------------------------------
-class DocIn {
+class DocIn : public ReadsHints<DocIn> {
  public:
   static constexpr bool kWrites = false;
   DocIn(const json& j, std::string path) : j_(&j), path_(std::move(path)) {}
@@ -405,14 +426,7 @@ class DocIn {
   }
   template <typename T>
   bool int_in(T& out, int64_t lo, int64_t hi) {
-    const json& v = *j_;
-    if (!v.is_number_integer()) wire_fail(path_, "expected an integer, got " + type_name(v));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-      wire_fail(path_, "must be at most " + std::to_string(hi));
-    const int64_t x = v.get<int64_t>();
-    if (x < lo) wire_fail(path_, "must be at least " + std::to_string(lo));
-    if (x > hi) wire_fail(path_, "must be at most " + std::to_string(hi));
-    out = static_cast<T>(x);
+    out = static_cast<T>(checked_int(*j_, path_, lo, hi));
     return true;
   }
   template <typename T>
@@ -451,19 +465,6 @@ class DocIn {
   bool loose_str(std::string& out) {
     if (j_->is_string()) out = j_->get<std::string>();
     return true;
-  }
-  bool str_or_omit(std::string& out, std::size_t maxLen) { return str(out, maxLen); }
-  template <typename T>
-  bool int_unless(T& out, T /*dflt*/, int64_t lo, int64_t hi) {
-    return int_in(out, lo, hi);
-  }
-  template <typename T>
-  bool int_when(bool /*written*/, T& out, int64_t lo, int64_t hi) {
-    return int_in(out, lo, hi);
-  }
-  template <typename T, typename F>
-  bool list_or_omit(std::vector<T>& out, F&& element) {
-    return list(out, std::forward<F>(element));
   }
   template <typename F>
   bool tuple(std::size_t n, F&& item) {
