@@ -305,10 +305,13 @@ class PodForwarder : public Forwarder {
   // descriptors for links it does not use, as the HTTP pool holds none for connections).
   static constexpr auto kLinkIdleClose = std::chrono::milliseconds(1000);
   static constexpr auto kHttpOnlyFor = std::chrono::seconds(60);
+  // The largest answer frame taken from another pod (a describe of a large group is far larger than
+  // any request; a frame claiming more means the link is broken).
+  static constexpr std::size_t kMaxAnswerFrame = 64u << 20;
 
   // `clientCtx`: the current context to forward over TLS with (null: plain HTTP).
   PodForwarder(net::io_context& ioc, const ServerOptions& opts, std::function<SslCtx()> clientCtx)
-      : ioc_(ioc), opts_(opts), sweep_(ioc), linkSweep_(ioc), clientCtx_(std::move(clientCtx)) {}
+      : ioc_(ioc), opts_(opts), sweep_(ioc), clientCtx_(std::move(clientCtx)) {}
 
   void forward(const std::string& address, const HttpRequest& req, Respond respond,
                std::function<void(std::string)> failed) override {
@@ -381,7 +384,7 @@ class PodForwarder : public Forwarder {
     if (!call->call.authorization.empty()) r.set(bhttp::field::authorization, call->call.authorization);
     r.set(kForwardedByHeader, call->call.forwardedBy);
     r.keep_alive(true);
-    r.body() = call->call.body;
+    r.body() = call->call.body;  // copied: a call that fails here may be sent again over a link
     r.prepare_payload();
     send(call, take(call->address));
   }
@@ -422,7 +425,7 @@ class PodForwarder : public Forwarder {
     link::append_call(l->out, id, call->call);
     l->lastUsed = now;
     if (l->open) queue_flush(l);
-    if (!linkSweeping_) sweep_links_later();
+    sweep_later();
   }
 
   // Connects (resolving a name, then TLS when the pods speak HTTPS) and asks for the link; the calls
@@ -434,7 +437,7 @@ class PodForwarder : public Forwarder {
     l->up->tcp().expires_after(std::chrono::milliseconds(opts_.forwardTimeoutMs));
     auto connect = [this, l](tcp::endpoint ep, std::string verifyName) {
       l->up->tcp().async_connect(ep, [this, l, verifyName](beast::error_code ec) {
-        if (ec) return link_broken(l, ec == beast::error::timeout ? "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms" : "could not be reached (connect: " + ec.message() + ")", false);
+        if (ec) return link_broken(l, ec == beast::error::timeout ? late() : "could not be reached (connect: " + ec.message() + ")", false);
         beast::error_code ignored;
         l->up->tcp().socket().set_option(tcp::no_delay(true), ignored);
         if (!l->up->tls) return ask_link(l);
@@ -535,7 +538,7 @@ class PodForwarder : public Forwarder {
           uint32_t id = 0;
           HttpResponse out;
           const auto got = link::read_answer(static_cast<const char*>(data.data()), data.size(),
-                                             opts_.bodyLimit * 8 + 64 * 1024, used, id, out);
+                                             kMaxAnswerFrame, used, id, out);
           if (got == link::Read::More) break;
           if (got == link::Read::Malformed) return link_broken(l, "answered with a malformed frame", false);
           l->up->buffer.consume(used);
@@ -579,38 +582,6 @@ class PodForwarder : public Forwarder {
     }
   }
 
-  // Every 100 ms while links exist: calls past their deadline fail; a link that heard nothing for
-  // the forward timeout while calls waited is given up; one idle for kLinkIdleClose is closed.
-  void sweep_links_later() {
-    linkSweeping_ = true;
-    linkSweep_.expires_after(std::chrono::milliseconds(100));
-    linkSweep_.async_wait([this](beast::error_code ec) {
-      linkSweeping_ = false;
-      if (ec) return;
-      const auto now = std::chrono::steady_clock::now();
-      const auto timeout = std::chrono::milliseconds(opts_.forwardTimeoutMs);
-      const std::string late = "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms";
-      std::vector<std::shared_ptr<Link>> all;
-      for (auto& [address, l] : links_) all.push_back(l);
-      for (auto& l : all) {
-        std::vector<std::shared_ptr<Call>> expired;
-        for (auto it = l->calls.begin(); it != l->calls.end();) {
-          if (it->second->deadline <= now) {
-            expired.push_back(std::move(it->second));
-            it = l->calls.erase(it);
-          } else {
-            ++it;
-          }
-        }
-        if (!expired.empty() && (!l->open || now - l->lastRead >= timeout)) link_broken(l, late, false);
-        else if (l->calls.empty() && l->out.empty() && !l->writing && now - l->lastUsed >= kLinkIdleClose) end_link(l);
-        for (auto& call : expired) call->failed(late);
-      }
-      if (!links_.empty()) sweep_links_later();
-    });
-  }
-
-
   // The most recently used idle connection to the address, or a new one.
   std::shared_ptr<Upstream> take(const std::string& address) {
     auto& idle = idle_[address];
@@ -629,7 +600,7 @@ class PodForwarder : public Forwarder {
     if (idle.size() >= kMaxIdle) return close(*up);
     up->idleSince = std::chrono::steady_clock::now();
     idle.push_back(std::move(up));
-    if (!sweeping_) sweep_later();
+    sweep_later();
   }
 
   static void close(Upstream& up) {
@@ -637,10 +608,13 @@ class PodForwarder : public Forwarder {
     up.tcp().socket().close(ignored);
   }
 
-  // Every half second while anything is pooled: connections idle for kIdleClose are closed.
+  // Every 100 ms while anything is pooled or linked: pooled connections idle for kIdleClose are
+  // closed; calls on links past their deadline fail, a link that heard nothing for the forward
+  // timeout while calls waited is given up, and one idle for kLinkIdleClose is closed.
   void sweep_later() {
+    if (sweeping_) return;
     sweeping_ = true;
-    sweep_.expires_after(std::chrono::milliseconds(500));
+    sweep_.expires_after(std::chrono::milliseconds(100));
     sweep_.async_wait([this](beast::error_code ec) {
       sweeping_ = false;
       if (ec) return;
@@ -653,9 +627,29 @@ class PodForwarder : public Forwarder {
         idle.erase(idle.begin(), idle.begin() + static_cast<long>(keep));
         any = any || !idle.empty();
       }
-      if (any) sweep_later();
+      const auto timeout = std::chrono::milliseconds(opts_.forwardTimeoutMs);
+      std::vector<std::shared_ptr<Link>> all;
+      for (auto& [address, l] : links_) all.push_back(l);
+      for (auto& l : all) {
+        std::vector<std::shared_ptr<Call>> expired;
+        for (auto it = l->calls.begin(); it != l->calls.end();) {
+          if (it->second->deadline <= now) {
+            expired.push_back(std::move(it->second));
+            it = l->calls.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        if (!expired.empty() && (!l->open || now - l->lastRead >= timeout)) link_broken(l, late(), false);
+        else if (l->calls.empty() && l->out.empty() && !l->writing && now - l->lastUsed >= kLinkIdleClose) end_link(l);
+        for (auto& call : expired) call->failed(late());
+      }
+      if (any || !links_.empty()) sweep_later();
     });
   }
+
+  // Why a call that ran out of time failed.
+  std::string late() const { return "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms"; }
 
   void send(const std::shared_ptr<Call>& call, std::shared_ptr<Upstream> up) {
     const bool reused = up->connected;
@@ -663,7 +657,7 @@ class PodForwarder : public Forwarder {
       beast::error_code ignored;
       up->tcp().socket().close(ignored);
       if (reused && ec != beast::error::timeout) return send(call, fresh());
-      call->failed(ec == beast::error::timeout ? "did not answer within " + std::to_string(opts_.forwardTimeoutMs) + "ms"
+      call->failed(ec == beast::error::timeout ? late()
                                                : std::string("could not be reached (") + what + ": " + ec.message() + ")");
     };
     // The request and its answer on the connection's stream (TLS or TCP alone).
@@ -738,8 +732,6 @@ class PodForwarder : public Forwarder {
   bool sweeping_ = false;
   std::map<std::string, std::shared_ptr<Link>> links_;  // per pod address
   std::map<std::string, std::chrono::steady_clock::time_point> httpOnlyUntil_;
-  net::steady_timer linkSweep_;
-  bool linkSweeping_ = false;
   std::function<SslCtx()> clientCtx_;
 };
 
