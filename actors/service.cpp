@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "group/stream_lag.hpp"
 #include "log/log.hpp"
 
 namespace rsc::actors {
@@ -305,9 +306,26 @@ void Service::set_retention(const std::string& prefix, protocol::Retention r, st
                  }});
 }
 
-void Service::list_groups(const std::string& prefix, std::function<void(http::Answer<std::vector<std::string>>)> done) {
-  caf::anon_send(impl_->any_store(), task_atom::value,
-                 StoreTask{[=](store::StreamStore& s) { done(answer(s.list_stream_groups(prefix))); }});
+void Service::list_groups(const std::string& prefix, std::function<void(http::Answer<http::StreamGroups>)> done) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
+                   using A = http::Answer<http::StreamGroups>;
+                   auto names = s.list_stream_groups(prefix);
+                   if (!names.ok()) return done(A::failure(problem(names.error)));
+                   http::StreamGroups out;
+                   out.groups = std::move(*names.value);
+                   // Where each group stands: one reading of the shard streams (the groups' list still
+                   // answers when Redis cannot give it).
+                   auto reading = s.read_stream(prefix);
+                   if (!reading.ok())
+                     log::warn("stream " + prefix + ": could not read its shard streams for the groups' lag: " +
+                               reading.error.message);
+                   else if (*reading.value)
+                     for (const auto& g : out.groups) {
+                       const auto lag = group::group_lag(**reading.value, g);
+                       out.positions.push_back({g, lag.lag(), lag.pending, lag.unknownShards});
+                     }
+                   done(A::success(std::move(out)));
+                 }});
 }
 
 void Service::list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) {

@@ -86,7 +86,7 @@ class Service : public http::Backend {
                         std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override;
   void get_stream(const std::string& prefix,
                   std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override;
-  void list_groups(const std::string& prefix, std::function<void(http::Answer<std::vector<std::string>>)> done) override;
+  void list_groups(const std::string& prefix, std::function<void(http::Answer<http::StreamGroups>)> done) override;
   void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override;
   void describe(const protocol::GroupKey& key,
                 std::function<void(http::Answer<std::optional<std::string>>)> done) override;

@@ -31,8 +31,8 @@ struct Fake : http::Backend {
   void get_stream(const std::string&, std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
     done(http::Answer<std::optional<protocol::StreamMetadata>>::success(std::nullopt));
   }
-  void list_groups(const std::string&, std::function<void(http::Answer<std::vector<std::string>>)> done) override {
-    done(http::Answer<std::vector<std::string>>::success({}));
+  void list_groups(const std::string&, std::function<void(http::Answer<http::StreamGroups>)> done) override {
+    done(http::Answer<http::StreamGroups>::success({}));
   }
   void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override {
     done(http::Answer<std::vector<std::string>>::success({"orders"}));

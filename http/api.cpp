@@ -553,9 +553,15 @@ void on_status_page(RouteCall& c) {
 }
 
 void on_list_groups(RouteCall& c) {
-  c.backend.list_groups(c.rt.stream, [answer = c.answer, s = c.rt.stream](Answer<std::vector<std::string>> r) {
+  c.backend.list_groups(c.rt.stream, [answer = c.answer, s = c.rt.stream](Answer<StreamGroups> r) {
     if (!r.ok()) return answer(store_error(r.error));
-    answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", *r.value}})));
+    json positions = json::array();
+    for (const auto& p : r.value->positions)
+      positions.push_back({{"consumerGroup", p.group},
+                           {"lag", p.lag ? json(*p.lag) : json(nullptr)},
+                           {"pending", p.pending},
+                           {"unknownShards", p.unknownShards}});
+    answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", r.value->groups}, {"groupLag", std::move(positions)}})));
   });
 }
 

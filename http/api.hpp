@@ -129,6 +129,20 @@ inline std::string owner_url(bool https, const std::string& address) {
   return url + address;
 }
 
+// One group of a stream, where it stands on the stream's shard streams as Redis holds them (one
+// reading, whether or not any member is alive): several groups over one stream are how a record is
+// read by several consumers each (every group reads every record).
+struct GroupPosition {
+  std::string group;
+  std::optional<int64_t> lag;  // records not yet delivered to the group; unknown if Redis cannot tell on a shard
+  int64_t pending = 0;         // delivered and not yet acknowledged
+  int32_t unknownShards = 0;   // shards whose lag Redis cannot tell (or without the group's consumer group)
+};
+struct StreamGroups {
+  std::vector<std::string> groups;
+  std::vector<GroupPosition> positions;  // empty when the shard streams could not be read
+};
+
 // What the coordinator does; every call answers exactly once through its callback, from any thread.
 class Backend {
  public:
@@ -148,8 +162,8 @@ class Backend {
                                 std::function<void(Answer<std::optional<protocol::StreamMetadata>>)> done) = 0;
   virtual void get_stream(const std::string& prefix,
                           std::function<void(Answer<std::optional<protocol::StreamMetadata>>)> done) = 0;
-  virtual void list_groups(const std::string& prefix,
-                           std::function<void(Answer<std::vector<std::string>>)> done) = 0;
+  // The stream's groups, each with where it stands in Redis.
+  virtual void list_groups(const std::string& prefix, std::function<void(Answer<StreamGroups>)> done) = 0;
   // Every stream the coordinator knows (created, or carrying a group), sorted.
   virtual void list_streams(std::function<void(Answer<std::vector<std::string>>)> done) = 0;
   // The describe JSON; std::nullopt when the group does not exist.

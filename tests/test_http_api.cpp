@@ -72,8 +72,9 @@ struct FakeBackend : Backend {
     if (prefix == "missing") return done(R::success(std::nullopt));
     done(R::success(protocol::StreamMetadata{prefix, 16, 1}));
   }
-  void list_groups(const std::string&, std::function<void(http::Answer<std::vector<std::string>>)> done) override {
-    done(http::Answer<std::vector<std::string>>::success({"audit", "billing"}));
+  void list_groups(const std::string&, std::function<void(http::Answer<http::StreamGroups>)> done) override {
+    done(http::Answer<http::StreamGroups>::success(
+        {{"audit", "billing"}, {{"audit", 12, 3, 0}, {"billing", std::nullopt, 0, 1}}}));
   }
   void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override {
     using R = http::Answer<std::vector<std::string>>;
@@ -526,7 +527,11 @@ TEST(Admin, StreamsAreCreatedGrownAndReadWithClearErrors) {
   EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/orders").res.status, 200);
   EXPECT_EQ(call(b, {}, "GET", "/coord/v1/streams/missing").res.status, 404);
   auto groups = call(b, {}, "GET", "/coord/v1/streams/orders/groups");
-  EXPECT_EQ(json::parse(groups.res.body).at("groups").size(), 2u);
+  const auto listed = json::parse(groups.res.body);
+  EXPECT_EQ(listed.at("groups").size(), 2u);
+  // Each group with where it stands (several groups over one stream: each reads every record).
+  EXPECT_EQ(listed.at("groupLag").at(0), json::parse(R"({"consumerGroup":"audit","lag":12,"pending":3,"unknownShards":0})"));
+  EXPECT_TRUE(listed.at("groupLag").at(1).at("lag").is_null()) << "unknown, never 0";
 }
 
 // POST creates (201), answers 200 for the same stream again and 409 for another layout; PUT and

@@ -1053,6 +1053,37 @@ TEST(Lag, ReadFromRedisWithNoMemberAliveThenZeroOnceConsumersCatchUpAndUnknownAf
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
 }
 
+// Several groups over one stream are how each record is read by several consumers (each group gets
+// every record): the stream's list of groups gives each one's lag and pending records, read from
+// Redis on real shard streams.
+TEST(Lag, TheListOfAStreamsGroupsGivesEachOnesLagAndPending) {
+  RedisServer redis;
+  Coordinator pod(redis.port(), lag_args());
+  ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
+  for (const std::string group : {"indexer-1", "indexer-2"}) {  // a member takes both shards (their consumer groups made)
+    int32_t epoch = 0;
+    std::vector<int32_t> owned;
+    for (int i = 0; i < 20 && owned.size() < 2; ++i) {
+      auto r = http_call(pod.port(), "POST", hb_path("orders", group, "m"), hb_body("m", epoch, owned).dump()).json();
+      ASSERT_EQ(r["status"], "OK") << r.dump();
+      epoch = r["memberEpoch"].get<int32_t>();
+      owned = assigned_of(r);
+    }
+    ASSERT_EQ(owned.size(), 2u) << group;
+  }
+  add_records(redis, 0, 600);
+  add_records(redis, 1, 400);
+  // indexer-2 reads shard 0 and acknowledges nothing yet.
+  ASSERT_TRUE(redis.admin().command({"XREADGROUP", "GROUP", "indexer-2", "c", "COUNT", "1000", "STREAMS", "orders:0", ">"}).ok());
+  const auto listed = http_call(pod.port(), "GET", "/coord/v1/streams/orders/groups").json();
+  EXPECT_EQ(listed["groups"], json::array({"indexer-1", "indexer-2"})) << listed.dump();
+  ASSERT_EQ(listed["groupLag"].size(), 2u) << listed.dump();
+  EXPECT_EQ(listed["groupLag"][0], json::parse(R"({"consumerGroup":"indexer-1","lag":1000,"pending":0,"unknownShards":0})"))
+      << listed.dump();
+  EXPECT_EQ(listed["groupLag"][1], json::parse(R"({"consumerGroup":"indexer-2","lag":400,"pending":600,"unknownShards":0})"))
+      << listed.dump();
+}
+
 TEST(Lag, OnePodOfThreeSamplesAStreamAndAnotherTakesOverWhenItDies) {
   RedisServer redis;
   std::vector<std::unique_ptr<Coordinator>> pods;

@@ -33,7 +33,7 @@ struct Command {
 const std::vector<Command>& commands() {
   static const std::vector<Command> all{
       {"list-streams", "", "Every stream the coordinator knows.", 0},
-      {"list-groups", "STREAM", "The consumer groups of STREAM.", 1},
+      {"list-groups", "STREAM", "The consumer groups of STREAM, each with its lag and pending records.", 1},
       {"describe", "STREAM GROUP",
        "The group's state and epochs, each shard (owner, state, pending, lag, last delivered id),\n"
        "then each member (state, epoch, heartbeat age, capacity, shards) and the recent events.",
@@ -582,7 +582,20 @@ int main(int argc, char** argv) {
   if (name == "list-streams") {
     for (const auto& s : j.value("streams", json::array())) std::cout << text(s) << "\n";
   } else if (name == "list-groups") {
-    for (const auto& g : j.value("groups", json::array())) std::cout << text(g) << "\n";
+    // Each group with its lag and pending records when the coordinator could read the shard streams.
+    const auto positions = j.value("groupLag", json::array());
+    if (positions.empty()) {
+      for (const auto& g : j.value("groups", json::array())) std::cout << text(g) << "\n";
+    } else {
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& p : positions) {
+        const auto lag = p.value("lag", json());
+        rows.push_back({text(p.value("consumerGroup", json())),
+                        lag.is_null() ? "unknown (" + text(p.value("unknownShards", json())) + " shards)" : text(lag),
+                        text(p.value("pending", json()))});
+      }
+      table(std::cout, {"GROUP", "LAG", "PENDING"}, rows);
+    }
   } else if (name == "describe") {
     print_describe(j);
   } else if (name == "create-stream" || name == "grow-stream") {
