@@ -1,6 +1,6 @@
 // rsc-proxy: a small loopback TCP load balancer for measurements, standing in for a Kubernetes
 // Service in front of several coordinator pods. Each accepted connection goes to the next backend
-// in turn (round robin); clients keep their connections alive, so, as with kube-proxy, a client
+// in turn (round robin; one that refuses is passed over); clients keep their connections alive, so, as with kube-proxy, a client
 // talks to one pod until its connection is closed. Bytes are copied both ways until either side
 // closes. Runs until it is signalled (SIGTERM).
 //   rsc-proxy --listen 127.0.0.1:PORT --backends 127.0.0.1:P1,127.0.0.1:P2,...
@@ -118,11 +118,20 @@ int main(int argc, char** argv) {
   while (true) {
     const int c = accept(ls, nullptr, nullptr);
     if (c < 0) continue;
-    const Addr& b = backends[next++ % backends.size()];
-    const int bs = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in ba = to_sockaddr(b);
-    if (connect(bs, reinterpret_cast<sockaddr*>(&ba), sizeof ba) != 0) {
-      ::close(bs);
+    // A backend that refuses the connection (a pod down, or restarting on its port) is passed over
+    // for the next one, as a Service's endpoints leave out a pod that is not ready and as common
+    // load balancers try the next upstream on a connect error; all refusing: the client is closed.
+    int bs = -1;
+    for (std::size_t tried = 0; tried < backends.size() && bs < 0; ++tried) {
+      const Addr& b = backends[next++ % backends.size()];
+      bs = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in ba = to_sockaddr(b);
+      if (connect(bs, reinterpret_cast<sockaddr*>(&ba), sizeof ba) != 0) {
+        ::close(bs);
+        bs = -1;
+      }
+    }
+    if (bs < 0) {
       ::close(c);
       continue;
     }
