@@ -307,7 +307,7 @@ class Step {
         if (auto it = position.find(s); it != position.end()) current.push_back(it->second);
       spec.current.emplace(id, std::move(current));
     }
-    auto target = assign_uniform_sticky(spec);
+    auto target = g().assignor == protocol::AssignorKind::Range ? assign_range(spec) : assign_uniform_sticky(spec);
     for (auto& [id, shards] : target)
       for (auto& s : shards) s = free[static_cast<std::size_t>(s)];
     for (auto& [id, m] : g().members) {
@@ -976,6 +976,16 @@ Outcome fence_member(GroupState g, const std::string& memberId, const std::strin
   } else {
     st.kill(*m, LS::FENCED, reason);
   }
+  st.maybe_recompute_target();
+  return st.take();
+}
+
+Outcome set_assignor(GroupState g, protocol::AssignorKind assignor, const Config& cfg, Millis now) {
+  Step st(std::move(g), cfg, now);
+  if (st.g().assignor == assignor) return st.take();
+  st.g().assignor = assignor;
+  st.touch_group();
+  st.bump_group_epoch(std::string("assignor ") + std::string(protocol::to_string(assignor)));
   st.maybe_recompute_target();
   return st.take();
 }

@@ -124,6 +124,7 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
          {"state", protocol::to_string(group_state(g))},
          {"groupEpoch", g.groupEpoch},
          {"assignmentEpoch", g.assignmentEpoch},
+         {"assignor", protocol::to_string(g.assignor)},
          {"metadataVersion", g.metadataVersion},
          {"shardCount", g.shardCount},
          {"storeRevision", g.storeRevision},

@@ -140,6 +140,8 @@ struct GroupState {
   // The shard count before the last shrink: a REVOKED report of a shard in [shardCount,
   // retiredBelow) is a member letting go of a shard that no longer exists, not a bad request.
   int32_t retiredBelow = 0;
+  // How targets are computed (a change bumps the group epoch: shards move revoke-before-assign).
+  protocol::AssignorKind assignor = protocol::AssignorKind::Uniform;
   std::map<std::string, Member> members;  // ordered: every walk is deterministic
   // Rule 12: the targets of static members that left with -2 or died, by instanceId, kept from
   // everyone else until `untilMs` (store clock) or until the instance rejoins and takes them.

@@ -94,6 +94,12 @@ std::optional<Retention> decode_retention(std::string_view s) {
 }
 
 std::string_view to_string(KeyStyle s) { return s == KeyStyle::HashTag ? "hashtag" : "plain"; }
+std::string_view to_string(AssignorKind a) { return a == AssignorKind::Range ? "range" : "uniform"; }
+std::optional<AssignorKind> assignor_from(std::string_view s) {
+  if (s == "uniform") return AssignorKind::Uniform;
+  if (s == "range") return AssignorKind::Range;
+  return std::nullopt;
+}
 
 std::string_view to_string(MigrationState s) {
   switch (s) {

@@ -153,6 +153,11 @@ struct HeartbeatResponse {
 // `{prefix:i}` (a Redis Cluster hash tag per shard). Chosen when the stream is created, never
 // changed; streams created before the choice existed use the hash-tagged form.
 enum class KeyStyle { Plain, HashTag };
+// How a group's shards are split among its members (group/assignor.hpp): "uniform" (sticky,
+// balanced; the default) or "range" (contiguous blocks of shard indices in member-id order).
+enum class AssignorKind { Uniform, Range };
+std::string_view to_string(AssignorKind a);
+std::optional<AssignorKind> assignor_from(std::string_view s);  // exact spelling
 std::string_view to_string(KeyStyle s);                       // "plain" | "hashtag"
 std::optional<KeyStyle> key_style_from(std::string_view s);  // exact spelling
 

@@ -166,6 +166,10 @@ class ReadsHints {
   bool list_or_omit(std::vector<T>& out, F&& element) {
     return self().list(out, std::forward<F>(element));
   }
+  template <typename E, typename From>
+  bool enumerated_unless(E& out, E /*dflt*/, From&& from) {
+    return self().enumerated(out, std::forward<From>(from));
+  }
 
  private:
   Reader& self() { return static_cast<Reader&>(*this); }
@@ -624,6 +628,10 @@ class Out {
   template <typename T, typename F>
   bool list_or_omit(std::vector<T>& in, F&& element) {
     return in.empty() || list(in, std::forward<F>(element));
+  }
+  template <typename E, typename From>
+  bool enumerated_unless(E& v, E dflt, From&& from) {
+    return v == dflt || enumerated(v, std::forward<From>(from));
   }
   template <typename F>
   bool tuple(std::size_t n, F&& item) {

@@ -28,6 +28,11 @@ struct Lifecycles {
   std::string unknown(const std::string& s) const { return "unknown lifecycle state '" + s + "'"; }
 };
 
+struct Assignors {
+  std::optional<protocol::AssignorKind> operator()(std::string_view s) const { return protocol::assignor_from(s); }
+  std::string unknown(const std::string& s) const { return "unknown assignor '" + s + "'"; }
+};
+
 constexpr auto kMemberFields = wire::table({
     RSC_WIRE_FIELD("a", Required),    // assigned
     RSC_WIRE_FIELD("cap", Required),  // [runtimeMaxConcurrency, availableConcurrency]
@@ -52,6 +57,7 @@ constexpr auto kMemberFields = wire::table({
 
 constexpr auto kGroupFields = wire::table({
     RSC_WIRE_FIELD("ae", Required),  // assignment epoch
+    RSC_WIRE_FIELD("as", Optional),  // assignor (absent: uniform)
     RSC_WIRE_FIELD("c", Required),   // consumer group
     RSC_WIRE_FIELD("ge", Required),  // group epoch
     RSC_WIRE_FIELD("mv", Required),  // metadata version
@@ -178,26 +184,28 @@ bool group_io(V& v, group::GroupState& g) {
       case 0:
         return f.int_in(g.assignmentEpoch, kI32Min, kI32Max);
       case 1:
-        return f.str(g.consumerGroup, 1024, 0);
+        return f.enumerated_unless(g.assignor, protocol::AssignorKind::Uniform, Assignors{});
       case 2:
-        return f.int_in(g.groupEpoch, kI32Min, kI32Max);
+        return f.str(g.consumerGroup, 1024, 0);
       case 3:
-        return f.int_in(g.metadataVersion, kI32Min, kI32Max);
+        return f.int_in(g.groupEpoch, kI32Min, kI32Max);
       case 4:
-        return f.int_unless(g.outageCoveredUntilMs, group::Millis{0}, kI64Min, kI64Max);
+        return f.int_in(g.metadataVersion, kI32Min, kI32Max);
       case 5:
-        return f.str(g.streamPrefix, 1024, 0);
+        return f.int_unless(g.outageCoveredUntilMs, group::Millis{0}, kI64Min, kI64Max);
       case 6:
-        return f.int_unless(g.provisionedShards, 0, kI32Min, kI32Max);
+        return f.str(g.streamPrefix, 1024, 0);
       case 7:
-        return f.int_unless(g.retiredBelow, 0, kI32Min, kI32Max);
+        return f.int_unless(g.provisionedShards, 0, kI32Min, kI32Max);
       case 8:
-        return f.opt_int(g.retireFrom, kI32Min, kI32Max);
+        return f.int_unless(g.retiredBelow, 0, kI32Min, kI32Max);
       case 9:
-        return f.int_unless(g.rollbackGuardUntilMs, group::Millis{0}, kI64Min, kI64Max);
+        return f.opt_int(g.retireFrom, kI32Min, kI32Max);
       case 10:
+        return f.int_unless(g.rollbackGuardUntilMs, group::Millis{0}, kI64Min, kI64Max);
+      case 11:
         return f.int_in(g.shardCount, kI32Min, kI32Max);
-      case 11: {
+      case 12: {
         std::vector<ReservationRow> rows;
         if constexpr (V::kWrites)
           for (const auto& [instance, r] : g.reservations) rows.push_back({instance, r});
