@@ -80,6 +80,16 @@ void start_describe(Self self, const WorkPtr& w) {
 void run_admin_step(Self self, const WorkPtr& w, group::Millis t, double computeSeconds) {
   auto& st = self->state;
   auto& cfg = st.cfg->core;
+  if (auto* c = std::get_if<Configure>(&w->what)) {
+    if (auto why = st.c.refuse_new(st.cfg->maxGroupsPerStream, st.key.streamPrefix)) {
+      st.c.drop();  // counted again at the next call
+      return c->call.done(store::Result<protocol::GroupConfigSet>::failure(store::ErrorKind::Invalid, *why));
+    }
+    const bool created = !st.c.exists();
+    auto o = group::set_assignor(st.c.take(), c->call.config, cfg, t);
+    c->set = {o.changed(), created && o.changed(), o.state.groupEpoch, o.state.assignor, o.state.shardRacks};
+    return commit(self, {w}, std::move(o), computeSeconds);
+  }
   if (auto* r = std::get_if<Remove>(&w->what)) {
     auto o = group::fence_member(st.c.take(), r->call.memberId, "removed by admin", cfg, t);
     r->removed = o.changed();

@@ -43,8 +43,12 @@ struct Delete {
 struct Reset {
   ResetCall call;
 };
-using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete, Reset>;
-static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(group::WorkKind::ResetOffsets) + 1);
+struct Configure {
+  ConfigureCall call;
+  protocol::GroupConfigSet set;  // filled by the step, given once stored
+};
+using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete, Reset, Configure>;
+static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(group::WorkKind::Configure) + 1);
 
 struct Work {
   Payload what;
@@ -60,6 +64,7 @@ WorkPtr make(P&& p) {
   w->what = std::forward<P>(p);
   w->t.kind = static_cast<group::WorkKind>(w->what.index());
   if (const auto* b = std::get_if<Beat>(&w->what)) w->t.join = b->call.req.memberEpoch == 0;
+  w->t.join = w->t.join || std::holds_alternative<Configure>(w->what);
   return w;
 }
 
@@ -73,6 +78,8 @@ inline void answer(Work& w, Metrics* m) {
     b->call.done(std::move(b->response));
   } else if (auto* r = std::get_if<Remove>(&w.what)) {
     r->call.done(store::Result<bool>::success(r->removed));
+  } else if (auto* c = std::get_if<Configure>(&w.what)) {
+    c->call.done(store::Result<protocol::GroupConfigSet>::success(std::move(c->set)));
   }
 }
 
@@ -91,6 +98,7 @@ inline void fail(Work& w, const store::Error& e, const protocol::Timings& t, Met
   if (auto* r = std::get_if<Remove>(&w.what)) return r->call.done(store::Result<bool>::failure(e));
   if (auto* d = std::get_if<Delete>(&w.what)) return d->call.done(store::Result<store::GroupDeletion>::failure(e));
   if (auto* r = std::get_if<Reset>(&w.what)) return r->call.done(store::Result<store::OffsetsReset>::failure(e));
+  if (auto* c = std::get_if<Configure>(&w.what)) return c->call.done(store::Result<protocol::GroupConfigSet>::failure(e));
 }
 
 // The oldest arrival of the batch's work other than ticks (the copy must be at least as fresh).

@@ -40,6 +40,7 @@ using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+using configure_atom = caf::atom_constant<caf::atom("configure")>;
 
 
 class StoreWatch;
@@ -92,6 +93,11 @@ struct ResetCall {
 struct DeleteCall {
   bool fenceMembers = false;
   std::function<void(store::Result<store::GroupDeletion>)> done;
+};
+// An admin's choice of the group's assignor and shard racks (PUT .../groups/{group}).
+struct ConfigureCall {
+  protocol::GroupConfig config;
+  std::function<void(store::Result<protocol::GroupConfigSet>)> done;
 };
 
 // To the store actor.
@@ -207,6 +213,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::LeaseReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::StoreTask)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ConfigureCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishCall)

@@ -6,6 +6,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "group/describe.hpp"
 #include "redis/store.hpp"
 
 #include <algorithm>
@@ -240,6 +241,7 @@ struct Metrics::Impl {
     double deadLetters = -1;  // not read yet
     double pendingShards = 0, revokingShards = 0;  // shards not where the target wants them yet
     double live = 0;                               // live members
+    double crossRack = -1;                         // shards read across racks; -1: no shard racks
   };
   std::unordered_map<std::string, std::shared_ptr<GroupSlot>> perGroup;  // by "stream/group"
   // The group's slot for `key`, made (empty) when it has none: under mu.
@@ -354,6 +356,7 @@ void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string&
   next.capMax = static_cast<double>(t.capMax);
   next.capAvail = static_cast<double>(t.capAvail);
   next.epoch = g.groupEpoch;
+  next.crossRack = g.shardRacks.empty() ? -1.0 : static_cast<double>(group::rack_locality(g).crossRack);
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!slot || !slot->listed) slot = impl_->slot_of(stream, group);
   auto& cur = slot->gauges;
@@ -368,6 +371,7 @@ void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string&
   cur.live = next.live;
   cur.pendingShards = next.pendingShards;
   cur.revokingShards = next.revokingShards;
+  cur.crossRack = next.crossRack;
 }
 
 void Metrics::dead_letters(const std::string& stream, const std::string& group, int64_t n) {
@@ -431,6 +435,9 @@ std::string Metrics::text() const {
   auto unsettled = gauge("rsc_group_shards_unsettled",
                          "Shards not yet where the group's target puts them, per group (kind=pending: waiting for "
                          "their holder to let go; kind=revoking: being let go); 0 once the group converged");
+  auto crossRack = gauge("rsc_group_cross_rack_shards",
+                         "Shards read by a member of another rack than the shard's (or where either has none), per "
+                         "group with shard racks set (PUT .../groups/{group} shardRacks)");
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     std::vector<const Impl::GroupGauges*> groups;
@@ -456,6 +463,7 @@ std::string Metrics::text() const {
       sample(unsettled, *g, g->pendingShards, "pending");
       sample(unsettled, *g, g->revokingShards, "revoking");
       if (g->deadLetters >= 0) sample(dead, *g, g->deadLetters);
+      if (g->crossRack >= 0) sample(crossRack, *g, g->crossRack);
     }
   }
   auto rlag = gauge("rsc_stream_group_lag",
@@ -502,7 +510,7 @@ std::string Metrics::text() const {
       certExpiry.metric.push_back(std::move(m));
     }
   }
-  for (auto* f : {&lag, &pending, &capacity, &epoch, &live, &unsettled, &dead, &rlag, &runknown, &rpending, &rlength, &certExpiry})
+  for (auto* f : {&lag, &pending, &capacity, &epoch, &live, &unsettled, &dead, &crossRack, &rlag, &runknown, &rpending, &rlength, &certExpiry})
     families.push_back(std::move(*f));
   for (auto& f : process_families()) families.push_back(std::move(f));
   prometheus::TextSerializer s;

@@ -381,6 +381,12 @@ void Service::reset_offsets(const protocol::GroupKey& key, std::string position,
                            }});
 }
 
+void Service::configure_group(const protocol::GroupKey& key, protocol::GroupConfig config,
+                              std::function<void(http::Answer<protocol::GroupConfigSet>)> done) {
+  caf::anon_send(impl_->gateway_for(key), configure_atom::value, key,
+                 ConfigureCall{std::move(config), [done](store::Result<protocol::GroupConfigSet> r) { done(answer(std::move(r))); }});
+}
+
 void Service::dead_letters(const protocol::GroupKey& key, int64_t limit,
                            std::function<void(http::Answer<protocol::DeadLetterPage>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,

@@ -95,6 +95,8 @@ class Service : public http::Backend {
                      std::function<void(http::Answer<bool>)> done) override;
   void delete_group(const protocol::GroupKey& key, bool fenceMembers,
                     std::function<void(http::Answer<http::Deletion>)> done) override;
+  void configure_group(const protocol::GroupKey& key, protocol::GroupConfig config,
+                       std::function<void(http::Answer<protocol::GroupConfigSet>)> done) override;
   void get_retention(const std::string& prefix,
                      std::function<void(http::Answer<std::optional<protocol::Retention>>)> done) override;
   void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) override;

@@ -44,6 +44,10 @@ struct Fake : http::Backend {
   void remove_member(const protocol::GroupKey&, const std::string&, std::function<void(http::Answer<bool>)> done) override {
     done(http::Answer<bool>::success(false));
   }
+  void configure_group(const protocol::GroupKey&, protocol::GroupConfig,
+                       std::function<void(http::Answer<protocol::GroupConfigSet>)> done) override {
+    done(http::Answer<protocol::GroupConfigSet>::success({}));
+  }
   void delete_group(const protocol::GroupKey&, bool, std::function<void(http::Answer<http::Deletion>)> done) override {
     done(http::Answer<http::Deletion>::success(http::Deletion::HasLiveMembers));
   }

@@ -156,6 +156,11 @@ std::optional<protocol::HeartbeatResponse> CachedGroup::refuse_over_limit(const 
                            "consumerGroup");
 }
 
+std::optional<std::string> CachedGroup::refuse_new(int64_t maxGroupsPerStream, const std::string& stream) const {
+  if (exists_ || !groupsInStream_) return std::nullopt;
+  return refuse_new_group(static_cast<std::size_t>(*groupsInStream_), maxGroupsPerStream, stream);
+}
+
 CachedGroup::Batch::Batch(CachedGroup& c, const TimeView& tv, int64_t maxGroupsPerStream)
     : c_(c), now_(tv.now), fresh_(c.justLoaded_), limitApplies_(!c.exists_ && maxGroupsPerStream > 0) {
   c.justLoaded_ = false;

@@ -33,12 +33,12 @@ namespace rsc::group {
 // Heartbeats of one group written together in one compare-and-set, at most.
 inline constexpr std::size_t kMaxBatch = 64;
 
-enum class WorkKind { Heartbeat, Tick, Describe, Remove, Metadata, Delete, ResetOffsets };
+enum class WorkKind { Heartbeat, Tick, Describe, Remove, Metadata, Delete, ResetOffsets, Configure };
 
 // What the rules need of a queued piece of work (the runtime keeps the payload and the callback).
 struct Ticket {
   WorkKind kind = WorkKind::Tick;
-  bool join = false;          // a heartbeat with member epoch 0
+  bool join = false;          // a heartbeat with member epoch 0, or a configuration (both make the group)
   bool deadlineWork = false;  // a tick started by the deadline index: ends by updating it
   Millis arrivedMs = 0;       // on the coordinator's clock
   uint64_t arrival = 0;       // CopyConfirmation::arrival() when it arrived
@@ -110,6 +110,9 @@ class CachedGroup {
   GroupState take() { auto g = std::move(*g_); g_.reset(); return g; }
   CopyConfirmation& calls() { return copy_; }
   std::optional<int64_t> groups_in_stream() const { return groupsInStream_; }
+  // A call that would make the group (an admin's configuration) while its stream has the most
+  // groups allowed: why it is refused (as a join would be).
+  std::optional<std::string> refuse_new(int64_t maxGroupsPerStream, const std::string& stream) const;
 
   // What the front work needs; a delete not yet judged on a fresh read drops the copy (and is
   // marked verified), as does a join into a group copied before its stream existed.

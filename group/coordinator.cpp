@@ -46,6 +46,7 @@ std::string to_string(Event::Kind k) {
     case Event::Kind::QUARANTINE_ENDED: return "quarantine-ended";
     case Event::Kind::RESERVED: return "reserved";
     case Event::Kind::RESERVATION_ENDED: return "reservation-ended";
+    case Event::Kind::ASSIGNOR_CHANGED: return "assignor";
   }
   return "?";
 }
@@ -284,6 +285,24 @@ class Step {
 
   bool grants_allowed() const { return now_ >= out_.state.rollbackGuardUntilMs; }
 
+  // The group's assignor over the free shards (`free[i]` is the shard at position i of the spec).
+  std::map<std::string, ShardSet> assign(const AssignmentSpec& spec, const std::vector<int32_t>& free) {
+    switch (g().assignor) {
+      case protocol::AssignorKind::Range: return assign_range(spec);
+      case protocol::AssignorKind::RackAware: return assign_rack_aware(spec, racks_of(spec, free));
+      case protocol::AssignorKind::Uniform: break;
+    }
+    return assign_uniform_sticky(spec);
+  }
+  Racks racks_of(const AssignmentSpec& spec, const std::vector<int32_t>& free) {
+    Racks r;
+    for (const auto& id : spec.members) r.member.emplace(id, g().members.at(id).rackId);
+    r.shard.reserve(free.size());
+    for (int32_t s : free)
+      r.shard.push_back(static_cast<std::size_t>(s) < g().shardRacks.size() ? g().shardRacks[static_cast<std::size_t>(s)] : std::string());
+    return r;
+  }
+
   // Rule 4: target recomputed when the group epoch moved past the assignment epoch.
   void maybe_recompute_target() {
     if (g().groupEpoch <= g().assignmentEpoch) return;
@@ -307,7 +326,7 @@ class Step {
         if (auto it = position.find(s); it != position.end()) current.push_back(it->second);
       spec.current.emplace(id, std::move(current));
     }
-    auto target = g().assignor == protocol::AssignorKind::Range ? assign_range(spec) : assign_uniform_sticky(spec);
+    auto target = assign(spec, free);
     for (auto& [id, shards] : target)
       for (auto& s : shards) s = free[static_cast<std::size_t>(s)];
     for (auto& [id, m] : g().members) {
@@ -602,6 +621,7 @@ HeartbeatOutcome join(Step& st, const HeartbeatRequest& req) {
   }
   m->state = LS::STARTING;
   m->instanceId = instance;
+  m->rackId = req.rackId.value_or(std::string());
   m->lastHeartbeatMs = st.now();
   m->capacity = req.runtimeConsumerCapacity;
   st.renew(*m);
@@ -980,12 +1000,17 @@ Outcome fence_member(GroupState g, const std::string& memberId, const std::strin
   return st.take();
 }
 
-Outcome set_assignor(GroupState g, protocol::AssignorKind assignor, const Config& cfg, Millis now) {
+Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now) {
   Step st(std::move(g), cfg, now);
-  if (st.g().assignor == assignor) return st.take();
-  st.g().assignor = assignor;
+  const auto racks = choice.shardRacks.value_or(st.g().shardRacks);
+  if (st.g().assignor == choice.assignor && st.g().shardRacks == racks) return st.take();
+  st.event(Event::Kind::ASSIGNOR_CHANGED, "", {},
+           std::string(protocol::to_string(st.g().assignor)) + " -> " + std::string(protocol::to_string(choice.assignor)) +
+               " shardRacks=" + std::to_string(racks.size()));
+  st.g().assignor = choice.assignor;
+  st.g().shardRacks = racks;
   st.touch_group();
-  st.bump_group_epoch(std::string("assignor ") + std::string(protocol::to_string(assignor)));
+  st.bump_group_epoch(std::string("assignor ") + std::string(protocol::to_string(choice.assignor)));
   st.maybe_recompute_target();
   return st.take();
 }

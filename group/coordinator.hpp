@@ -64,8 +64,9 @@ Outcome recover_from_rollback(GroupState g, int32_t seenGroupEpoch, const Config
 Outcome fence_member(GroupState g, const std::string& memberId, const std::string& reason, const Config& cfg,
                      Millis now);
 
-// The group's assignor set (an admin call): unchanged when it is the same; else the group epoch is
-// bumped and targets are computed again with it, carried out revoke-before-assign like any rebalance.
-Outcome set_assignor(GroupState g, protocol::AssignorKind assignor, const Config& cfg, Millis now);
+// The group's assignor set (an admin call), and with it the shards' racks (absent: kept). Nothing
+// changes when both are as they were; else the group epoch is bumped and targets are computed
+// again, carried out revoke-before-assign like any rebalance.
+Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now);
 
 }  // namespace rsc::group

@@ -7,10 +7,28 @@
 
 namespace rsc::group {
 
+RackLocality rack_locality(const GroupState& g) {
+  RackLocality r;
+  for (const auto& [id, m] : g.members) {
+    if (!m.live()) continue;
+    int32_t in = 0;
+    for (int32_t s : m.assigned) {
+      const bool local = !m.rackId.empty() && static_cast<std::size_t>(s) < g.shardRacks.size() &&
+                         g.shardRacks[static_cast<std::size_t>(s)] == m.rackId;
+      in += local ? 1 : 0;
+      r.crossRack += local ? 0 : 1;
+    }
+    r.inRack.emplace(id, in);
+  }
+  return r;
+}
+
 std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent, const GroupLag* redis,
                           const protocol::StreamMetadata* stream) {
   using json = nlohmann::json;
   json members = json::array();
+  const bool racked = !g.shardRacks.empty();
+  const RackLocality locality = racked ? rack_locality(g) : RackLocality{};
   for (const auto& [id, m] : g.members) {
     json progress = json::array();
     for (const auto& p : m.progress) {
@@ -34,6 +52,8 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
               {"availableConcurrency", m.capacity.availableConcurrency}}},
             {"shardProgress", std::move(progress)}};
     if (!m.instanceId.empty()) mj["instanceId"] = m.instanceId;
+    if (!m.rackId.empty()) mj["rackId"] = m.rackId;
+    if (auto it = locality.inRack.find(id); it != locality.inRack.end()) mj["inRackShards"] = it->second;
     if (m.revokeDeadlineMs != 0) mj["revokeDeadlineInMs"] = m.revokeDeadlineMs - now;
     if (m.live() && m.leaseUntilMs != 0) mj["storedLeaseEndsInMs"] = m.leaseUntilMs - now;
     if (!m.quarantined.empty()) {
@@ -132,6 +152,10 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
          {"targetAssignment", std::move(target)},
          {"shardOwners", std::move(owners)},
          {"shards", std::move(shards)}};
+  if (racked) {
+    j["shardRacks"] = g.shardRacks;
+    j["crossRackShards"] = locality.crossRack;
+  }
   if (g.rollbackGuardUntilMs > now) j["rollbackGuardInMs"] = g.rollbackGuardUntilMs - now;
   if (stream != nullptr) {
     j["routedShardCount"] = stream->shardCount;

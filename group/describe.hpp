@@ -1,6 +1,7 @@
 // The describe view of a group (GET .../groups/{group}), as JSON text.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "group/recent_events.hpp"
@@ -8,6 +9,15 @@
 #include "group/stream_lag.hpp"
 
 namespace rsc::group {
+
+// Where the group's shards are read relative to their racks: per live member, how many of the
+// shards it reads now are in its own rack, and how many shards in all are read from another rack
+// (or by a member, or of a shard, with no rack). Only meaningful when the group has shard racks.
+struct RackLocality {
+  std::map<std::string, int32_t> inRack;
+  int32_t crossRack = 0;
+};
+RackLocality rack_locality(const GroupState& g);
 
 // With `recent`, the answer carries "recentEvents" (oldest first), each with its age. With
 // `redis`, each shard carries "redis" (the group's position there as Redis reports it: lag null

@@ -85,6 +85,7 @@ struct StoredResponse {
 struct Member {
   std::string id;
   std::string instanceId;     // a static member's stable identity (rule 12); "" for the others
+  std::string rackId;         // the rack (zone) it said it is in when it joined; "" for none
   int32_t epoch = 0;          // the epoch issued last
   int32_t previousEpoch = 0;  // accepted too while the last response may have been lost
   // Stored: STARTING, ACTIVE, LEAVING, EXPIRED or FENCED. DRAINING is derived (see lifecycle()).
@@ -142,6 +143,8 @@ struct GroupState {
   int32_t retiredBelow = 0;
   // How targets are computed (a change bumps the group epoch: shards move revoke-before-assign).
   protocol::AssignorKind assignor = protocol::AssignorKind::Uniform;
+  // The rack (zone) of each shard, by index, for the rack-aware assignor; "" or past the end: none.
+  std::vector<std::string> shardRacks;
   std::map<std::string, Member> members;  // ordered: every walk is deterministic
   // Rule 12: the targets of static members that left with -2 or died, by instanceId, kept from
   // everyone else until `untilMs` (store clock) or until the instance rejoins and takes them.
@@ -188,6 +191,7 @@ struct Event {
     QUARANTINE_ENDED,
     RESERVED,          // a static member's target kept for its instance (rule 12)
     RESERVATION_ENDED,  // ... taken back by the instance, or ended by the timeout
+    ASSIGNOR_CHANGED,   // an admin set the group's assignor (or the shards' racks)
   };
   Kind kind;
   std::string member;

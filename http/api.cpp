@@ -592,6 +592,22 @@ void on_delete_group(RouteCall& c) {
   });
 }
 
+void on_configure_group(RouteCall& c) {
+  auto asked = protocol::decode_group_config(c.req.body);
+  if (!asked.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+  c.backend.configure_group({c.rt.stream, c.rt.group}, std::move(*asked.value), [answer = c.answer, rt = c.rt](Answer<protocol::GroupConfigSet> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    const auto& s = *r.value;
+    answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
+                                       {"consumerGroup", rt.group},
+                                       {"assignor", protocol::to_string(s.assignor)},
+                                       {"shardRacks", s.shardRacks},
+                                       {"groupEpoch", s.groupEpoch},
+                                       {"changed", s.changed},
+                                       {"created", s.created}})));
+  });
+}
+
 void on_remove_member(RouteCall& c) {
   c.backend.remove_member({c.rt.stream, c.rt.group}, c.rt.member, [answer = c.answer, rt = c.rt](Answer<bool> r) {
     if (!r.ok()) return answer(store_error(r.error));
@@ -765,6 +781,8 @@ const std::vector<RouteSpec>& route_table() {
       {"GET", S "/groups", K::ListGroups, N::Member, nullptr, false, false, false, on_list_groups},
       {"GET", G, K::Describe, N::Member, nullptr, false, true, false, on_describe},
       {"DELETE", G, K::DeleteGroup, N::Admin, "delete-group", false, true, true, on_delete_group},
+      // The group's assignor and shard racks (a change moves shards revoke-before-assign).
+      {"PUT", G, K::ConfigureGroup, N::Admin, "configure-group", true, true, true, on_configure_group},
       {"GET", G "/producer-routing", K::ProducerRouting, N::Member, nullptr, false, true, false, on_producer_routing},
       {"GET", G "/owner", K::GroupOwner, N::Member, nullptr, false, true, false, on_group_owner},
       {"DELETE", G "/members/{memberId}", K::RemoveMember, N::Admin, "remove-member", false, true, true, on_remove_member},

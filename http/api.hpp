@@ -172,6 +172,9 @@ class Backend {
   // true when the member existed and was fenced.
   virtual void remove_member(const protocol::GroupKey& key, const std::string& memberId,
                              std::function<void(Answer<bool>)> done) = 0;
+  // Sets the group's assignor and shard racks (making the group if it does not exist).
+  virtual void configure_group(const protocol::GroupKey& key, protocol::GroupConfig config,
+                               std::function<void(Answer<protocol::GroupConfigSet>)> done) = 0;
   // Deletes an empty group (or, with fenceMembers, fences its live members first).
   virtual void delete_group(const protocol::GroupKey& key, bool fenceMembers,
                             std::function<void(Answer<Deletion>)> done) = 0;
@@ -266,6 +269,7 @@ struct Route {
     ListGroups,
     Describe,
     DeleteGroup,
+    ConfigureGroup,
     RemoveMember,
     DeadLetters,
     Redrive,

@@ -128,7 +128,9 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     box.appendChild(el("h3", null, [
       document.createTextNode(d.consumerGroup + " "),
       el("span", {cls: "badge " + d.state, text: d.state})]));
-    box.appendChild(el("div", {cls: "meta", text: "group epoch " + d.groupEpoch + " · assignment epoch " + d.assignmentEpoch +
+    box.appendChild(el("div", {cls: "meta", "data-assignor": d.assignor || "uniform", text: "assignor " + (d.assignor || "uniform") +
+      (typeof d.crossRackShards === "number" ? " (" + d.crossRackShards + " shard" + (d.crossRackShards === 1 ? "" : "s") + " read across racks)" : "") +
+      " · group epoch " + d.groupEpoch + " · assignment epoch " + d.assignmentEpoch +
       " · metadata version " + d.metadataVersion + " · " + d.shardCount + " shards · " + liveMembers(d) + " members" + (gone(d) > 0 ? " (+" + gone(d) + " expired or fenced, kept for a while)" : "")}));
     if (typeof d.deadLetters === "number" && d.deadLetters > 0)
       box.appendChild(el("div", {cls: "dead", "data-dead-letters": String(d.deadLetters),
@@ -148,8 +150,9 @@ ol.events { margin:.2rem 0 0; padding-left:1.2rem; font-size:.82rem; max-height:
     var mb = el("tbody");
     (d.members || []).forEach(function (m) {
       var cap = m.runtimeConsumerCapacity || {};
-      var tr = el("tr", {"data-member": m.memberId, "data-state": m.state, "data-instance": m.instanceId || ""});
-      [cell(m.memberId + (m.instanceId ? " (instance " + m.instanceId + ")" : "")), el("td", null, [el("span", {cls: "badge " + m.state, text: m.state})]), cell(m.memberEpoch),
+      var tr = el("tr", {"data-member": m.memberId, "data-state": m.state, "data-instance": m.instanceId || "", "data-rack": m.rackId || ""});
+      [cell(m.memberId + (m.instanceId ? " (instance " + m.instanceId + ")" : "") +
+            (m.rackId ? " @" + m.rackId + (typeof m.inRackShards === "number" ? " (" + m.inRackShards + " in rack)" : "") : "")), el("td", null, [el("span", {cls: "badge " + m.state, text: m.state})]), cell(m.memberEpoch),
        cell(age(m.lastHeartbeatAgoMs)), cell((cap.availableConcurrency) + "/" + (cap.runtimeMaxConcurrency)),
        cell((m.assignedShards || []).join(",")), cell((m.revokingShards || []).join(",")), cell((m.pendingShards || []).join(","))]
         .forEach(function (c) { tr.appendChild(c); });

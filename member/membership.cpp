@@ -83,6 +83,7 @@ protocol::HeartbeatRequest Membership::next_request(int64_t nowNs) {
     r.requestId = joinRequestId_;
   }
   if (!o_.instanceId.empty()) r.instanceId = o_.instanceId;
+  if (r.memberEpoch == 0 && !o_.rackId.empty()) r.rackId = o_.rackId;  // read at the join only
   // So that this leave, should it arrive after a newer incarnation of the id joined, changes nothing.
   if (leaving_ && epoch_ > 0) r.leavingMemberEpoch = epoch_;
   r.metadataVersion = metadataVersion_;

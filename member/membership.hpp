@@ -88,6 +88,7 @@ class Membership {
     // and hands its shards back when it has failed for a lease: a member that cannot read a shard
     // must not hold it. Off: it joins at once and keeps its shards however reads fare.
     bool checkDataPlane = true;
+    std::string rackId;  // sent with a join (Kafka's RackId); empty: none
   };
   explicit Membership(Options o);
 

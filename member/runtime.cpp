@@ -579,6 +579,7 @@ Runtime::Runtime(RuntimeOptions opts, Handler handler) : impl_(std::make_unique<
   mo.concurrency = std::max(1, impl_->opts.concurrency);
   mo.selfFenceMarginMs = impl_->opts.selfFenceMarginMs;
   mo.instanceId = impl_->opts.instanceId;
+  mo.rackId = impl_->opts.rackId;
   mo.coordinatorUrl = impl_->opts.coordinatorUrl;
   mo.followOwner = impl_->opts.followOwner;
   mo.checkDataPlane = impl_->opts.checkRedis;

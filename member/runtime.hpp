@@ -64,6 +64,10 @@ struct RuntimeOptions {
   // within the coordinator's static session timeout gets the same shards back with no rebalance;
   // a graceful stop sends -2 rather than -1. Empty: a plain member.
   std::string instanceId;
+  // The rack (zone) this process runs in, sent when it joins: a group with the rack-aware assignor
+  // gives it shards of its rack where it can. Empty: none (a Kubernetes pod takes its node's
+  // topology.kubernetes.io/zone, see deploy/k8s).
+  std::string rackId;
   int concurrency = 1;   // worker threads; a shard is read by one worker at a time
   int readCount = 10;
   int64_t maxBlockMs = 500;        // XREADGROUP BLOCK cap (a revoke waits for the read to return)

@@ -289,6 +289,39 @@ Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body)
   return out;
 }
 
+Decoded<GroupConfig> decode_group_config(std::string_view body) {
+  using R = GroupConfig;
+  bool tooDeep = false;
+  const json j = admin_body(body, tooDeep);
+  if (tooDeep) return refused<R>(too_deep_message());
+  const char* shape = "the body must be {\"assignor\": \"uniform\" | \"range\" | \"rack-aware\", \"shardRacks\": [a rack per shard]}";
+  if (!j.is_object()) return refused<R>(shape);
+  for (const auto& [k, v] : j.items())
+    if (k != "assignor" && k != "shardRacks") return refused<R>("unknown field '" + k + "': " + shape);
+  R r;
+  if (!j.contains("assignor") || !j["assignor"].is_string()) return refused<R>(std::string("assignor: is required; ") + shape);
+  const auto name = j["assignor"].get<std::string>();
+  const auto kind = assignor_from(name);
+  if (!kind) return refused<R>("assignor: uniform, range or rack-aware, not '" + name.substr(0, 140) + "'");
+  r.assignor = *kind;
+  if (j.contains("shardRacks")) {
+    const auto& racks = j["shardRacks"];
+    if (!racks.is_array()) return refused<R>("shardRacks: an array with the rack of each shard, by index (\"\" for none)");
+    if (racks.size() > kMaxShardRacks) return refused<R>("shardRacks: at most " + std::to_string(kMaxShardRacks) + " entries");
+    r.shardRacks.emplace();
+    for (std::size_t i = 0; i < racks.size(); ++i) {
+      const auto at = "shardRacks[" + std::to_string(i) + "]";
+      if (!racks[i].is_string()) return refused<R>(at + ": a rack name or \"\"");
+      auto rack = racks[i].get<std::string>();
+      if (!rack.empty() && !valid_name(rack)) return refused<R>(at + ": '" + rack.substr(0, 140) + "' must match [A-Za-z0-9._:-]{1,128}");
+      r.shardRacks->push_back(std::move(rack));
+    }
+  }
+  Decoded<R> out;
+  out.value = std::move(r);
+  return out;
+}
+
 Decoded<DeadLetterSelection> decode_dead_letter_selection(std::string_view body) {
   using R = DeadLetterSelection;
   bool tooDeep = false;

@@ -73,6 +73,12 @@ struct OffsetsResetRequest {
 };
 Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body);
 
+// PUT .../groups/{group}: {"assignor": "uniform" | "range" | "rack-aware", "shardRacks": [rack per
+// shard index]} (shardRacks optional: absent keeps the group's, [] clears them; at most
+// kMaxShardRacks, each "" for none or a name). Unknown fields are refused.
+inline constexpr std::size_t kMaxShardRacks = 100000;
+Decoded<GroupConfig> decode_group_config(std::string_view body);
+
 // POST .../dead-letters/redrive and .../discard: {"deadLetterIds": [entry ids]} (at most
 // kMaxDeadLettersPerCall) or {"all": true}, one of the two.
 inline constexpr std::size_t kMaxDeadLettersPerCall = 1000;

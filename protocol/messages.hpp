@@ -51,6 +51,7 @@ constexpr auto kRequestFields = wire::table({
     RSC_WIRE_RULE,  // 11: a shard is held once, owned or revoking
     RSC_WIRE_FIELD("shardProgress", Optional),
     RSC_WIRE_RULE,  // 13: a shard's progress is reported once
+    RSC_WIRE_FIELD("rackId", Optional),
 });
 constexpr auto kCapacityFields = wire::table({
     RSC_WIRE_FIELD("runtimeMaxConcurrency", Required),
@@ -262,9 +263,12 @@ bool request_io(V& v, HeartbeatRequest& r, std::string_view pathMemberId) {
                                               std::pair{"revokingShards", &r.revokingShards}));
       case 12:
         return f.list(r.shardProgress, [](V& e, ShardProgress& p) { return progress_io(e, p); }, true);
-      default:
+      case 13:
         if (wire::distinct_shards(r.shardProgress)) return true;
         return repeat_refused(f, first_repeat(std::pair{"shardProgress", &r.shardProgress}));
+      default:
+        return f.opt_str(r.rackId, 256) &&
+               f.check(!r.rackId || valid_name(*r.rackId), [&] { return name_rule(*r.rackId); });
     }
   });
 }

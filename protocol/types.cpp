@@ -94,10 +94,18 @@ std::optional<Retention> decode_retention(std::string_view s) {
 }
 
 std::string_view to_string(KeyStyle s) { return s == KeyStyle::HashTag ? "hashtag" : "plain"; }
-std::string_view to_string(AssignorKind a) { return a == AssignorKind::Range ? "range" : "uniform"; }
+std::string_view to_string(AssignorKind a) {
+  switch (a) {
+    case AssignorKind::Range: return "range";
+    case AssignorKind::RackAware: return "rack-aware";
+    case AssignorKind::Uniform: break;
+  }
+  return "uniform";
+}
 std::optional<AssignorKind> assignor_from(std::string_view s) {
   if (s == "uniform") return AssignorKind::Uniform;
   if (s == "range") return AssignorKind::Range;
+  if (s == "rack-aware") return AssignorKind::RackAware;
   return std::nullopt;
 }
 

@@ -110,8 +110,10 @@ struct HeartbeatRequest {
   // A static member's stable identity (SPEC §3 rule 12): its target is kept for it across a leave
   // with memberEpoch -2 or a crash, for the static session timeout.
   std::optional<std::string> instanceId;
+  // The member's rack (zone), as Kafka's RackId: read when it joins, for the rack-aware assignor.
+  std::optional<std::string> rackId;
   friend bool operator==(const HeartbeatRequest& a, const HeartbeatRequest& b) {
-    return std::tie(a.protocolVersion, a.requestId, a.memberId, a.memberEpoch, a.metadataVersion, a.runtimeConsumerCapacity, a.ownedShards, a.revokingShards, a.shardProgress, a.leavingMemberEpoch, a.instanceId) == std::tie(b.protocolVersion, b.requestId, b.memberId, b.memberEpoch, b.metadataVersion, b.runtimeConsumerCapacity, b.ownedShards, b.revokingShards, b.shardProgress, b.leavingMemberEpoch, b.instanceId);
+    return std::tie(a.protocolVersion, a.requestId, a.memberId, a.memberEpoch, a.metadataVersion, a.runtimeConsumerCapacity, a.ownedShards, a.revokingShards, a.shardProgress, a.leavingMemberEpoch, a.instanceId, a.rackId) == std::tie(b.protocolVersion, b.requestId, b.memberId, b.memberEpoch, b.metadataVersion, b.runtimeConsumerCapacity, b.ownedShards, b.revokingShards, b.shardProgress, b.leavingMemberEpoch, b.instanceId, b.rackId);
   }
   friend bool operator!=(const HeartbeatRequest& a, const HeartbeatRequest& b) { return !(a == b); }
 };
@@ -154,10 +156,24 @@ struct HeartbeatResponse {
 // changed; streams created before the choice existed use the hash-tagged form.
 enum class KeyStyle { Plain, HashTag };
 // How a group's shards are split among its members (group/assignor.hpp): "uniform" (sticky,
-// balanced; the default) or "range" (contiguous blocks of shard indices in member-id order).
-enum class AssignorKind { Uniform, Range };
+// balanced; the default), "range" (contiguous blocks of shard indices in member-id order) or
+// "rack-aware" (uniform's balance, each shard read in its own rack where a member there exists).
+enum class AssignorKind { Uniform, Range, RackAware };
 std::string_view to_string(AssignorKind a);
 std::optional<AssignorKind> assignor_from(std::string_view s);  // exact spelling
+// What an admin sets on a group (PUT .../groups/{group}): its assignor and the shards' racks.
+struct GroupConfig {
+  AssignorKind assignor = AssignorKind::Uniform;
+  std::optional<std::vector<std::string>> shardRacks;  // absent: kept as they are
+};
+// What the group has after the call, and whether it changed (the group epoch moved).
+struct GroupConfigSet {
+  bool changed = false;
+  bool created = false;  // the group did not exist: made, empty, with this configuration
+  int32_t groupEpoch = 0;
+  AssignorKind assignor = AssignorKind::Uniform;
+  std::vector<std::string> shardRacks;
+};
 std::string_view to_string(KeyStyle s);                       // "plain" | "hashtag"
 std::optional<KeyStyle> key_style_from(std::string_view s);  // exact spelling
 

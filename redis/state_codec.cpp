@@ -47,6 +47,7 @@ constexpr auto kMemberFields = wire::table({
     RSC_WIRE_RULE,                    // 10: q comes with qu
     RSC_WIRE_FIELD("r", Optional),    // revoking
     RSC_WIRE_FIELD("rd", Optional),   // revoke deadline
+    RSC_WIRE_FIELD("rk", Optional),   // rack (zone) the member said it is in
     RSC_WIRE_FIELD("rq", Optional),   // last request id
     RSC_WIRE_FIELD("rs", Optional),   // last answer
     RSC_WIRE_FIELD("s", Required),    // lifecycle state
@@ -68,6 +69,7 @@ constexpr auto kGroupFields = wire::table({
     RSC_WIRE_FIELD("rf", Optional),  // retire from
     RSC_WIRE_FIELD("rg", Optional),  // rollback guard until
     RSC_WIRE_FIELD("sc", Required),  // shard count
+    RSC_WIRE_FIELD("sr", Optional),  // shard racks (index -> rack), for the rack-aware assignor
     RSC_WIRE_FIELD("st", Optional),  // static reservations: [[instance, shards, until, member]]
     RSC_WIRE_FIELD("v", Required),
 });
@@ -147,8 +149,11 @@ bool member_io(V& v, group::Member& m) {
       case 12:
         return f.int_unless(m.revokeDeadlineMs, group::Millis{0}, kI64Min, kI64Max);
       case 13:
-        return f.str_or_omit(m.lastRequestId, std::size_t{1} << 20);
+        return f.str_or_omit(m.rackId, 256) &&
+               f.check(m.rackId.empty() || protocol::valid_name(m.rackId), [] { return std::string("rack is not a valid name"); });
       case 14:
+        return f.str_or_omit(m.lastRequestId, std::size_t{1} << 20);
+      case 15:
         if constexpr (V::kWrites) {
           if (!m.lastResponse) return true;
           auto answer = m.lastResponse->expand(m.lastRequestId, m.id);
@@ -159,11 +164,11 @@ bool member_io(V& v, group::Member& m) {
           m.lastResponse = group::StoredResponse::of(answer);
           return ok;
         }
-      case 15:
-        return f.enumerated(m.state, Lifecycles{});
       case 16:
-        return shards_io(f, m.target, false);
+        return f.enumerated(m.state, Lifecycles{});
       case 17:
+        return shards_io(f, m.target, false);
+      case 18:
         return f.int_unless(m.tombstoneUntilMs, group::Millis{0}, kI64Min, kI64Max);
       default:
         return version_io(f);
@@ -205,7 +210,12 @@ bool group_io(V& v, group::GroupState& g) {
         return f.int_unless(g.rollbackGuardUntilMs, group::Millis{0}, kI64Min, kI64Max);
       case 11:
         return f.int_in(g.shardCount, kI32Min, kI32Max);
-      case 12: {
+      case 12:
+        return f.list_or_omit(g.shardRacks, [](V& e, std::string& rack) {
+          return e.str(rack, 256, 0) &&
+                 e.check(rack.empty() || protocol::valid_name(rack), [] { return std::string("rack is not a valid name"); });
+        });
+      case 13: {
         std::vector<ReservationRow> rows;
         if constexpr (V::kWrites)
           for (const auto& [instance, r] : g.reservations) rows.push_back({instance, r});

@@ -158,6 +158,44 @@ if problems:
 print("check-status-page: a static member away shows its instance id, its reservation and shards 0,1 reserved for it")
 PY
 
+# 1e. A rack-aware group (issue 54): the page names its assignor, the shards read across racks and
+# each member's rack with how many of its shards are in it.
+python3 - "http://127.0.0.1:$port" <<'PY'
+import json, sys, urllib.request
+url = sys.argv[1]
+def call(method, path, body):
+    req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode())
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read())
+call("PUT", "/coord/v1/streams/zones", {"shardCount": 2})
+set_ = call("PUT", "/coord/v1/streams/zones/groups/near", {"assignor": "rack-aware", "shardRacks": ["east", "west"]})
+if set_.get("assignor") != "rack-aware" or not set_.get("created"):
+    sys.exit(f"check-status-page: FAIL: setting the assignor answered {set_}")
+def hb(seq, epoch, owned):
+    return call("POST", "/coord/v1/streams/zones/groups/near/members/r1/heartbeat",
+                {"protocolVersion": 1, "requestId": f"r1-{seq}", "memberId": "r1", "memberEpoch": epoch,
+                 "metadataVersion": 1, "rackId": "east",
+                 "runtimeConsumerCapacity": {"runtimeMaxConcurrency": 2, "availableConcurrency": 2},
+                 "ownedShards": [{"shardIndex": s, "state": "OWNED"} for s in owned]})
+r = hb(1, 0, [])
+hb(2, r["memberEpoch"], [a["shardIndex"] for a in r["assignment"]["assignedShards"]])
+PY
+chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom-racks.html"
+python3 - "$dir/dom-racks.html" <<'PY'
+import sys
+html = open(sys.argv[1]).read()
+problems = []
+if 'data-assignor="rack-aware"' not in html or "assignor rack-aware (1 shard read across racks)" not in html:
+    problems.append("the group's assignor and its one cross-rack shard are not shown")
+if 'data-rack="east"' not in html or "r1 @east (1 in rack)" not in html:
+    problems.append("the member's rack and its shards in it are not shown")
+if problems:
+    print("check-status-page: FAIL (racks): " + "; ".join(problems), file=sys.stderr)
+    sys.exit(1)
+print("check-status-page: a rack-aware group shows its assignor, 1 shard read across racks, and r1 @east with 1 in rack")
+PY
+
 # 1d. A member fenced by an operator is listed for a while but not counted as a member.
 curl -fsS -X DELETE "http://127.0.0.1:$port/coord/v1/streams/orders/groups/billing/members/m2" >/dev/null
 chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom-fenced.html"

@@ -733,6 +733,7 @@ TEST(RequestDeclaredOnce, WhatTheWriterWritesBothReadersReadBackTheSame) {
     r.runtimeConsumerCapacity = {pick(64), pick(64)};
     if (pick(3) == 0) r.instanceId = "inst-" + std::to_string(pick(9));
     if (r.instanceId && pick(4) == 0) r.memberEpoch = -2;
+    if (pick(3) == 0) r.rackId = "zone-" + std::to_string(pick(3));
     if (r.memberEpoch == -1 && pick(2)) r.leavingMemberEpoch = 1 + pick(9);
     std::vector<int32_t> shards(100);
     for (int i = 0; i < 100; ++i) shards[static_cast<std::size_t>(i)] = i;

@@ -91,6 +91,17 @@ struct FakeBackend : Backend {
   void remove_member(const protocol::GroupKey&, const std::string& id, std::function<void(http::Answer<bool>)> done) override {
     done(http::Answer<bool>::success(id == "a"));
   }
+  std::vector<protocol::GroupConfig> configs;  // what reached the backend
+  void configure_group(const protocol::GroupKey&, protocol::GroupConfig config,
+                       std::function<void(http::Answer<protocol::GroupConfigSet>)> done) override {
+    configs.push_back(config);
+    protocol::GroupConfigSet set;
+    set.changed = true;
+    set.groupEpoch = 7;
+    set.assignor = config.assignor;
+    set.shardRacks = config.shardRacks.value_or(std::vector<std::string>{});
+    done(http::Answer<protocol::GroupConfigSet>::success(std::move(set)));
+  }
   void delete_group(const protocol::GroupKey& key, bool fence,
                     std::function<void(http::Answer<http::Deletion>)> done) override {
     deletes.push_back(key.str() + (fence ? " fence" : ""));
@@ -209,7 +220,8 @@ TEST(Routing, EveryEndpointOfTheSpecIsRouted) {
   EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups/billing").route->kind, K::Describe);
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing/members/a").route->kind, K::RemoveMember);
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing").route->kind, K::DeleteGroup);
-  EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing").error.allow, "GET, DELETE");
+  EXPECT_EQ(route("PUT", "/coord/v1/streams/orders/groups/billing").route->kind, K::ConfigureGroup);
+  EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing").error.allow, "GET, DELETE, PUT");
   EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups/billing/dead-letters?count=5").route->kind, K::DeadLetters);
   EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing/dead-letters/redrive").route->kind, K::Redrive);
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing/dead-letters").error.allow, "GET");
@@ -456,6 +468,54 @@ TEST(Admin, DeadLettersOfAnUnknownGroupAre404AndUnknownIdsAreNamedBack) {
     EXPECT_EQ(r.res.status, 404) << method << " " << path << ": " << r.res.body;
     EXPECT_EQ(json::parse(r.res.body).at("error"), "NOT_FOUND") << path;
   }
+}
+
+// PUT .../groups/{group} sets the assignor (and shard racks) for the admin only, audited; a bad
+// body is refused with INVALID_REQUEST naming the field, and nothing reaches the group.
+TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
+  FakeBackend b;
+  const auto auth = tokens();
+  const std::string path = "/coord/v1/streams/orders/groups/billing";
+  const std::string admin = "Bearer admin-token-0123456789";
+  EXPECT_EQ(call(b, auth, "PUT", path, R"({"assignor": "range"})", "application/json", "Bearer member-token-0123456789").res.status, 403);
+  EXPECT_TRUE(b.configs.empty());
+  b.audits.clear();
+  auto ok = call(b, auth, "PUT", path, R"({"assignor": "rack-aware", "shardRacks": ["a", "b", "", "a"]})", "application/json", admin);
+  ASSERT_EQ(ok.res.status, 200) << ok.res.body;
+  ASSERT_EQ(b.configs.size(), 1u);
+  EXPECT_EQ(b.configs[0].assignor, protocol::AssignorKind::RackAware);
+  EXPECT_EQ(b.configs[0].shardRacks, (std::vector<std::string>{"a", "b", "", "a"}));
+  const auto j = json::parse(ok.res.body);
+  EXPECT_EQ(j.at("assignor"), "rack-aware");
+  EXPECT_EQ(j.at("groupEpoch"), 7);
+  EXPECT_EQ(j.at("changed"), true);
+  ASSERT_EQ(b.audits.size(), 1u);
+  EXPECT_NE(b.audits[0].find("action=configure-group target=orders/billing status=200"), std::string::npos) << b.audits[0];
+  auto range = call(b, auth, "PUT", path, R"({"assignor": "range"})", "application/json", admin);
+  ASSERT_EQ(range.res.status, 200);
+  ASSERT_EQ(b.configs.size(), 2u);
+  EXPECT_FALSE(b.configs[1].shardRacks.has_value()) << "absent: the group's racks are kept";
+  struct Bad {
+    const char* body;
+    const char* names;
+  };
+  for (const auto& bad : {Bad{R"({"assignor": "sticky"})", "assignor: uniform, range or rack-aware, not 'sticky'"},
+                          Bad{R"({"assignor": "RANGE"})", "assignor"},
+                          Bad{R"({"assignor": 3})", "assignor: is required"},
+                          Bad{R"({})", "assignor: is required"},
+                          Bad{R"({"assignor": "range", "racks": []})", "unknown field 'racks'"},
+                          Bad{R"({"assignor": "range", "shardRacks": "a"})", "shardRacks: an array"},
+                          Bad{R"({"assignor": "range", "shardRacks": ["a", "b c"]})", "shardRacks[1]: 'b c'"},
+                          Bad{R"({"assignor": "range", "shardRacks": ["a", 1]})", "shardRacks[1]: a rack name"},
+                          Bad{R"(["range"])", "the body must be"},
+                          Bad{"{", "the body must be"}}) {
+    auto r = call(b, auth, "PUT", path, bad.body, "application/json", admin);
+    EXPECT_EQ(r.res.status, 400) << bad.body;
+    EXPECT_NE(r.res.body.find("INVALID_REQUEST"), std::string::npos) << r.res.body;
+    EXPECT_NE(r.res.body.find(bad.names), std::string::npos) << bad.body << " -> " << r.res.body;
+  }
+  EXPECT_EQ(b.configs.size(), 2u) << "nothing refused reached the group";
+  EXPECT_EQ(call(b, auth, "PUT", path, R"({"assignor": "range"})", "text/plain", admin).res.status, 415);
 }
 
 // Kafka's --reset-offsets: the position is XGROUP SETID's; refused while members read unless they are
@@ -735,6 +795,14 @@ TEST(OpenApi, TheDocumentListsExactlyTheServedRoutesAndItsExamplesDecode) {
       auto d = protocol::decode_stream_request(ex.at("value").dump(), post);
       EXPECT_TRUE(d.ok()) << method << " " << name << ": " << d.error.message;
     }
+  const auto& group = doc.at("paths").at("/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}");
+  int configs = 0;
+  for (const auto& [name, ex] : group.at("put").at("requestBody").at("content").at("application/json").at("examples").items()) {
+    auto d = protocol::decode_group_config(ex.at("value").dump());
+    EXPECT_TRUE(d.ok()) << "put group " << name << ": " << d.error.message;
+    ++configs;
+  }
+  EXPECT_GE(configs, 2);
   // The documented answer of a heartbeat decodes as one.
   const auto& example = hb.at("post").at("responses").at("200").at("content").at("application/json").at("example");
   EXPECT_TRUE(protocol::decode_heartbeat_response(example.dump()).ok());

@@ -815,6 +815,29 @@ TEST(MembershipInterrupts, AWorkerReadingAShardThatIsGivenUpOrDroppedIsToldToSto
 }
 
 
+// Issue 54: the member's rack goes with its joins (a rejoin after a fence too), not with every
+// heartbeat; a member without one sends none.
+TEST(RackMembership, TheRackIsSentWithEveryJoinAndOnlyThen) {
+  Membership::Options o{"m", "inc", 1, 0};
+  o.rackId = "eu-west-1a";
+  Membership r(o);
+  int64_t now = 1000 * kMs;
+  auto join = r.next_request(now);
+  EXPECT_EQ(join.memberEpoch, 0);
+  EXPECT_EQ(join.rackId, std::optional<std::string>("eu-west-1a"));
+  r.on_response(answer(HeartbeatStatus::OK, 3, {0}), now);
+  now += 1000 * kMs;
+  auto beat = r.next_request(now);
+  EXPECT_EQ(beat.memberEpoch, 3);
+  EXPECT_FALSE(beat.rackId.has_value());
+  r.on_response(answer(HeartbeatStatus::FENCED_MEMBER_EPOCH, 3, {}), now);
+  auto again = r.next_request(now);
+  EXPECT_EQ(again.memberEpoch, 0);
+  EXPECT_EQ(again.rackId, std::optional<std::string>("eu-west-1a"));
+  Membership none({"p", "inc", 1, 0});
+  EXPECT_FALSE(none.next_request(now).rackId.has_value());
+}
+
 // A static member (rule 12): every request names its instance, and a graceful leave is -2 (its
 // shards wait for it); a plain member leaves with -1.
 TEST(StaticMembership, EveryRequestCarriesTheInstanceAndTheLeaveIsMinusTwo) {

@@ -1481,3 +1481,109 @@ TEST(StaleLeave, ALeaveWithoutAnEpochOrWithTheCurrentOrPreviousOneIsAppliedAndAH
     EXPECT_EQ(h.state().storeRevision, rev);
   }
 }
+
+// Issue 54: the group's assignor, set by an admin, moves shards like any rebalance.
+namespace {
+// Members that do what they are told at once: each heartbeat reports what it reads and acks what
+// it was asked to give up. After every heartbeat no shard is read by two of them.
+struct Crowd {
+  Harness& h;
+  std::map<std::string, std::pair<int32_t, Shards>> members;  // id -> epoch, shards read
+  void join(const std::string& id, const std::string& rack = "") {
+    auto q = h.request(id, 0);
+    if (!rack.empty()) q.rackId = rack;
+    auto r = h.send(q);
+    members[id] = {r.memberEpoch, assigned(r)};
+  }
+  void round() {
+    for (auto& [id, m] : members) {
+      auto& [epoch, owned] = m;
+      auto r = h.hb(id, epoch, {owned});
+      Shards given = assigned(r), dropped;
+      for (auto s : owned)
+        if (std::find(given.begin(), given.end(), s) == given.end()) dropped.push_back(s);
+      if (!dropped.empty()) r = h.hb(id, r.memberEpoch, {given, dropped});  // drained and acked
+      epoch = r.memberEpoch;
+      owned = assigned(r);
+      std::map<int32_t, std::string> reader;
+      for (const auto& [other, om] : members)
+        for (auto s : om.second) {
+          EXPECT_FALSE(reader.count(s)) << "shard " << s << " read by " << reader[s] << " and " << other;
+          reader[s] = other;
+        }
+    }
+  }
+  void settle() {
+    for (int i = 0; i < 6; ++i) round();
+  }
+};
+}  // namespace
+
+TEST(Assignor, SettingRangeBumpsTheGroupEpochAndMovesShardsRevokeBeforeAssignIntoBlocks) {
+  Harness h(6);
+  Crowd c{h, {}};
+  for (const char* id : {"a", "b", "c"}) c.join(id), c.settle();
+  EXPECT_EQ(h.state().assignor, rsc::protocol::AssignorKind::Uniform);
+  const auto before = h.state().groupEpoch;
+  // Uniform sticky keeps a's and b's first shards: c got one of each, so nobody holds a block.
+  const auto contiguous = [](const Shards& s) { return s.empty() || s.back() - s.front() + 1 == static_cast<int32_t>(s.size()); };
+  EXPECT_FALSE(contiguous(c.members["c"].second)) << "the test needs a split that range changes";
+  rsc::protocol::GroupConfig cfg;
+  cfg.assignor = rsc::protocol::AssignorKind::Range;
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  EXPECT_EQ(h.state().assignor, rsc::protocol::AssignorKind::Range);
+  EXPECT_EQ(h.state().groupEpoch, before + 1);
+  EXPECT_EQ(h.member("a").target, (Shards{0, 1}));
+  EXPECT_EQ(h.member("b").target, (Shards{2, 3}));
+  EXPECT_EQ(h.member("c").target, (Shards{4, 5}));
+  // The moves are revocations first: whoever reads a shard now keeps it until it lets go (the
+  // crowd checks after every heartbeat that no shard has two readers).
+  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(h.member(id).assigned, c.members[id].second) << id;
+  c.settle();
+  EXPECT_EQ(c.members["a"].second, (Shards{0, 1}));
+  EXPECT_EQ(c.members["b"].second, (Shards{2, 3}));
+  EXPECT_EQ(c.members["c"].second, (Shards{4, 5}));
+  EXPECT_EQ(rsc::group::group_state(h.state()), GroupStateName::STABLE);
+  // The same choice again changes nothing: no epoch, no write.
+  const auto o = rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now());
+  EXPECT_FALSE(o.changed());
+  EXPECT_EQ(o.state.groupEpoch, before + 1);
+}
+
+TEST(Assignor, RackAwareReadsEachShardInItsRackWhereAMemberThereExistsAndDescribeCountsIt) {
+  Harness h(6);
+  Crowd c{h, {}};
+  c.join("a", "east"), c.settle();
+  c.join("b", "west"), c.settle();
+  c.join("c", "east"), c.settle();
+  EXPECT_EQ(h.member("b").rackId, "west");
+  rsc::protocol::GroupConfig cfg;
+  cfg.assignor = rsc::protocol::AssignorKind::RackAware;
+  cfg.shardRacks = std::vector<std::string>{"west", "west", "east", "east", "east", "east"};
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  c.settle();
+  EXPECT_EQ(c.members["b"].second, (Shards{0, 1})) << "the only west member reads both west shards";
+  for (const char* id : {"a", "c"}) {
+    EXPECT_EQ(c.members[id].second.size(), 2u);
+    for (auto s : c.members[id].second) EXPECT_GE(s, 2) << id << " reads a west shard";
+  }
+  auto loc = rsc::group::rack_locality(h.state());
+  EXPECT_EQ(loc.crossRack, 0);
+  EXPECT_EQ(loc.inRack.at("b"), 2);
+  const auto d = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now()));
+  EXPECT_EQ(d.at("assignor"), "rack-aware");
+  EXPECT_EQ(d.at("crossRackShards"), 0);
+  EXPECT_EQ(d.at("shardRacks").size(), 6u);
+  for (const auto& m : d.at("members")) EXPECT_EQ(m.at("inRackShards"), 2) << m.dump();
+  // Racks kept when a later call names none; three west shards for one west member cannot all be
+  // read in their rack without breaking the balance: one is read across racks, and counted.
+  cfg.shardRacks = std::vector<std::string>{"west", "west", "west", "east", "east", "east"};
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  c.settle();
+  loc = rsc::group::rack_locality(h.state());
+  EXPECT_EQ(loc.crossRack, 1);
+  EXPECT_EQ(loc.inRack.at("b"), 2);
+  rsc::protocol::GroupConfig keep;
+  keep.assignor = rsc::protocol::AssignorKind::RackAware;
+  EXPECT_FALSE(rsc::group::set_assignor(h.state(), keep, h.cfg(), h.now()).changed()) << "absent racks are kept";
+}

@@ -31,6 +31,7 @@
 #include <random>
 #include <sstream>
 
+#include "group/assignor.hpp"
 #include "group/coordinator.hpp"
 #include "group/time_rules.hpp"
 
@@ -51,7 +52,7 @@ struct Stats {
        staleAnswers = 0, answeredAfterFence = 0, quarantines = 0, conflicts = 0, adminRemovals = 0,
        lateJoins = 0, twins = 0, heldJoins = 0, zombieLeaves = 0, lateLeaves = 0, staleCopies = 0,
        staticReturns = 0, staticDuplicates = 0, reservations = 0, reservationsTaken = 0, reservationTimeouts = 0,
-       instanceRefusals = 0, instanceGaveUp = 0;
+       instanceRefusals = 0, instanceGaveUp = 0, assignorChanges = 0, rackAwareSettles = 0, rangeSettles = 0;
   void add(const Stats& o) {
     heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
     lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
@@ -64,6 +65,7 @@ struct Stats {
     lateLeaves += o.lateLeaves, staleCopies += o.staleCopies;
     staticReturns += o.staticReturns, staticDuplicates += o.staticDuplicates, reservations += o.reservations;
     reservationsTaken += o.reservationsTaken, reservationTimeouts += o.reservationTimeouts;
+    assignorChanges += o.assignorChanges, rackAwareSettles += o.rackAwareSettles, rangeSettles += o.rangeSettles;
     instanceRefusals += o.instanceRefusals, instanceGaveUp += o.instanceGaveUp;
   }
 };
@@ -136,6 +138,9 @@ struct SimOptions {
   // Static members (rule 12): half the members have an instanceId; they leave with -2, and an
   // instance comes back under a new member id, at times while its old process still runs.
   bool staticMembers = false;
+  // Issue 54: members say a rack (one of three) when they join, and an admin sets the group's
+  // assignor (uniform, range or rack-aware) and the shards' racks at random times, through any pod.
+  bool assignors = false;
 };
 
 // A join that a client sent earlier (and retried, or gave up on) that reaches a pod only now.
@@ -244,7 +249,7 @@ class Simulation {
       if (rng_() % 4 == 0) m.running = false;
       return;
     }
-    switch (rng_() % (opt_.staticMembers ? 12 : 11)) {
+    switch (rng_() % (opt_.staticMembers || opt_.assignors ? 12 : 11)) {
       case 0:  // crash: the process is gone, nothing it held is read any more
         if (m.running) {
           m.running = false;
@@ -347,6 +352,18 @@ class Simulation {
       case 11:  // a static member's instance starts again under a new member id (a new pod with
                 // the StatefulSet's name): its old process may be running still (two live
                 // processes with one instance: the newer is refused while the older lives) or gone
+        if (opt_.assignors && chance(300) && !store_down()) {  // or: an admin sets the assignor (PUT .../groups/{group})
+          protocol::GroupConfig c;
+          c.assignor = static_cast<protocol::AssignorKind>(rng_() % 3);
+          if (rng_() % 2 == 0) {
+            c.shardRacks.emplace();
+            for (int32_t s = 0; s < g_.shardCount + 2; ++s) c.shardRacks->push_back(rng_() % 5 == 0 ? "" : "z" + std::to_string(rng_() % 3));
+          }
+          pod_step(static_cast<int>(rng_() % pods_.size()), "assignor",
+                   [&](group::GroupState g) { return group::set_assignor(std::move(g), c, cfg_, now_); });
+          ++stats_.assignorChanges;
+          break;
+        }
         if (!m.instance.empty() && chance(400)) {
           SimMember next;
           next.id = m.id + "r" + std::to_string(++renames_);
@@ -411,6 +428,7 @@ class Simulation {
     q.memberId = m.id;
     q.memberEpoch = m.leaving ? (m.instance.empty() ? -1 : -2) : m.epoch;
     if (!m.instance.empty()) q.instanceId = m.instance;
+    if (opt_.assignors) q.rackId = "z" + std::to_string(std::hash<std::string>{}(m.id) % 3);
     if (m.leaving && m.epoch > 0 && !opt_.leaveWithoutEpoch) q.leavingMemberEpoch = m.epoch;
     q.metadataVersion = metadataSeen_.count(m.id) ? metadataSeen_[m.id] : 0;
     q.runtimeConsumerCapacity = {4, 4};
@@ -567,7 +585,7 @@ class Simulation {
     group::GroupState next = g_;
     auto groupFields = [](auto& x) {
       return std::tie(x.groupEpoch, x.assignmentEpoch, x.metadataVersion, x.shardCount, x.rollbackGuardUntilMs,
-                      x.outageCoveredUntilMs, x.provisionedShards, x.reservations);
+                      x.outageCoveredUntilMs, x.provisionedShards, x.reservations, x.assignor, x.shardRacks);
     };
     if (o.delta.group) {
       groupFields(next) = groupFields(c);
@@ -822,6 +840,9 @@ class Simulation {
     // One recompute only: a write with two (a tick's expiry and a rejoin of the same id, say) is not
     // one join or leave.
     if (g_.assignmentEpoch != before.assignmentEpoch + 1 || g_.shardCount != before.shardCount) return;
+    // The uniform assignor's promise: range moves block boundaries and rack-aware trades moves for
+    // locality (their own promises are checked once settled), and a new assignor moves what it must.
+    if (before.assignor != protocol::AssignorKind::Uniform || g_.assignor != protocol::AssignorKind::Uniform) return;
     auto a = targets(before), b = targets(g_);
     std::set<std::string> ka, kb;
     for (const auto& [k, v] : a) ka.insert(k);
@@ -893,6 +914,34 @@ class Simulation {
     }
   }
 
+  // What the group's assignor promises, once settled: range gives each member one block of
+  // consecutive shards; rack-aware reads as few shards across racks as any balanced split can.
+  void check_assignor_settled() {
+    std::map<std::string, group::ShardSet> now;
+    group::AssignmentSpec spec;
+    group::Racks racks;
+    racks.shard = g_.shardRacks;
+    spec.shardCount = g_.shardCount;
+    for (const auto& [id, m] : g_.members)
+      if (m.live() && !m.leaving()) {
+        now[id] = m.assigned;
+        spec.members.push_back(id);
+        racks.member[id] = m.rackId;
+      }
+    if (g_.assignor == protocol::AssignorKind::Range) {
+      ++stats_.rangeSettles;
+      for (const auto& [id, shards] : now)
+        if (!shards.empty() && shards.back() - shards.front() + 1 != static_cast<int32_t>(shards.size()))
+          fail("range: " + id + " reads shards that are not one block");
+    }
+    if (g_.assignor == protocol::AssignorKind::RackAware) {
+      ++stats_.rackAwareSettles;
+      const auto best = group::cross_rack_shards(group::assign_rack_aware(spec, racks), racks);
+      const auto got = group::cross_rack_shards(now, racks);
+      if (got != best) fail("rack-aware: " + std::to_string(got) + " shards read across racks, " + std::to_string(best) + " possible");
+    }
+  }
+
   // Chaos stops; every process runs and heartbeats promptly; the group must settle (I2).
   void settle() {
     late_.clear();
@@ -939,6 +988,7 @@ class Simulation {
     }
     if (total != static_cast<std::size_t>(g_.shardCount)) fail("I2: not every shard is assigned");
     if (hi - lo > 1) fail("I2: counts differ by more than one");
+    if (opt_.assignors) check_assignor_settled();
     for (const auto& m : members_)
       if (m.owned != g_.members.at(m.id).assigned) fail("I2: " + m.id + " reads something else than it was given");
   }
@@ -1128,6 +1178,36 @@ TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvaria
     EXPECT_GT(total.instanceRefusals, 0) << "a second process of a live instance is refused (issue 51)";
     EXPECT_GT(total.leaves, 0);
     EXPECT_GT(total.crashes, 0);
+  }
+}
+
+// Issue 54: the group's assignor and the shards' racks change at random times (members say their
+// rack when they join), with crashes, freezes, outages and two pods: every invariant holds, and the
+// settled group is what the last assignor promises (range: blocks; rack-aware: fewest cross-rack).
+TEST(Simulation, AssignorsChangedAtRandomKeepEveryInvariant) {
+  const long steps = env_long("RSC_SIM_STEPS", 3000);
+  const long seeds = env_long("RSC_SIM_SEEDS", 100);  // per run: two runs
+  for (int pods : {1, 2}) {
+    SimOptions opt;
+    opt.assignors = true;
+    opt.pods = pods;
+    opt.leaseRenewalSlackMs = pods == 2 ? 300 : 0;
+    if (std::getenv("RSC_SIM_SEED")) {  // RSC_SIM_PODS=1|2 picks the run
+      if (env_long("RSC_SIM_PODS", 1) == pods) replay_one(opt, steps);
+      continue;
+    }
+    const auto r = run_seeds(opt, seeds, steps);
+    for (std::size_t i = 0; i < r.failed.size() && i < 5; ++i) ADD_FAILURE() << r.failed[i];
+    const Stats& total = r.total;
+    print(pods == 1 ? "assignors changed, one pod" : "assignors changed, two pods, coarse renewal", seeds, steps, total);
+    std::cout << "  assignors: " << total.assignorChanges << " changes; settled under range " << total.rangeSettles
+              << " times, under rack-aware " << total.rackAwareSettles << " times\n";
+    EXPECT_EQ(r.failures, 0);
+    EXPECT_GT(total.assignorChanges, seeds);
+    EXPECT_GT(total.rangeSettles, seeds / 8);
+    EXPECT_GT(total.rackAwareSettles, seeds / 8);
+    EXPECT_GT(total.crashes, 0);
+    EXPECT_GT(total.outages, 0);
   }
 }
 

@@ -286,6 +286,24 @@ TYPED_TEST(StoreContract, ACreatedGroupLoadsBackEqual) {
   EXPECT_TRUE(r.value->state.members.at("a").lastResponse.has_value());
 }
 
+// Issue 54: the group's assignor and shard racks and each member's rack live in the store.
+TYPED_TEST(StoreContract, TheAssignorShardRacksAndMemberRacksAreStored) {
+  auto pod = this->backend.pod();
+  auto s = sample_group();
+  s.assignor = rsc::protocol::AssignorKind::Range;
+  s.shardRacks = {"z1", "z2", "", "z1", "z2", "z1"};
+  s.members.at("b").rackId = "z2";
+  auto w = pod->compare_and_set(create(kKey, s));
+  ASSERT_TRUE(w.ok()) << w.error.message;
+  auto r = pod->load(kKey);
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  EXPECT_EQ(r.value->state.assignor, rsc::protocol::AssignorKind::Range);
+  EXPECT_EQ(r.value->state.shardRacks, s.shardRacks);
+  EXPECT_EQ(r.value->state.members.at("b").rackId, "z2");
+  EXPECT_EQ(r.value->state.members.at("a").rackId, "");
+  expect_same_state(r.value->state, s);
+}
+
 TYPED_TEST(StoreContract, AStaleRevisionIsAConflictCarryingTheCurrentState) {
   auto pod = this->backend.pod();
   const auto s = sample_group();
@@ -1519,6 +1537,37 @@ TEST(RedisStall, AStalledRedisTimesOutAsRetryableAndTheStoreRecoversWhenItResume
   EXPECT_LT(waited, std::chrono::seconds(3)) << "the command timeout bounds the wait";
   auto again = p.load(kKey);
   ASSERT_TRUE(again.ok()) << again.error.message;
+}
+
+// Issue 54: the group's assignor and shard racks, and a member's rack, are stored (and left out
+// when they are the defaults, so records written before them read the same); a name that is no
+// assignor or no rack is a corrupt record, said plainly.
+TEST(StateCodec, TheAssignorTheShardRacksAndAMembersRackReadBackTheSame) {
+  auto s = sample_group();
+  const auto plain = encode_group_fields(s);
+  EXPECT_EQ(plain.find("\"as\""), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("\"sr\""), std::string::npos) << plain;
+  EXPECT_EQ(encode_member(s.members.begin()->second).find("\"rk\""), std::string::npos);
+  s.assignor = rsc::protocol::AssignorKind::RackAware;
+  s.shardRacks = {"eu-1a", "", "eu-1b"};
+  auto& m = s.members.begin()->second;
+  m.rackId = "eu-1b";
+  const auto text = encode_group_fields(s);
+  EXPECT_EQ(nlohmann::json::parse(text).dump(), text) << "keys in a JSON document's order";
+  EXPECT_NE(text.find(R"("as":"rack-aware")"), std::string::npos) << text;
+  FieldMap fields{{kRevisionField, "1"}, {kGroupField, text}};
+  for (const auto& [id, mm] : s.members) fields[kMemberFieldPrefix + id] = encode_member(mm);
+  auto back = decode_group(kKey, fields);
+  ASSERT_TRUE(back.ok()) << back.error.message;
+  EXPECT_EQ(back.value->assignor, rsc::protocol::AssignorKind::RackAware);
+  EXPECT_EQ(back.value->shardRacks, s.shardRacks);
+  EXPECT_EQ(back.value->members.at(m.id).rackId, "eu-1b");
+  for (const char* bad : {R"("as":"sticky")", R"("as":3)", R"("sr":["a b"])", R"("sr":"a")"}) {
+    fields[kGroupField] = std::string(R"({"v":1,"p":"orders","c":"billing","ge":1,"ae":1,"mv":1,"sc":6,)") + bad + "}";
+    auto r = decode_group(kKey, fields);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error.kind, ErrorKind::Corrupt) << bad;
+  }
 }
 
 // Members are written without building a JSON document: the text must be what the document

@@ -93,7 +93,9 @@ class StreamsRun {
   // `id` names the process (its log, its records in the checks); `memberId` is what it joins as
   // (its id unless two processes share one).
   // `instanceId`: a static member (its member id then made by the runtime, one per process).
-  void start_consumer(const std::string& id, const std::string& memberId = {}, const std::string& instanceId = {}) {
+  // `rack`: the rack it says it is in (rsc-consume --rack).
+  void start_consumer(const std::string& id, const std::string& memberId = {}, const std::string& instanceId = {},
+                      const std::string& rack = {}) {
     const int pod = static_cast<int>(rng() % 2);
     const std::string url =
         "http://127.0.0.1:" + std::to_string(proxy ? proxyPort : pod == 0 ? podA.port() : podB.port());
@@ -106,6 +108,7 @@ class StreamsRun {
     if (instanceId.empty()) args.insert(args.end(), {"--member-id", memberId.empty() ? id : memberId});
     else args.insert(args.end(), {"--instance-id", instanceId});
     if (!instanceId.empty() && !memberId.empty()) args.insert(args.end(), {"--member-id", memberId});
+    if (!rack.empty()) args.insert(args.end(), {"--rack", rack});
     consumers[id] = std::make_unique<Process>(args, dir + "/" + id + ".out");
   }
   // How many heartbeats of the process's log were answered `status`.
@@ -1683,6 +1686,71 @@ json wait_settled(int port, std::size_t members, int shards, int ms = 20000) {
 // lease ends its shards are reserved (no bump, nobody else moves); the new process gets exactly
 // them back, the other two are never asked to revoke, the group epoch never moves, and every
 // record is processed with one reader per shard.
+// Issue 54: the group's assignor changed twice while a producer writes, through rsc-admin and the
+// HTTP API, on two pods: the shards move into range's blocks, then into rack-aware's split (the
+// fewest cross-rack reads a balanced split allows), with nothing lost and one reader per shard
+// (check()); describe and rsc-admin show the assignor and the members' racks.
+TEST(Assignors, ChangedUnderLoadShardsMoveIntoBlocksThenIntoTheirRacksWithNothingLost) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  StreamsRun run(addr, seed_from_env() + 5, false);
+  const int pod = run.podA.port();
+  const std::vector<std::pair<std::string, std::string>> members{{"c0", "east"}, {"c1", "west"}, {"c2", "east"}};
+  for (const auto& [id, rack] : members) run.start_consumer(id, "", "", rack);
+  auto d = wait_settled(pod, 3, 16);
+  ASSERT_EQ(live_assignment(d).size(), 3u) << d.dump();
+  EXPECT_EQ(d["assignor"], "uniform");
+  run.start_producer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // range, through rsc-admin on the other pod (forwarded to the group's owner).
+  int rc = -1;
+  auto said = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(run.podB.port()) +
+                              " set-assignor orders billing range 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << said;
+  EXPECT_NE(said.find("assignor range, group epoch now"), std::string::npos) << said;
+  auto blocks = [](const json& j) {
+    if (j["assignor"] != "range") return false;
+    for (const auto& [who, s] : live_assignment(j))
+      if (s.empty() || s.back() - s.front() + 1 != static_cast<int>(s.size())) return false;
+    return true;
+  };
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [&](const json& j) { return blocks(j) && j["state"] == "STABLE"; }, 15000);
+  ASSERT_TRUE(blocks(d)) << d.dump();
+  const auto a = live_assignment(d);
+  EXPECT_EQ(a.at("c0").front(), 0) << "blocks in member-id order: " << d.dump();
+  EXPECT_EQ(a.at("c1").front(), a.at("c0").back() + 1) << d.dump();
+  EXPECT_EQ(a.at("c2").back(), 15) << d.dump();
+  // rack-aware: shards 0-7 in the west, 8-15 in the east; c1 is the only western member. Balanced
+  // (6/5/5), c1 reads 6 western shards at most: 2 are read across racks, and no split does better.
+  json racks = json::array();
+  for (int s = 0; s < 16; ++s) racks.push_back(s < 8 ? "west" : "east");
+  const auto put = http_call(pod, "PUT", "/coord/v1/streams/orders/groups/billing", json{{"assignor", "rack-aware"}, {"shardRacks", racks}}.dump());
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.json()["changed"], true);
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [&](const json& j) {
+        return j["assignor"] == "rack-aware" && j["state"] == "STABLE" && j.value("crossRackShards", -1) == 2;
+      }, 15000);
+  ASSERT_EQ(d.value("crossRackShards", -1), 2) << d.dump();
+  for (const auto& m : d["members"])
+    if (m["memberId"] == "c1") {
+      EXPECT_EQ(m["rackId"], "west");
+      EXPECT_EQ(m["inRackShards"], 6) << d.dump();
+    }
+  const auto described = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) +
+                                          " describe orders billing 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << described;
+  EXPECT_NE(described.find("ASSIGNOR rack-aware"), std::string::npos) << described;
+  EXPECT_NE(described.find("c1 @west 6 in rack"), std::string::npos) << described;
+  EXPECT_NE(described.find("RACKS 2 shard(s)"), std::string::npos) << described;
+  // A bad name is refused naming the field, and the group keeps what it had.
+  const auto bad = http_call(pod, "PUT", "/coord/v1/streams/orders/groups/billing", R"({"assignor": "sticky"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("assignor"), std::string::npos) << bad.body;
+  EXPECT_EQ(get_json(pod, "/coord/v1/streams/orders/groups/billing")["assignor"], "rack-aware");
+  ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  run.check(run.all_records(), 1);
+}
+
 TEST(StaticMembers, AKilledStaticMemberRestartedWithItsInstanceIdGetsItsShardsBackAndNobodyElseMoves) {
   RedisServer redis;
   const std::string addr = "127.0.0.1:" + std::to_string(redis.port());

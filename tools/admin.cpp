@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +52,14 @@ const std::vector<Command>& commands() {
        "the change is over (the removed shards drained and retired), saying how it goes every 5 s;\n"
        "exit 4 if it is not over within --wait-timeout-ms (default 600000).",
        2},
+      {"set-assignor", "STREAM GROUP uniform|range|rack-aware [--shard-racks R0,R1,...]",
+       "Sets how the group's shards are split: uniform (balanced and sticky, the default), range\n"
+       "(blocks of consecutive shards in member-id order) or rack-aware (uniform's balance, each shard\n"
+       "read by a member of its rack where one exists; members say their rack with rsc-consume --rack).\n"
+       "--shard-racks: the rack of each shard by index (an empty item: none); left out, they are kept.\n"
+       "A change moves shards like any rebalance (each revoked before it is given). A group that does\n"
+       "not exist yet is made with it.",
+       3},
       {"remove-member", "STREAM GROUP MEMBER", "Fences MEMBER: its shards go to the others.", 3},
       {"delete-group", "STREAM GROUP [--fence-members]",
        "Deletes the group. A group with live members is refused unless --fence-members.", 2},
@@ -212,7 +221,8 @@ std::size_t live_members(const json& d) {
 void print_describe(const json& d) {
   std::cout << "GROUP " << text(d.value("streamPrefix", json())) << "/" << text(d.value("consumerGroup", json()))
             << "  STATE " << text(d.value("state", json())) << "  GROUP-EPOCH " << text(d.value("groupEpoch", json()))
-            << "  ASSIGNMENT-EPOCH " << text(d.value("assignmentEpoch", json())) << "  SHARDS "
+            << "  ASSIGNMENT-EPOCH " << text(d.value("assignmentEpoch", json())) << "  ASSIGNOR "
+            << text(d.value("assignor", json("uniform"))) << "  SHARDS "
             << text(d.value("shardCount", json())) << "  MEMBERS " << live_members(d)
             << "  DEAD-LETTERS " << text(d.value("deadLetters", json())) << "\n";
   if (const auto rl = d.value("redisLag", json()); rl.is_object()) {
@@ -235,6 +245,8 @@ void print_describe(const json& d) {
                                                      "; deleted after --retired-shard-ttl-ms when a pod has it)")
               << "\n";
   }
+  if (d.contains("crossRackShards"))
+    std::cout << "RACKS " << text(d.value("crossRackShards", json())) << " shard(s) read from another rack than theirs (or with no rack)\n";
   for (const auto& r : d.value("reservations", json::array())) {
     std::string shards;
     for (const auto& x : r.value("shards", json::array())) shards += (shards.empty() ? "" : ",") + text(x);
@@ -269,7 +281,10 @@ void print_describe(const json& d) {
   for (const auto& m : d.value("members", json::array())) {
     const auto cap = m.value("runtimeConsumerCapacity", json::object());
     const std::string instance = m.value("instanceId", std::string());
-    rows.push_back({text(m.value("memberId", json())) + (instance.empty() ? "" : " (" + instance + ")"), text(m.value("state", json())), text(m.value("memberEpoch", json())),
+    const std::string rack = m.value("rackId", std::string());
+    const std::string inRack = m.contains("inRackShards") ? " " + text(m["inRackShards"]) + " in rack" : std::string();
+    rows.push_back({text(m.value("memberId", json())) + (instance.empty() ? "" : " (" + instance + ")") +
+                        (rack.empty() ? "" : " @" + rack + inRack), text(m.value("state", json())), text(m.value("memberEpoch", json())),
                     age(m.value("lastHeartbeatAgoMs", json())),
                     text(cap.value("availableConcurrency", json())) + "/" + text(cap.value("runtimeMaxConcurrency", json())),
                     join(m.value("assignedShards", json())), join(m.value("revokingShards", json())),
@@ -352,6 +367,7 @@ int main(int argc, char** argv) {
   std::string reason;
   std::vector<std::string> deadIds;
   std::string count, to;
+  std::optional<std::string> shardRacks;
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -390,6 +406,7 @@ int main(int argc, char** argv) {
     else if (a == "--id") deadIds.push_back(value("a dead-letter id"));
     else if (a == "--count") count = value("a number");
     else if (a == "--to") to = value("earliest, latest, an entry id or a time in ms");
+    else if (a == "--shard-racks") shardRacks = value("a comma-separated list of racks");
     else if (a == "--key-style") {
       keyStyle = value("plain or hashtag");
       keyStyleGiven = true;
@@ -428,6 +445,7 @@ int main(int argc, char** argv) {
   if (keyStyleGiven && std::string(cmd->name) != "create-stream") bad_usage("--key-style is for create-stream", cmd);
   if (keyStyleGiven && keyStyle != "plain" && keyStyle != "hashtag") bad_usage("--key-style: plain or hashtag", cmd);
   if (!count.empty() && std::string(cmd->name) != "dead-letters") bad_usage("--count is for dead-letters", cmd);
+  if (shardRacks && std::string(cmd->name) != "set-assignor") bad_usage("--shard-racks is for set-assignor", cmd);
   const bool deadLetterMove = std::string(cmd->name) == "redrive" || std::string(cmd->name) == "discard-dead-letters";
   if ((all || !deadIds.empty()) && !deadLetterMove) bad_usage("--id and --all are for redrive and discard-dead-letters", cmd);
   if (deadLetterMove && all == !deadIds.empty()) bad_usage(std::string(cmd->name) + ": --id ID (repeatable) or --all", cmd);
@@ -465,6 +483,21 @@ int main(int argc, char** argv) {
     method = "PUT";
     path = "/coord/v1/streams/" + seg(args[0]);
     body = json{{"shardCount", shards(args[1])}}.dump();
+  } else if (name == "set-assignor") {
+    method = "PUT";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]);
+    json b{{"assignor", args[2]}};
+    if (shardRacks) {  // "a,b,,a": shard 2 has none; "" clears them
+      json racks = json::array();
+      for (std::size_t from = 0; !shardRacks->empty();) {
+        const auto comma = shardRacks->find(',', from);
+        racks.push_back(shardRacks->substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+        if (comma == std::string::npos) break;
+        from = comma + 1;
+      }
+      b["shardRacks"] = racks;
+    }
+    body = b.dump();
   } else if (name == "remove-member") {
     method = "DELETE";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/members/" + seg(args[2]);
@@ -512,7 +545,8 @@ int main(int argc, char** argv) {
   rsc::member::HttpClient http(u, timeoutMs, coordinatorTls);
   // Asked again after its Retry-After (at most 5 s each, 30 s in all) only when a second time
   // changes nothing the first did not.
-  const bool repeatable = method == "GET" || name == "scale" || name == "grow-stream" || name == "set-retention";
+  const bool repeatable = method == "GET" || name == "scale" || name == "grow-stream" || name == "set-retention" ||
+                          name == "set-assignor";
   // A call asked again goes to the pod that owns the group, as the last answer named it
   // (member/owner_follower.hpp: back to --coordinator at once when that pod does not answer).
   rsc::member::OwnerFollower route(url, followOwner);
@@ -612,6 +646,12 @@ int main(int argc, char** argv) {
     if (mig.is_object() && j.value("outcome", std::string()) != "same")
       std::cout << "; migration " << text(mig.value("reshardingId", json())) << " " << migration_text(mig);
     std::cout << ", metadata version " << text(st.value("metadataVersion", json())) << "\n";
+  } else if (name == "set-assignor") {
+    std::cout << "group " << args[0] << "/" << args[1] << ": assignor " << text(j.value("assignor", json()));
+    if (const auto racks = j.value("shardRacks", json::array()); !racks.empty()) std::cout << ", racks of " << racks.size() << " shards";
+    std::cout << (j.value("changed", false) ? ", group epoch now " + text(j.value("groupEpoch", json())) + " (shards move revoke-before-assign)"
+                                            : " (unchanged)")
+              << (j.value("created", false) ? "; the group was made" : "") << "\n";
   } else if (name == "remove-member") {
     std::cout << "member " << args[2] << " of " << args[0] << "/" << args[1] << ": " << text(j.value("state", json())) << "\n";
   } else if (name == "delete-group") {

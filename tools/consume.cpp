@@ -48,7 +48,7 @@ namespace {
   std::ostream& os = why.empty() ? std::cout : std::cerr;
   if (!why.empty()) os << "rsc-consume: " << why << "\n";
   os << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
-               "                   --stream PREFIX --group G [--member-id ID] [--instance-id ID] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
+               "                   --stream PREFIX --group G [--member-id ID] [--instance-id ID] [--rack R] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
                "                   [--dead-letter-max-len N] [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
                "                   [--no-follow-owner]\n"
@@ -58,13 +58,15 @@ namespace {
                "it across a restart (SIGTERM leaves with -2) within the coordinator's static session timeout. Its member id\n"
                "is one per process (--member-id, if given, is its first part); while another live process holds the instance,\n"
                "joins are refused (UNRELEASED_INSTANCE_ID), and after a lease of refusals this one exits 3.\n"
+               "--rack R (or RSC_RACK): the rack or zone this process runs in, sent when it joins; a group with the\n"
+               "rack-aware assignor gives it the shards of its rack where it can (PUT .../groups/{group} {\"assignor\"}).\n"
                "--dead-letter-max-len N: the group's dead-letter stream is trimmed near N entries, the oldest first\n"
                "(default 100000; 0: never).\n"
                "Heartbeats go straight to the coordinator pod that owns the group (each answer names it); --no-follow-owner\n"
                "keeps every call on --coordinator (when only that address is reachable; the pods forward then).\n"
                "--token-file F (or RSC_TOKEN_FILE): the token from a file, kept out of the command line; read again when\n"
                "the coordinator refuses it, so a token rotated in the file and at the coordinator needs no restart.\n"
-               "Environment: RSC_TOKEN, RSC_TOKEN_FILE, RSC_INSTANCE_ID, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
+               "Environment: RSC_TOKEN, RSC_TOKEN_FILE, RSC_INSTANCE_ID, RSC_RACK, RSC_REDIS_USER, RSC_REDIS_PASSWORD, RSC_REDIS_PASSWORD_FILE, RSC_REDIS_TLS,\n"
                "RSC_REDIS_TLS_CA_FILE, RSC_REDIS_TLS_CA_DIR, RSC_REDIS_TLS_CERT_FILE, RSC_REDIS_TLS_KEY_FILE,\n"
                "RSC_REDIS_TLS_SERVER_NAME; flags override them.\n";
   std::exit(why.empty() ? 0 : 2);
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
   member::TokenSource token;
   if (auto e = member::apply_token_env(token, [](const char* n) { return std::getenv(n); }); !e.empty()) usage(e);
   if (const char* i = std::getenv("RSC_INSTANCE_ID")) o.instanceId = i;
+  if (const char* r = std::getenv("RSC_RACK")) o.rackId = r;
   std::string redis, logPath;
   long processMs = 0, processUs = 0;
   std::string failKey;
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
     else if (a == "--group") o.group = val();
     else if (a == "--member-id") o.memberId = val();
     else if (a == "--instance-id") o.instanceId = val();
+    else if (a == "--rack") o.rackId = val();
     else if (a == "--concurrency") o.concurrency = std::max(1, std::atoi(val().c_str()));
     else if (a == "--process-ms") processMs = std::atol(val().c_str());
     else if (a == "--process-us") processUs = std::atol(val().c_str());
@@ -127,6 +131,8 @@ int main(int argc, char** argv) {
   o.tokenFile = token.file;
   if (!o.instanceId.empty() && !protocol::valid_name(o.instanceId))
     usage("--instance-id: '" + o.instanceId + "' must be 1 to 128 of A-Z a-z 0-9 . _ : -");
+  if (!o.rackId.empty() && !protocol::valid_name(o.rackId))
+    usage("--rack: '" + o.rackId + "' must be 1 to 128 of A-Z a-z 0-9 . _ : -");
   if (auto e = store::set_redis_nodes(o.redis, redis); !e.empty()) usage("--redis: " + e);
   if (redisCluster) o.redis.cluster = true;
   if (!execCmd.empty() && !execLines.empty()) usage("--exec and --exec-lines: one or the other");
