@@ -118,6 +118,7 @@ caf::behavior gateway(Self self, GroupActorConfig cfg, caf::actor store, std::si
       [=](remove_atom, const store::GroupKey& key, RemoveCall& c) { route(self, key, remove_atom::value, std::move(c)); },
       [=](reset_atom, const store::GroupKey& key, ResetCall& c) { route(self, key, reset_atom::value, std::move(c)); },
       [=](configure_atom, const store::GroupKey& key, ConfigureCall& c) { route(self, key, configure_atom::value, std::move(c)); },
+      [=](target_atom, const store::GroupKey& key, TargetCall& c) { route(self, key, target_atom::value, std::move(c)); },
       [=](delete_atom, const store::GroupKey& key, DeleteCall& c) { route(self, key, delete_atom::value, std::move(c)); },
       // A stream grew: each of its groups learns it (spawned here if this pod had none).
       [=](meta_atom, const store::GroupKey& key, const protocol::StreamMetadata& m) {

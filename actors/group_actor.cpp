@@ -282,6 +282,7 @@ static caf::behavior group_actor(Self self, store::GroupKey key, std::shared_ptr
       [=](delete_atom, DeleteCall& c) { enqueue(self, Delete{std::move(c)}); },
       [=](reset_atom, ResetCall& c) { enqueue(self, Reset{std::move(c)}); },
       [=](configure_atom, ConfigureCall& c) { enqueue(self, Configure{std::move(c), {}}); },
+      [=](target_atom, TargetCall& c) { enqueue(self, PostTarget{std::move(c), {}}); },
       [=](meta_atom, const protocol::StreamMetadata& m) { enqueue(self, Metadata{m}); },
       // The pod found this group due in the deadline index, and the duty is this pod's.
       [=](due_atom) { if (!std::exchange(self->state.tickQueued, true)) enqueue(self, Tick{}, true); },

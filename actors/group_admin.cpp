@@ -90,6 +90,12 @@ void run_admin_step(Self self, const WorkPtr& w, group::Millis t, double compute
     c->set = {o.changed(), created && o.changed(), o.state.groupEpoch, o.state.assignor, o.state.shardRacks};
     return commit(self, {w}, std::move(o), computeSeconds);
   }
+  if (auto* p = std::get_if<PostTarget>(&w->what)) {
+    const bool exists = st.c.exists();
+    auto v = group::set_target(st.c.take(), exists, p->call.posted, cfg, t);
+    p->answer = std::move(v.answer);
+    return commit(self, {w}, std::move(v.outcome), computeSeconds);
+  }
   if (auto* r = std::get_if<Remove>(&w->what)) {
     auto o = group::fence_member(st.c.take(), r->call.memberId, "removed by admin", cfg, t);
     r->removed = o.changed();

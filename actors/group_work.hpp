@@ -47,8 +47,12 @@ struct Configure {
   ConfigureCall call;
   protocol::GroupConfigSet set;  // filled by the step, given once stored
 };
-using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete, Reset, Configure>;
-static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(group::WorkKind::Configure) + 1);
+struct PostTarget {
+  TargetCall call;
+  protocol::TargetPosted answer;  // filled by the step, given once stored
+};
+using Payload = std::variant<Beat, Tick, Describe, Remove, Metadata, Delete, Reset, Configure, PostTarget>;
+static_assert(std::variant_size_v<Payload> == static_cast<std::size_t>(group::WorkKind::PostTarget) + 1);
 
 struct Work {
   Payload what;
@@ -80,6 +84,8 @@ inline void answer(Work& w, Metrics* m) {
     r->call.done(store::Result<bool>::success(r->removed));
   } else if (auto* c = std::get_if<Configure>(&w.what)) {
     c->call.done(store::Result<protocol::GroupConfigSet>::success(std::move(c->set)));
+  } else if (auto* p = std::get_if<PostTarget>(&w.what)) {
+    p->call.done(store::Result<protocol::TargetPosted>::success(std::move(p->answer)));
   }
 }
 
@@ -99,6 +105,7 @@ inline void fail(Work& w, const store::Error& e, const protocol::Timings& t, Met
   if (auto* d = std::get_if<Delete>(&w.what)) return d->call.done(store::Result<store::GroupDeletion>::failure(e));
   if (auto* r = std::get_if<Reset>(&w.what)) return r->call.done(store::Result<store::OffsetsReset>::failure(e));
   if (auto* c = std::get_if<Configure>(&w.what)) return c->call.done(store::Result<protocol::GroupConfigSet>::failure(e));
+  if (auto* p = std::get_if<PostTarget>(&w.what)) return p->call.done(store::Result<protocol::TargetPosted>::failure(e));
 }
 
 // The oldest arrival of the batch's work other than ticks (the copy must be at least as fresh).

@@ -41,6 +41,7 @@ using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using configure_atom = caf::atom_constant<caf::atom("configure")>;
+using target_atom = caf::atom_constant<caf::atom("target")>;
 
 
 class StoreWatch;
@@ -98,6 +99,12 @@ struct DeleteCall {
 struct ConfigureCall {
   protocol::GroupConfig config;
   std::function<void(store::Result<protocol::GroupConfigSet>)> done;
+};
+
+// An admin's (or a controller's) target for an external group (PUT .../groups/{group}/target).
+struct TargetCall {
+  protocol::PostedTarget posted;
+  std::function<void(store::Result<protocol::TargetPosted>)> done;
 };
 
 // To the store actor.
@@ -214,6 +221,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::StoreTask)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::DeleteCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ConfigureCall)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::TargetCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreCall)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::ResetStoreReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rsc::actors::FinishCall)

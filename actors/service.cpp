@@ -387,6 +387,12 @@ void Service::configure_group(const protocol::GroupKey& key, protocol::GroupConf
                  ConfigureCall{std::move(config), [done](store::Result<protocol::GroupConfigSet> r) { done(answer(std::move(r))); }});
 }
 
+void Service::post_target(const protocol::GroupKey& key, protocol::PostedTarget target,
+                          std::function<void(http::Answer<protocol::TargetPosted>)> done) {
+  caf::anon_send(impl_->gateway_for(key), target_atom::value, key,
+                 TargetCall{std::move(target), [done](store::Result<protocol::TargetPosted> r) { done(answer(std::move(r))); }});
+}
+
 void Service::dead_letters(const protocol::GroupKey& key, int64_t limit,
                            std::function<void(http::Answer<protocol::DeadLetterPage>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value,

@@ -97,6 +97,8 @@ class Service : public http::Backend {
                     std::function<void(http::Answer<http::Deletion>)> done) override;
   void configure_group(const protocol::GroupKey& key, protocol::GroupConfig config,
                        std::function<void(http::Answer<protocol::GroupConfigSet>)> done) override;
+  void post_target(const protocol::GroupKey& key, protocol::PostedTarget target,
+                   std::function<void(http::Answer<protocol::TargetPosted>)> done) override;
   void get_retention(const std::string& prefix,
                      std::function<void(http::Answer<std::optional<protocol::Retention>>)> done) override;
   void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) override;

@@ -48,6 +48,10 @@ struct Fake : http::Backend {
                        std::function<void(http::Answer<protocol::GroupConfigSet>)> done) override {
     done(http::Answer<protocol::GroupConfigSet>::success({}));
   }
+  void post_target(const protocol::GroupKey&, protocol::PostedTarget,
+                   std::function<void(http::Answer<protocol::TargetPosted>)> done) override {
+    done(http::Answer<protocol::TargetPosted>::success({}));
+  }
   void delete_group(const protocol::GroupKey&, bool, std::function<void(http::Answer<http::Deletion>)> done) override {
     done(http::Answer<http::Deletion>::success(http::Deletion::HasLiveMembers));
   }

@@ -33,7 +33,7 @@ namespace rsc::group {
 // Heartbeats of one group written together in one compare-and-set, at most.
 inline constexpr std::size_t kMaxBatch = 64;
 
-enum class WorkKind { Heartbeat, Tick, Describe, Remove, Metadata, Delete, ResetOffsets, Configure };
+enum class WorkKind { Heartbeat, Tick, Describe, Remove, Metadata, Delete, ResetOffsets, Configure, PostTarget };
 
 // What the rules need of a queued piece of work (the runtime keeps the payload and the callback).
 struct Ticket {

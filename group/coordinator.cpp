@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <sstream>
 
 #include "group/assignor.hpp"
@@ -290,9 +291,25 @@ class Step {
     switch (g().assignor) {
       case protocol::AssignorKind::Range: return assign_range(spec);
       case protocol::AssignorKind::RackAware: return assign_rack_aware(spec, racks_of(spec, free));
+      case protocol::AssignorKind::External: return keep_posted(spec);
       case protocol::AssignorKind::Uniform: break;
     }
     return assign_uniform_sticky(spec);
+  }
+  // The external assignor: what the last posted target gives each member still here (its shards
+  // that are still assignable and not reserved), nothing to a member that joined since; a shard of
+  // a member that left is nobody's until a new target names it.
+  static std::map<std::string, ShardSet> keep_posted(const AssignmentSpec& spec) {
+    std::map<std::string, ShardSet> out;
+    std::set<int32_t> taken;
+    for (const auto& id : spec.members) {
+      ShardSet keep;
+      if (auto it = spec.current.find(id); it != spec.current.end())
+        for (int32_t s : it->second)
+          if (taken.insert(s).second) keep.push_back(s);
+      out.emplace(id, std::move(keep));
+    }
+    return out;
   }
   Racks racks_of(const AssignmentSpec& spec, const std::vector<int32_t>& free) {
     Racks r;
@@ -998,6 +1015,67 @@ Outcome fence_member(GroupState g, const std::string& memberId, const std::strin
   }
   st.maybe_recompute_target();
   return st.take();
+}
+
+TargetVerdict set_target(GroupState g, bool exists, const protocol::PostedTarget& posted, const Config& cfg, Millis now) {
+  using O = protocol::TargetPosted::Outcome;
+  Step st(std::move(g), cfg, now);
+  protocol::TargetPosted a;
+  a.groupEpoch = st.g().groupEpoch;
+  auto refuse = [&](O why, std::string message, std::string field = {}) {
+    a.outcome = why;
+    a.message = std::move(message);
+    a.field = std::move(field);
+    return TargetVerdict{st.take(), std::move(a)};
+  };
+  const std::string key = st.g().streamPrefix + "/" + st.g().consumerGroup;
+  if (!exists) return refuse(O::NotFound, "no group " + key);
+  if (st.g().assignor != protocol::AssignorKind::External)
+    return refuse(O::NotExternal,
+                  "group " + key + "'s assignor is " + std::string(protocol::to_string(st.g().assignor)) +
+                      ": a posted target is for an external one (PUT the group {\"assignor\": \"external\"} first)",
+                  "assignor");
+  if (posted.groupEpoch != st.g().groupEpoch)
+    return refuse(O::StaleEpoch, "the target was computed for group epoch " + std::to_string(posted.groupEpoch) +
+                                     "; the group is at " + std::to_string(st.g().groupEpoch) +
+                                     " (its members or shards changed since): compute it again from describe");
+  const ShardSet reserved = st.reserved_shards();
+  const int32_t shards = assignable_shards(st.g());
+  std::map<int32_t, std::string> given;
+  for (const auto& [id, list] : posted.target) {
+    const std::string field = "targetAssignment." + id;
+    const Member* m = st.find(id);
+    if (m == nullptr || !m->live() || m->leaving())
+      return refuse(O::Invalid, field + ": '" + id + "' is not a live member of the group (describe lists them)", field);
+    for (int32_t s : list) {
+      if (s < 0 || s >= shards)
+        return refuse(O::Invalid, field + ": shard " + std::to_string(s) + " is not one of the group's " + std::to_string(shards) + " shards", field);
+      if (contains(reserved, s))
+        return refuse(O::Invalid, field + ": shard " + std::to_string(s) + " is reserved for a static member that left for now", field);
+      if (auto [it, fresh] = given.emplace(s, id); !fresh)
+        return refuse(O::Invalid, field + ": shard " + std::to_string(s) + " is given to '" + it->second + "' too", field);
+    }
+  }
+  int32_t moved = 0;
+  for (auto& [id, m] : st.g().members) {
+    if (!m.live() || m.leaving()) continue;
+    ShardSet next;
+    if (auto it = posted.target.find(id); it != posted.target.end()) next = ShardSet(it->second.begin(), it->second.end());
+    std::sort(next.begin(), next.end());
+    if (m.target != next) {
+      m.target = std::move(next);
+      st.touch(m);
+      ++moved;
+    }
+    a.target[id] = m.target;
+  }
+  for (int32_t s = 0; s < shards; ++s)
+    if (!given.count(s)) a.unassigned.push_back(s);
+  if (moved > 0)
+    st.event(Event::Kind::TARGET_COMPUTED, "", {},
+             "posted for " + epoch_text(st.g().groupEpoch) + ": " + std::to_string(moved) + " member target(s) changed, " +
+                 std::to_string(a.unassigned.size()) + " shard(s) unassigned");
+  return TargetVerdict{st.take(), std::move(a)};
 }
 
 Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now) {

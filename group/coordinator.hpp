@@ -69,4 +69,15 @@ Outcome fence_member(GroupState g, const std::string& memberId, const std::strin
 // again, carried out revoke-before-assign like any rebalance.
 Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now);
 
+// A target posted for an `external` group (PUT .../groups/{group}/target): checked (the group
+// exists and is external, the target was computed at the current group epoch, it names only live
+// members, each shard at most once and only shards the group may hand out), then each live
+// member's target becomes what it names (nothing, for one it does not name). Carried out like a
+// computed target: revoke before assign, the same timeouts. Refused: nothing changes.
+struct TargetVerdict {
+  Outcome outcome;
+  protocol::TargetPosted answer;
+};
+TargetVerdict set_target(GroupState g, bool exists, const protocol::PostedTarget& posted, const Config& cfg, Millis now);
+
 }  // namespace rsc::group

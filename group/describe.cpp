@@ -93,6 +93,7 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     }
   }
   json shards = json::array();
+  int32_t unassigned = 0;  // by an external assignor's choice
   for (std::size_t s = 0; s < views.size(); ++s) {
     const auto& v = views[s];
     const char* state = !v.revokingBy.empty() ? "REVOKING" : !v.owner.empty() ? "OWNED" : !v.pendingFor.empty() ? "PENDING" : "UNASSIGNED";
@@ -123,6 +124,10 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     }
     for (const auto& [inst, r] : g.reservations)
       if (contains(r.shards, si)) e["reservedFor"] = inst;
+    if (std::string(state) == "UNASSIGNED" && !e.contains("reservedFor") && g.assignor == protocol::AssignorKind::External) {
+      e["unassignedReason"] = "the external assignor's last posted target gives it to no live member (PUT .../target)";
+      ++unassigned;
+    }
     if (redis != nullptr && s < redis->shards.size()) {
       const auto& r = redis->shards[s];
       e["redis"] = r.onShard ? json{{"lastDeliveredId", r.lastDeliveredId},
@@ -152,6 +157,7 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
          {"targetAssignment", std::move(target)},
          {"shardOwners", std::move(owners)},
          {"shards", std::move(shards)}};
+  if (g.assignor == protocol::AssignorKind::External) j["unassignedShards"] = unassigned;
   if (racked) {
     j["shardRacks"] = g.shardRacks;
     j["crossRackShards"] = locality.crossRack;

@@ -608,6 +608,36 @@ void on_configure_group(RouteCall& c) {
   });
 }
 
+void on_post_target(RouteCall& c) {
+  auto asked = protocol::decode_posted_target(c.req.body);
+  if (!asked.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+  c.backend.post_target({c.rt.stream, c.rt.group}, std::move(*asked.value), [answer = c.answer, rt = c.rt](Answer<protocol::TargetPosted> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    using O = protocol::TargetPosted::Outcome;
+    const auto& t = *r.value;
+    switch (t.outcome) {
+      case O::NotFound: return answer(no_group(rt));
+      case O::Invalid: return answer(plain_error(400, "INVALID_REQUEST", t.message));
+      case O::NotExternal: return answer(plain_error(409, "NOT_EXTERNAL", t.message));
+      case O::StaleEpoch: {
+        auto res = plain_error(409, "STALE_GROUP_EPOCH", t.message);
+        auto body = json::parse(res.body, nullptr, false);
+        if (body.is_object()) {  // the epoch to compute the next target for
+          body["groupEpoch"] = t.groupEpoch;
+          res.body = protocol::dump(body);
+        }
+        return answer(std::move(res));
+      }
+      case O::Set:
+        return answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
+                                                   {"consumerGroup", rt.group},
+                                                   {"groupEpoch", t.groupEpoch},
+                                                   {"targetAssignment", t.target},
+                                                   {"unassignedShards", t.unassigned}})));
+    }
+  });
+}
+
 void on_remove_member(RouteCall& c) {
   c.backend.remove_member({c.rt.stream, c.rt.group}, c.rt.member, [answer = c.answer, rt = c.rt](Answer<bool> r) {
     if (!r.ok()) return answer(store_error(r.error));
@@ -783,6 +813,8 @@ const std::vector<RouteSpec>& route_table() {
       {"DELETE", G, K::DeleteGroup, N::Admin, "delete-group", false, true, true, on_delete_group},
       // The group's assignor and shard racks (a change moves shards revoke-before-assign).
       {"PUT", G, K::ConfigureGroup, N::Admin, "configure-group", true, true, true, on_configure_group},
+      // A target computed outside the coordinator, for a group whose assignor is external.
+      {"PUT", G "/target", K::PostTarget, N::Admin, "post-target", true, true, true, on_post_target},
       {"GET", G "/producer-routing", K::ProducerRouting, N::Member, nullptr, false, true, false, on_producer_routing},
       {"GET", G "/owner", K::GroupOwner, N::Member, nullptr, false, true, false, on_group_owner},
       {"DELETE", G "/members/{memberId}", K::RemoveMember, N::Admin, "remove-member", false, true, true, on_remove_member},

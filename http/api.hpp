@@ -175,6 +175,9 @@ class Backend {
   // Sets the group's assignor and shard racks (making the group if it does not exist).
   virtual void configure_group(const protocol::GroupKey& key, protocol::GroupConfig config,
                                std::function<void(Answer<protocol::GroupConfigSet>)> done) = 0;
+  // A target for an external group, judged by the group (group::set_target).
+  virtual void post_target(const protocol::GroupKey& key, protocol::PostedTarget target,
+                           std::function<void(Answer<protocol::TargetPosted>)> done) = 0;
   // Deletes an empty group (or, with fenceMembers, fences its live members first).
   virtual void delete_group(const protocol::GroupKey& key, bool fenceMembers,
                             std::function<void(Answer<Deletion>)> done) = 0;
@@ -270,6 +273,7 @@ struct Route {
     Describe,
     DeleteGroup,
     ConfigureGroup,
+    PostTarget,
     RemoveMember,
     DeadLetters,
     Redrive,

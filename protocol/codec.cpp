@@ -294,7 +294,7 @@ Decoded<GroupConfig> decode_group_config(std::string_view body) {
   bool tooDeep = false;
   const json j = admin_body(body, tooDeep);
   if (tooDeep) return refused<R>(too_deep_message());
-  const char* shape = "the body must be {\"assignor\": \"uniform\" | \"range\" | \"rack-aware\", \"shardRacks\": [a rack per shard]}";
+  const char* shape = "the body must be {\"assignor\": \"uniform\" | \"range\" | \"rack-aware\" | \"external\", \"shardRacks\": [a rack per shard]}";
   if (!j.is_object()) return refused<R>(shape);
   for (const auto& [k, v] : j.items())
     if (k != "assignor" && k != "shardRacks") return refused<R>("unknown field '" + k + "': " + shape);
@@ -302,7 +302,7 @@ Decoded<GroupConfig> decode_group_config(std::string_view body) {
   if (!j.contains("assignor") || !j["assignor"].is_string()) return refused<R>(std::string("assignor: is required; ") + shape);
   const auto name = j["assignor"].get<std::string>();
   const auto kind = assignor_from(name);
-  if (!kind) return refused<R>("assignor: uniform, range or rack-aware, not '" + name.substr(0, 140) + "'");
+  if (!kind) return refused<R>("assignor: uniform, range, rack-aware or external, not '" + name.substr(0, 140) + "'");
   r.assignor = *kind;
   if (j.contains("shardRacks")) {
     const auto& racks = j["shardRacks"];
@@ -315,6 +315,40 @@ Decoded<GroupConfig> decode_group_config(std::string_view body) {
       auto rack = racks[i].get<std::string>();
       if (!rack.empty() && !valid_name(rack)) return refused<R>(at + ": '" + rack.substr(0, 140) + "' must match [A-Za-z0-9._:-]{1,128}");
       r.shardRacks->push_back(std::move(rack));
+    }
+  }
+  Decoded<R> out;
+  out.value = std::move(r);
+  return out;
+}
+
+Decoded<PostedTarget> decode_posted_target(std::string_view body) {
+  using R = PostedTarget;
+  bool tooDeep = false;
+  const json j = admin_body(body, tooDeep);
+  if (tooDeep) return refused<R>(too_deep_message());
+  const char* shape = "the body must be {\"groupEpoch\": n, \"targetAssignment\": {\"memberId\": [shard, ...]}}";
+  if (!j.is_object()) return refused<R>(shape);
+  for (const auto& [k, v] : j.items())
+    if (k != "groupEpoch" && k != "targetAssignment") return refused<R>("unknown field '" + k + "': " + shape);
+  R r;
+  const auto epoch = j.find("groupEpoch");
+  if (epoch == j.end() || !epoch->is_number_integer() || epoch->get<int64_t>() < 0 || epoch->get<int64_t>() > INT32_MAX)
+    return refused<R>(std::string("groupEpoch: the group epoch the target was computed for (describe's groupEpoch); ") + shape);
+  r.groupEpoch = epoch->get<int32_t>();
+  const auto target = j.find("targetAssignment");
+  if (target == j.end() || !target->is_object()) return refused<R>(std::string("targetAssignment: an object of member id -> shards; ") + shape);
+  if (target->size() > kMaxTargetMembers) return refused<R>("targetAssignment: at most " + std::to_string(kMaxTargetMembers) + " members");
+  for (const auto& [member, shards] : target->items()) {
+    const auto at = "targetAssignment." + member.substr(0, 140);
+    if (!valid_name(member)) return refused<R>("targetAssignment: member id '" + member.substr(0, 140) + "' must match [A-Za-z0-9._:-]{1,128}");
+    if (!shards.is_array()) return refused<R>(at + ": a list of shard indices");
+    auto& list = r.target[member];
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const auto& s = shards[i];
+      if (!s.is_number_integer() || s.get<int64_t>() < 0 || s.get<int64_t>() > INT32_MAX)
+        return refused<R>(at + "[" + std::to_string(i) + "]: a shard index (0 or more)");
+      list.push_back(s.get<int32_t>());
     }
   }
   Decoded<R> out;

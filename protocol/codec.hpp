@@ -79,6 +79,12 @@ Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body)
 inline constexpr std::size_t kMaxShardRacks = 100000;
 Decoded<GroupConfig> decode_group_config(std::string_view body);
 
+// PUT .../groups/{group}/target: {"groupEpoch": n, "targetAssignment": {"member": [shard, ...]}}
+// (the shape describe's targetAssignment has). Unknown fields are refused; what the shards and
+// members must be is the group's to judge (group::set_target).
+inline constexpr std::size_t kMaxTargetMembers = 100000;
+Decoded<PostedTarget> decode_posted_target(std::string_view body);
+
 // POST .../dead-letters/redrive and .../discard: {"deadLetterIds": [entry ids]} (at most
 // kMaxDeadLettersPerCall) or {"all": true}, one of the two.
 inline constexpr std::size_t kMaxDeadLettersPerCall = 1000;

@@ -98,6 +98,7 @@ std::string_view to_string(AssignorKind a) {
   switch (a) {
     case AssignorKind::Range: return "range";
     case AssignorKind::RackAware: return "rack-aware";
+    case AssignorKind::External: return "external";
     case AssignorKind::Uniform: break;
   }
   return "uniform";
@@ -106,6 +107,7 @@ std::optional<AssignorKind> assignor_from(std::string_view s) {
   if (s == "uniform") return AssignorKind::Uniform;
   if (s == "range") return AssignorKind::Range;
   if (s == "rack-aware") return AssignorKind::RackAware;
+  if (s == "external") return AssignorKind::External;
   return std::nullopt;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -157,14 +158,31 @@ struct HeartbeatResponse {
 enum class KeyStyle { Plain, HashTag };
 // How a group's shards are split among its members (group/assignor.hpp): "uniform" (sticky,
 // balanced; the default), "range" (contiguous blocks of shard indices in member-id order) or
-// "rack-aware" (uniform's balance, each shard read in its own rack where a member there exists).
-enum class AssignorKind { Uniform, Range, RackAware };
+// "rack-aware" (uniform's balance, each shard read in its own rack where a member there exists) or
+// "external" (the last target an admin's controller posted, PUT .../groups/{group}/target).
+enum class AssignorKind { Uniform, Range, RackAware, External };
 std::string_view to_string(AssignorKind a);
 std::optional<AssignorKind> assignor_from(std::string_view s);  // exact spelling
 // What an admin sets on a group (PUT .../groups/{group}): its assignor and the shards' racks.
 struct GroupConfig {
   AssignorKind assignor = AssignorKind::Uniform;
   std::optional<std::vector<std::string>> shardRacks;  // absent: kept as they are
+};
+// A target computed outside the coordinator (PUT .../groups/{group}/target): member id -> shards,
+// for the group epoch it was computed at.
+struct PostedTarget {
+  int32_t groupEpoch = 0;
+  std::map<std::string, std::vector<int32_t>> target;
+};
+// What became of a posted target.
+struct TargetPosted {
+  enum class Outcome { Set, NotFound, StaleEpoch, NotExternal, Invalid };
+  Outcome outcome = Outcome::Set;
+  std::string message;  // why it was refused
+  std::string field;    // Invalid: the field at fault
+  int32_t groupEpoch = 0;  // the group's, now
+  std::map<std::string, std::vector<int32_t>> target;  // Set: each live member's target now
+  std::vector<int32_t> unassigned;                     // Set: shards in nobody's target
 };
 // What the group has after the call, and whether it changed (the group epoch moved).
 struct GroupConfigSet {

@@ -91,6 +91,19 @@ struct FakeBackend : Backend {
   void remove_member(const protocol::GroupKey&, const std::string& id, std::function<void(http::Answer<bool>)> done) override {
     done(http::Answer<bool>::success(id == "a"));
   }
+  std::vector<protocol::PostedTarget> targets;  // what reached the backend
+  protocol::TargetPosted::Outcome targetOutcome = protocol::TargetPosted::Outcome::Set;
+  void post_target(const protocol::GroupKey&, protocol::PostedTarget t,
+                   std::function<void(http::Answer<protocol::TargetPosted>)> done) override {
+    targets.push_back(t);
+    protocol::TargetPosted a;
+    a.outcome = targetOutcome;
+    a.message = "judged";
+    a.groupEpoch = 9;
+    a.target = t.target;
+    a.unassigned = {5};
+    done(http::Answer<protocol::TargetPosted>::success(std::move(a)));
+  }
   std::vector<protocol::GroupConfig> configs;  // what reached the backend
   void configure_group(const protocol::GroupKey&, protocol::GroupConfig config,
                        std::function<void(http::Answer<protocol::GroupConfigSet>)> done) override {
@@ -222,6 +235,7 @@ TEST(Routing, EveryEndpointOfTheSpecIsRouted) {
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing").route->kind, K::DeleteGroup);
   EXPECT_EQ(route("PUT", "/coord/v1/streams/orders/groups/billing").route->kind, K::ConfigureGroup);
   EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing").error.allow, "GET, DELETE, PUT");
+  EXPECT_EQ(route("PUT", "/coord/v1/streams/orders/groups/billing/target").route->kind, K::PostTarget);
   EXPECT_EQ(route("GET", "/coord/v1/streams/orders/groups/billing/dead-letters?count=5").route->kind, K::DeadLetters);
   EXPECT_EQ(route("POST", "/coord/v1/streams/orders/groups/billing/dead-letters/redrive").route->kind, K::Redrive);
   EXPECT_EQ(route("DELETE", "/coord/v1/streams/orders/groups/billing/dead-letters").error.allow, "GET");
@@ -499,7 +513,7 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
     const char* body;
     const char* names;
   };
-  for (const auto& bad : {Bad{R"({"assignor": "sticky"})", "assignor: uniform, range or rack-aware, not 'sticky'"},
+  for (const auto& bad : {Bad{R"({"assignor": "sticky"})", "assignor: uniform, range, rack-aware or external, not 'sticky'"},
                           Bad{R"({"assignor": "RANGE"})", "assignor"},
                           Bad{R"({"assignor": 3})", "assignor: is required"},
                           Bad{R"({})", "assignor: is required"},
@@ -516,6 +530,54 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
   }
   EXPECT_EQ(b.configs.size(), 2u) << "nothing refused reached the group";
   EXPECT_EQ(call(b, auth, "PUT", path, R"({"assignor": "range"})", "text/plain", admin).res.status, 415);
+}
+
+// PUT .../groups/{group}/target (issue 54, point 5): an admin's call, audited; a body that is no
+// target is refused naming the field; what the group decides maps to 200, 400, 404 and 409 (a
+// stale epoch carries the group's current one, to compute the next target for).
+TEST(Admin, APostedTargetIsDecodedJudgedByTheGroupAndItsVerdictMapped) {
+  using O = protocol::TargetPosted::Outcome;
+  FakeBackend b;
+  const auto auth = tokens();
+  const std::string path = "/coord/v1/streams/orders/groups/billing/target";
+  const std::string admin = "Bearer admin-token-0123456789";
+  const std::string body = R"({"groupEpoch": 4, "targetAssignment": {"a": [0, 1], "b": [2, 3, 4]}})";
+  EXPECT_EQ(call(b, auth, "PUT", path, body, "application/json", "Bearer member-token-0123456789").res.status, 403);
+  EXPECT_TRUE(b.targets.empty());
+  b.audits.clear();
+  auto ok = call(b, auth, "PUT", path, body, "application/json", admin);
+  ASSERT_EQ(ok.res.status, 200) << ok.res.body;
+  ASSERT_EQ(b.targets.size(), 1u);
+  EXPECT_EQ(b.targets[0].groupEpoch, 4);
+  EXPECT_EQ(b.targets[0].target.at("b"), (std::vector<int32_t>{2, 3, 4}));
+  const auto j = json::parse(ok.res.body);
+  EXPECT_EQ(j.at("unassignedShards"), json::array({5}));
+  EXPECT_EQ(j.at("targetAssignment").at("a"), json::array({0, 1}));
+  ASSERT_EQ(b.audits.size(), 1u);
+  EXPECT_NE(b.audits[0].find("action=post-target target=orders/billing status=200"), std::string::npos) << b.audits[0];
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"targetAssignment": {}})", "groupEpoch"},
+           {R"({"groupEpoch": -1, "targetAssignment": {}})", "groupEpoch"},
+           {R"({"groupEpoch": 1})", "targetAssignment"},
+           {R"({"groupEpoch": 1, "targetAssignment": {"a": [0, "1"]}})", "targetAssignment.a[1]"},
+           {R"({"groupEpoch": 1, "targetAssignment": {"a b": [0]}})", "member id 'a b'"},
+           {R"({"groupEpoch": 1, "targetAssignment": {"a": 0}})", "targetAssignment.a"},
+           {R"({"groupEpoch": 1, "targetAssignment": {}, "force": true})", "unknown field 'force'"}}) {
+    auto r = call(b, auth, "PUT", path, bad, "application/json", admin);
+    EXPECT_EQ(r.res.status, 400) << bad;
+    EXPECT_NE(r.res.body.find(says), std::string::npos) << bad << " -> " << r.res.body;
+  }
+  EXPECT_EQ(b.targets.size(), 1u) << "nothing refused reached the group";
+  const std::vector<std::pair<O, int>> verdicts{{O::Invalid, 400}, {O::NotFound, 404}, {O::NotExternal, 409}, {O::StaleEpoch, 409}};
+  for (const auto& [o, status] : verdicts) {
+    b.targetOutcome = o;
+    auto r = call(b, auth, "PUT", path, body, "application/json", admin);
+    EXPECT_EQ(r.res.status, status) << r.res.body;
+    if (o == O::StaleEpoch) {
+      EXPECT_EQ(json::parse(r.res.body).at("groupEpoch"), 9) << r.res.body;
+      EXPECT_EQ(json::parse(r.res.body).at("error"), "STALE_GROUP_EPOCH");
+    }
+  }
 }
 
 // Kafka's --reset-offsets: the position is XGROUP SETID's; refused while members read unless they are
@@ -803,6 +865,11 @@ TEST(OpenApi, TheDocumentListsExactlyTheServedRoutesAndItsExamplesDecode) {
     ++configs;
   }
   EXPECT_GE(configs, 2);
+  for (const auto& [name, ex] : doc.at("paths").at("/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/target").at("put")
+                                    .at("requestBody").at("content").at("application/json").at("examples").items()) {
+    auto d = protocol::decode_posted_target(ex.at("value").dump());
+    EXPECT_TRUE(d.ok()) << "put target " << name << ": " << d.error.message;
+  }
   // The documented answer of a heartbeat decodes as one.
   const auto& example = hb.at("post").at("responses").at("200").at("content").at("application/json").at("example");
   EXPECT_TRUE(protocol::decode_heartbeat_response(example.dump()).ok());

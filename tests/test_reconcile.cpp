@@ -1587,3 +1587,73 @@ TEST(Assignor, RackAwareReadsEachShardInItsRackWhereAMemberThereExistsAndDescrib
   keep.assignor = rsc::protocol::AssignorKind::RackAware;
   EXPECT_FALSE(rsc::group::set_assignor(h.state(), keep, h.cfg(), h.now()).changed()) << "absent racks are kept";
 }
+
+// Issue 54, point 5: an external assignor follows the targets a controller posts.
+TEST(ExternalAssignor, APostedTargetIsCheckedThenCarriedOutRevokeBeforeAssignAndKeptUntilTheNext) {
+  using O = rsc::protocol::TargetPosted::Outcome;
+  Harness h(6);
+  Crowd c{h, {}};
+  for (const char* id : {"a", "b"}) c.join(id), c.settle();
+  rsc::protocol::PostedTarget t;
+  t.groupEpoch = h.state().groupEpoch;
+  t.target = {{"a", {0}}, {"b", {1, 2, 3, 4, 5}}};
+  auto v = rsc::group::set_target(h.state(), true, t, h.cfg(), h.now());
+  EXPECT_EQ(v.answer.outcome, O::NotExternal) << "a uniform group takes no posted target";
+  EXPECT_FALSE(v.outcome.changed());
+  rsc::protocol::GroupConfig ext;
+  ext.assignor = rsc::protocol::AssignorKind::External;
+  h.apply(rsc::group::set_assignor(h.state(), ext, h.cfg(), h.now()));
+  c.settle();
+  EXPECT_EQ(c.members["a"].second.size() + c.members["b"].second.size(), 6u) << "switching keeps what members have";
+  v = rsc::group::set_target(h.state(), true, t, h.cfg(), h.now());
+  EXPECT_EQ(v.answer.outcome, O::StaleEpoch) << "computed before the switch bumped the epoch";
+  EXPECT_EQ(v.answer.groupEpoch, h.state().groupEpoch);
+  EXPECT_FALSE(v.outcome.changed());
+  t.groupEpoch = h.state().groupEpoch;
+  struct Bad {
+    std::map<std::string, std::vector<int32_t>> target;
+    const char* says;
+  };
+  for (const auto& bad : {Bad{{{"a", {0}}, {"x", {1}}}, "targetAssignment.x: 'x' is not a live member"},
+                          Bad{{{"a", {0, 6}}}, "shard 6 is not one of the group's 6 shards"},
+                          Bad{{{"a", {0, 1}}, {"b", {1}}}, "shard 1 is given to 'a' too"}}) {
+    auto tb = t;
+    tb.target = bad.target;
+    auto r = rsc::group::set_target(h.state(), true, tb, h.cfg(), h.now());
+    EXPECT_EQ(r.answer.outcome, O::Invalid);
+    EXPECT_NE(r.answer.message.find(bad.says), std::string::npos) << r.answer.message;
+    EXPECT_FALSE(r.outcome.changed()) << "nothing stored";
+  }
+  EXPECT_EQ(rsc::group::set_target(h.state(), false, t, h.cfg(), h.now()).answer.outcome, O::NotFound);
+  const auto epoch = h.state().groupEpoch;
+  v = rsc::group::set_target(h.state(), true, t, h.cfg(), h.now());
+  ASSERT_EQ(v.answer.outcome, O::Set) << v.answer.message;
+  EXPECT_TRUE(v.answer.unassigned.empty());
+  h.apply(v.outcome);
+  EXPECT_EQ(h.state().groupEpoch, epoch) << "a posted target moves no epoch (a controller would chase it)";
+  c.settle();  // the crowd checks one reader per shard after every heartbeat
+  EXPECT_EQ(c.members["a"].second, (Shards{0}));
+  EXPECT_EQ(c.members["b"].second, (Shards{1, 2, 3, 4, 5}));
+  // A member that joins gets nothing until a new target names it; one that leaves frees its shards
+  // to nobody, and describe says why.
+  c.join("n"), c.settle();
+  EXPECT_TRUE(c.members["n"].second.empty());
+  EXPECT_EQ(c.members["b"].second, (Shards{1, 2, 3, 4, 5})) << "kept until the next target";
+  h.hb("b", c.members["b"].first, {{}, {1, 2, 3, 4, 5}});  // b drains and leaves
+  auto left = h.hb("b", -1);
+  c.members.erase("b");
+  c.settle();
+  const auto d = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now()));
+  EXPECT_EQ(d.at("assignor"), "external");
+  EXPECT_EQ(d.at("unassignedShards"), 5) << d.dump();
+  EXPECT_EQ(d.at("shards").at(3).at("state"), "UNASSIGNED");
+  EXPECT_TRUE(d.at("shards").at(3).contains("unassignedReason"));
+  t.groupEpoch = h.state().groupEpoch;
+  t.target = {{"a", {0, 1, 2}}, {"n", {3, 4, 5}}};
+  v = rsc::group::set_target(h.state(), true, t, h.cfg(), h.now());
+  ASSERT_EQ(v.answer.outcome, O::Set) << v.answer.message;
+  h.apply(v.outcome);
+  c.settle();
+  EXPECT_EQ(c.members["n"].second, (Shards{3, 4, 5}));
+  (void)left;
+}

@@ -52,7 +52,8 @@ struct Stats {
        staleAnswers = 0, answeredAfterFence = 0, quarantines = 0, conflicts = 0, adminRemovals = 0,
        lateJoins = 0, twins = 0, heldJoins = 0, zombieLeaves = 0, lateLeaves = 0, staleCopies = 0,
        staticReturns = 0, staticDuplicates = 0, reservations = 0, reservationsTaken = 0, reservationTimeouts = 0,
-       instanceRefusals = 0, instanceGaveUp = 0, assignorChanges = 0, rackAwareSettles = 0, rangeSettles = 0;
+       instanceRefusals = 0, instanceGaveUp = 0, assignorChanges = 0, rackAwareSettles = 0, rangeSettles = 0,
+       targetsSet = 0, targetsRefused = 0, externalSettles = 0;
   void add(const Stats& o) {
     heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
     lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
@@ -66,6 +67,7 @@ struct Stats {
     staticReturns += o.staticReturns, staticDuplicates += o.staticDuplicates, reservations += o.reservations;
     reservationsTaken += o.reservationsTaken, reservationTimeouts += o.reservationTimeouts;
     assignorChanges += o.assignorChanges, rackAwareSettles += o.rackAwareSettles, rangeSettles += o.rangeSettles;
+    targetsSet += o.targetsSet, targetsRefused += o.targetsRefused, externalSettles += o.externalSettles;
     instanceRefusals += o.instanceRefusals, instanceGaveUp += o.instanceGaveUp;
   }
 };
@@ -139,7 +141,10 @@ struct SimOptions {
   // instance comes back under a new member id, at times while its old process still runs.
   bool staticMembers = false;
   // Issue 54: members say a rack (one of three) when they join, and an admin sets the group's
-  // assignor (uniform, range or rack-aware) and the shards' racks at random times, through any pod.
+  // assignor (uniform, range, rack-aware or external) and the shards' racks at random times, through
+  // any pod; while it is external, a controller posts targets at random times through any pod,
+  // valid ones and invalid ones (computed for an old epoch, naming a member that is not there,
+  // giving a shard twice).
   bool assignors = false;
 };
 
@@ -182,6 +187,9 @@ class Simulation {
       now_ += 1 + static_cast<Millis>(rng_() % 40);
       end_outage_if_over();  // the first good reply ends it, before anything is decided
       chaos();
+      // An external group's controller posts a target now and then (a third of them broken).
+      if (opt_.assignors && g_.assignor == protocol::AssignorKind::External && !store_down() && chance(30))
+        post_target(rng_() % 3 != 0);
       deliver_late_joins();
       for (auto& m : members_) {
         if (!failure_.empty()) break;
@@ -354,7 +362,7 @@ class Simulation {
                 // processes with one instance: the newer is refused while the older lives) or gone
         if (opt_.assignors && chance(300) && !store_down()) {  // or: an admin sets the assignor (PUT .../groups/{group})
           protocol::GroupConfig c;
-          c.assignor = static_cast<protocol::AssignorKind>(rng_() % 3);
+          c.assignor = static_cast<protocol::AssignorKind>(rng_() % 4);
           if (rng_() % 2 == 0) {
             c.shardRacks.emplace();
             for (int32_t s = 0; s < g_.shardCount + 2; ++s) c.shardRacks->push_back(rng_() % 5 == 0 ? "" : "z" + std::to_string(rng_() % 3));
@@ -914,6 +922,50 @@ class Simulation {
     }
   }
 
+  // A controller's target, as an external assignor's user would compute it (uniform over the live
+  // members, at the group epoch it sees), or broken on purpose: refused, it must change nothing.
+  bool post_target(bool valid) {
+    protocol::PostedTarget t;
+    t.groupEpoch = g_.groupEpoch;
+    group::AssignmentSpec spec;
+    spec.shardCount = group::assignable_shards(g_);
+    for (const auto& [id, m] : g_.members)
+      if (m.live() && !m.leaving()) {
+        spec.members.push_back(id);
+        spec.current[id] = m.target;
+      }
+    for (auto& [id, shards] : group::assign_uniform_sticky(spec)) t.target[id] = shards;
+    std::string broken;
+    if (!valid) {
+      const auto how = rng_() % 3;
+      broken = how == 0 || spec.members.size() < 2 || spec.shardCount == 0 ? "an old epoch" : how == 1 ? "a ghost" : "a shard twice";
+      if (how == 0 || spec.members.size() < 2 || spec.shardCount == 0) t.groupEpoch -= 1 + static_cast<int32_t>(rng_() % 3);
+      else if (how == 1) t.target["ghost"] = {0};
+      else t.target[spec.members[0]].push_back(t.target[spec.members[1]].empty() ? 0 : t.target[spec.members[1]][0]);
+    }
+    protocol::TargetPosted answer;
+    answer.outcome = protocol::TargetPosted::Outcome::NotFound;
+    // An admin call is judged on a copy the pod has confirmed since the call arrived, else on one it
+    // checks against the store's revision first (group::CachedGroup::plan_write): a stale copy is
+    // read again. (Without this, a stale copy "sets" an old epoch's target that changes nothing.)
+    const int p = static_cast<int>(rng_() % pods_.size());
+    auto& copy = pods_[static_cast<std::size_t>(p)].cache;
+    if (copy && copy->storeRevision != g_.storeRevision) {
+      copy.reset();
+      ++stats_.staleCopies;
+    }
+    pod_step(p, "target", [&](group::GroupState g) {
+      auto v = group::set_target(std::move(g), true, t, cfg_, now_);
+      answer = v.answer;
+      if (answer.outcome != protocol::TargetPosted::Outcome::Set && v.outcome.changed()) fail("a refused target changed the group");
+      return v.outcome;
+    });
+    const bool set = answer.outcome == protocol::TargetPosted::Outcome::Set;
+    if (set && !valid) fail("a broken target (" + broken + ") was set at epoch " + std::to_string(t.groupEpoch));
+    ++(set ? stats_.targetsSet : stats_.targetsRefused);
+    return set;
+  }
+
   // What the group's assignor promises, once settled: range gives each member one block of
   // consecutive shards; rack-aware reads as few shards across racks as any balanced split can.
   void check_assignor_settled() {
@@ -928,6 +980,7 @@ class Simulation {
         spec.members.push_back(id);
         racks.member[id] = m.rackId;
       }
+    if (g_.assignor == protocol::AssignorKind::External) ++stats_.externalSettles;
     if (g_.assignor == protocol::AssignorKind::Range) {
       ++stats_.rangeSettles;
       for (const auto& [id, shards] : now)
@@ -960,8 +1013,11 @@ class Simulation {
         m.drop_everything();
       }
     }
+    int32_t postedFor = -1;  // an external group's controller posts at every group-epoch change
     for (int round = 0; round < 400 && failure_.empty(); ++round) {
       now_ += 25;
+      if (opt_.assignors && g_.assignor == protocol::AssignorKind::External && postedFor != g_.groupEpoch && post_target(true))
+        postedFor = g_.groupEpoch;
       for (auto& m : members_) {
         for (auto& [s, until] : m.draining) until = std::min(until, now_);
         finish_drains(m);
@@ -1201,11 +1257,16 @@ TEST(Simulation, AssignorsChangedAtRandomKeepEveryInvariant) {
     const Stats& total = r.total;
     print(pods == 1 ? "assignors changed, one pod" : "assignors changed, two pods, coarse renewal", seeds, steps, total);
     std::cout << "  assignors: " << total.assignorChanges << " changes; settled under range " << total.rangeSettles
-              << " times, under rack-aware " << total.rackAwareSettles << " times\n";
+              << " times, under rack-aware " << total.rackAwareSettles << " times, under external "
+              << total.externalSettles << " times; " << total.targetsSet << " posted targets set, "
+              << total.targetsRefused << " refused\n";
     EXPECT_EQ(r.failures, 0);
     EXPECT_GT(total.assignorChanges, seeds);
-    EXPECT_GT(total.rangeSettles, seeds / 8);
-    EXPECT_GT(total.rackAwareSettles, seeds / 8);
+    EXPECT_GT(total.rangeSettles, seeds / 12);
+    EXPECT_GT(total.rackAwareSettles, seeds / 12);
+    EXPECT_GT(total.externalSettles, seeds / 12);
+    EXPECT_GT(total.targetsSet, seeds);
+    EXPECT_GT(total.targetsRefused, seeds / 2);
     EXPECT_GT(total.crashes, 0);
     EXPECT_GT(total.outages, 0);
   }

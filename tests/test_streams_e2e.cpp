@@ -93,7 +93,8 @@ class StreamsRun {
   // `id` names the process (its log, its records in the checks); `memberId` is what it joins as
   // (its id unless two processes share one).
   // `instanceId`: a static member (its member id then made by the runtime, one per process).
-  // `rack`: the rack it says it is in (rsc-consume --rack).
+  // `rack`: the rack it says it is in (rsc-consume --rack). extraArgs[id]: more flags (later ones win).
+  std::map<std::string, std::vector<std::string>> extraArgs;
   void start_consumer(const std::string& id, const std::string& memberId = {}, const std::string& instanceId = {},
                       const std::string& rack = {}) {
     const int pod = static_cast<int>(rng() % 2);
@@ -109,6 +110,7 @@ class StreamsRun {
     else args.insert(args.end(), {"--instance-id", instanceId});
     if (!instanceId.empty() && !memberId.empty()) args.insert(args.end(), {"--member-id", memberId});
     if (!rack.empty()) args.insert(args.end(), {"--rack", rack});
+    if (auto more = extraArgs.find(id); more != extraArgs.end()) args.insert(args.end(), more->second.begin(), more->second.end());
     consumers[id] = std::make_unique<Process>(args, dir + "/" + id + ".out");
   }
   // How many heartbeats of the process's log were answered `status`.
@@ -1748,6 +1750,64 @@ TEST(Assignors, ChangedUnderLoadShardsMoveIntoBlocksThenIntoTheirRacksWithNothin
   EXPECT_NE(bad.body.find("assignor"), std::string::npos) << bad.body;
   EXPECT_EQ(get_json(pod, "/coord/v1/streams/orders/groups/billing")["assignor"], "rack-aware");
   ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  run.check(run.all_records(), 1);
+}
+
+// Issue 54, point 5: an external assignor driven by the example controller (examples/
+// weighted-controller.py), which splits the shards by each member's capacity and posts the split at
+// every group-epoch change: the group follows it as members join and one is killed, nothing is lost
+// and no shard has two readers (check()). A target computed for an old epoch is refused (409) by
+// rsc-admin target, with nothing changed.
+TEST(Assignors, AnExternalControllersTargetsAreFollowedAsMembersComeAndGo) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  StreamsRun run(addr, seed_from_env() + 6, false);
+  const int pod = run.podA.port();
+  run.extraArgs["c0"] = {"--concurrency", "1"};
+  run.extraArgs["c1"] = {"--concurrency", "3"};
+  run.extraArgs["c2"] = {"--concurrency", "4"};
+  int rc = -1;
+  auto said = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) +
+                              " set-assignor orders billing external 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << said;
+  EXPECT_NE(said.find("the group was made"), std::string::npos) << said;
+  Process controller({"/usr/bin/python3", std::string(RSC_EXAMPLES_DIR) + "/weighted-controller.py", "http://127.0.0.1:" + std::to_string(pod),
+                      "orders", "billing", "--seconds", "60"},
+                     run.dir + "/controller.out");
+  run.start_consumer("c0");
+  run.start_consumer("c1");
+  auto counts = [](const json& j) {
+    std::map<std::string, std::size_t> n;
+    for (const auto& [who, s] : live_assignment(j)) n[who] = s.size();
+    return n;
+  };
+  auto split = [&](std::map<std::string, std::size_t> want) {
+    return wait_for(pod, "/coord/v1/streams/orders/groups/billing", [&](const json& j) {
+          return j["state"] == "STABLE" && counts(j) == want;
+        }, 20000);
+  };
+  auto d = split({{"c0", 4}, {"c1", 12}});  // 16 shards by 1:3
+  ASSERT_EQ(counts(d), (std::map<std::string, std::size_t>{{"c0", 4}, {"c1", 12}})) << d.dump() << controller.output();
+  const int staleEpoch = d["groupEpoch"];
+  run.start_producer();
+  run.start_consumer("c2");
+  d = split({{"c0", 2}, {"c1", 6}, {"c2", 8}});  // 1:3:4
+  ASSERT_EQ(counts(d), (std::map<std::string, std::size_t>{{"c0", 2}, {"c1", 6}, {"c2", 8}})) << d.dump() << controller.output();
+  // A target for an epoch the group has left behind is refused, naming the current one.
+  {
+    std::ofstream f(run.dir + "/stale.json");
+    f << json{{"groupEpoch", staleEpoch}, {"targetAssignment", {{"c0", json::array({0})}}}}.dump();
+  }
+  said = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) + " target orders billing " +
+                         run.dir + "/stale.json 2>&1", &rc);
+  EXPECT_EQ(rc, 1) << said;
+  EXPECT_NE(said.find("STALE_GROUP_EPOCH"), std::string::npos) << said;
+  run.kill("c1");  // its lease ends, the epoch moves, the controller posts 1:4 over the two left
+  d = split({{"c0", 3}, {"c2", 13}});
+  ASSERT_EQ(counts(d), (std::map<std::string, std::size_t>{{"c0", 3}, {"c2", 13}})) << d.dump() << controller.output();
+  EXPECT_EQ(d["assignor"], "external");
+  ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
+  controller.signal(SIGTERM);
   run.check(run.all_records(), 1);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -52,13 +53,20 @@ const std::vector<Command>& commands() {
        "the change is over (the removed shards drained and retired), saying how it goes every 5 s;\n"
        "exit 4 if it is not over within --wait-timeout-ms (default 600000).",
        2},
-      {"set-assignor", "STREAM GROUP uniform|range|rack-aware [--shard-racks R0,R1,...]",
+      {"set-assignor", "STREAM GROUP uniform|range|rack-aware|external [--shard-racks R0,R1,...]",
        "Sets how the group's shards are split: uniform (balanced and sticky, the default), range\n"
-       "(blocks of consecutive shards in member-id order) or rack-aware (uniform's balance, each shard\n"
-       "read by a member of its rack where one exists; members say their rack with rsc-consume --rack).\n"
+       "(blocks of consecutive shards in member-id order), rack-aware (uniform's balance, each shard\n"
+       "read by a member of its rack where one exists; members say their rack with rsc-consume --rack)\n"
+       "or external (the targets posted with rsc-admin target, kept until the next one).\n"
        "--shard-racks: the rack of each shard by index (an empty item: none); left out, they are kept.\n"
        "A change moves shards like any rebalance (each revoked before it is given). A group that does\n"
        "not exist yet is made with it.",
+       3},
+      {"target", "STREAM GROUP FILE",
+       "Posts the target assignment in FILE (- for stdin) to an external group:\n"
+       "{\"groupEpoch\": N, \"targetAssignment\": {\"member\": [shard, ...]}}, N being describe's\n"
+       "groupEpoch when it was computed. Refused when the group's epoch moved since (exit 1; compute\n"
+       "it again), when it names a member that is not live or a shard twice.",
        3},
       {"remove-member", "STREAM GROUP MEMBER", "Fences MEMBER: its shards go to the others.", 3},
       {"delete-group", "STREAM GROUP [--fence-members]",
@@ -498,6 +506,18 @@ int main(int argc, char** argv) {
       b["shardRacks"] = racks;
     }
     body = b.dump();
+  } else if (name == "target") {
+    method = "PUT";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/target";
+    std::ostringstream text;
+    if (args[2] == "-") {
+      text << std::cin.rdbuf();
+    } else {
+      std::ifstream in(args[2]);
+      if (!in) bad_usage("target: cannot read " + args[2], cmd);
+      text << in.rdbuf();
+    }
+    body = text.str();
   } else if (name == "remove-member") {
     method = "DELETE";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/members/" + seg(args[2]);
@@ -652,6 +672,11 @@ int main(int argc, char** argv) {
     std::cout << (j.value("changed", false) ? ", group epoch now " + text(j.value("groupEpoch", json())) + " (shards move revoke-before-assign)"
                                             : " (unchanged)")
               << (j.value("created", false) ? "; the group was made" : "") << "\n";
+  } else if (name == "target") {
+    std::cout << "group " << args[0] << "/" << args[1] << ": target set at group epoch " << text(j.value("groupEpoch", json()));
+    const auto unassigned = j.value("unassignedShards", json::array());
+    if (!unassigned.empty()) std::cout << "; unassigned (read by nobody): " << join(unassigned);
+    std::cout << "\n";
   } else if (name == "remove-member") {
     std::cout << "member " << args[2] << " of " << args[0] << "/" << args[1] << ": " << text(j.value("state", json())) << "\n";
   } else if (name == "delete-group") {
