@@ -1200,32 +1200,40 @@ TEST(Simulation, InvariantsHoldOverManySeeds) {
   EXPECT_GT(total.lateLeaves, seeds / 8);
 }
 
-// Static members (rule 12, issue 31): half the members have an instanceId, leave with -2, die,
-// and come back under new member ids, at times while the old process still runs (the newer is
-// refused while the older lives, and gives up after a lease of refusals). Every invariant holds, on one pod and on two with coarse lease renewal.
-TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvariant) {
+// `opt` on one pod, then on two with coarse lease renewal (RSC_SIM_PODS=1|2 picks the run a
+// RSC_SIM_SEED replays): no failure, and `covered` checks (and prints) what the runs reached.
+template <class Covered>
+void on_one_and_two_pods(SimOptions opt, const std::string& what, Covered covered) {
   const long steps = env_long("RSC_SIM_STEPS", 3000);
   const long seeds = env_long("RSC_SIM_SEEDS", 100);  // per run: two runs
   for (int pods : {1, 2}) {
-    SimOptions opt;
-    opt.staticMembers = true;
     opt.pods = pods;
     opt.leaseRenewalSlackMs = pods == 2 ? 300 : 0;
-    if (std::getenv("RSC_SIM_SEED")) {  // RSC_SIM_PODS=1|2 picks the run
+    if (std::getenv("RSC_SIM_SEED")) {
       if (env_long("RSC_SIM_PODS", 1) == pods) replay_one(opt, steps);
       continue;
     }
     const auto r = run_seeds(opt, seeds, steps);
     for (std::size_t i = 0; i < r.failed.size() && i < 5; ++i) ADD_FAILURE() << r.failed[i];
-    const Stats& total = r.total;
-    print(pods == 1 ? "static members, one pod" : "static members, two pods, coarse renewal", seeds, steps, total);
+    print((what + (pods == 1 ? ", one pod" : ", two pods, coarse renewal")).c_str(), seeds, steps, r.total);
+    EXPECT_EQ(r.failures, 0);
+    covered(seeds, r.total);
+  }
+}
+
+// Static members (rule 12, issue 31): half the members have an instanceId, leave with -2, die,
+// and come back under new member ids, at times while the old process still runs (the newer is
+// refused while the older lives, and gives up after a lease of refusals). Every invariant holds, on one pod and on two with coarse lease renewal.
+TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvariant) {
+  SimOptions opt;
+  opt.staticMembers = true;
+  on_one_and_two_pods(opt, "static members", [](long seeds, const Stats& total) {
     std::cout << "  static: " << total.reservations << " reservations (leave -2 or death), " << total.reservationsTaken
               << " taken back by their instance, " << total.reservationTimeouts << " ended by the timeout; "
               << total.staticReturns << " returns under a new id, " << total.staticDuplicates
               << " while the old process still ran; " << total.instanceRefusals
               << " joins refused UNRELEASED_INSTANCE_ID, " << total.instanceGaveUp
               << " processes gave up after a lease of them (each for a holder that heartbeated after its refusals began)\n";
-    EXPECT_EQ(r.failures, 0);
     EXPECT_GT(total.reservations, seeds / 4);
     EXPECT_GT(total.reservationsTaken, seeds / 8);
     EXPECT_GT(total.reservationTimeouts, 0);
@@ -1234,33 +1242,20 @@ TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvaria
     EXPECT_GT(total.instanceRefusals, 0) << "a second process of a live instance is refused (issue 51)";
     EXPECT_GT(total.leaves, 0);
     EXPECT_GT(total.crashes, 0);
-  }
+  });
 }
 
 // Issue 54: the group's assignor and the shards' racks change at random times (members say their
 // rack when they join), with crashes, freezes, outages and two pods: every invariant holds, and the
 // settled group is what the last assignor promises (range: blocks; rack-aware: fewest cross-rack).
 TEST(Simulation, AssignorsChangedAtRandomKeepEveryInvariant) {
-  const long steps = env_long("RSC_SIM_STEPS", 3000);
-  const long seeds = env_long("RSC_SIM_SEEDS", 100);  // per run: two runs
-  for (int pods : {1, 2}) {
-    SimOptions opt;
-    opt.assignors = true;
-    opt.pods = pods;
-    opt.leaseRenewalSlackMs = pods == 2 ? 300 : 0;
-    if (std::getenv("RSC_SIM_SEED")) {  // RSC_SIM_PODS=1|2 picks the run
-      if (env_long("RSC_SIM_PODS", 1) == pods) replay_one(opt, steps);
-      continue;
-    }
-    const auto r = run_seeds(opt, seeds, steps);
-    for (std::size_t i = 0; i < r.failed.size() && i < 5; ++i) ADD_FAILURE() << r.failed[i];
-    const Stats& total = r.total;
-    print(pods == 1 ? "assignors changed, one pod" : "assignors changed, two pods, coarse renewal", seeds, steps, total);
+  SimOptions opt;
+  opt.assignors = true;
+  on_one_and_two_pods(opt, "assignors changed", [](long seeds, const Stats& total) {
     std::cout << "  assignors: " << total.assignorChanges << " changes; settled under range " << total.rangeSettles
               << " times, under rack-aware " << total.rackAwareSettles << " times, under external "
               << total.externalSettles << " times; " << total.targetsSet << " posted targets set, "
               << total.targetsRefused << " refused\n";
-    EXPECT_EQ(r.failures, 0);
     EXPECT_GT(total.assignorChanges, seeds);
     EXPECT_GT(total.rangeSettles, seeds / 12);
     EXPECT_GT(total.rackAwareSettles, seeds / 12);
@@ -1269,7 +1264,7 @@ TEST(Simulation, AssignorsChangedAtRandomKeepEveryInvariant) {
     EXPECT_GT(total.targetsRefused, seeds / 2);
     EXPECT_GT(total.crashes, 0);
     EXPECT_GT(total.outages, 0);
-  }
+  });
 }
 
 // Coarse lease renewal (issue 9, target 4): two pods, members moving between them, steady

@@ -1690,8 +1690,8 @@ json wait_settled(int port, std::size_t members, int shards, int ms = 20000) {
 // record is processed with one reader per shard.
 // Issue 54: the group's assignor changed twice while a producer writes, through rsc-admin and the
 // HTTP API, on two pods: the shards move into range's blocks, then into rack-aware's split (the
-// fewest cross-rack reads a balanced split allows), with nothing lost and one reader per shard
-// (check()); describe and rsc-admin show the assignor and the members' racks.
+// fewest cross-rack reads a balanced split allows), then a member is SIGKILLed; nothing is lost and
+// no shard has two readers (check()); describe and rsc-admin show the assignor and the racks.
 TEST(Assignors, ChangedUnderLoadShardsMoveIntoBlocksThenIntoTheirRacksWithNothingLost) {
   RedisServer redis;
   const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
@@ -1749,6 +1749,14 @@ TEST(Assignors, ChangedUnderLoadShardsMoveIntoBlocksThenIntoTheirRacksWithNothin
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("assignor"), std::string::npos) << bad.body;
   EXPECT_EQ(get_json(pod, "/coord/v1/streams/orders/groups/billing")["assignor"], "rack-aware");
+  // An eastern member is killed: once its lease ends, the other two split 8/8 and every shard is
+  // read in its own rack.
+  run.kill("c2");
+  d = wait_for(pod, "/coord/v1/streams/orders/groups/billing", [&](const json& j) {
+        return j["state"] == "STABLE" && live_assignment(j).size() == 2 && j.value("crossRackShards", -1) == 0;
+      }, 15000);
+  ASSERT_EQ(d.value("crossRackShards", -1), 0) << d.dump();
+  EXPECT_EQ(live_assignment(d).at("c1"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7})) << d.dump();
   ASSERT_EQ(run.producer->wait(30000), 0) << run.producer->output();
   run.check(run.all_records(), 1);
 }
