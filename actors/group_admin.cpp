@@ -85,9 +85,9 @@ void run_admin_step(Self self, const WorkPtr& w, group::Millis t, double compute
       st.c.drop();  // counted again at the next call
       return c->call.done(store::Result<protocol::GroupConfigSet>::failure(store::ErrorKind::Invalid, *why));
     }
-    const bool created = !st.c.exists();
-    auto o = group::set_assignor(st.c.take(), c->call.config, cfg, t);
-    c->set = {o.changed(), created && o.changed(), o.state.groupEpoch, o.state.assignor, o.state.shardRacks};
+    const bool exists = st.c.exists();
+    auto o = group::set_assignor(st.c.take(), c->call.config, cfg, t, exists);
+    c->set = {o.changed(), !exists, o.state.groupEpoch, o.state.assignor, o.state.shardRacks};
     return commit(self, {w}, std::move(o), computeSeconds);
   }
   if (auto* p = std::get_if<PostTarget>(&w->what)) {

@@ -356,7 +356,7 @@ void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string&
   next.capMax = static_cast<double>(t.capMax);
   next.capAvail = static_cast<double>(t.capAvail);
   next.epoch = g.groupEpoch;
-  next.crossRack = g.shardRacks.empty() ? -1.0 : static_cast<double>(group::rack_locality(g).crossRack);
+  next.crossRack = g.shardRacks.empty() ? -1.0 : static_cast<double>(group::cross_rack_shards(g));
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!slot || !slot->listed) slot = impl_->slot_of(stream, group);
   auto& cur = slot->gauges;

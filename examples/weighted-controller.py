@@ -17,15 +17,18 @@ def call(method, url, body=None):
     if a.token: req.add_header("Authorization", "Bearer " + a.token)
     try:
         with urllib.request.urlopen(req, timeout=5) as r: return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e: return e.code, json.loads(e.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        try: return e.code, json.loads(e.read() or b"{}")
+        except ValueError: return e.code, {}
+    except (OSError, ValueError) as e: return 0, {"message": str(e)}  # unreachable or not JSON: next round
 
-def weighted(members, shards):  # largest remainder: member m gets about shards * w_m / sum(w)
+def weighted(members, free):  # largest remainder: member m gets about len(free) * w_m / sum(w)
     w = {m["memberId"]: max(1, m["runtimeConsumerCapacity"]["runtimeMaxConcurrency"]) for m in members}
-    total, ids = sum(w.values()), sorted(w)
-    quota = {i: shards * w[i] // total for i in ids}
-    for i in sorted(ids, key=lambda i: -(shards * w[i] % total))[:shards - sum(quota.values())]: quota[i] += 1
+    n, total, ids = len(free), sum(w.values()), sorted(w)
+    quota = {i: n * w[i] // total for i in ids}
+    for i in sorted(ids, key=lambda i: -(n * w[i] % total))[:n - sum(quota.values())]: quota[i] += 1
     out, nxt = {}, 0
-    for i in ids: out[i], nxt = list(range(nxt, nxt + quota[i])), nxt + quota[i]
+    for i in ids: out[i], nxt = free[nxt:nxt + quota[i]], nxt + quota[i]
     return out
 
 done_for, until = None, time.time() + a.seconds if a.seconds else float("inf")
@@ -33,7 +36,9 @@ while time.time() < until:
     status, d = call("GET", path)
     live = [m for m in d.get("members", []) if m["state"] not in ("EXPIRED", "FENCED", "LEAVING")] if status == 200 else []
     if status == 200 and d.get("assignor") == "external" and live and d["groupEpoch"] != done_for:
-        target = weighted(live, d["shardCount"])
+        # Shards reserved for a static member that is away, or retiring, are not the controller's.
+        free = [s["shardIndex"] for s in d["shards"] if "reservedFor" not in s and s.get("phase") != "RETIRING"]
+        target = weighted(live, free)
         code, r = call("PUT", path + "/target", {"groupEpoch": d["groupEpoch"], "targetAssignment": target})
         print(f"epoch {d['groupEpoch']}: {code} {json.dumps(target) if code == 200 else r.get('message')}", flush=True)
         if code == 200: done_for = d["groupEpoch"]

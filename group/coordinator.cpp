@@ -1070,7 +1070,7 @@ TargetVerdict set_target(GroupState g, bool exists, const protocol::PostedTarget
     a.target[id] = m.target;
   }
   for (int32_t s = 0; s < shards; ++s)
-    if (!given.count(s)) a.unassigned.push_back(s);
+    if (!given.count(s) && !contains(reserved, s)) a.unassigned.push_back(s);  // reserved: their instance's
   if (moved > 0)
     st.event(Event::Kind::TARGET_COMPUTED, "", {},
              "posted for " + epoch_text(st.g().groupEpoch) + ": " + std::to_string(moved) + " member target(s) changed, " +
@@ -1078,9 +1078,10 @@ TargetVerdict set_target(GroupState g, bool exists, const protocol::PostedTarget
   return TargetVerdict{st.take(), std::move(a)};
 }
 
-Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now) {
+Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now, bool exists) {
   Step st(std::move(g), cfg, now);
   const auto racks = choice.shardRacks.value_or(st.g().shardRacks);
+  if (!exists) st.touch_group();  // made, with this configuration, even when it is the default one
   if (st.g().assignor == choice.assignor && st.g().shardRacks == racks) return st.take();
   st.event(Event::Kind::ASSIGNOR_CHANGED, "", {},
            std::string(protocol::to_string(st.g().assignor)) + " -> " + std::string(protocol::to_string(choice.assignor)) +

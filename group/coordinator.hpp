@@ -67,7 +67,8 @@ Outcome fence_member(GroupState g, const std::string& memberId, const std::strin
 // The group's assignor set (an admin call), and with it the shards' racks (absent: kept). Nothing
 // changes when both are as they were; else the group epoch is bumped and targets are computed
 // again, carried out revoke-before-assign like any rebalance.
-Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now);
+// `exists` false: the group is made (written) with the configuration, whatever it is.
+Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now, bool exists = true);
 
 // A target posted for an `external` group (PUT .../groups/{group}/target): checked (the group
 // exists and is external, the target was computed at the current group epoch, it names only live

@@ -7,14 +7,27 @@
 
 namespace rsc::group {
 
+namespace {
+bool read_in_rack(const GroupState& g, const Member& m, int32_t s) {
+  return !m.rackId.empty() && static_cast<std::size_t>(s) < g.shardRacks.size() && g.shardRacks[static_cast<std::size_t>(s)] == m.rackId;
+}
+}  // namespace
+
+int32_t cross_rack_shards(const GroupState& g) {
+  int32_t n = 0;
+  for (const auto& [id, m] : g.members)
+    if (m.live())
+      for (int32_t s : m.assigned) n += read_in_rack(g, m, s) ? 0 : 1;
+  return n;
+}
+
 RackLocality rack_locality(const GroupState& g) {
   RackLocality r;
   for (const auto& [id, m] : g.members) {
     if (!m.live()) continue;
     int32_t in = 0;
     for (int32_t s : m.assigned) {
-      const bool local = !m.rackId.empty() && static_cast<std::size_t>(s) < g.shardRacks.size() &&
-                         g.shardRacks[static_cast<std::size_t>(s)] == m.rackId;
+      const bool local = read_in_rack(g, m, s);
       in += local ? 1 : 0;
       r.crossRack += local ? 0 : 1;
     }

@@ -18,6 +18,8 @@ struct RackLocality {
   int32_t crossRack = 0;
 };
 RackLocality rack_locality(const GroupState& g);
+// rack_locality(g).crossRack without the per-member map (for the metric, at every write).
+int32_t cross_rack_shards(const GroupState& g);
 
 // With `recent`, the answer carries "recentEvents" (oldest first), each with its age. With
 // `redis`, each shard carries "redis" (the group's position there as Redis reports it: lag null

@@ -73,7 +73,7 @@ struct OffsetsResetRequest {
 };
 Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body);
 
-// PUT .../groups/{group}: {"assignor": "uniform" | "range" | "rack-aware", "shardRacks": [rack per
+// PUT .../groups/{group}: {"assignor": "uniform" | "range" | "rack-aware" | "external", "shardRacks": [rack per
 // shard index]} (shardRacks optional: absent keeps the group's, [] clears them; at most
 // kMaxShardRacks, each "" for none or a name). Unknown fields are refused.
 inline constexpr std::size_t kMaxShardRacks = 100000;

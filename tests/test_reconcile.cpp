@@ -1550,6 +1550,18 @@ TEST(Assignor, SettingRangeBumpsTheGroupEpochAndMovesShardsRevokeBeforeAssignInt
   EXPECT_EQ(o.state.groupEpoch, before + 1);
 }
 
+// A configuration sent before the group exists makes it, the default one too (so a describe of it
+// answers, and the group limit is judged as for any new group).
+TEST(Assignor, AGroupThatDoesNotExistIsMadeEvenWithTheDefaultConfiguration) {
+  Harness h(6);
+  rsc::protocol::GroupConfig uniform;
+  const auto made = rsc::group::set_assignor(h.state(), uniform, h.cfg(), h.now(), /*exists=*/false);
+  EXPECT_TRUE(made.changed());
+  EXPECT_TRUE(made.delta.group);
+  EXPECT_EQ(made.state.groupEpoch, h.state().groupEpoch) << "nothing to move: no epoch";
+  EXPECT_FALSE(rsc::group::set_assignor(h.state(), uniform, h.cfg(), h.now(), /*exists=*/true).changed());
+}
+
 TEST(Assignor, RackAwareReadsEachShardInItsRackWhereAMemberThereExistsAndDescribeCountsIt) {
   Harness h(6);
   Crowd c{h, {}};

@@ -1702,6 +1702,11 @@ TEST(Assignors, ChangedUnderLoadShardsMoveIntoBlocksThenIntoTheirRacksWithNothin
   auto d = wait_settled(pod, 3, 16);
   ASSERT_EQ(live_assignment(d).size(), 3u) << d.dump();
   EXPECT_EQ(d["assignor"], "uniform");
+  // A group configured before any member joins is made, with the default configuration too.
+  const auto made = http_call(pod, "PUT", "/coord/v1/streams/orders/groups/audit", R"({"assignor": "uniform"})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(made.json()["created"], true) << made.body;
+  EXPECT_EQ(http_call(pod, "GET", "/coord/v1/streams/orders/groups/audit").status, 200);
   run.start_producer();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // range, through rsc-admin on the other pod (forwarded to the group's owner).
