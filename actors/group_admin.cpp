@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "actors/group_actor_parts.hpp"
+#include "group/co_partition.hpp"
 #include "group/describe.hpp"
 
 namespace rsc::actors::group_parts {
@@ -85,9 +86,11 @@ void run_admin_step(Self self, const WorkPtr& w, group::Millis t, double compute
       st.c.drop();  // counted again at the next call
       return c->call.done(store::Result<protocol::GroupConfigSet>::failure(store::ErrorKind::Invalid, *why));
     }
+    if (auto why = group::link_outdated(st.c.state(), c->call.config, c->call.linkShardCount))
+      return c->call.done(store::Result<protocol::GroupConfigSet>::failure(store::ErrorKind::Invalid, *why));
     const bool exists = st.c.exists();
     auto o = group::set_assignor(st.c.take(), c->call.config, cfg, t, exists);
-    c->set = {o.changed(), !exists, o.state.groupEpoch, o.state.assignor, o.state.shardRacks};
+    c->set = {o.changed(), !exists, o.state.groupEpoch, o.state.assignor, o.state.shardRacks, o.state.coPartitionedWith, std::nullopt};
     return commit(self, {w}, std::move(o), computeSeconds);
   }
   if (auto* p = std::get_if<PostTarget>(&w->what)) {

@@ -99,6 +99,8 @@ struct DeleteCall {
 struct ConfigureCall {
   protocol::GroupConfig config;
   std::function<void(store::Result<protocol::GroupConfigSet>)> done;
+  // A link: the shard count both streams had when it was checked (group::link_outdated).
+  std::optional<int32_t> linkShardCount;
 };
 
 // An admin's (or a controller's) target for an external group (PUT .../groups/{group}/target).

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "group/co_partition.hpp"
 #include "group/stream_lag.hpp"
 #include "log/log.hpp"
 
@@ -183,13 +184,35 @@ void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest r
   caf::anon_send(impl_->gateway_for(key), hb_atom::value, key, std::move(call));
 }
 
+namespace {
+// Why the stream's shard count may not change now (group::scale_refusal over its groups as stored).
+std::optional<http::Problem> co_partition_guard(store::GroupStateStore& groups, store::StreamStore& s, const std::string& prefix) {
+  auto names = s.list_stream_groups(prefix);
+  if (!names.ok()) return problem(names.error);
+  std::vector<group::Loaded> loaded;
+  for (const auto& g : *names.value) {
+    auto l = groups.load({prefix, g});
+    if (!l.ok()) return problem(l.error);
+    loaded.push_back(std::move(*l.value));
+  }
+  if (auto why = group::scale_refusal(prefix, loaded)) return http::Problem{http::Problem::Kind::Conflict, *why};
+  return std::nullopt;
+}
+}  // namespace
+
 void Service::write_stream(const std::string& prefix, const protocol::StreamRequest& req, bool createOnly,
                            std::function<void(http::Answer<http::StreamWritten>)> done) {
   auto gateways = impl_->gateways;
   const store::StreamPut put{req.shardCount.value_or(impl_->defaultShardCount), req.keyStyle, createOnly};
   const std::string who = req.requestedBy.empty() ? std::string() : " requested by " + req.requestedBy +
                                                                         (req.reason.empty() ? "" : " (" + req.reason + ")");
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStateStore& gs, store::StreamStore& s) {
+                   if (req.shardCount && !createOnly) {  // a growth of a linked stream is refused
+                     auto before = s.get_stream(prefix);
+                     if (!before.ok()) return done(http::Answer<http::StreamWritten>::failure(problem(before.error)));
+                     if (before.value->has_value() && (*before.value)->shardCount != *req.shardCount)
+                       if (auto no = co_partition_guard(gs, s, prefix)) return done(http::Answer<http::StreamWritten>::failure(*no));
+                   }
                    auto r = s.write_stream(prefix, put);
                    if (r.ok() && r.value->outcome != store::StreamWrite::Outcome::Same &&
                        r.value->outcome != store::StreamWrite::Outcome::Exists) {
@@ -259,11 +282,13 @@ void Service::get_retention(const std::string& prefix,
 void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                            std::function<void(http::Answer<http::ScaleDone>)> done) {
   auto gateways = impl_->gateways;
-  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStateStore& gs, store::StreamStore& s) {
                    using A = http::Answer<http::ScaleDone>;
                    auto meta = s.get_stream(prefix);
                    if (!meta.ok()) return done(A::failure(problem(meta.error)));
                    if (!meta.value->has_value()) return done(A::success(http::ScaleDone{protocol::ScaleOutcome::NoStream, {}, {}}));
+                   if (!ask.rollback && ask.request.targetShardCount != (*meta.value)->shardCount)
+                     if (auto no = co_partition_guard(gs, s, prefix)) return done(A::failure(*no));
                    group::ScaleCall call;
                    call.op = ask.rollback ? group::ScaleOp::Rollback : group::ScaleOp::Scale;
                    call.target = ask.request.targetShardCount;
@@ -383,8 +408,37 @@ void Service::reset_offsets(const protocol::GroupKey& key, std::string position,
 
 void Service::configure_group(const protocol::GroupKey& key, protocol::GroupConfig config,
                               std::function<void(http::Answer<protocol::GroupConfigSet>)> done) {
-  caf::anon_send(impl_->gateway_for(key), configure_atom::value, key,
-                 ConfigureCall{std::move(config), [done](store::Result<protocol::GroupConfigSet> r) { done(answer(std::move(r))); }});
+  if (!config.coPartitionedWith) {
+    caf::anon_send(impl_->gateway_for(key), configure_atom::value, key,
+                   ConfigureCall{std::move(config), [done](store::Result<protocol::GroupConfigSet> r) { done(answer(std::move(r))); }});
+    return;
+  }
+  // A link: both streams read (group::link_refusal decides), and the other group, to say whether it
+  // names this one back; then this group alone is set (the other is set by its own call, at its owner).
+  const caf::actor gateway = impl_->gateway_for(key);
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::GroupStateStore& groups, store::StreamStore& s) {
+                   using A = http::Answer<protocol::GroupConfigSet>;
+                   const protocol::GroupKey& with = *config.coPartitionedWith;
+                   auto own = s.get_stream(key.streamPrefix);
+                   if (!own.ok()) return done(A::failure(problem(own.error)));
+                   auto other = s.get_stream(with.streamPrefix);
+                   if (!other.ok()) return done(A::failure(problem(other.error)));
+                   if (auto why = group::link_refusal(key, with, *own.value, *other.value))
+                     return done(A::failure(http::Problem::Kind::Conflict, *why));
+                   auto partner = groups.load(with);
+                   if (!partner.ok()) return done(A::failure(problem(partner.error)));
+                   const bool back = group::links_back(*partner.value, key);
+                   std::optional<protocol::GroupKey> theirs;
+                   if (partner.value->exists && partner.value->state.assignor == protocol::AssignorKind::CoPartitioned)
+                     theirs = partner.value->state.coPartitionedWith;
+                   caf::anon_send(gateway, configure_atom::value, key,
+                                  ConfigureCall{config,
+                                                [done, back, theirs](store::Result<protocol::GroupConfigSet> r) {
+                                                  if (r.ok()) r.value->partnerLinked = back, r.value->partnerCoPartitionedWith = theirs;
+                                                  done(answer(std::move(r)));
+                                                },
+                                                (*own.value)->shardCount});
+                 }});
 }
 
 void Service::post_target(const protocol::GroupKey& key, protocol::PostedTarget target,

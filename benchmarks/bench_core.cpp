@@ -73,10 +73,23 @@ void BM_AssignRackAwareOneJoin(benchmark::State& st) {
   st.counters["shards"] = shards;
 }
 
+// Co-partitioned: the members' blocks, no stickiness (what members hold is not read).
+void BM_AssignCoPartitionedOneJoin(benchmark::State& st) {
+  const int members = static_cast<int>(st.range(0));
+  const int32_t shards = static_cast<int32_t>(st.range(1));
+  group::AssignmentSpec spec{member_ids(members), shards, {}};
+  spec.members.push_back("joiner");
+  const std::map<std::string, std::string> order;  // no static members: ordered by id
+  for (auto _ : st) benchmark::DoNotOptimize(group::assign_co_partitioned(spec, order));
+  st.counters["members"] = members + 1;
+  st.counters["shards"] = shards;
+}
+
 BENCHMARK(BM_AssignFull)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AssignOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AssignRangeOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AssignRackAwareOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AssignCoPartitionedOneJoin)->Args({100, 1000})->Args({1000, 10000})->Args({5000, 50000})->Unit(benchmark::kMicrosecond);
 
 // A stable group of `members` members; returns it with each member's epoch and shards.
 group::GroupState stable_group(int members, int32_t shards, const group::Config& cfg, group::Millis now) {

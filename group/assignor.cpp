@@ -136,6 +136,27 @@ std::map<std::string, ShardSet> assign_range(const AssignmentSpec& spec) {
   return finish(p, std::move(result));
 }
 
+std::map<std::string, ShardSet> assign_co_partitioned(const AssignmentSpec& spec,
+                                                      const std::map<std::string, std::string>& order) {
+  std::vector<std::pair<std::string, std::string>> members;  // (sort key, id)
+  members.reserve(spec.members.size());
+  for (const auto& id : spec.members) {
+    auto it = order.find(id);
+    members.emplace_back(it == order.end() || it->second.empty() ? id : it->second, id);
+  }
+  std::sort(members.begin(), members.end());
+  std::map<std::string, ShardSet> out;
+  if (members.empty()) return out;
+  const auto n = static_cast<int32_t>(members.size());
+  const int32_t q = spec.shardCount / n, r = spec.shardCount % n;
+  int32_t next = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    ShardSet& mine = out[members[static_cast<std::size_t>(i)].second];
+    for (int32_t k = 0; k < q + (i < r ? 1 : 0); ++k) mine.push_back(next++);
+  }
+  return out;
+}
+
 const std::string& Racks::of_member(const std::string& id) const {
   auto it = member.find(id);
   return it == member.end() ? kNoRack : it->second;

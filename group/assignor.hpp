@@ -26,6 +26,14 @@ std::map<std::string, ShardSet> assign_uniform_sticky(const AssignmentSpec& spec
 // (with no current input: the first ones), so a block moves only where the boundaries must.
 std::map<std::string, ShardSet> assign_range(const AssignmentSpec& spec);
 
+// Co-partitioned: range's contiguous blocks as a function of the members alone, no stickiness: the
+// members in the order of `order` (a member's instance id if it has one, else its id; ties by id),
+// the first shardCount % n of them one shard more. Two groups with the same members and as many
+// shards get the same split, so shard i of both streams goes to one member without either group
+// reading the other's state. `order`: member id -> its sort key (missing: its id).
+std::map<std::string, ShardSet> assign_co_partitioned(const AssignmentSpec& spec,
+                                                      const std::map<std::string, std::string>& order);
+
 // Racks (zones) of members and shards: "" (or a shard past the list) is none, matching nothing.
 struct Racks {
   std::map<std::string, std::string> member;  // member id -> rack

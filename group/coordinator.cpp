@@ -292,6 +292,11 @@ class Step {
       case protocol::AssignorKind::Range: return assign_range(spec);
       case protocol::AssignorKind::RackAware: return assign_rack_aware(spec, racks_of(spec, free));
       case protocol::AssignorKind::External: return keep_posted(spec);
+      case protocol::AssignorKind::CoPartitioned: {
+        std::map<std::string, std::string> order;
+        for (const auto& id : spec.members) order.emplace(id, g().members.at(id).instanceId);
+        return assign_co_partitioned(spec, order);
+      }
       case protocol::AssignorKind::Uniform: break;
     }
     return assign_uniform_sticky(spec);
@@ -934,6 +939,16 @@ Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion
   s.metadataVersion = metadataVersion;
   st.touch_group();
   const std::string version = " metadataVersion=" + std::to_string(metadataVersion);
+  if (shardCount != oldCount && s.coPartitionedWith) {
+    // A scale that slipped past the link's guard (made between the link's check of the shard counts
+    // and its write): the blocks would no longer line up with the other stream's, so the link ends
+    // here, loudly, and the group keeps range's blocks.
+    st.event(Event::Kind::ASSIGNOR_CHANGED, "", {},
+             "co-partitioned -> range: the stream went from " + std::to_string(oldCount) + " to " + std::to_string(shardCount) +
+                 " shards while co-partitioned with " + s.coPartitionedWith->str() + "; the link is ended");
+    s.assignor = protocol::AssignorKind::Range;
+    s.coPartitionedWith.reset();
+  }
   if (shardCount > oldCount || (shardCount == oldCount && wasRetiring)) {
     // Growth (or a shrink in progress undone by a growth back): every shard is assignable.
     s.shardCount = shardCount;
@@ -1081,13 +1096,16 @@ TargetVerdict set_target(GroupState g, bool exists, const protocol::PostedTarget
 Outcome set_assignor(GroupState g, const protocol::GroupConfig& choice, const Config& cfg, Millis now, bool exists) {
   Step st(std::move(g), cfg, now);
   const auto racks = choice.shardRacks.value_or(st.g().shardRacks);
+  // A link is with the group named, and only while the assignor is co-partitioned.
+  const auto link = choice.assignor == protocol::AssignorKind::CoPartitioned ? choice.coPartitionedWith : std::nullopt;
   if (!exists) st.touch_group();  // made, with this configuration, even when it is the default one
-  if (st.g().assignor == choice.assignor && st.g().shardRacks == racks) return st.take();
+  if (st.g().assignor == choice.assignor && st.g().shardRacks == racks && st.g().coPartitionedWith == link) return st.take();
   st.event(Event::Kind::ASSIGNOR_CHANGED, "", {},
            std::string(protocol::to_string(st.g().assignor)) + " -> " + std::string(protocol::to_string(choice.assignor)) +
-               " shardRacks=" + std::to_string(racks.size()));
+               " shardRacks=" + std::to_string(racks.size()) + (link ? " with " + link->str() : std::string()));
   st.g().assignor = choice.assignor;
   st.g().shardRacks = racks;
+  st.g().coPartitionedWith = link;
   st.touch_group();
   st.bump_group_epoch(std::string("assignor ") + std::string(protocol::to_string(choice.assignor)));
   st.maybe_recompute_target();

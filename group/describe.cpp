@@ -171,6 +171,8 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
          {"shardOwners", std::move(owners)},
          {"shards", std::move(shards)}};
   if (g.assignor == protocol::AssignorKind::External) j["unassignedShards"] = unassigned;
+  if (g.coPartitionedWith)
+    j["coPartitionedWith"] = {{"prefix", g.coPartitionedWith->streamPrefix}, {"group", g.coPartitionedWith->consumerGroup}};
   if (racked) {
     j["shardRacks"] = g.shardRacks;
     j["crossRackShards"] = locality.crossRack;

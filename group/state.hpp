@@ -145,6 +145,10 @@ struct GroupState {
   protocol::AssignorKind assignor = protocol::AssignorKind::Uniform;
   // The rack (zone) of each shard, by index, for the rack-aware assignor; "" or past the end: none.
   std::vector<std::string> shardRacks;
+  // The co-partitioned assignor: the group of another stream this one is linked with (each names
+  // the other). Only a declaration: the split is a function of the members, so neither reads the
+  // other's state; the link keeps both streams' shard counts from changing (SPEC-free: rsc's own).
+  std::optional<protocol::GroupKey> coPartitionedWith;
   std::map<std::string, Member> members;  // ordered: every walk is deterministic
   // Rule 12: the targets of static members that left with -2 or died, by instanceId, kept from
   // everyone else until `untilMs` (store clock) or until the instance rejoins and takes them.

@@ -598,13 +598,20 @@ void on_configure_group(RouteCall& c) {
   c.backend.configure_group({c.rt.stream, c.rt.group}, std::move(*asked.value), [answer = c.answer, rt = c.rt](Answer<protocol::GroupConfigSet> r) {
     if (!r.ok()) return answer(store_error(r.error));
     const auto& s = *r.value;
-    answer(json_ok(protocol::dump(json{{"streamPrefix", rt.stream},
-                                       {"consumerGroup", rt.group},
-                                       {"assignor", protocol::to_string(s.assignor)},
-                                       {"shardRacks", s.shardRacks},
-                                       {"groupEpoch", s.groupEpoch},
-                                       {"changed", s.changed},
-                                       {"created", s.created}})));
+    json body{{"streamPrefix", rt.stream},
+              {"consumerGroup", rt.group},
+              {"assignor", protocol::to_string(s.assignor)},
+              {"shardRacks", s.shardRacks},
+              {"groupEpoch", s.groupEpoch},
+              {"changed", s.changed},
+              {"created", s.created}};
+    if (s.coPartitionedWith)
+      body["coPartitionedWith"] = {{"prefix", s.coPartitionedWith->streamPrefix}, {"group", s.coPartitionedWith->consumerGroup}};
+    if (s.partnerLinked) body["partnerLinked"] = *s.partnerLinked;
+    if (s.partnerCoPartitionedWith)
+      body["partnerCoPartitionedWith"] = {{"prefix", s.partnerCoPartitionedWith->streamPrefix},
+                                          {"group", s.partnerCoPartitionedWith->consumerGroup}};
+    answer(json_ok(protocol::dump(body)));
   });
 }
 

@@ -294,16 +294,38 @@ Decoded<GroupConfig> decode_group_config(std::string_view body) {
   bool tooDeep = false;
   const json j = admin_body(body, tooDeep);
   if (tooDeep) return refused<R>(too_deep_message());
-  const char* shape = "the body must be {\"assignor\": \"uniform\" | \"range\" | \"rack-aware\" | \"external\", \"shardRacks\": [a rack per shard]}";
+  const char* shape =
+      "the body must be {\"assignor\": \"uniform\" | \"range\" | \"rack-aware\" | \"external\", \"shardRacks\": [a rack per "
+      "shard]} or {\"coPartitionedWith\": {\"prefix\": stream, \"group\": group}}";
   if (!j.is_object()) return refused<R>(shape);
   for (const auto& [k, v] : j.items())
-    if (k != "assignor" && k != "shardRacks") return refused<R>("unknown field '" + k + "': " + shape);
+    if (k != "assignor" && k != "shardRacks" && k != "coPartitionedWith") return refused<R>("unknown field '" + k + "': " + shape);
   R r;
-  if (!j.contains("assignor") || !j["assignor"].is_string()) return refused<R>(std::string("assignor: is required; ") + shape);
-  const auto name = j["assignor"].get<std::string>();
-  const auto kind = assignor_from(name);
-  if (!kind) return refused<R>("assignor: uniform, range, rack-aware or external, not '" + name.substr(0, 140) + "'");
-  r.assignor = *kind;
+  if (j.contains("coPartitionedWith")) {
+    const auto& w = j["coPartitionedWith"];
+    const char* linkShape = "coPartitionedWith: {\"prefix\": the other stream, \"group\": its group}";
+    if (!w.is_object() || w.size() != 2 || !w.contains("prefix") || !w.contains("group") || !w["prefix"].is_string() ||
+        !w["group"].is_string())
+      return refused<R>(linkShape);
+    const auto prefix = w["prefix"].get<std::string>(), group = w["group"].get<std::string>();
+    if (!valid_name(prefix)) return refused<R>("coPartitionedWith.prefix: '" + prefix.substr(0, 140) + "' must match [A-Za-z0-9._:-]{1,128}");
+    if (!valid_name(group)) return refused<R>("coPartitionedWith.group: '" + group.substr(0, 140) + "' must match [A-Za-z0-9._:-]{1,128}");
+    r.coPartitionedWith = GroupKey{prefix, group};
+    if (j.contains("shardRacks")) return refused<R>("shardRacks: not with coPartitionedWith (co-partitioned groups split by index, not by rack)");
+  }
+  if (!j.contains("assignor") && r.coPartitionedWith) {
+    r.assignor = AssignorKind::CoPartitioned;
+  } else {
+    if (!j.contains("assignor") || !j["assignor"].is_string()) return refused<R>(std::string("assignor: is required; ") + shape);
+    const auto name = j["assignor"].get<std::string>();
+    const auto kind = assignor_from(name);
+    if (!kind) return refused<R>("assignor: uniform, range, rack-aware, external or co-partitioned, not '" + name.substr(0, 140) + "'");
+    r.assignor = *kind;
+  }
+  if (r.assignor == AssignorKind::CoPartitioned && !r.coPartitionedWith)
+    return refused<R>("coPartitionedWith: is required with the co-partitioned assignor (the group of the other stream)");
+  if (r.assignor != AssignorKind::CoPartitioned && r.coPartitionedWith)
+    return refused<R>("assignor: a co-partitioned group's assignor is co-partitioned, not '" + std::string(to_string(r.assignor)) + "'");
   if (j.contains("shardRacks")) {
     const auto& racks = j["shardRacks"];
     if (!racks.is_array()) return refused<R>("shardRacks: an array with the rack of each shard, by index (\"\" for none)");

@@ -99,6 +99,7 @@ std::string_view to_string(AssignorKind a) {
     case AssignorKind::Range: return "range";
     case AssignorKind::RackAware: return "rack-aware";
     case AssignorKind::External: return "external";
+    case AssignorKind::CoPartitioned: return "co-partitioned";
     case AssignorKind::Uniform: break;
   }
   return "uniform";
@@ -108,6 +109,7 @@ std::optional<AssignorKind> assignor_from(std::string_view s) {
   if (s == "range") return AssignorKind::Range;
   if (s == "rack-aware") return AssignorKind::RackAware;
   if (s == "external") return AssignorKind::External;
+  if (s == "co-partitioned") return AssignorKind::CoPartitioned;
   return std::nullopt;
 }
 

@@ -156,17 +156,38 @@ struct HeartbeatResponse {
 // `{prefix:i}` (a Redis Cluster hash tag per shard). Chosen when the stream is created, never
 // changed; streams created before the choice existed use the hash-tagged form.
 enum class KeyStyle { Plain, HashTag };
+// A consumer group of a stream: what the coordinator serves, stores and routes by.
+struct GroupKey {
+  std::string streamPrefix;
+  std::string consumerGroup;
+  // "stream/group": how the group is named in logs, metrics and the pod's directory of actors.
+  void str_into(std::string& out) const { out.assign(streamPrefix).append("/").append(consumerGroup); }
+  std::string str() const {
+    std::string s;
+    str_into(s);
+    return s;
+  }
+  friend bool operator==(const GroupKey& a, const GroupKey& b) {
+    return a.streamPrefix == b.streamPrefix && a.consumerGroup == b.consumerGroup;
+  }
+  friend bool operator<(const GroupKey& a, const GroupKey& b) { return a.str() < b.str(); }
+};
+
 // How a group's shards are split among its members (group/assignor.hpp): "uniform" (sticky,
 // balanced; the default), "range" (contiguous blocks of shard indices in member-id order) or
 // "rack-aware" (uniform's balance, each shard read in its own rack where a member there exists) or
-// "external" (the last target an admin's controller posted, PUT .../groups/{group}/target).
-enum class AssignorKind { Uniform, Range, RackAware, External };
+// "external" (the last target an admin's controller posted, PUT .../groups/{group}/target) or
+// "co-partitioned" (range's blocks as a function of the members alone, so that groups of streams
+// with as many shards and the same members give shard i of each to one member).
+enum class AssignorKind { Uniform, Range, RackAware, External, CoPartitioned };
 std::string_view to_string(AssignorKind a);
 std::optional<AssignorKind> assignor_from(std::string_view s);  // exact spelling
 // What an admin sets on a group (PUT .../groups/{group}): its assignor and the shards' racks.
 struct GroupConfig {
   AssignorKind assignor = AssignorKind::Uniform;
   std::optional<std::vector<std::string>> shardRacks;  // absent: kept as they are
+  // CoPartitioned only: the group of another stream this one is linked with (both are set).
+  std::optional<GroupKey> coPartitionedWith;
 };
 // A target computed outside the coordinator (PUT .../groups/{group}/target): member id -> shards,
 // for the group epoch it was computed at.
@@ -191,6 +212,11 @@ struct GroupConfigSet {
   int32_t groupEpoch = 0;
   AssignorKind assignor = AssignorKind::Uniform;
   std::vector<std::string> shardRacks;
+  std::optional<GroupKey> coPartitionedWith;
+  // With a link: whether the other group names this one back (as the store held it when asked),
+  // and whom it names now if it is co-partitioned with another group.
+  std::optional<bool> partnerLinked;
+  std::optional<GroupKey> partnerCoPartitionedWith;
 };
 std::string_view to_string(KeyStyle s);                       // "plain" | "hashtag"
 std::optional<KeyStyle> key_style_from(std::string_view s);  // exact spelling
@@ -301,22 +327,6 @@ struct Timings {
   int64_t memberLeaseTtlMs = 0;
 };
 
-// A consumer group of a stream: what the coordinator serves, stores and routes by.
-struct GroupKey {
-  std::string streamPrefix;
-  std::string consumerGroup;
-  // "stream/group": how the group is named in logs, metrics and the pod's directory of actors.
-  void str_into(std::string& out) const { out.assign(streamPrefix).append("/").append(consumerGroup); }
-  std::string str() const {
-    std::string s;
-    str_into(s);
-    return s;
-  }
-  friend bool operator==(const GroupKey& a, const GroupKey& b) {
-    return a.streamPrefix == b.streamPrefix && a.consumerGroup == b.consumerGroup;
-  }
-  friend bool operator<(const GroupKey& a, const GroupKey& b) { return a.str() < b.str(); }
-};
 
 // A record a member gave up on, as the group's dead-letter stream holds it (written by the member
 // runtime: member/runtime.hpp, dead_letter_key).

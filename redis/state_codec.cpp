@@ -60,6 +60,7 @@ constexpr auto kGroupFields = wire::table({
     RSC_WIRE_FIELD("ae", Required),  // assignment epoch
     RSC_WIRE_FIELD("as", Optional),  // assignor (absent: uniform)
     RSC_WIRE_FIELD("c", Required),   // consumer group
+    RSC_WIRE_FIELD("cw", Optional),  // co-partitioned with: [stream prefix, group]
     RSC_WIRE_FIELD("ge", Required),  // group epoch
     RSC_WIRE_FIELD("mv", Required),  // metadata version
     RSC_WIRE_FIELD("oc", Optional),  // outage covered until
@@ -192,30 +193,43 @@ bool group_io(V& v, group::GroupState& g) {
         return f.enumerated_unless(g.assignor, protocol::AssignorKind::Uniform, Assignors{});
       case 2:
         return f.str(g.consumerGroup, 1024, 0);
-      case 3:
-        return f.int_in(g.groupEpoch, kI32Min, kI32Max);
+      case 3: {
+        std::vector<std::string> link;
+        if constexpr (V::kWrites)
+          if (g.coPartitionedWith) link = {g.coPartitionedWith->streamPrefix, g.coPartitionedWith->consumerGroup};
+        bool ok = f.list_or_omit(link, [](V& e, std::string& name) {
+          return e.str(name, 1024, 0) && e.check(protocol::valid_name(name), [] { return std::string("not a valid name"); });
+        });
+        if constexpr (!V::kWrites) {
+          ok = ok && f.check(link.empty() || link.size() == 2, [] { return std::string("a link is [stream prefix, group]"); });
+          if (ok && link.size() == 2) g.coPartitionedWith = protocol::GroupKey{link[0], link[1]};
+        }
+        return ok;
+      }
       case 4:
-        return f.int_in(g.metadataVersion, kI32Min, kI32Max);
+        return f.int_in(g.groupEpoch, kI32Min, kI32Max);
       case 5:
-        return f.int_unless(g.outageCoveredUntilMs, group::Millis{0}, kI64Min, kI64Max);
+        return f.int_in(g.metadataVersion, kI32Min, kI32Max);
       case 6:
-        return f.str(g.streamPrefix, 1024, 0);
+        return f.int_unless(g.outageCoveredUntilMs, group::Millis{0}, kI64Min, kI64Max);
       case 7:
-        return f.int_unless(g.provisionedShards, 0, kI32Min, kI32Max);
+        return f.str(g.streamPrefix, 1024, 0);
       case 8:
-        return f.int_unless(g.retiredBelow, 0, kI32Min, kI32Max);
+        return f.int_unless(g.provisionedShards, 0, kI32Min, kI32Max);
       case 9:
-        return f.opt_int(g.retireFrom, kI32Min, kI32Max);
+        return f.int_unless(g.retiredBelow, 0, kI32Min, kI32Max);
       case 10:
-        return f.int_unless(g.rollbackGuardUntilMs, group::Millis{0}, kI64Min, kI64Max);
+        return f.opt_int(g.retireFrom, kI32Min, kI32Max);
       case 11:
-        return f.int_in(g.shardCount, kI32Min, kI32Max);
+        return f.int_unless(g.rollbackGuardUntilMs, group::Millis{0}, kI64Min, kI64Max);
       case 12:
+        return f.int_in(g.shardCount, kI32Min, kI32Max);
+      case 13:
         return f.list_or_omit(g.shardRacks, [](V& e, std::string& rack) {
           return e.str(rack, 256, 0) &&
                  e.check(rack.empty() || protocol::valid_name(rack), [] { return std::string("rack is not a valid name"); });
         });
-      case 13: {
+      case 14: {
         std::vector<ReservationRow> rows;
         if constexpr (V::kWrites)
           for (const auto& [instance, r] : g.reservations) rows.push_back({instance, r});

@@ -113,6 +113,8 @@ struct FakeBackend : Backend {
     set.groupEpoch = 7;
     set.assignor = config.assignor;
     set.shardRacks = config.shardRacks.value_or(std::vector<std::string>{});
+    set.coPartitionedWith = config.coPartitionedWith;
+    if (config.coPartitionedWith) set.partnerLinked = false;
     done(http::Answer<protocol::GroupConfigSet>::success(std::move(set)));
   }
   void delete_group(const protocol::GroupKey& key, bool fence,
@@ -513,7 +515,7 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
     const char* body;
     const char* names;
   };
-  for (const auto& bad : {Bad{R"({"assignor": "sticky"})", "assignor: uniform, range, rack-aware or external, not 'sticky'"},
+  for (const auto& bad : {Bad{R"({"assignor": "sticky"})", "assignor: uniform, range, rack-aware, external or co-partitioned, not 'sticky'"},
                           Bad{R"({"assignor": "RANGE"})", "assignor"},
                           Bad{R"({"assignor": 3})", "assignor: is required"},
                           Bad{R"({})", "assignor: is required"},
@@ -522,13 +524,35 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
                           Bad{R"({"assignor": "range", "shardRacks": ["a", "b c"]})", "shardRacks[1]: 'b c'"},
                           Bad{R"({"assignor": "range", "shardRacks": ["a", 1]})", "shardRacks[1]: a rack name"},
                           Bad{R"(["range"])", "the body must be"},
-                          Bad{"{", "the body must be"}}) {
+                          Bad{"{", "the body must be"},
+                          Bad{R"({"assignor": "co-partitioned"})", "coPartitionedWith: is required"},
+                          Bad{R"({"assignor": "range", "coPartitionedWith": {"prefix": "payments", "group": "g"}})",
+                              "assignor: a co-partitioned group's assignor is co-partitioned, not 'range'"},
+                          Bad{R"({"coPartitionedWith": {"prefix": "payments"}})", "coPartitionedWith: {"},
+                          Bad{R"({"coPartitionedWith": "payments/g"})", "coPartitionedWith: {"},
+                          Bad{R"({"coPartitionedWith": {"prefix": "payments", "group": "g", "x": 1}})", "coPartitionedWith: {"},
+                          Bad{R"({"coPartitionedWith": {"prefix": "pay ments", "group": "g"}})", "coPartitionedWith.prefix: 'pay ments'"},
+                          Bad{R"({"coPartitionedWith": {"prefix": "payments", "group": ""}})", "coPartitionedWith.group: ''"},
+                          Bad{R"({"coPartitionedWith": {"prefix": "payments", "group": "g"}, "shardRacks": ["a"]})",
+                              "shardRacks: not with coPartitionedWith"}}) {
     auto r = call(b, auth, "PUT", path, bad.body, "application/json", admin);
     EXPECT_EQ(r.res.status, 400) << bad.body;
     EXPECT_NE(r.res.body.find("INVALID_REQUEST"), std::string::npos) << r.res.body;
     EXPECT_NE(r.res.body.find(bad.names), std::string::npos) << bad.body << " -> " << r.res.body;
   }
   EXPECT_EQ(b.configs.size(), 2u) << "nothing refused reached the group";
+  // A link (issue 54, point 3): the assignor may be left out; the answer names the other group and
+  // whether it names this one back.
+  auto link = call(b, auth, "PUT", path, R"({"coPartitionedWith": {"prefix": "payments", "group": "g"}})", "application/json", admin);
+  ASSERT_EQ(link.res.status, 200) << link.res.body;
+  ASSERT_EQ(b.configs.size(), 3u);
+  EXPECT_EQ(b.configs[2].assignor, protocol::AssignorKind::CoPartitioned);
+  ASSERT_TRUE(b.configs[2].coPartitionedWith.has_value());
+  EXPECT_EQ(b.configs[2].coPartitionedWith->str(), "payments/g");
+  const auto lj = json::parse(link.res.body);
+  EXPECT_EQ(lj.at("assignor"), "co-partitioned");
+  EXPECT_EQ(lj.at("coPartitionedWith"), (json{{"prefix", "payments"}, {"group", "g"}}));
+  EXPECT_EQ(lj.at("partnerLinked"), false);
   EXPECT_EQ(call(b, auth, "PUT", path, R"({"assignor": "range"})", "text/plain", admin).res.status, 415);
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "group/assignor.hpp"
+#include "group/co_partition.hpp"
 #include "group/describe.hpp"
 #include "group/time_rules.hpp"
 #include "group/notify.hpp"
@@ -1598,6 +1600,143 @@ TEST(Assignor, RackAwareReadsEachShardInItsRackWhereAMemberThereExistsAndDescrib
   rsc::protocol::GroupConfig keep;
   keep.assignor = rsc::protocol::AssignorKind::RackAware;
   EXPECT_FALSE(rsc::group::set_assignor(h.state(), keep, h.cfg(), h.now()).changed()) << "absent racks are kept";
+}
+
+// Issue 54, point 3: two groups of two streams, both co-partitioned (each naming the other), give
+// shard i of both to one member whatever order their members came in and whatever each group held
+// before: the split is a function of the members alone. The uniform assignor, given the same
+// histories, does not (the check below would fail with it).
+namespace {
+std::vector<std::string> owners_of(const Crowd& c, int32_t shards) {
+  std::vector<std::string> out(static_cast<std::size_t>(shards));
+  for (const auto& [id, m] : c.members)
+    for (auto s : m.second) out[static_cast<std::size_t>(s)] = id;
+  return out;
+}
+void leave(Crowd& c, const std::string& id) {
+  auto& [epoch, owned] = c.members.at(id);
+  (void)epoch;
+  c.h.send(c.h.request(id, -1, {{}, owned}));
+  c.members.erase(id);
+}
+// Left and right, with members joining in other orders and a member the right saw come and go.
+std::pair<std::vector<std::string>, std::vector<std::string>> two_histories(rsc::protocol::AssignorKind kind) {
+  Harness l(8), r(8);
+  rsc::protocol::GroupConfig lc, rc;
+  lc.assignor = rc.assignor = kind;
+  if (kind == rsc::protocol::AssignorKind::CoPartitioned) {
+    lc.coPartitionedWith = rsc::protocol::GroupKey{"right", "g"};
+    rc.coPartitionedWith = rsc::protocol::GroupKey{"left", "g"};
+  }
+  l.apply(rsc::group::set_assignor(l.state(), lc, l.cfg(), l.now()));
+  r.apply(rsc::group::set_assignor(r.state(), rc, r.cfg(), r.now()));
+  Crowd left{l, {}}, right{r, {}};
+  for (const char* id : {"a", "b", "c"}) left.join(id), left.settle();
+  for (const char* id : {"x", "c", "b"}) right.join(id), right.settle();
+  leave(right, "x"), right.settle();
+  right.join("a"), right.settle();
+  EXPECT_EQ(left.members.size(), right.members.size());
+  return {owners_of(left, 8), owners_of(right, 8)};
+}
+}  // namespace
+
+TEST(CoPartitionedAssignor, TwoLinkedGroupsWithTheSameMembersGiveShardIOfBothToOneMember) {
+  const auto [left, right] = two_histories(rsc::protocol::AssignorKind::CoPartitioned);
+  EXPECT_EQ(left, right);
+  EXPECT_EQ(left, (std::vector<std::string>{"a", "a", "a", "b", "b", "b", "c", "c"})) << "range's blocks, the first ones longer";
+  const auto [uLeft, uRight] = two_histories(rsc::protocol::AssignorKind::Uniform);
+  EXPECT_NE(uLeft, uRight) << "the test must tell a history-dependent assignor apart";
+}
+
+TEST(CoPartitionedAssignor, StaticMembersAreOrderedByInstanceSoEachProcessesIncarnationsSortAlike) {
+  rsc::group::AssignmentSpec spec;
+  spec.members = {"p2.aaaa", "p1.zzzz", "p10.0000"};
+  spec.shardCount = 6;
+  spec.current = {{"p2.aaaa", {0, 1, 2, 3, 4, 5}}};  // ignored: no stickiness
+  const std::map<std::string, std::string> order{{"p2.aaaa", "p2"}, {"p1.zzzz", "p1"}, {"p10.0000", "p10"}};
+  const auto t = rsc::group::assign_co_partitioned(spec, order);
+  EXPECT_EQ(t.at("p1.zzzz"), (Shards{0, 1}));
+  EXPECT_EQ(t.at("p10.0000"), (Shards{2, 3}));
+  EXPECT_EQ(t.at("p2.aaaa"), (Shards{4, 5}));
+  spec.current.clear();
+  EXPECT_EQ(rsc::group::assign_co_partitioned(spec, order), t) << "what members hold does not matter";
+}
+
+TEST(CoPartitionedAssignor, TheLinkIsStoredShownAndEndedLoudlyByAScaleThatSlippedPastItsGuard) {
+  Harness h(6);
+  Crowd c{h, {}};
+  for (const char* id : {"a", "b"}) c.join(id), c.settle();
+  rsc::protocol::GroupConfig cfg;
+  cfg.assignor = rsc::protocol::AssignorKind::CoPartitioned;
+  cfg.coPartitionedWith = rsc::protocol::GroupKey{"payments", "g"};
+  const auto epoch = h.state().groupEpoch;
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  ASSERT_TRUE(h.state().coPartitionedWith.has_value());
+  EXPECT_EQ(h.state().coPartitionedWith->str(), "payments/g");
+  c.settle();
+  EXPECT_EQ(c.members["a"].second, (Shards{0, 1, 2}));
+  const auto d = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now()));
+  EXPECT_EQ(d.at("assignor"), "co-partitioned");
+  EXPECT_EQ(d.at("coPartitionedWith"), (nlohmann::json{{"prefix", "payments"}, {"group", "g"}}));
+  EXPECT_FALSE(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()).changed()) << "the same link again: nothing";
+  auto other = cfg;
+  other.coPartitionedWith = rsc::protocol::GroupKey{"refunds", "g"};
+  EXPECT_TRUE(rsc::group::set_assignor(h.state(), other, h.cfg(), h.now()).changed()) << "another partner is a change";
+  // The stream grew under the link (a scale that raced the link's check): the link ends, said in
+  // an event, and the group keeps range's blocks.
+  auto grown = rsc::group::apply_metadata(h.state(), 8, h.state().metadataVersion + 1, h.cfg(), h.now());
+  EXPECT_EQ(grown.state.assignor, rsc::protocol::AssignorKind::Range);
+  EXPECT_FALSE(grown.state.coPartitionedWith.has_value());
+  bool said = false;
+  for (const auto& e : grown.events) said = said || e.detail.find("co-partitioned -> range") != std::string::npos;
+  EXPECT_TRUE(said);
+  // A new metadata version with the same count (a scale's bookkeeping) keeps the link.
+  auto same = rsc::group::apply_metadata(h.state(), 6, h.state().metadataVersion + 1, h.cfg(), h.now());
+  EXPECT_EQ(same.state.assignor, rsc::protocol::AssignorKind::CoPartitioned);
+}
+
+TEST(CoPartitionedAssignor, ALinkNeedsTwoStreamsOfAsManyShardsNeitherShrinkingAndFreezesTheirCounts) {
+  using rsc::group::link_refusal;
+  const rsc::protocol::GroupKey self{"orders", "g"}, with{"payments", "g"};
+  rsc::protocol::StreamMetadata orders, payments;
+  orders.streamPrefix = "orders", payments.streamPrefix = "payments";
+  orders.shardCount = payments.shardCount = 8;
+  EXPECT_FALSE(link_refusal(self, with, orders, payments));
+  EXPECT_NE(link_refusal(self, {"orders", "h"}, orders, orders).value_or("").find("same stream"), std::string::npos);
+  EXPECT_NE(link_refusal(self, with, std::nullopt, payments).value_or("").find("orders does not exist"), std::string::npos);
+  EXPECT_NE(link_refusal(self, with, orders, std::nullopt).value_or("").find("payments does not exist"), std::string::npos);
+  payments.shardCount = 4;
+  EXPECT_NE(link_refusal(self, with, orders, payments).value_or("").find("orders has 8 shards and payments has 4"), std::string::npos);
+  payments.shardCount = 8;
+  payments.migration = rsc::protocol::Migration{};
+  payments.migration->state = rsc::protocol::MigrationState::DRAINING;
+  payments.migration->fromShardCount = 12;
+  EXPECT_NE(link_refusal(self, with, orders, payments).value_or("").find("payments is shrinking (4 shard(s)"), std::string::npos);
+  // The scale guard: a stream with a linked group keeps its count; the others scale.
+  rsc::group::Loaded plain, linked;
+  plain.exists = linked.exists = true;
+  plain.state.consumerGroup = "audit";
+  linked.state.consumerGroup = "g";
+  linked.state.assignor = rsc::protocol::AssignorKind::CoPartitioned;
+  linked.state.coPartitionedWith = with;
+  EXPECT_FALSE(rsc::group::scale_refusal("orders", {plain}));
+  EXPECT_NE(rsc::group::scale_refusal("orders", {plain, linked}).value_or("").find("group g is co-partitioned with payments/g"),
+            std::string::npos);
+  // A scale that lands between the check and the write: the write is refused, naming both counts.
+  rsc::protocol::GroupConfig link;
+  link.assignor = rsc::protocol::AssignorKind::CoPartitioned;
+  link.coPartitionedWith = with;
+  GroupState grown;
+  grown.streamPrefix = "orders";
+  grown.shardCount = 16;
+  EXPECT_NE(rsc::group::link_outdated(grown, link, 8).value_or("").find("went from 8 to 16 shards"), std::string::npos);
+  grown.shardCount = 8;
+  EXPECT_FALSE(rsc::group::link_outdated(grown, link, 8));
+  EXPECT_FALSE(rsc::group::link_outdated(grown, rsc::protocol::GroupConfig{}, 4)) << "not a link: nothing to check";
+  EXPECT_TRUE(rsc::group::links_back(linked, with));
+  EXPECT_FALSE(rsc::group::links_back(linked, self));
+  EXPECT_FALSE(rsc::group::links_back(plain, with));
 }
 
 // Issue 54, point 5: an external assignor follows the targets a controller posts.

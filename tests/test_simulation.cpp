@@ -53,7 +53,7 @@ struct Stats {
        lateJoins = 0, twins = 0, heldJoins = 0, zombieLeaves = 0, lateLeaves = 0, staleCopies = 0,
        staticReturns = 0, staticDuplicates = 0, reservations = 0, reservationsTaken = 0, reservationTimeouts = 0,
        instanceRefusals = 0, instanceGaveUp = 0, assignorChanges = 0, rackAwareSettles = 0, rangeSettles = 0,
-       targetsSet = 0, targetsRefused = 0, externalSettles = 0;
+       targetsSet = 0, targetsRefused = 0, externalSettles = 0, coPartitionedSettles = 0;
   void add(const Stats& o) {
     heartbeats += o.heartbeats, joins += o.joins, leaves += o.leaves, crashes += o.crashes, freezes += o.freezes;
     lostResponses += o.lostResponses, retries += o.retries, replays += o.replays, expiries += o.expiries;
@@ -68,6 +68,7 @@ struct Stats {
     reservationsTaken += o.reservationsTaken, reservationTimeouts += o.reservationTimeouts;
     assignorChanges += o.assignorChanges, rackAwareSettles += o.rackAwareSettles, rangeSettles += o.rangeSettles;
     targetsSet += o.targetsSet, targetsRefused += o.targetsRefused, externalSettles += o.externalSettles;
+    coPartitionedSettles += o.coPartitionedSettles;
     instanceRefusals += o.instanceRefusals, instanceGaveUp += o.instanceGaveUp;
   }
 };
@@ -362,8 +363,9 @@ class Simulation {
                 // processes with one instance: the newer is refused while the older lives) or gone
         if (opt_.assignors && chance(300) && !store_down()) {  // or: an admin sets the assignor (PUT .../groups/{group})
           protocol::GroupConfig c;
-          c.assignor = static_cast<protocol::AssignorKind>(rng_() % 4);
-          if (rng_() % 2 == 0) {
+          c.assignor = static_cast<protocol::AssignorKind>(rng_() % 5);
+          if (c.assignor == protocol::AssignorKind::CoPartitioned) c.coPartitionedWith = protocol::GroupKey{"payments", "g"};
+          else if (rng_() % 2 == 0) {
             c.shardRacks.emplace();
             for (int32_t s = 0; s < g_.shardCount + 2; ++s) c.shardRacks->push_back(rng_() % 5 == 0 ? "" : "z" + std::to_string(rng_() % 3));
           }
@@ -593,7 +595,8 @@ class Simulation {
     group::GroupState next = g_;
     auto groupFields = [](auto& x) {
       return std::tie(x.groupEpoch, x.assignmentEpoch, x.metadataVersion, x.shardCount, x.rollbackGuardUntilMs,
-                      x.outageCoveredUntilMs, x.provisionedShards, x.reservations, x.assignor, x.shardRacks);
+                      x.outageCoveredUntilMs, x.provisionedShards, x.reservations, x.assignor, x.shardRacks,
+                      x.coPartitionedWith);
     };
     if (o.delta.group) {
       groupFields(next) = groupFields(c);
@@ -987,6 +990,16 @@ class Simulation {
         if (!shards.empty() && shards.back() - shards.front() + 1 != static_cast<int32_t>(shards.size()))
           fail("range: " + id + " reads shards that are not one block");
     }
+    if (g_.assignor == protocol::AssignorKind::CoPartitioned && g_.reservations.empty()) {
+      // A function of the members alone (ordered by instance, else id): what another group with
+      // the same members and shards would give each of them.
+      ++stats_.coPartitionedSettles;
+      std::map<std::string, std::string> order;
+      for (const auto& id : spec.members) order[id] = g_.members.at(id).instanceId;
+      spec.shardCount = group::assignable_shards(g_);
+      for (auto& [id, shards] : group::assign_co_partitioned(spec, order))
+        if (now[id] != shards) fail("co-partitioned: " + id + " reads other shards than its members' blocks give it");
+    }
     if (g_.assignor == protocol::AssignorKind::RackAware) {
       ++stats_.rackAwareSettles;
       const auto best = group::cross_rack_shards(group::assign_rack_aware(spec, racks), racks);
@@ -1254,12 +1267,14 @@ TEST(Simulation, AssignorsChangedAtRandomKeepEveryInvariant) {
   on_one_and_two_pods(opt, "assignors changed", [](long seeds, const Stats& total) {
     std::cout << "  assignors: " << total.assignorChanges << " changes; settled under range " << total.rangeSettles
               << " times, under rack-aware " << total.rackAwareSettles << " times, under external "
-              << total.externalSettles << " times; " << total.targetsSet << " posted targets set, "
+              << total.externalSettles << " times, under co-partitioned " << total.coPartitionedSettles << " times; "
+              << total.targetsSet << " posted targets set, "
               << total.targetsRefused << " refused\n";
     EXPECT_GT(total.assignorChanges, seeds);
     EXPECT_GT(total.rangeSettles, seeds / 12);
     EXPECT_GT(total.rackAwareSettles, seeds / 12);
     EXPECT_GT(total.externalSettles, seeds / 12);
+    EXPECT_GT(total.coPartitionedSettles, seeds / 12);
     EXPECT_GT(total.targetsSet, seeds);
     EXPECT_GT(total.targetsRefused, seeds / 2);
     EXPECT_GT(total.crashes, 0);

@@ -302,6 +302,20 @@ TYPED_TEST(StoreContract, TheAssignorShardRacksAndMemberRacksAreStored) {
   EXPECT_EQ(r.value->state.members.at("b").rackId, "z2");
   EXPECT_EQ(r.value->state.members.at("a").rackId, "");
   expect_same_state(r.value->state, s);
+  // A co-partitioned group's link, written with the group's fields and read back.
+  auto linked = r.value->state;
+  linked.assignor = rsc::protocol::AssignorKind::CoPartitioned;
+  linked.coPartitionedWith = rsc::protocol::GroupKey{"payments", "billing"};
+  rsc::group::Delta d;
+  d.group = true;
+  CasRequest c{kKey, linked.storeRevision, &linked, &d};
+  auto w2 = pod->compare_and_set(c);
+  ASSERT_TRUE(w2.ok()) << w2.error.message;
+  ASSERT_EQ(w2.value->status, CasStatus::Written);
+  auto r2 = pod->load(kKey);
+  ASSERT_TRUE(r2.ok()) << r2.error.message;
+  EXPECT_EQ(r2.value->state.assignor, rsc::protocol::AssignorKind::CoPartitioned);
+  EXPECT_EQ(r2.value->state.coPartitionedWith, linked.coPartitionedWith);
 }
 
 TYPED_TEST(StoreContract, AStaleRevisionIsAConflictCarryingTheCurrentState) {
@@ -1562,7 +1576,18 @@ TEST(StateCodec, TheAssignorTheShardRacksAndAMembersRackReadBackTheSame) {
   EXPECT_EQ(back.value->assignor, rsc::protocol::AssignorKind::RackAware);
   EXPECT_EQ(back.value->shardRacks, s.shardRacks);
   EXPECT_EQ(back.value->members.at(m.id).rackId, "eu-1b");
-  for (const char* bad : {R"("as":"sticky")", R"("as":3)", R"("sr":["a b"])", R"("sr":"a")"}) {
+  EXPECT_EQ(text.find("\"cw\""), std::string::npos) << "no link: no field";
+  s.assignor = rsc::protocol::AssignorKind::CoPartitioned;
+  s.coPartitionedWith = rsc::protocol::GroupKey{"payments", "billing"};
+  const auto linked = encode_group_fields(s);
+  EXPECT_NE(linked.find(R"("cw":["payments","billing"])"), std::string::npos) << linked;
+  fields[kGroupField] = linked;
+  auto link = decode_group(kKey, fields);
+  ASSERT_TRUE(link.ok()) << link.error.message;
+  EXPECT_EQ(link.value->assignor, rsc::protocol::AssignorKind::CoPartitioned);
+  EXPECT_EQ(link.value->coPartitionedWith, s.coPartitionedWith);
+  for (const char* bad : {R"("as":"sticky")", R"("as":3)", R"("sr":["a b"])", R"("sr":"a")", R"("cw":["payments"])",
+                          R"("cw":["payments","a b"])", R"("cw":"payments/billing")"}) {
     fields[kGroupField] = std::string(R"({"v":1,"p":"orders","c":"billing","ge":1,"ae":1,"mv":1,"sc":6,)") + bad + "}";
     auto r = decode_group(kKey, fields);
     ASSERT_FALSE(r.ok()) << bad;

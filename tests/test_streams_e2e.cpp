@@ -2108,3 +2108,235 @@ TEST(Streams, MembersFollowingOwnersThroughAPodKillAJoinAndARollingRestartLoseNo
   EXPECT_LT(slowestAfterKill, 2000 * 1'000'000LL) << "well within a member lease";
   run.check(run.all_records(), 0);  // last: it removes the logs when everything holds
 }
+
+// ---- Co-partitioned groups (issue 54, point 3) --------------------------------------------
+
+namespace {
+
+// What each process may read of each stream over time, from its heartbeat lines (the runtime's
+// `owned` after each answer), ended at `endNs` for a process that was killed.
+struct Holding {
+  std::string proc, stream;
+  int64_t fromNs = 0, toNs = 0;
+  std::vector<int> shards;
+};
+std::vector<Holding> holdings(const std::string& dir, const std::vector<std::string>& procs, const std::map<std::string, int64_t>& endNs) {
+  std::vector<Holding> out;
+  for (const auto& p : procs) {
+    std::map<std::string, Holding> open;  // stream -> the holding in force
+    std::ifstream in(dir + "/" + p + ".jsonl");
+    int64_t last = 0;
+    for (std::string line; std::getline(in, line);) {
+      const auto j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("event", "") != "heartbeat") continue;
+      const std::string stream = j.value("stream", "");
+      const int64_t at = j.value("receivedNs", int64_t{0});
+      last = std::max(last, at);
+      auto it = open.find(stream);
+      if (it != open.end()) {
+        it->second.toNs = at;
+        out.push_back(it->second);
+      }
+      open[stream] = Holding{p, stream, at, 0, j.value("owned", std::vector<int>{})};
+    }
+    const auto e = endNs.find(p);
+    for (auto& [s, h] : open) {
+      h.toNs = e != endNs.end() ? e->second : std::max(last, h.fromNs);
+      out.push_back(h);
+    }
+  }
+  return out;
+}
+// Per shard, the stretches of time in which one process may read shard i of `a` while another may
+// read shard i of `b`: their count, the longest and the sum, in ms.
+struct Windows {
+  int count = 0;
+  double longestMs = 0, totalMs = 0;
+};
+Windows cross_stream_windows(const std::vector<Holding>& hs, const std::string& a, const std::string& b, int shards) {
+  Windows w;
+  for (int s = 0; s < shards; ++s) {
+    std::vector<std::pair<int64_t, int64_t>> bad;
+    for (const auto& x : hs) {
+      if (x.stream != a || std::find(x.shards.begin(), x.shards.end(), s) == x.shards.end()) continue;
+      for (const auto& y : hs) {
+        if (y.stream != b || y.proc == x.proc || std::find(y.shards.begin(), y.shards.end(), s) == y.shards.end()) continue;
+        const int64_t from = std::max(x.fromNs, y.fromNs), to = std::min(x.toNs, y.toNs);
+        if (from < to) bad.emplace_back(from, to);
+      }
+    }
+    std::sort(bad.begin(), bad.end());
+    for (std::size_t i = 0; i < bad.size();) {  // merged: one window per stretch
+      int64_t from = bad[i].first, to = bad[i].second;
+      for (++i; i < bad.size() && bad[i].first <= to; ++i) to = std::max(to, bad[i].second);
+      ++w.count;
+      w.longestMs = std::max(w.longestMs, (to - from) / 1e6);
+      w.totalMs += (to - from) / 1e6;
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+// Two streams of 8 shards, a group of each linked as co-partitioned (one through the HTTP API, the
+// other through rsc-admin), consumed by processes that each read both (rsc-consume --stream
+// left,right). The link is refused for a stream of another size, and freezes both streams' counts.
+// Under churn (a join, a graceful leave, a SIGKILL) with producers writing to both: every record of
+// both streams is processed, no shard of either stream has two readers at once, the two groups
+// settle with shard i of both in one process, and the time in which shard i of the two streams may
+// be read by two different processes is measured and printed (it is bounded by the two groups
+// learning of a change at different heartbeats; README, "Co-partitioned groups").
+TEST(CoPartitioned, UnderChurnShardIOfBothStreamsGoesToOneProcessAndNothingIsLost) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  const std::string dir = temp_dir();
+  Coordinator podA(addr, StreamsRun::fast()), podB(addr, StreamsRun::fast());
+  const int pod = podA.port();
+  for (const char* s : {"left", "right"})
+    ASSERT_EQ(http_call(pod, "PUT", std::string("/coord/v1/streams/") + s, R"({"shardCount": 8})").status, 200);
+  ASSERT_EQ(http_call(pod, "PUT", "/coord/v1/streams/odd", R"({"shardCount": 4})").status, 200);
+  // A stream of another size cannot be linked: refused, nothing stored.
+  auto odd = http_call(pod, "PUT", "/coord/v1/streams/odd/groups/g", R"({"coPartitionedWith": {"prefix": "left", "group": "g"}})");
+  EXPECT_EQ(odd.status, 409) << odd.body;
+  EXPECT_NE(odd.body.find("odd has 4 shards and left has 8"), std::string::npos) << odd.body;
+  EXPECT_EQ(http_call(pod, "GET", "/coord/v1/streams/odd/groups/g").status, 404) << "nothing stored";
+  // The link, in one rsc-admin command: left names right, and right is set to name left back.
+  int rc = -1;
+  const auto said = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) +
+                                    " set-assignor left g co-partitioned --with right/g 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << said;
+  EXPECT_NE(said.find("group right/g: assignor co-partitioned, naming left/g back"), std::string::npos) << said;
+  EXPECT_NE(said.find("co-partitioned: left/g and right/g"), std::string::npos) << said;
+  // The same through the API, at the other pod: nothing changes, and the other side names it back.
+  auto link = http_call(podB.port(), "PUT", "/coord/v1/streams/right/groups/g", R"({"coPartitionedWith": {"prefix": "left", "group": "g"}})");
+  ASSERT_EQ(link.status, 200) << link.body;
+  EXPECT_EQ(link.json()["assignor"], "co-partitioned");
+  EXPECT_EQ(link.json()["changed"], false);
+  EXPECT_EQ(link.json()["partnerLinked"], true);
+  const auto described = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) +
+                                         " describe right g 2>&1", &rc);
+  EXPECT_NE(described.find("CO-PARTITIONED WITH left/g"), std::string::npos) << described;
+  // A third stream's group naming left/g: left/g is linked with right/g and is left so.
+  ASSERT_EQ(http_call(pod, "PUT", "/coord/v1/streams/third", R"({"shardCount": 8})").status, 200);
+  const auto taken = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) +
+                                     " set-assignor third g co-partitioned --with left/g 2>&1", &rc);
+  EXPECT_EQ(rc, 1) << taken;
+  EXPECT_NE(taken.find("left/g is co-partitioned with right/g and was left so"), std::string::npos) << taken;
+  EXPECT_EQ(get_json(pod, "/coord/v1/streams/left/groups/g")["coPartitionedWith"], (json{{"prefix", "right"}, {"group", "g"}}));
+  // Both streams keep their shard count while linked: a scale and a growth are refused.
+  auto scale = http_call(pod, "POST", "/coord/v1/streams/left/scale", R"({"targetShardCount": 4})");
+  EXPECT_EQ(scale.status, 409) << scale.body;
+  EXPECT_NE(scale.body.find("group g is co-partitioned with right/g"), std::string::npos) << scale.body;
+  auto grow = http_call(podB.port(), "PUT", "/coord/v1/streams/right", R"({"shardCount": 16})");
+  EXPECT_EQ(grow.status, 409) << grow.body;
+  EXPECT_EQ(get_json(pod, "/coord/v1/streams/right")["shardCount"], 8);
+  EXPECT_EQ(http_call(pod, "PUT", "/coord/v1/streams/odd", R"({"shardCount": 6})").status, 200) << "an unlinked stream scales";
+
+  constexpr long kEach = 1500;
+  std::map<std::string, std::unique_ptr<Process>> procs;
+  std::vector<std::string> ids;
+  std::map<std::string, int64_t> killedAt;
+  auto start = [&](const std::string& id) {
+    const int port = ids.size() % 2 == 0 ? pod : podB.port();
+    ids.push_back(id);
+    procs[id] = std::make_unique<Process>(
+        std::vector<std::string>{RSC_CONSUME_BIN, "--coordinator", "http://127.0.0.1:" + std::to_string(port), "--redis", addr,
+                                 "--stream", "left,right", "--group", "g", "--member-id", id, "--concurrency", "2",
+                                 "--process-ms", "2", "--log", dir + "/" + id + ".jsonl"},
+        dir + "/" + id + ".out");
+  };
+  for (const char* id : {"c0", "c1", "c2"}) start(id);
+  const std::string group = "/coord/v1/streams/left/groups/g";
+  auto owners = [](const json& d) {
+    std::vector<std::string> out;
+    for (const auto& s : d["shards"]) out.push_back(s["owner"].is_string() ? s["owner"].get<std::string>() : std::string());
+    return out;
+  };
+  auto settled_alike = [&](std::size_t members) {
+    json l, r;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < until) {
+      l = get_json(pod, group), r = get_json(pod, "/coord/v1/streams/right/groups/g");
+      if (!l.is_null() && !r.is_null() && l["state"] == "STABLE" && r["state"] == "STABLE" && owners(l) == owners(r)) {
+        const auto named = owners(l);
+        std::set<std::string> who(named.begin(), named.end());
+        if (who.size() == members && !who.count("")) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "not settled alike with " << members << " members:\n" << l.dump() << "\n" << r.dump();
+    return false;
+  };
+  ASSERT_TRUE(settled_alike(3));
+  std::vector<std::unique_ptr<Process>> producers;
+  for (const char* s : {"left", "right"})
+    producers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{RSC_PRODUCE_BIN, "--redis", addr, "--stream", s, "--coordinator",
+                                 "http://127.0.0.1:" + std::to_string(podB.port()), "--group", "g", "--count", std::to_string(kEach),
+                                 "--rate", "300", "--key-space", "32", "--seed", "7", "--refresh-ms", "200"},
+        dir + "/producer-" + s + ".out"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  start("c3");  // a join
+  EXPECT_TRUE(settled_alike(4));
+  procs["c1"]->signal(SIGTERM);  // a graceful leave of both groups at once
+  EXPECT_EQ(procs["c1"]->wait(15000), 0);
+  EXPECT_TRUE(settled_alike(3));
+  // The first member in order: found dead by each group at its own time, and every block shifts.
+  killedAt["c0"] = mono_ns();
+  procs["c0"]->signal(SIGKILL);
+  EXPECT_TRUE(settled_alike(2));
+  for (auto& p : producers) ASSERT_EQ(p->wait(30000), 0) << p->output();
+
+  // Every record of both streams processed; per stream and shard, no two processes at once.
+  auto load = [&] {
+    std::map<std::string, std::set<long>> seen;
+    std::vector<json> recs;
+    for (const auto& id : ids) {
+      std::ifstream in(dir + "/" + id + ".jsonl");
+      for (std::string line; std::getline(in, line);) {
+        auto j = json::parse(line, nullptr, false);
+        if (j.is_discarded() || j.contains("event")) continue;
+        j["proc"] = id;
+        seen[j["stream"].get<std::string>()].insert(j["seq"].get<long>());
+        recs.push_back(std::move(j));
+      }
+    }
+    return std::make_pair(seen, recs);
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until &&
+         (load().first["left"].size() < static_cast<std::size_t>(kEach) || load().first["right"].size() < static_cast<std::size_t>(kEach)))
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const auto& id : ids)
+    if (!killedAt.count(id) && id != "c1") procs[id]->signal(SIGTERM);
+  for (const auto& id : ids) {
+    if (!killedAt.count(id) && id != "c1") {
+      EXPECT_EQ(procs[id]->wait(15000), 0) << id;
+    }
+  }
+  auto [seen, recs] = load();
+  EXPECT_EQ(seen["left"].size(), static_cast<std::size_t>(kEach)) << "records of left lost";
+  EXPECT_EQ(seen["right"].size(), static_cast<std::size_t>(kEach)) << "records of right lost";
+  std::map<std::string, std::vector<const json*>> byShard;  // "stream/shard"
+  for (const auto& r : recs) byShard[r["stream"].get<std::string>() + "/" + std::to_string(r["shard"].get<int>())].push_back(&r);
+  int overlaps = 0;
+  for (auto& [key, list] : byShard) {
+    std::sort(list.begin(), list.end(), [](const json* a, const json* b) { return (*a)["startNs"] < (*b)["startNs"]; });
+    for (std::size_t i = 0; i + 1 < list.size(); ++i)
+      for (std::size_t k = i + 1; k < list.size() && (*list[k])["startNs"] < (*list[i])["endNs"]; ++k)
+        overlaps += (*list[k])["proc"] != (*list[i])["proc"];
+  }
+  EXPECT_EQ(overlaps, 0) << "a shard of one stream read by two processes at once";
+  // Shard i of the two streams: how long two different processes could read it.
+  const auto hs = holdings(dir, ids, killedAt);
+  const auto lr = cross_stream_windows(hs, "left", "right", 8), rl = cross_stream_windows(hs, "right", "left", 8);
+  std::printf("co-partitioned: %zu + %zu records, 0 lost, %d overlaps; shard i of left and right readable by two processes: "
+              "%d + %d windows, longest %.0f ms, %.0f ms in all over 8 shards (heartbeat 200 ms, lease %lld ms)\n",
+              seen["left"].size(), seen["right"].size(), overlaps, lr.count, rl.count, std::max(lr.longestMs, rl.longestMs),
+              lr.totalMs + rl.totalMs, static_cast<long long>(kLeaseMs));
+  // Bounded by the two groups learning of a change at different times (a heartbeat interval, a tick
+  // and the round trips): half a lease leaves a loaded machine room.
+  EXPECT_LE(std::max(lr.longestMs, rl.longestMs), static_cast<double>(kLeaseMs) / 2) << "a window longer than half a lease";
+  std::filesystem::remove_all(dir);
+}

@@ -53,11 +53,13 @@ const std::vector<Command>& commands() {
        "the change is over (the removed shards drained and retired), saying how it goes every 5 s;\n"
        "exit 4 if it is not over within --wait-timeout-ms (default 600000).",
        2},
-      {"set-assignor", "STREAM GROUP uniform|range|rack-aware|external [--shard-racks R0,R1,...]",
+      {"set-assignor", "STREAM GROUP uniform|range|rack-aware|external|co-partitioned [--shard-racks R0,R1,...] [--with STREAM2/GROUP2]",
        "Sets how the group's shards are split: uniform (balanced and sticky, the default), range\n"
        "(blocks of consecutive shards in member-id order), rack-aware (uniform's balance, each shard\n"
        "read by a member of its rack where one exists; members say their rack with rsc-consume --rack)\n"
-       "or external (the targets posted with rsc-admin target, kept until the next one).\n"
+       "or external (the targets posted with rsc-admin target, kept until the next one), or\n"
+       "co-partitioned --with STREAM2/GROUP2 (shard i of both streams to one member; the other group is\n"
+       "set to name this one back; both streams keep their shard count while linked).\n"
        "--shard-racks: the rack of each shard by index (an empty item: none); left out, they are kept.\n"
        "A change moves shards like any rebalance (each revoked before it is given). A group that does\n"
        "not exist yet is made with it.",
@@ -233,6 +235,9 @@ void print_describe(const json& d) {
             << text(d.value("assignor", json("uniform"))) << "  SHARDS "
             << text(d.value("shardCount", json())) << "  MEMBERS " << live_members(d)
             << "  DEAD-LETTERS " << text(d.value("deadLetters", json())) << "\n";
+  if (const auto cw = d.value("coPartitionedWith", json()); cw.is_object())
+    std::cout << "CO-PARTITIONED WITH " << text(cw.value("prefix", json())) << "/" << text(cw.value("group", json()))
+              << " (shard i of both streams to one member)\n";
   if (const auto rl = d.value("redisLag", json()); rl.is_object()) {
     const auto records = rl.value("records", json());
     std::cout << "LAG " << (records.is_null() ? "unknown on " + text(rl.value("unknownShards", json())) + " shard(s) (at least " +
@@ -376,6 +381,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> deadIds;
   std::string count, to;
   std::optional<std::string> shardRacks;
+  std::optional<std::string> with;  // set-assignor co-partitioned --with STREAM/GROUP
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -415,6 +421,7 @@ int main(int argc, char** argv) {
     else if (a == "--count") count = value("a number");
     else if (a == "--to") to = value("earliest, latest, an entry id or a time in ms");
     else if (a == "--shard-racks") shardRacks = value("a comma-separated list of racks");
+    else if (a == "--with") with = value("STREAM/GROUP");
     else if (a == "--key-style") {
       keyStyle = value("plain or hashtag");
       keyStyleGiven = true;
@@ -454,6 +461,11 @@ int main(int argc, char** argv) {
   if (keyStyleGiven && keyStyle != "plain" && keyStyle != "hashtag") bad_usage("--key-style: plain or hashtag", cmd);
   if (!count.empty() && std::string(cmd->name) != "dead-letters") bad_usage("--count is for dead-letters", cmd);
   if (shardRacks && std::string(cmd->name) != "set-assignor") bad_usage("--shard-racks is for set-assignor", cmd);
+  if (with && std::string(cmd->name) != "set-assignor") bad_usage("--with is for set-assignor co-partitioned", cmd);
+  if (std::string(cmd->name) == "set-assignor" && (args[2] == "co-partitioned") != with.has_value())
+    bad_usage("set-assignor: co-partitioned takes --with STREAM2/GROUP2, and only it", cmd);
+  if (with && (with->find('/') == std::string::npos || with->find('/') == 0 || with->find('/') + 1 == with->size()))
+    bad_usage("--with: STREAM/GROUP, not '" + *with + "'", cmd);
   const bool deadLetterMove = std::string(cmd->name) == "redrive" || std::string(cmd->name) == "discard-dead-letters";
   if ((all || !deadIds.empty()) && !deadLetterMove) bad_usage("--id and --all are for redrive and discard-dead-letters", cmd);
   if (deadLetterMove && all == !deadIds.empty()) bad_usage(std::string(cmd->name) + ": --id ID (repeatable) or --all", cmd);
@@ -495,6 +507,7 @@ int main(int argc, char** argv) {
     method = "PUT";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]);
     json b{{"assignor", args[2]}};
+    if (with) b["coPartitionedWith"] = {{"prefix", with->substr(0, with->find('/'))}, {"group", with->substr(with->find('/') + 1)}};
     if (shardRacks) {  // "a,b,,a": shard 2 has none; "" clears them
       json racks = json::array();
       for (std::size_t from = 0; !shardRacks->empty();) {
@@ -590,17 +603,22 @@ int main(int argc, char** argv) {
     if (r.status != 0) route.on_answer(r.groupOwner, 0);
     return r;
   };
-  auto r = ask();
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-       repeatable && (r.status == 503 || r.status == 409) && r.retryAfterSeconds >= 0 && std::chrono::steady_clock::now() < until;) {
-    const auto j = json::parse(r.body, nullptr, false);
-    const auto waitS = std::min<int64_t>(std::max<int64_t>(r.retryAfterSeconds, 1), 5);
-    std::cerr << "rsc-admin: " << name << ": HTTP " << r.status << " "
-              << (j.is_object() && j.contains("message") ? text(j["message"]) : r.body) << "; trying again in " << waitS
-              << " s\n";
-    std::this_thread::sleep_for(std::chrono::seconds(waitS));
-    r = ask();
-  }
+  // Asked again after its Retry-After while that helps (see `repeatable`).
+  auto ask_until_answered = [&]() {
+    auto r = ask();
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         repeatable && (r.status == 503 || r.status == 409) && r.retryAfterSeconds >= 0 && std::chrono::steady_clock::now() < until;) {
+      const auto j = json::parse(r.body, nullptr, false);
+      const auto waitS = std::min<int64_t>(std::max<int64_t>(r.retryAfterSeconds, 1), 5);
+      std::cerr << "rsc-admin: " << name << ": HTTP " << r.status << " "
+                << (j.is_object() && j.contains("message") ? text(j["message"]) : r.body) << "; trying again in " << waitS
+                << " s\n";
+      std::this_thread::sleep_for(std::chrono::seconds(waitS));
+      r = ask();
+    }
+    return r;
+  };
+  auto r = ask_until_answered();
   if (r.status == 0) {
     std::cerr << "rsc-admin: no answer from " << url << ": " << r.error << "\n";
     return kUnreachable;
@@ -627,8 +645,34 @@ int main(int argc, char** argv) {
     std::cerr << "\n";
     return kRefused;
   };
+  // A link is made whole: when the other group does not name this one yet, it is set to name it back
+  // (its own call, served by its owner), so one command links both.
+  json back;
+  if (name == "set-assignor" && with && j.value("partnerLinked", true) == false) {
+    const std::string otherStream = with->substr(0, with->find('/')), otherGroup = with->substr(with->find('/') + 1);
+    // The other group linked with a third one is left alone: taking it over would break that link.
+    if (const auto theirs = j.value("partnerCoPartitionedWith", json()); theirs.is_object()) {
+      std::cerr << "rsc-admin: " << args[0] << "/" << args[1] << " is co-partitioned with " << *with << ", but " << *with
+                << " is co-partitioned with " << text(theirs.value("prefix", json())) << "/" << text(theirs.value("group", json()))
+                << " and was left so; set another assignor on it first, then run this again\n";
+      return kRefused;
+    }
+    path = "/coord/v1/streams/" + seg(otherStream) + "/groups/" + seg(otherGroup);
+    body = json{{"assignor", "co-partitioned"}, {"coPartitionedWith", {{"prefix", args[0]}, {"group", args[1]}}}}.dump();
+    const auto r2 = ask_until_answered();
+    back = json::parse(r2.body, nullptr, false);
+    if (r2.status < 200 || r2.status >= 300 || !back.is_object()) {
+      std::cerr << "rsc-admin: " << args[0] << "/" << args[1] << " is co-partitioned with " << *with << ", but " << *with
+                << " could not be set to name it back (HTTP " << r2.status << "): "
+                << (back.is_object() && back.contains("message") ? text(back["message"]) : r2.body + r2.error)
+                << "; run set-assignor " << otherStream << " " << otherGroup << " co-partitioned --with " << args[0] << "/"
+                << args[1] << "\n";
+      return r2.status == 0 ? kUnreachable : kRefused;
+    }
+  }
   if (output == "json") {
-    std::cout << j.dump(2) << "\n";
+    // A link made whole is one document: this group's answer, and the other's under "partner".
+    std::cout << (back.is_object() ? json{{"group", j}, {"partner", back}} : j).dump(2) << "\n";
     if (name == "redrive" || name == "discard-dead-letters") return named_missing();
     if (name == "scale" && wait) return wait_for_scale(http, token, args[0], waitTimeoutMs, true);
     return kOk;
@@ -672,6 +716,12 @@ int main(int argc, char** argv) {
     std::cout << (j.value("changed", false) ? ", group epoch now " + text(j.value("groupEpoch", json())) + " (shards move revoke-before-assign)"
                                             : " (unchanged)")
               << (j.value("created", false) ? "; the group was made" : "") << "\n";
+    if (back.is_object())
+      std::cout << "group " << *with << ": assignor co-partitioned, naming " << args[0] << "/" << args[1] << " back"
+                << (back.value("changed", false) ? ", group epoch now " + text(back.value("groupEpoch", json())) : std::string(" (unchanged)"))
+                << "\nco-partitioned: " << args[0] << "/" << args[1] << " and " << *with << " (shard i of both to one member)\n";
+    else if (j.value("partnerLinked", false))
+      std::cout << "co-partitioned: " << args[0] << "/" << args[1] << " and " << *with << ", which already named it (shard i of both to one member)\n";
   } else if (name == "target") {
     std::cout << "group " << args[0] << "/" << args[1] << ": target set at group epoch " << text(j.value("groupEpoch", json()));
     const auto unassigned = j.value("unassignedShards", json::array());

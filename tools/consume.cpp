@@ -1,6 +1,8 @@
 // rsc-consume: consumes a sharded stream through the coordinator with the member runtime.
-//   rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX
-//               --group G [--member-id ID]
+//   rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster] --stream PREFIX[,PREFIX...]
+//               --group G[,G...] [--member-id ID]
+// Several streams (co-partitioned groups): one runtime per stream, all joining as one member id;
+// --group names one group for all or one per stream.
 //               [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]
 //               [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]
 //               [--fail-every N] [--exec CMD | --exec-lines CMD]
@@ -13,7 +15,7 @@
 // worker running, one JSON record per line in, one answer line per record out ("ok", "retry
 // [why]", "dead [why]"); see tools/exec_handler.hpp.
 // With --log, one JSON line per processed record:
-//   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..}
+//   {"shard":..,"id":..,"key":..,"seq":..,"member":..,"startNs":..,"endNs":..,"wallMs":..,"stream":..}
 // (startNs/endNs: CLOCK_MONOTONIC, so logs of processes on one machine can be merged; wallMs: the
 // wall clock at the end, to compare with the entry id's milliseconds for latency) and one line per answered
 // heartbeat: {"event":"heartbeat","member":..,"sentNs":..,"status":..,"epoch":..,"leaseMs":..}, and
@@ -29,7 +31,10 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "log/log.hpp"
 #include "member/bearer_token.hpp"
@@ -48,7 +53,7 @@ namespace {
   std::ostream& os = why.empty() ? std::cout : std::cerr;
   if (!why.empty()) os << "rsc-consume: " << why << "\n";
   os << "usage: rsc-consume --coordinator URL --redis HOST:PORT[,HOST:PORT...] [--redis-cluster]\n"
-               "                   --stream PREFIX --group G [--member-id ID] [--instance-id ID] [--rack R] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
+               "                   --stream PREFIX[,PREFIX...] --group G[,G...] [--member-id ID] [--instance-id ID] [--rack R] [--concurrency N] [--process-ms MS | --process-us US] [--log FILE] [--token T]\n"
                "                   [--max-deliveries N] [--retry-backoff-ms MS] [--retry-backoff-max-ms MS] [--fail-key KEY]\n"
                "                   [--dead-letter-max-len N] [--fail-every N] [--exec CMD | --exec-lines CMD] [--token-file F]\n"
                "                   [--no-follow-owner]\n"
@@ -72,6 +77,19 @@ namespace {
   std::exit(why.empty() ? 0 : 2);
 }
 }  // namespace
+
+// "a,b" -> {"a", "b"} (empty parts dropped).
+static std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  while (from <= s.size()) {
+    auto comma = s.find(',', from);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > from) out.push_back(s.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return out;
+}
 
 int main(int argc, char** argv) {
   member::RuntimeOptions o;
@@ -164,22 +182,21 @@ int main(int argc, char** argv) {
   };
   o.log = [](const std::string& m) { log::info(m); };
   o.onFatal = [](const std::string&) { ::kill(::getpid(), SIGUSR1); };
-  std::string memberId;
-  o.onHeartbeat = [&](const member::HeartbeatEvent& e) {
-    if (e.status.empty()) {
-      write_line({{"event", "heartbeat-unanswered"}, {"member", memberId}, {"sentNs", e.sentNs},
-                  {"receivedNs", e.receivedNs}, {"coordinator", e.coordinator}});
-      return;
-    }
-    write_line({{"event", "heartbeat"}, {"member", memberId}, {"sentNs", e.sentNs}, {"receivedNs", e.receivedNs},
-                {"status", e.status}, {"epoch", e.epoch}, {"owned", e.owned}, {"coordinator", e.coordinator}});
-  };
-  o.onLeftPending = [&](int32_t shard, const std::vector<std::string>& ids) {
-    write_line({{"event", "left-pending"}, {"member", memberId}, {"shard", shard}, {"ids", ids},
-                {"atNs", member::mono_ns()}});
-  };
-  member::Runtime* rt = nullptr;
-  member::Runtime runtime(o, [&](const member::Record& r, int64_t startNs) {
+  // --stream a,b (and --group g or g1,g2): one runtime per stream, all joining as one member id, so
+  // that groups with the co-partitioned assignor give this process shard i of every stream at once.
+  const auto streams = split_list(o.streamPrefix), groups = split_list(o.group);
+  if (streams.empty() || (groups.size() != 1 && groups.size() != streams.size()))
+    usage("--group: one group, or one per stream of --stream");
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k)
+      if (streams[i] == streams[k] && (groups.size() == 1 || groups[i] == groups[k]))
+        usage("--stream: " + streams[i] + " twice for one group (the two runtimes would fence each other)");
+  if (streams.size() > 1 && o.memberId.empty() && o.instanceId.empty()) o.memberId = member::member_id_from_environment();
+  // Each runtime's member id, by stream position (a static member's differ: one incarnation each).
+  std::vector<std::string> memberIds(streams.size());
+  auto handle = [&](std::size_t at, const member::Record& r, int64_t startNs) {
+    const std::string& stream = streams[at];
+    const std::string& memberId = memberIds[at];
     if (processMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(processMs));
     if (processUs > 0) {  // a busy wait: a sleep this short would cost its timer slack instead
       const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(processUs);
@@ -195,16 +212,52 @@ int main(int argc, char** argv) {
     const int64_t wallMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
     write_line({{"shard", r.shard}, {"id", r.id}, {"key", r.field("key")}, {"seq", std::atoll(r.field("seq").c_str())},
-                {"member", memberId}, {"startNs", startNs}, {"endNs", endNs}, {"wallMs", wallMs}});
-  });
-  rt = &runtime;
-  memberId = runtime.member_id();
-  runtime.start();
+                {"member", memberId}, {"startNs", startNs}, {"endNs", endNs}, {"wallMs", wallMs}, {"stream", stream}});
+  };
+  std::vector<std::unique_ptr<member::Runtime>> runtimes;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    auto so = o;
+    so.streamPrefix = streams[i];
+    so.group = groups.size() == 1 ? groups[0] : groups[i];
+    if (streams.size() > 1) so.deadLetterKey.clear();  // each stream's group has its own
+    so.onHeartbeat = [&write_line, &memberId = memberIds[i], stream = streams[i]](const member::HeartbeatEvent& e) {
+      if (e.status.empty()) {
+        write_line({{"event", "heartbeat-unanswered"}, {"member", memberId}, {"sentNs", e.sentNs},
+                    {"receivedNs", e.receivedNs}, {"coordinator", e.coordinator}, {"stream", stream}});
+        return;
+      }
+      write_line({{"event", "heartbeat"}, {"member", memberId}, {"sentNs", e.sentNs}, {"receivedNs", e.receivedNs},
+                  {"status", e.status}, {"epoch", e.epoch}, {"owned", e.owned}, {"coordinator", e.coordinator},
+                  {"stream", stream}});
+    };
+    so.onLeftPending = [&write_line, &memberId = memberIds[i], stream = streams[i]](int32_t shard, const std::vector<std::string>& ids) {
+      write_line({{"event", "left-pending"}, {"member", memberId}, {"shard", shard}, {"ids", ids},
+                  {"atNs", member::mono_ns()}, {"stream", stream}});
+    };
+    runtimes.push_back(std::make_unique<member::Runtime>(
+        so, [&handle, i](const member::Record& r, int64_t startNs) { handle(i, r, startNs); }));
+    memberIds[i] = runtimes.back()->member_id();  // before start(): no thread reads it yet
+  }
+  const std::string& memberId = memberIds.front();
+  for (auto& r : runtimes) r->start();
   int sig = 0;
   sigwait(&signals, &sig);
-  const std::string fatal = rt->fatal();
-  const bool left = rt->shutdown(15000);
-  const auto s = rt->stats();
+  std::string fatal;
+  for (auto& r : runtimes)
+    if (fatal.empty()) fatal = r->fatal();
+  // Every stream's group is left at once, so that a co-partitioned shard moves on in all of them together.
+  std::vector<char> leftEach(runtimes.size(), 0);
+  std::vector<std::thread> leaving;
+  for (std::size_t i = 0; i < runtimes.size(); ++i)
+    leaving.emplace_back([&, i] { leftEach[i] = runtimes[i]->shutdown(15000); });
+  for (auto& t : leaving) t.join();
+  const bool left = std::all_of(leftEach.begin(), leftEach.end(), [](char c) { return c != 0; });
+  member::Runtime::Stats s;
+  for (auto& r : runtimes) {
+    const auto one = r->stats();
+    s.processed += one.processed, s.rejoins += one.rejoins, s.selfFences += one.selfFences;
+    s.failedAttempts += one.failedAttempts, s.retried += one.retried, s.deadLettered += one.deadLettered;
+  }
   log::info("rsc-consume " + memberId + ": processed " + std::to_string(s.processed) + " records, " +
             std::to_string(s.rejoins) + " rejoins, " + std::to_string(s.selfFences) + " self-fences, " +
             std::to_string(s.failedAttempts) + " failed attempts, " + std::to_string(s.retried) + " retried, " +
