@@ -10,9 +10,14 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=
 export RSC_SIM_SEEDS=40
 passed=0
 failed=0
+# The co-partitioned simulation run walks the same steps as the assignors run (its own code is in
+# test_reconcile, sanitized too): left to the plain build, it saves CI a minute.
+skip=(--gtest_filter=-Simulation.CoPartitionedAmongTheOtherAssignorsKeepsEveryInvariant)
 for t in "${targets[@]}"; do
   echo "== sanitized $t"
-  if ./build-asan/tests/"$t" --gtest_brief=1; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  args=(--gtest_brief=1)
+  [ "$t" = test_simulation ] && args+=("${skip[@]}")
+  if ./build-asan/tests/"$t" "${args[@]}"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 echo "sanitized test binaries: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
