@@ -179,7 +179,9 @@ static void run_step(Self self, const WorkPtr& w) {
   if (std::holds_alternative<Tick>(w->what))
     return commit(self, {w}, group::tick(st.c.take(), cfg, tv), seconds(), w->t.deadlineWork ? st.cfg->podToken : std::string());
   if (auto* m = std::get_if<Metadata>(&w->what))
-    return commit(self, {w}, group::apply_metadata(st.c.take(), m->meta.readShardCount(), m->meta.metadataVersion, cfg, tv.now), seconds());
+    return commit(self, {w}, group::apply_metadata(st.c.take(), m->meta.readShardCount(), m->meta.metadataVersion, cfg, tv.now,
+                                                       &m->meta.shardRacks),
+                  seconds());
   run_admin_step(self, w, tv.now, seconds());
 }
 

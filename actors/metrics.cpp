@@ -356,7 +356,7 @@ void Metrics::publish_group(std::shared_ptr<GroupSlot>& slot, const std::string&
   next.capMax = static_cast<double>(t.capMax);
   next.capAvail = static_cast<double>(t.capAvail);
   next.epoch = g.groupEpoch;
-  next.crossRack = g.shardRacks.empty() ? -1.0 : static_cast<double>(group::cross_rack_shards(g));
+  next.crossRack = g.racks().empty() ? -1.0 : static_cast<double>(group::cross_rack_shards(g));
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!slot || !slot->listed) slot = impl_->slot_of(stream, group);
   auto& cur = slot->gauges;
@@ -437,7 +437,7 @@ std::string Metrics::text() const {
                          "their holder to let go; kind=revoking: being let go); 0 once the group converged");
   auto crossRack = gauge("rsc_group_cross_rack_shards",
                          "Shards read by a member of another rack than the shard's (or where either has none), per "
-                         "group with shard racks set (PUT .../groups/{group} shardRacks)");
+                         "group with shard racks (its own, PUT .../groups/{group} shardRacks, or its stream's, PUT .../racks)");
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     std::vector<const Impl::GroupGauges*> groups;

@@ -1,4 +1,6 @@
 #include "actors/service.hpp"
+
+#include "group/rack_zones.hpp"
 #include <atomic>
 #include <memory>
 
@@ -11,6 +13,7 @@
 
 #include "actors/actors.hpp"
 #include "group/co_partition.hpp"
+#include "group/rack_zones.hpp"
 #include "group/stream_lag.hpp"
 #include "log/log.hpp"
 
@@ -36,6 +39,7 @@ struct Service::Impl {
   const caf::actor& any_store() const { return stores.front(); }
 
   int32_t defaultShardCount = 16;
+  std::map<std::string, std::string> redisNodeZones;
   GroupActorConfig groupStart;  // for start_id(): where a group's consumer groups start
   std::atomic<bool> https{false};  // the pods serve https: the owner URLs say so
   // This pod's own owner URL, made once per set_address (read with std::atomic_load on every call
@@ -65,6 +69,7 @@ Service::Service(ServiceConfig cfg, MakeStore makeStore, std::shared_ptr<Metrics
   g.consumerGroupStartFor = cfg.consumerGroupStartFor;
   impl_->groupStart = g;
   impl_->defaultShardCount = cfg.defaultShardCount;
+  impl_->redisNodeZones = cfg.redisNodeZones;
   impl_->core = cfg.core;
   g.mutexTtlMs = cfg.mutexTtlMs;
   g.defaultShardCount = cfg.defaultShardCount;
@@ -322,6 +327,47 @@ void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                  }});
 }
 
+void Service::set_stream_racks(const std::string& prefix, const protocol::StreamRacksRequest& req,
+                               std::function<void(http::Answer<http::ScaleDone>)> done) {
+  auto gateways = impl_->gateways;
+  const auto zones = impl_->redisNodeZones;
+  caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
+                   using A = http::Answer<http::ScaleDone>;
+                   auto meta = s.get_stream(prefix);
+                   if (!meta.ok()) return done(A::failure(problem(meta.error)));
+                   if (!meta.value->has_value()) return done(A::success(http::ScaleDone{protocol::ScaleOutcome::NoStream, {}, {}}));
+                   group::ScaleCall call;
+                   call.op = group::ScaleOp::SetRacks;
+                   call.racks = req.shardRacks;
+                   if (req.fromClusterZones) {
+                     const auto& m = **meta.value;
+                     auto nodes = s.shard_nodes(prefix, m.keyStyle, m.readShardCount());
+                     if (!nodes.ok()) return done(A::failure(problem(nodes.error)));
+                     auto worked = group::racks_from_zones(*nodes.value, zones);
+                     if (!worked.refusal.empty())
+                       return done(A::failure(http::Problem{http::Problem::Kind::Conflict, "stream " + prefix + ": " + worked.refusal}));
+                     call.racks = std::move(worked.racks);
+                     call.racksFrom = protocol::kShardRacksFromClusterZones;
+                   }
+                   auto r = s.scale_stream(prefix, call);
+                   if (!r.ok()) return done(A::failure(problem(r.error)));
+                   auto groups = s.list_stream_groups(prefix);
+                   if (!groups.ok()) return done(A::failure(problem(groups.error)));
+                   const auto& step = *r.value;
+                   if (step.changed()) {
+                     const auto& m = step.meta;
+                     log::info("stream " + prefix + ": shard racks of " + std::to_string(m.shardRacks.size()) + " shard(s)" +
+                               (m.shardRacksFrom.empty() ? std::string() : " from " + m.shardRacksFrom) +
+                               " metadataVersion=" + std::to_string(m.metadataVersion));
+                     for (const auto& g : *groups.value) {
+                       const store::GroupKey key{prefix, g};
+                       caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
+                     }
+                   }
+                   done(A::success(http::ScaleDone{step.outcome, step.meta, *groups.value}));
+                 }});
+}
+
 void Service::set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
                    auto set = s.set_retention(prefix, r);
@@ -427,14 +473,11 @@ void Service::configure_group(const protocol::GroupKey& key, protocol::GroupConf
                      return done(A::failure(http::Problem::Kind::Conflict, *why));
                    auto partner = groups.load(with);
                    if (!partner.ok()) return done(A::failure(problem(partner.error)));
-                   const bool back = group::links_back(*partner.value, key);
-                   std::optional<protocol::GroupKey> theirs;
-                   if (partner.value->exists && partner.value->state.assignor == protocol::AssignorKind::CoPartitioned)
-                     theirs = partner.value->state.coPartitionedWith;
+                   const auto seen = group::partner_view(*partner.value, key);
                    caf::anon_send(gateway, configure_atom::value, key,
                                   ConfigureCall{config,
-                                                [done, back, theirs](store::Result<protocol::GroupConfigSet> r) {
-                                                  if (r.ok()) r.value->partnerLinked = back, r.value->partnerCoPartitionedWith = theirs;
+                                                [done, seen](store::Result<protocol::GroupConfigSet> r) {
+                                                  if (r.ok()) r.value->partnerLinked = seen.linksBack, r.value->partnerCoPartitionedWith = seen.names;
                                                   done(answer(std::move(r)));
                                                 },
                                                 (*own.value)->shardCount});

@@ -51,6 +51,9 @@ struct ServiceConfig {
   int64_t maxGroupsPerStream = 0;        // 0 = no limit
   std::string consumerGroupStartId = "0";  // where a group's Redis consumer groups start: 0 or $
   std::map<std::string, std::string> consumerGroupStartFor;  // per group ("<prefix>/<group>")
+  // The zone of each Redis node ("host:port" as CLUSTER SLOTS names it), for a stream's shard racks
+  // worked out from the node serving each shard (PUT .../racks {"from": "cluster-node-zone"}).
+  std::map<std::string, std::string> redisNodeZones;
   group::Millis beat_ms() const {
     return std::max<group::Millis>(50, std::min<group::Millis>({tickIntervalMs, 500, podLeaseMs / 3}));
   }
@@ -104,6 +107,8 @@ class Service : public http::Backend {
   void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(http::Answer<bool>)> done) override;
   void scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                     std::function<void(http::Answer<http::ScaleDone>)> done) override;
+  void set_stream_racks(const std::string& prefix, const protocol::StreamRacksRequest& req,
+                        std::function<void(http::Answer<http::ScaleDone>)> done) override;
   void reset_offsets(const protocol::GroupKey& key, std::string position, bool fenceMembers,
                      std::function<void(http::Answer<http::OffsetsReset>)> done) override;
   void dead_letters(const protocol::GroupKey& key, int64_t limit,

@@ -95,7 +95,7 @@ std::optional<Rollback> CachedGroup::adopt(Loaded&& l, const std::optional<proto
 
 void CachedGroup::stream_read(const std::optional<protocol::StreamMetadata>& stream, Millis now) {
   if (g_ && stream && stream->metadataVersion > g_->metadataVersion)
-    merge(apply_metadata(std::move(*g_), stream->readShardCount(), stream->metadataVersion, *cfg_, now));
+    merge(apply_metadata(std::move(*g_), stream->readShardCount(), stream->metadataVersion, *cfg_, now, &stream->shardRacks));
 }
 
 void CachedGroup::confirm(uint64_t call, const PodView& view, Millis local) {

@@ -27,9 +27,11 @@ std::optional<std::string> link_outdated(const GroupState& g, const protocol::Gr
          std::to_string(g.shardCount) + " shards while the link was being made; nothing was linked";
 }
 
-bool links_back(const Loaded& other, const protocol::GroupKey& self) {
-  return other.exists && other.state.assignor == protocol::AssignorKind::CoPartitioned &&
-         other.state.coPartitionedWith && *other.state.coPartitionedWith == self;
+PartnerView partner_view(const Loaded& other, const protocol::GroupKey& self) {
+  PartnerView v;
+  if (other.exists && other.state.assignor == protocol::AssignorKind::CoPartitioned) v.names = other.state.coPartitionedWith;
+  v.linksBack = v.names && *v.names == self;
+  return v;
 }
 
 std::optional<std::string> scale_refusal(const std::string& prefix, const std::vector<Loaded>& groups) {

@@ -24,8 +24,13 @@ std::optional<std::string> link_refusal(const protocol::GroupKey& self, const pr
 // link is written, apply_metadata ends it instead).
 std::optional<std::string> link_outdated(const GroupState& g, const protocol::GroupConfig& c, std::optional<int32_t> checkedShardCount);
 
-// Whether the other group is co-partitioned and names `self` back (the link is whole).
-bool links_back(const Loaded& other, const protocol::GroupKey& self);
+// What the other group of a link says: whom it is co-partitioned with (nullopt: nobody, or it is
+// not co-partitioned), and whether that is `self` (the link is whole).
+struct PartnerView {
+  std::optional<protocol::GroupKey> names;
+  bool linksBack = false;
+};
+PartnerView partner_view(const Loaded& other, const protocol::GroupKey& self);
 
 // Why the shard count of stream `prefix` may not change, or nullopt: one of its groups (as read
 // from the store) is co-partitioned with a group of another stream, whose shard i would no longer

@@ -321,7 +321,7 @@ class Step {
     for (const auto& id : spec.members) r.member.emplace(id, g().members.at(id).rackId);
     r.shard.reserve(free.size());
     for (int32_t s : free)
-      r.shard.push_back(static_cast<std::size_t>(s) < g().shardRacks.size() ? g().shardRacks[static_cast<std::size_t>(s)] : std::string());
+      r.shard.push_back(static_cast<std::size_t>(s) < g().racks().size() ? g().racks()[static_cast<std::size_t>(s)] : std::string());
     return r;
   }
 
@@ -930,7 +930,8 @@ Outcome tick(GroupState g, const Config& cfg, Millis now, bool expiryAllowed) {
   return st.take();
 }
 
-Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg, Millis now) {
+Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg, Millis now,
+                       const std::vector<std::string>* streamRacks) {
   Step st(std::move(g), cfg, now);
   auto& s = st.g();
   if (metadataVersion <= s.metadataVersion || shardCount < 0) return st.take();  // not newer
@@ -939,6 +940,17 @@ Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion
   s.metadataVersion = metadataVersion;
   st.touch_group();
   const std::string version = " metadataVersion=" + std::to_string(metadataVersion);
+  // The stream's racks changed: they are the group's unless it has its own, and they move shards
+  // only under the rack-aware assignor (revoke before assign, like any rebalance).
+  bool racksMove = false;
+  if (streamRacks != nullptr && *streamRacks != s.streamRacks) {
+    s.streamRacks = *streamRacks;
+    const bool used = s.shardRacks.empty();
+    racksMove = used && s.assignor == protocol::AssignorKind::RackAware;
+    st.event(Event::Kind::METADATA_CHANGED, "", {},
+             "the stream's shard racks: " + std::to_string(s.streamRacks.size()) + " shard(s)" +
+                 (used ? std::string() : " (not used: the group has racks of its own)") + version);
+  }
   if (shardCount != oldCount && s.coPartitionedWith) {
     // A scale that slipped past the link's guard (made between the link's check of the shard counts
     // and its write): the blocks would no longer line up with the other stream's, so the link ends
@@ -965,10 +977,12 @@ Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion
              "shards " + std::to_string(shardCount) + ".." + std::to_string(oldCount - 1) + " retiring" + version);
     st.bump_group_epoch("metadata");
   } else {
-    // The same shards (a shrink started, or rolled back, while its shards are still read): the
-    // members learn the new version with their next answers; nothing moves.
+    // The same shards (a shrink started, or rolled back, while its shards are still read, or new
+    // racks): the members learn the new version with their next answers; nothing moves unless the
+    // racks the rack-aware assignor places by changed.
     st.event(Event::Kind::METADATA_CHANGED, "", {}, "shardCount " + std::to_string(shardCount) + version);
-    return st.take();
+    if (!racksMove) return st.take();
+    st.bump_group_epoch("shard racks");
   }
   st.maybe_recompute_target();
   st.maybe_finish_retiring();

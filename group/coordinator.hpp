@@ -45,9 +45,11 @@ Outcome tick(GroupState g, const Config& cfg, Millis now, bool expiryAllowed = t
 // number of shards the group reads (the stream's routed shards plus those still draining). More:
 // every shard assignable at once. Fewer (draining shards drained): the others are revoked like any
 // shard and the group's count drops once nobody holds them (tick finishes it). The same: only the
-// version moves. An older or equal version is ignored.
+// version moves. An older or equal version is ignored. `streamRacks` (null: not known to have
+// changed): the stream's shard racks at that version; new ones bump the group epoch when the group
+// is rack-aware and has no racks of its own.
 Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion, const Config& cfg,
-                       Millis now);
+                       Millis now, const std::vector<std::string>* streamRacks = nullptr);
 
 // The store was unreachable from `from` to `to`: that time does not count against leases or
 // revoke deadlines, and every live member gets one full lease from `to`. Idempotent per outage

@@ -9,7 +9,8 @@ namespace rsc::group {
 
 namespace {
 bool read_in_rack(const GroupState& g, const Member& m, int32_t s) {
-  return !m.rackId.empty() && static_cast<std::size_t>(s) < g.shardRacks.size() && g.shardRacks[static_cast<std::size_t>(s)] == m.rackId;
+  const auto& racks = g.racks();
+  return !m.rackId.empty() && static_cast<std::size_t>(s) < racks.size() && racks[static_cast<std::size_t>(s)] == m.rackId;
 }
 }  // namespace
 
@@ -40,7 +41,7 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
                           const protocol::StreamMetadata* stream) {
   using json = nlohmann::json;
   json members = json::array();
-  const bool racked = !g.shardRacks.empty();
+  const bool racked = !g.racks().empty();
   const RackLocality locality = racked ? rack_locality(g) : RackLocality{};
   for (const auto& [id, m] : g.members) {
     json progress = json::array();
@@ -174,7 +175,8 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
   if (g.coPartitionedWith)
     j["coPartitionedWith"] = {{"prefix", g.coPartitionedWith->streamPrefix}, {"group", g.coPartitionedWith->consumerGroup}};
   if (racked) {
-    j["shardRacks"] = g.shardRacks;
+    j["shardRacks"] = g.racks();
+    j["shardRacksOf"] = g.shardRacks.empty() ? "stream" : "group";
     j["crossRackShards"] = locality.crossRack;
   }
   if (g.rollbackGuardUntilMs > now) j["rollbackGuardInMs"] = g.rollbackGuardUntilMs - now;

@@ -67,6 +67,12 @@ ScaleStep scale_step(protocol::StreamMetadata m, const ScaleCall& c, int64_t now
       m.retiredAtMs = 0;
       return unchanged(ScaleOutcome::KeysDeleted);
     }
+    case ScaleOp::SetRacks: {
+      if (m.shardRacks == c.racks && m.shardRacksFrom == c.racksFrom) return unchanged(ScaleOutcome::Same);
+      m.shardRacks = c.racks;
+      m.shardRacksFrom = c.racksFrom;
+      return moved(ScaleOutcome::RacksSet);
+    }
   }
   return unchanged(ScaleOutcome::Same);
 }

@@ -20,13 +20,17 @@ namespace rsc::group {
 // shrink still draining. Retire: end a shrink whose shards are drained, if the stream is still at
 // `expectedVersion` (whoever judged the drain judged that version). DeleteRetired: begin deleting
 // the retired shards' streams (at `expectedVersion`: no growth since it was judged put them back in
-// use), which holds every count change off until RetiredDeleted says the keys are gone.
-enum class ScaleOp { Scale, Rollback, Retire, DeleteRetired, RetiredDeleted };
+// use), which holds every count change off until RetiredDeleted says the keys are gone. SetRacks:
+// the shards' racks (`racks`, worked out by `racksFrom` or listed when ""), any time: a change bumps
+// metadataVersion, so that every group of the stream learns it the way it learns a new count.
+enum class ScaleOp { Scale, Rollback, Retire, DeleteRetired, RetiredDeleted, SetRacks };
 struct ScaleCall {
   ScaleOp op = ScaleOp::Scale;
   int32_t target = 0;
   int32_t expectedVersion = 0;
   std::string requestedBy, reason;
+  std::vector<std::string> racks;
+  std::string racksFrom;
 };
 // What a step came to (protocol/outcomes.hpp: declared once for the store and the HTTP layer).
 using protocol::ScaleOutcome;
@@ -36,7 +40,7 @@ struct ScaleStep {
   protocol::StreamMetadata meta;  // after the step
   bool changed() const {
     return outcome == ScaleOutcome::Grown || outcome == ScaleOutcome::Draining || outcome == ScaleOutcome::RolledBack ||
-           outcome == ScaleOutcome::Retired;
+           outcome == ScaleOutcome::Retired || outcome == ScaleOutcome::RacksSet;
   }
 };
 // `now`: the store's clock (the migration's createdAt/updatedAt). A change of routing bumps

@@ -144,7 +144,11 @@ struct GroupState {
   // How targets are computed (a change bumps the group epoch: shards move revoke-before-assign).
   protocol::AssignorKind assignor = protocol::AssignorKind::Uniform;
   // The rack (zone) of each shard, by index, for the rack-aware assignor; "" or past the end: none.
+  // The group's own (set with its assignor) when it has them, else its stream's (`streamRacks`, a
+  // copy of the stream's configuration taken with each metadata version): racks() says which.
   std::vector<std::string> shardRacks;
+  std::vector<std::string> streamRacks;
+  const std::vector<std::string>& racks() const { return shardRacks.empty() ? streamRacks : shardRacks; }
   // The co-partitioned assignor: the group of another stream this one is linked with (each names
   // the other). Only a declaration: the split is a function of the members, so neither reads the
   // other's state; the link keeps both streams' shard counts from changing (SPEC-free: rsc's own).

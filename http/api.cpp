@@ -507,6 +507,22 @@ void on_put_retention(RouteCall& c) {
   });
 }
 
+void on_put_racks(RouteCall& c) {
+  auto asked = protocol::decode_stream_racks(c.req.body);
+  if (!asked.ok()) return c.answer(plain_error(400, "INVALID_REQUEST", asked.error.message));
+  c.backend.set_stream_racks(c.rt.stream, *asked.value, [answer = c.answer, s = c.rt.stream](Answer<ScaleDone> r) {
+    if (!r.ok()) return answer(store_error(r.error));
+    if (r.value->outcome == protocol::ScaleOutcome::NoStream) return answer(no_stream(s));
+    const auto& m = r.value->meta;
+    answer(json_ok(protocol::dump(json{{"streamPrefix", s},
+                                       {"changed", r.value->outcome == protocol::ScaleOutcome::RacksSet},
+                                       {"shardRacks", m.shardRacks},
+                                       {"shardRacksFrom", m.shardRacksFrom.empty() ? json(nullptr) : json(m.shardRacksFrom)},
+                                       {"metadataVersion", m.metadataVersion},
+                                       {"affectedConsumerGroups", r.value->consumerGroups}})));
+  });
+}
+
 void on_scale(RouteCall& c) {
   const bool rollback = c.rt.kind == K::RollbackScale;
   auto asked = protocol::decode_scale_request(c.req.body, rollback);
@@ -832,6 +848,8 @@ const std::vector<RouteSpec>& route_table() {
       {"POST", G "/reset-offsets", K::ResetOffsets, N::Admin, "reset-offsets", false, true, true, on_reset_offsets},
       {"GET", S "/retention", K::GetRetention, N::Member, nullptr, false, false, false, on_get_retention},
       {"PUT", S "/retention", K::PutRetention, N::Admin, "set-retention", true, false, false, on_put_retention},
+      // The racks of the stream's shards, for its rack-aware groups without racks of their own.
+      {"PUT", S "/racks", K::PutRacks, N::Admin, "set-stream-racks", true, false, false, on_put_racks},
       {"POST", S "/scale", K::ScaleStream, N::Admin, "scale-stream", true, false, false, on_scale},
       {"POST", S "/scale/rollback", K::RollbackScale, N::Admin, "rollback-scale", false, false, false, on_scale},
       // The reference implementation's per-group scale paths: a stream's shards are one for all its

@@ -208,6 +208,13 @@ class Backend {
     (void)prefix, (void)ask;
     done(Answer<ScaleDone>::failure({Problem::Kind::Failed, "this coordinator cannot scale streams"}));
   }
+  // Sets the racks of a stream's shards (listed, or from the zone of the Redis node serving each):
+  // outcome RacksSet or Same (NoStream when there is none), the stream after it, and its groups.
+  virtual void set_stream_racks(const std::string& prefix, const protocol::StreamRacksRequest& req,
+                                std::function<void(Answer<ScaleDone>)> done) {
+    (void)prefix, (void)req;
+    done(Answer<ScaleDone>::failure({Problem::Kind::Failed, "this coordinator cannot set shard racks"}));
+  }
   virtual void set_retention(const std::string& prefix, protocol::Retention r, std::function<void(Answer<bool>)> done) {
     (void)prefix, (void)r;
     done(Answer<bool>::failure(Problem::Kind::Failed, "no retention here"));
@@ -281,6 +288,7 @@ struct Route {
     ResetOffsets,
     GetRetention,
     PutRetention,
+    PutRacks,
     ScaleStream,
     RollbackScale,
     ListStreams,

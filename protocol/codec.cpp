@@ -289,6 +289,48 @@ Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body)
   return out;
 }
 
+namespace {
+// A "shardRacks" value: a rack name or "" per shard index. An error message, or "" when read.
+std::string read_shard_racks(const json& racks, std::vector<std::string>& out) {
+  if (!racks.is_array()) return "shardRacks: an array with the rack of each shard, by index (\"\" for none)";
+  if (racks.size() > kMaxShardRacks) return "shardRacks: at most " + std::to_string(kMaxShardRacks) + " entries";
+  out.clear();
+  for (std::size_t i = 0; i < racks.size(); ++i) {
+    const auto at = "shardRacks[" + std::to_string(i) + "]";
+    if (!racks[i].is_string()) return at + ": a rack name or \"\"";
+    auto rack = racks[i].get<std::string>();
+    if (!rack.empty() && !valid_name(rack)) return at + ": '" + rack.substr(0, 140) + "' must match [A-Za-z0-9._:-]{1,128}";
+    out.push_back(std::move(rack));
+  }
+  return {};
+}
+}  // namespace
+
+Decoded<StreamRacksRequest> decode_stream_racks(std::string_view body) {
+  using R = StreamRacksRequest;
+  bool tooDeep = false;
+  const json j = admin_body(body, tooDeep);
+  if (tooDeep) return refused<R>(too_deep_message());
+  const std::string shape = std::string("the body must be {\"shardRacks\": [a rack per shard, \"\" for none]} or {\"from\": \"") +
+                            kShardRacksFromClusterZones + "\"}";
+  if (!j.is_object()) return refused<R>(shape);
+  for (const auto& [k, v] : j.items())
+    if (k != "shardRacks" && k != "from") return refused<R>("unknown field '" + k + "': " + shape);
+  R r;
+  if (j.contains("shardRacks") == j.contains("from")) return refused<R>("shardRacks or from, one of them: " + shape);
+  if (j.contains("from")) {
+    if (!j["from"].is_string() || j["from"].get<std::string>() != kShardRacksFromClusterZones)
+      return refused<R>(std::string("from: the only rule is \"") + kShardRacksFromClusterZones +
+                        "\" (the zone of the Redis node serving each shard's key)");
+    r.fromClusterZones = true;
+  } else if (auto why = read_shard_racks(j["shardRacks"], r.shardRacks); !why.empty()) {
+    return refused<R>(why);
+  }
+  Decoded<R> out;
+  out.value = std::move(r);
+  return out;
+}
+
 Decoded<GroupConfig> decode_group_config(std::string_view body) {
   using R = GroupConfig;
   bool tooDeep = false;
@@ -327,17 +369,8 @@ Decoded<GroupConfig> decode_group_config(std::string_view body) {
   if (r.assignor != AssignorKind::CoPartitioned && r.coPartitionedWith)
     return refused<R>("assignor: a co-partitioned group's assignor is co-partitioned, not '" + std::string(to_string(r.assignor)) + "'");
   if (j.contains("shardRacks")) {
-    const auto& racks = j["shardRacks"];
-    if (!racks.is_array()) return refused<R>("shardRacks: an array with the rack of each shard, by index (\"\" for none)");
-    if (racks.size() > kMaxShardRacks) return refused<R>("shardRacks: at most " + std::to_string(kMaxShardRacks) + " entries");
     r.shardRacks.emplace();
-    for (std::size_t i = 0; i < racks.size(); ++i) {
-      const auto at = "shardRacks[" + std::to_string(i) + "]";
-      if (!racks[i].is_string()) return refused<R>(at + ": a rack name or \"\"");
-      auto rack = racks[i].get<std::string>();
-      if (!rack.empty() && !valid_name(rack)) return refused<R>(at + ": '" + rack.substr(0, 140) + "' must match [A-Za-z0-9._:-]{1,128}");
-      r.shardRacks->push_back(std::move(rack));
-    }
+    if (auto why = read_shard_racks(j["shardRacks"], *r.shardRacks); !why.empty()) return refused<R>(why);
   }
   Decoded<R> out;
   out.value = std::move(r);
@@ -485,6 +518,10 @@ json to_json(const StreamMetadata& m) {
          {"readShardCount", m.readShardCount()}};
   j["activeMigration"] = m.migration && m.migration->state == MigrationState::DRAINING ? to_json(*m.migration) : json(nullptr);
   if (m.migration) j["lastMigration"] = to_json(*m.migration);
+  if (!m.shardRacks.empty() || !m.shardRacksFrom.empty()) {
+    j["shardRacks"] = m.shardRacks;
+    if (!m.shardRacksFrom.empty()) j["shardRacksFrom"] = m.shardRacksFrom;
+  }
   if (m.retiredKeys() > 0)
     j["retiredShardKeys"] = {{"from", m.readShardCount()},
                              {"to", m.retiredKeysTo},

@@ -77,6 +77,9 @@ Decoded<OffsetsResetRequest> decode_reset_offsets_request(std::string_view body)
 // shard index]} (shardRacks optional: absent keeps the group's, [] clears them; at most
 // kMaxShardRacks, each "" for none or a name). Unknown fields are refused.
 inline constexpr std::size_t kMaxShardRacks = 100000;
+// PUT .../streams/{prefix}/racks: {"shardRacks": [rack per shard index]} ([] clears them) or
+// {"from": "cluster-node-zone"}. Unknown fields are refused.
+Decoded<StreamRacksRequest> decode_stream_racks(std::string_view body);
 Decoded<GroupConfig> decode_group_config(std::string_view body);
 
 // PUT .../groups/{group}/target: {"groupEpoch": n, "targetAssignment": {"member": [shard, ...]}}

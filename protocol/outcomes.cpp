@@ -14,6 +14,7 @@ std::string_view to_string(ScaleOutcome o) {
     case ScaleOutcome::Stale: return "stale";
     case ScaleOutcome::Deleting: return "deleting";
     case ScaleOutcome::KeysDeleted: return "keys deleted";
+    case ScaleOutcome::RacksSet: return "racks set";
     case ScaleOutcome::NoStream: return "no stream";
   }
   return "same";

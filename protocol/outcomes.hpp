@@ -28,10 +28,11 @@ enum class ScaleOutcome {
   Stale,              // the stream moved since the drain (or the deletion) was judged
   Deleting,           // the retired shards' streams may be deleted now; no count change until done
   KeysDeleted,        // ... and they are gone
+  RacksSet,           // the shards' racks changed (the count did not)
   NoStream,           // there is no such stream (a caller's finding; the scale step never returns it)
 };
 // "grown", "draining", "same", "busy", "nothing to roll back", "rolled back", "retired", "stale",
-// "deleting", "keys deleted", "no stream": the spelling of logs and of the scale answer's "outcome".
+// "deleting", "keys deleted", "racks set", "no stream": the spelling of logs and of the scale answer's "outcome".
 std::string_view to_string(ScaleOutcome o);
 
 // Where a group's calls are served: by this pod, by another one (forwarded there), or by none now.

@@ -264,11 +264,17 @@ struct StreamMetadata {
   int64_t retiredAtMs = 0;        // when the last shrink retired (Redis's clock)
   bool deletingRetired = false;   // their deletion is under way: no shard count change meanwhile
   int32_t retiredKeys() const { return retiredKeysTo > readShardCount() ? retiredKeysTo - readShardCount() : 0; }
+  // The rack (zone) of each shard, by index ("" or past the end: none), for the rack-aware
+  // assignor of every group of the stream that has no racks of its own. `shardRacksFrom`: "" when
+  // an admin listed them, kShardRacksFromClusterZones when they were worked out from the zone of
+  // the Redis Cluster node serving each shard's key.
+  std::vector<std::string> shardRacks;
+  std::string shardRacksFrom;
   friend bool operator==(const StreamMetadata& a, const StreamMetadata& b) {
     return std::tie(a.streamPrefix, a.shardCount, a.metadataVersion, a.keyStyle, a.migration, a.retiredKeysTo,
-                    a.retiredAtMs, a.deletingRetired) == std::tie(b.streamPrefix, b.shardCount, b.metadataVersion,
-                                                                  b.keyStyle, b.migration, b.retiredKeysTo,
-                                                                  b.retiredAtMs, b.deletingRetired);
+                    a.retiredAtMs, a.deletingRetired, a.shardRacks, a.shardRacksFrom) ==
+           std::tie(b.streamPrefix, b.shardCount, b.metadataVersion, b.keyStyle, b.migration, b.retiredKeysTo,
+                    b.retiredAtMs, b.deletingRetired, b.shardRacks, b.shardRacksFrom);
   }
   friend bool operator!=(const StreamMetadata& a, const StreamMetadata& b) { return !(a == b); }
 };
@@ -304,6 +310,15 @@ std::string_view to_string(Retention::Kind k);  // "none" | "maxLen" | "maxAgeMs
 std::string encode_retention(const Retention& r);
 std::optional<Retention> decode_retention(std::string_view s);  // "" is none
 inline constexpr int64_t kMinRetentionAgeMs = 1000;
+
+// The rule that gives each shard the zone of the Redis Cluster node serving its key (the zones
+// of the nodes come from the coordinator's --redis-node-zones).
+inline constexpr const char* kShardRacksFromClusterZones = "cluster-node-zone";
+// The body of PUT .../streams/{prefix}/racks: the racks listed, or worked out by the rule.
+struct StreamRacksRequest {
+  std::vector<std::string> shardRacks;  // [] clears them
+  bool fromClusterZones = false;
+};
 
 struct StreamRequest {
   std::optional<int32_t> shardCount;  // POST may leave it to the coordinator's default

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "protocol/codec.hpp"
 #include "redis/scripts.hpp"
 #include "redis/state_codec.hpp"
 
@@ -583,7 +584,7 @@ namespace {
 // Its retention sits in the same hash and is written apart (kSetRetention).
 const std::vector<std::string> kStreamMetaFields{"shardCount", "metadataVersion", "keyStyle", "migId", "migFrom",
                                                  "migTo", "migState", "migCreated", "migUpdated", "migBy",
-                                                 "migReason", "rkTo", "rkAt", "rkDel"};
+                                                 "migReason", "rkTo", "rkAt", "rkDel", "racks", "racksFrom"};
 
 // The fields as read (kStreamMetaFields order; nullopt: absent) as the stream's metadata.
 Result<std::optional<protocol::StreamMetadata>> decode_stream_meta(const std::string& streamPrefix,
@@ -629,6 +630,18 @@ Result<std::optional<protocol::StreamMetadata>> decode_stream_meta(const std::st
     m.retiredAtMs = *at;
   }
   m.deletingRetired = f[13].value_or("") == "1";
+  if (f[14]) {  // "a,,b": a rack per shard by index, "" for none (rack names have no comma)
+    for (std::size_t from = 0;;) {
+      const auto comma = f[14]->find(',', from);
+      auto rack = f[14]->substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+      if (!rack.empty() && !protocol::valid_name(rack))
+        return R::failure(ErrorKind::Corrupt, "stream " + streamPrefix + ": shard rack '" + rack.substr(0, 140) + "' is not a name");
+      m.shardRacks.push_back(std::move(rack));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  }
+  m.shardRacksFrom = f[15].value_or("");
   return R::success(std::move(m));
 }
 
@@ -654,6 +667,12 @@ std::vector<std::optional<std::string>> encode_stream_meta(const protocol::Strea
     f[12] = std::to_string(m.retiredAtMs);
   }
   if (m.deletingRetired) f[13] = "1";
+  if (!m.shardRacks.empty()) {
+    std::string racks;
+    for (std::size_t i = 0; i < m.shardRacks.size(); ++i) racks += (i == 0 ? "" : ",") + m.shardRacks[i];
+    f[14] = std::move(racks);
+  }
+  if (!m.shardRacksFrom.empty()) f[15] = m.shardRacksFrom;
   return f;
 }
 
@@ -720,6 +739,20 @@ Result<bool> RedisStore::write_stream_meta(const std::string& streamPrefix, cons
   if (!r.ok()) return Result<bool>::failure(r.error);
   if (r.value->type != Value::Type::Integer) return reply_failure<bool>(*r.value, "stream " + streamPrefix);
   return Result<bool>::success(r.value->integer == 1);
+}
+
+Result<std::vector<std::string>> RedisStore::shard_nodes(const std::string& streamPrefix, protocol::KeyStyle style,
+                                                         int32_t count) {
+  using R = Result<std::vector<std::string>>;
+  if (conn_.cluster()) conn_.forget_map();  // the slots' owners as they are now, not as last mapped
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(std::max(count, 0)));
+  for (int32_t i = 0; i < count; ++i) {
+    auto at = conn_.options_for_key(protocol::shard_stream_key(streamPrefix, style, i));
+    if (!at.ok()) return R::failure(at.error);
+    out.push_back(at.value->host + ":" + std::to_string(at.value->port));
+  }
+  return R::success(std::move(out));
 }
 
 Result<int64_t> RedisStore::delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,

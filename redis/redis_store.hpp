@@ -48,6 +48,8 @@ class RedisStore : public GroupStore {
   Result<protocol::Retention> get_retention(const std::string& streamPrefix) override;
   Result<bool> set_retention(const std::string& streamPrefix, const protocol::Retention& r) override;
   Result<group::TrimOutcome> trim_stream(const std::string& streamPrefix, const group::Trim& t) override;
+  Result<std::vector<std::string>> shard_nodes(const std::string& streamPrefix, protocol::KeyStyle style,
+                                               int32_t count) override;
   Result<std::optional<group::StreamReading>> read_stream(const std::string& streamPrefix,
                                                           const std::string& onlyGroup = {}) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;

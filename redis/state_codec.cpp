@@ -71,6 +71,7 @@ constexpr auto kGroupFields = wire::table({
     RSC_WIRE_FIELD("rg", Optional),  // rollback guard until
     RSC_WIRE_FIELD("sc", Required),  // shard count
     RSC_WIRE_FIELD("sr", Optional),  // shard racks (index -> rack), for the rack-aware assignor
+    RSC_WIRE_FIELD("ss", Optional),  // the stream's shard racks, as of the group's metadata version
     RSC_WIRE_FIELD("st", Optional),  // static reservations: [[instance, shards, until, member]]
     RSC_WIRE_FIELD("v", Required),
 });
@@ -229,7 +230,12 @@ bool group_io(V& v, group::GroupState& g) {
           return e.str(rack, 256, 0) &&
                  e.check(rack.empty() || protocol::valid_name(rack), [] { return std::string("rack is not a valid name"); });
         });
-      case 14: {
+      case 14:
+        return f.list_or_omit(g.streamRacks, [](V& e, std::string& rack) {
+          return e.str(rack, 256, 0) &&
+                 e.check(rack.empty() || protocol::valid_name(rack), [] { return std::string("rack is not a valid name"); });
+        });
+      case 15: {
         std::vector<ReservationRow> rows;
         if constexpr (V::kWrites)
           for (const auto& [instance, r] : g.reservations) rows.push_back({instance, r});

@@ -237,6 +237,14 @@ class StreamStore {
     (void)streamPrefix, (void)r;
     return Result<bool>::failure(ErrorKind::Fatal, "this store has no shard streams");
   }
+  // The Redis node serving the key of each of the shards [0, count) ("host:port": the master of the
+  // key's slot in a cluster, as CLUSTER SLOTS names it; the one node of a single Redis), for the
+  // zone rule of a stream's shard racks.
+  virtual Result<std::vector<std::string>> shard_nodes(const std::string& streamPrefix, protocol::KeyStyle style,
+                                                       int32_t count) {
+    (void)streamPrefix, (void)style, (void)count;
+    return Result<std::vector<std::string>>::failure(ErrorKind::Fatal, "this store has no Redis nodes");
+  }
   // Applies a trim to every shard stream of the stream (group/stream_lag.hpp: trim_for).
   virtual Result<group::TrimOutcome> trim_stream(const std::string& streamPrefix, const group::Trim& t) {
     (void)streamPrefix, (void)t;

@@ -169,6 +169,7 @@ check "set-retention processed" 0 "${A[@]}" set-retention orders processed-by-al
 expect "set-retention processed says so" "retention processedByAllGroups" "$out"
 check "set-retention none" 0 "${A[@]}" set-retention orders none
 
+
 # Fewer shards: scale in, what describe shows while shards drain, one change at a time, rollback.
 check "scale in" 0 "${A[@]}" scale orders 2 --reason "quiet season"
 expect "scale says what drains" "stream orders: 2 shards routed to, 2 draining (read until every group has read and acked them, then retired); migration v2 draining (4 -> 2)" "$out"
@@ -195,6 +196,22 @@ expect "scale up: done, grown" "migration v4 done (grown 4 -> 6)" "$out"
 check "scale down --wait, not drained in time" 4 "${A[@]}" scale orders 5 --wait --wait-timeout-ms 1500
 expect "scale --wait: why it stopped" "still draining after 1500 ms" "$err"
 check "scale --rollback after the wait" 0 "${A[@]}" scale --rollback orders
+
+# Shard racks on the stream: listed, the same again, refused with a reason, cleared.
+check "set-stream-racks" 0 "${A[@]}" set-stream-racks orders eu-1a,,eu-1b
+expect "set-stream-racks says so" "stream orders: racks of 3 shard(s): eu-1a,,eu-1b, metadata version now" "$out"
+check "set-stream-racks again" 0 "${A[@]}" set-stream-racks orders eu-1a,,eu-1b
+expect "set-stream-racks: unchanged" "(unchanged)" "$out"
+expect "get stream: racks" '"eu-1b"' "$(curl -sf -H "Authorization: Bearer $adminToken" "$url/coord/v1/streams/orders")"
+check "set-stream-racks from zones, none configured" 1 "${A[@]}" set-stream-racks orders --from-cluster-zones
+expect "from zones: why" "--redis-node-zones" "$err"
+check "set-stream-racks bad name" 1 "${A[@]}" set-stream-racks orders "eu 1a"
+expect "bad rack: why" "shardRacks[0]: 'eu 1a'" "$err"
+check "set-stream-racks on no stream" 1 "${A[@]}" set-stream-racks nope eu-1a
+check "set-stream-racks clears" 0 "${A[@]}" set-stream-racks orders ""
+expect "cleared" "stream orders: no shard racks" "$out"
+check "set-stream-racks: a list and the rule" 2 "${A[@]}" set-stream-racks orders eu-1a --from-cluster-zones
+check "--from-cluster-zones elsewhere" 2 "${A[@]}" retention orders --from-cluster-zones
 # A store away answers 503 with Retry-After: a read is asked again after it and succeeds.
 kill -STOP "$rpid"
 ( sleep 3; kill -CONT "$rpid" ) &
@@ -215,7 +232,7 @@ check "bad shard count" 2 "${A[@]}" create-stream s zero
 check "bad output" 2 "${A[@]}" list-streams --output yaml
 check "--fence-members elsewhere" 2 "${A[@]}" describe orders billing --fence-members
 check "--help" 0 "${A[@]}" --help
-for c in list-streams list-groups describe create-stream grow-stream scale remove-member delete-group dead-letters redrive discard-dead-letters reset-offsets retention set-retention; do
+for c in list-streams list-groups describe create-stream grow-stream scale remove-member delete-group dead-letters redrive discard-dead-letters reset-offsets retention set-retention set-stream-racks; do
   check "$c --help" 0 "${A[@]}" "$c" --help
   expect "$c --help shows its usage" "usage: rsc-admin [options] $c" "$out"
 done
@@ -224,10 +241,12 @@ check "unreachable" 3 "$admin" --coordinator "http://127.0.0.1:$(free_port)" lis
 # The audit trail: one line per admin call, refused ones too, with the caller's name; no token.
 audits=$(grep ' audit ' "$dir/pod.log" || true)
 n=$(grep -c ' audit ' <<<"$audits" || true)
-[ "$n" -eq 33 ] || { echo "FAIL: $n audit lines, want 33 (the setup's stream + 32 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
+[ "$n" -eq 39 ] || { echo "FAIL: $n audit lines, want 39 (the setup's stream + 38 admin calls):" >&2; echo "$audits" >&2; failures=$((failures + 1)); }
 expect "audit: created" 'caller=ops action=create-stream target=payments status=201 outcome="ok shardCount=4' "$audits"
 expect "audit: refused by the store" 'caller=ops action=create-stream target=payments status=409 outcome="refused CONFLICT' "$audits"
 expect "audit: grown" 'caller=ops action=put-stream target=payments status=200 outcome="ok shardCount=8' "$audits"
+expect "audit: stream racks" 'caller=ops action=set-stream-racks target=orders status=200' "$audits"
+expect "audit: stream racks refused" 'caller=ops action=set-stream-racks target=orders status=409' "$audits"
 expect "audit: member removed" 'caller=ops action=remove-member target=orders/billing/m2 status=200' "$audits"
 expect "audit: unnamed token, refused" 'caller=token#1 action=delete-group target=orders/billing status=403' "$audits"
 expect "audit: retention set" 'caller=ops action=set-retention target=orders status=200' "$audits"

@@ -1,5 +1,6 @@
 #include "server/config.hpp"
 
+#include "group/rack_zones.hpp"
 #include "protocol/codec.hpp"
 #include "redis/client.hpp"
 #include "redis/options.hpp"
@@ -120,6 +121,12 @@ void set_group_start(Config& c, const std::string& v, const std::string& name) {
   if (v != "0" && v != "$")
     throw Bad{name + ": '" + v + "' must be 0 (read a new group's streams from the start) or $ (only new records)"};
   c.service.consumerGroupStartId = v;
+}
+// "HOST:PORT=ZONE,...": the zone of each Redis node, for a stream's racks from the nodes' zones.
+void set_node_zones(Config& c, const std::string& v, const std::string& name) {
+  auto parsed = group::parse_node_zones(v);
+  if (!parsed.error.empty()) throw Bad{name + ": " + parsed.error};
+  c.service.redisNodeZones = std::move(parsed.zones);
 }
 // "HOST:PORT", or seed nodes of a Redis Cluster "HOST:PORT,HOST:PORT,..." (several mean a cluster).
 void set_redis(Config& c, const std::string& v, const std::string& name) {
@@ -254,8 +261,9 @@ void load_file(Config& c, const std::string& path) {
   if (j.contains("redis")) {
     const auto& r = j["redis"];
     if (!r.is_object()) throw Bad{path + ": redis must be an object"};
-    only_known(r, path, "redis.", {"address", "cluster", "user", "password", "passwordFile", "tls", "namespace"});
+    only_known(r, path, "redis.", {"address", "cluster", "user", "password", "passwordFile", "tls", "namespace", "nodeZones"});
     if (auto v = str(r, "address", "redis.address")) set_redis(c, *v, path + ": redis.address");
+    if (auto v = str(r, "nodeZones", "redis.nodeZones")) set_node_zones(c, *v, path + ": redis.nodeZones");
     if (r.contains("cluster")) {
       if (!r["cluster"].is_boolean()) throw Bad{path + ": redis.cluster must be true or false"};
       c.redis.cluster = r["cluster"].get<bool>();
@@ -432,7 +440,7 @@ std::string usage() {
   return "usage: rsc-coordinator [--check-config] [--config FILE] [--listen HOST:PORT] [--advertise HOST:PORT]\n"
          "         [--probe-listen HOST:PORT] [--no-pod-link]\n"
          "         [--redis HOST:PORT[,HOST:PORT...]]\n"
-         "         [--redis-cluster] [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
+         "         [--redis-cluster] [--redis-node-zones HOST:PORT=ZONE,...] [--tick-interval-ms N] [--heartbeat-interval-ms N] [--member-lease-ttl-ms N]\n"
          "         [--rebalance-timeout-ms N] [--lease-renewal-slack-ms N] [--mutex-ttl-ms N] [--default-shard-count N]\n"
          "         [--store-connections N] [--http-threads N] [--scheduler-threads N] [--shutdown-grace-ms N]\n"
          "         [--http-header-timeout-ms N] [--http-idle-timeout-ms N] [--pod-lease-ms N]\n"
@@ -459,6 +467,8 @@ std::string usage() {
          "address, 127.0.0.1 when listening on all interfaces: set it to the pod's IP or a name that resolves\n"
          "to it (and that its certificate names, with TLS) when pods run apart,\n"
          "--redis with several nodes (seeds of a Redis Cluster) or --redis-cluster: Redis Cluster mode,\n"
+         "--redis-node-zones (RSC_REDIS_NODE_ZONES, \"redis\": {\"nodeZones\"}): the zone of each Redis node as\n"
+         "CLUSTER SLOTS names it, for PUT .../racks {\"from\": \"cluster-node-zone\"} (none by default),\n"
          "lease 15000ms, rebalance timeout 60000ms, mutex TTL 2000ms, 16 shards for a new stream,\n"
          "a static member's shards (instanceId) kept for it three leases after it left with -2 or died,\n"
          "lease renewal slack twice the heartbeat interval (at most half the lease and a quarter of the\n"
@@ -515,6 +525,7 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
     if (const char* v = env("RSC_PROBE_LISTEN")) set_probe_listen(c, v, "RSC_PROBE_LISTEN");
     if (const char* v = env("RSC_REDIS")) set_redis(c, v, "RSC_REDIS");
     if (const char* v = env("RSC_REDIS_CLUSTER")) set_redis_cluster(c, v, "RSC_REDIS_CLUSTER");
+    if (const char* v = env("RSC_REDIS_NODE_ZONES")) set_node_zones(c, v, "RSC_REDIS_NODE_ZONES");
     if (const char* v = env("RSC_POD_LINK")) c.http.podLink = parse_bool(v, "RSC_POD_LINK");
     if (auto e = store::apply_redis_env(c.redis, env); !e.empty()) throw Bad{e};
     for (const auto& f : kHttpsFields)
@@ -544,6 +555,8 @@ Parsed parse(const std::vector<std::string>& args, const std::function<const cha
         set_redis(c, value(), a);
       } else if (a == "--redis-cluster") {
         c.redis.cluster = true;
+      } else if (a == "--redis-node-zones") {
+        set_node_zones(c, value(), a);
       } else if (a == "--no-pod-link") {
         c.http.podLink = false;
       } else if (a == "--consumer-group-start") {
@@ -594,7 +607,9 @@ std::string summary(const Config& c) {
   std::ostringstream os;
   os << "listen=" << c.http.host << ":" << c.http.port << " redis=" << c.redis.host << ":" << c.redis.port
      << (c.redis.cluster ? " (cluster, " + std::to_string(std::max<std::size_t>(1, c.redis.seeds.size())) + " seeds)" : "")
-     << (c.redis.password.empty() ? "" : " (auth)") << " redis-tls=" << store::describe_tls(c.redis.tls)
+     << (c.redis.password.empty() ? "" : " (auth)")
+     << (c.service.redisNodeZones.empty() ? std::string() : " node-zones=" + std::to_string(c.service.redisNodeZones.size()))
+     << " redis-tls=" << store::describe_tls(c.redis.tls)
      << " https=" << (c.http.tls.enabled() ? "on, certificate " + c.http.tls.certFile +
                                                  (c.http.tls.clientCaFile.empty() ? std::string() : ", client CA " + c.http.tls.clientCaFile) +
                                                  (c.http.tls.minVersion == "1.3" ? ", TLS 1.3 only" : ", TLS 1.2+") +

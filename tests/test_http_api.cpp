@@ -104,6 +104,18 @@ struct FakeBackend : Backend {
     a.unassigned = {5};
     done(http::Answer<protocol::TargetPosted>::success(std::move(a)));
   }
+  std::vector<protocol::StreamRacksRequest> rackRequests;  // what reached the backend
+  void set_stream_racks(const std::string& prefix, const protocol::StreamRacksRequest& req,
+                        std::function<void(http::Answer<http::ScaleDone>)> done) override {
+    if (prefix == "missing") return done(http::Answer<http::ScaleDone>::success({protocol::ScaleOutcome::NoStream, {}, {}}));
+    if (req.fromClusterZones && prefix == "unzoned")
+      return done(http::Answer<http::ScaleDone>::failure({http::Problem::Kind::Conflict, "no zone for the Redis node n:1"}));
+    rackRequests.push_back(req);
+    protocol::StreamMetadata m{prefix, 4, 6};
+    m.shardRacks = req.fromClusterZones ? std::vector<std::string>{"z1", "z1", "z2", "z2"} : req.shardRacks;
+    if (req.fromClusterZones) m.shardRacksFrom = protocol::kShardRacksFromClusterZones;
+    done(http::Answer<http::ScaleDone>::success({protocol::ScaleOutcome::RacksSet, m, {"audit", "billing"}}));
+  }
   std::vector<protocol::GroupConfig> configs;  // what reached the backend
   void configure_group(const protocol::GroupKey&, protocol::GroupConfig config,
                        std::function<void(http::Answer<protocol::GroupConfigSet>)> done) override {
@@ -556,6 +568,65 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
   EXPECT_EQ(call(b, auth, "PUT", path, R"({"assignor": "range"})", "text/plain", admin).res.status, 415);
 }
 
+// PUT .../streams/{prefix}/racks (issue 54, point 2): the admin's, audited; the racks listed or the
+// zone rule; a bad body is refused naming the field and reaches nothing; no stream: 404; a rule the
+// pod cannot work out: 409 with its reason.
+TEST(Admin, AStreamsShardRacksAreSetByAnAdminListedOrFromTheNodesZones) {
+  FakeBackend b;
+  const auto auth = tokens();
+  const std::string path = "/coord/v1/streams/orders/racks";
+  const std::string admin = "Bearer admin-token-0123456789";
+  EXPECT_EQ(call(b, auth, "PUT", path, R"({"shardRacks": ["a"]})", "application/json", "Bearer member-token-0123456789").res.status, 403);
+  EXPECT_TRUE(b.rackRequests.empty());
+  b.audits.clear();
+  auto listed = call(b, auth, "PUT", path, R"({"shardRacks": ["a", "", "b"]})", "application/json", admin);
+  ASSERT_EQ(listed.res.status, 200) << listed.res.body;
+  ASSERT_EQ(b.rackRequests.size(), 1u);
+  EXPECT_EQ(b.rackRequests[0].shardRacks, (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_FALSE(b.rackRequests[0].fromClusterZones);
+  auto j = json::parse(listed.res.body);
+  EXPECT_EQ(j.at("changed"), true);
+  EXPECT_EQ(j.at("shardRacks"), (json{"a", "", "b"}));
+  EXPECT_TRUE(j.at("shardRacksFrom").is_null());
+  EXPECT_EQ(j.at("metadataVersion"), 6);
+  EXPECT_EQ(j.at("affectedConsumerGroups"), (json{"audit", "billing"}));
+  ASSERT_EQ(b.audits.size(), 1u);
+  EXPECT_NE(b.audits[0].find("action=set-stream-racks target=orders status=200"), std::string::npos) << b.audits[0];
+  auto zones = call(b, auth, "PUT", path, R"({"from": "cluster-node-zone"})", "application/json", admin);
+  ASSERT_EQ(zones.res.status, 200) << zones.res.body;
+  ASSERT_EQ(b.rackRequests.size(), 2u);
+  EXPECT_TRUE(b.rackRequests[1].fromClusterZones);
+  EXPECT_EQ(json::parse(zones.res.body).at("shardRacksFrom"), "cluster-node-zone");
+  auto cleared = call(b, auth, "PUT", path, R"({"shardRacks": []})", "application/json", admin);
+  ASSERT_EQ(cleared.res.status, 200) << cleared.res.body;
+  EXPECT_TRUE(b.rackRequests[2].shardRacks.empty());
+  struct Bad {
+    const char* body;
+    const char* names;
+  };
+  for (const auto& bad : {Bad{R"({})", "shardRacks or from, one of them"},
+                          Bad{R"({"shardRacks": ["a"], "from": "cluster-node-zone"})", "shardRacks or from, one of them"},
+                          Bad{R"({"from": "zones"})", "from: the only rule is"},
+                          Bad{R"({"from": 1})", "from: the only rule"},
+                          Bad{R"({"racks": []})", "unknown field 'racks'"},
+                          Bad{R"({"shardRacks": "a"})", "shardRacks: an array"},
+                          Bad{R"({"shardRacks": ["a", "b c"]})", "shardRacks[1]: 'b c'"},
+                          Bad{R"({"shardRacks": ["a", null]})", "shardRacks[1]: a rack name"},
+                          Bad{R"(["a"])", "the body must be"},
+                          Bad{"{", "the body must be"}}) {
+    auto r = call(b, auth, "PUT", path, bad.body, "application/json", admin);
+    EXPECT_EQ(r.res.status, 400) << bad.body;
+    EXPECT_NE(r.res.body.find("INVALID_REQUEST"), std::string::npos) << r.res.body;
+    EXPECT_NE(r.res.body.find(bad.names), std::string::npos) << bad.body << " -> " << r.res.body;
+  }
+  EXPECT_EQ(b.rackRequests.size(), 3u) << "nothing refused reached the stream";
+  auto none = call(b, auth, "PUT", "/coord/v1/streams/missing/racks", R"({"shardRacks": ["a"]})", "application/json", admin);
+  EXPECT_EQ(none.res.status, 404) << none.res.body;
+  auto unzoned = call(b, auth, "PUT", "/coord/v1/streams/unzoned/racks", R"({"from": "cluster-node-zone"})", "application/json", admin);
+  EXPECT_EQ(unzoned.res.status, 409) << unzoned.res.body;
+  EXPECT_NE(unzoned.res.body.find("no zone for the Redis node n:1"), std::string::npos) << unzoned.res.body;
+}
+
 // PUT .../groups/{group}/target (issue 54, point 5): an admin's call, audited; a body that is no
 // target is refused naming the field; what the group decides maps to 200, 400, 404 and 409 (a
 // stale epoch carries the group's current one, to compute the next target for).
@@ -894,6 +965,14 @@ TEST(OpenApi, TheDocumentListsExactlyTheServedRoutesAndItsExamplesDecode) {
     auto d = protocol::decode_posted_target(ex.at("value").dump());
     EXPECT_TRUE(d.ok()) << "put target " << name << ": " << d.error.message;
   }
+  int rackBodies = 0;
+  for (const auto& [name, ex] : doc.at("paths").at("/coord/v1/streams/{streamPrefix}/racks").at("put")
+                                    .at("requestBody").at("content").at("application/json").at("examples").items()) {
+    auto d = protocol::decode_stream_racks(ex.at("value").dump());
+    EXPECT_TRUE(d.ok()) << "put racks " << name << ": " << d.error.message;
+    ++rackBodies;
+  }
+  EXPECT_EQ(rackBodies, 2);
   // The documented answer of a heartbeat decodes as one.
   const auto& example = hb.at("post").at("responses").at("200").at("content").at("application/json").at("example");
   EXPECT_TRUE(protocol::decode_heartbeat_response(example.dump()).ok());

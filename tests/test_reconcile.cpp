@@ -6,6 +6,7 @@
 
 #include "group/assignor.hpp"
 #include "group/co_partition.hpp"
+#include "group/rack_zones.hpp"
 #include "group/describe.hpp"
 #include "group/time_rules.hpp"
 #include "group/notify.hpp"
@@ -1602,6 +1603,98 @@ TEST(Assignor, RackAwareReadsEachShardInItsRackWhereAMemberThereExistsAndDescrib
   EXPECT_FALSE(rsc::group::set_assignor(h.state(), keep, h.cfg(), h.now()).changed()) << "absent racks are kept";
 }
 
+// Issue 54, point 2: racks set on the stream (PUT .../racks) reach each group with the stream's
+// metadata version. A rack-aware group without racks of its own places by them (a new group epoch:
+// shards move revoke-before-assign); a group with its own keeps placing by those; a group of another
+// assignor only counts by them. An older version with other racks is ignored.
+TEST(Assignor, TheStreamsRacksPlaceARackAwareGroupWithoutItsOwnAndOnlyThatOne) {
+  Harness h(6);
+  Crowd c{h, {}};
+  c.join("a", "east"), c.settle();
+  c.join("b", "west"), c.settle();
+  c.join("c", "east"), c.settle();
+  rsc::protocol::GroupConfig cfg;
+  cfg.assignor = rsc::protocol::AssignorKind::RackAware;
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  c.settle();
+  const std::vector<std::string> racks{"west", "west", "east", "east", "east", "east"};
+  const auto epoch = h.state().groupEpoch;
+  auto v = h.state().metadataVersion;
+  h.apply(rsc::group::apply_metadata(h.state(), 6, ++v, h.cfg(), h.now(), &racks));
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1) << "new racks under rack-aware: a rebalance";
+  EXPECT_EQ(h.state().streamRacks, racks);
+  EXPECT_TRUE(h.state().shardRacks.empty());
+  c.settle();  // the crowd checks after every heartbeat that no shard has two readers
+  EXPECT_EQ(c.members["b"].second, (Shards{0, 1})) << "the only west member reads both west shards";
+  auto d = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now()));
+  EXPECT_EQ(d.at("shardRacksOf"), "stream");
+  EXPECT_EQ(d.at("shardRacks"), nlohmann::json(racks));
+  EXPECT_EQ(d.at("crossRackShards"), 0);
+  // The same racks at a newer version (a shrink started, say): nothing moves.
+  h.apply(rsc::group::apply_metadata(h.state(), 6, ++v, h.cfg(), h.now(), &racks));
+  EXPECT_EQ(h.state().groupEpoch, epoch + 1);
+  // An older version with other racks: ignored.
+  const std::vector<std::string> flipped{"east", "east", "east", "east", "west", "west"};
+  EXPECT_FALSE(rsc::group::apply_metadata(h.state(), 6, v - 1, h.cfg(), h.now(), &flipped).changed());
+  // The group's own racks win: the stream's change is kept but moves nothing.
+  cfg.shardRacks = flipped;
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  c.settle();
+  EXPECT_EQ(c.members["b"].second, (Shards{4, 5}));
+  const auto own = h.state().groupEpoch;
+  h.apply(rsc::group::apply_metadata(h.state(), 6, ++v, h.cfg(), h.now(), &flipped));
+  EXPECT_EQ(h.state().groupEpoch, own) << "the group places by its own racks";
+  EXPECT_EQ(h.state().streamRacks, flipped);
+  d = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now()));
+  EXPECT_EQ(d.at("shardRacksOf"), "group");
+  // Its own cleared: the stream's place it again (set_assignor bumps the epoch: the racks changed).
+  cfg.shardRacks = std::vector<std::string>{};
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  c.settle();
+  EXPECT_EQ(c.members["b"].second, (Shards{4, 5})) << "the stream's racks are the flipped ones now";
+  EXPECT_EQ(rsc::group::rack_locality(h.state()).crossRack, 0);
+  // Under another assignor the stream's racks only count: no epoch for them.
+  cfg.assignor = rsc::protocol::AssignorKind::Uniform;
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  c.settle();
+  const auto uniform = h.state().groupEpoch;
+  h.apply(rsc::group::apply_metadata(h.state(), 6, ++v, h.cfg(), h.now(), &racks));
+  EXPECT_EQ(h.state().groupEpoch, uniform);
+  d = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now()));
+  EXPECT_EQ(d.at("shardRacks"), nlohmann::json(racks)) << "shown and counted by, though not placed by";
+  // b reads 4 and 5 (east shards, by the stream's racks now): both counted across racks.
+  EXPECT_EQ(c.members["b"].second, (Shards{4, 5}));
+  EXPECT_GE(d.at("crossRackShards").get<int>(), 2);
+  EXPECT_EQ(d.at("crossRackShards").get<int>(), rsc::group::cross_rack_shards(h.state()));
+}
+
+// The zone rule's pure parts: the coordinator's node -> zone map as configured, and each shard's
+// rack from the node serving it, refused whole when any node has no zone.
+TEST(RackZones, TheNodeZoneMapIsReadStrictlyAndAShardOnANodeWithoutAZoneRefusesTheWhole) {
+  auto z = rsc::group::parse_node_zones(" 10.0.0.1:6379=eu-1a, 10.0.0.2:6379 = eu-1b ");
+  ASSERT_EQ(z.error, "");
+  EXPECT_EQ(z.zones, (rsc::group::NodeZones{{"10.0.0.1:6379", "eu-1a"}, {"10.0.0.2:6379", "eu-1b"}}));
+  EXPECT_TRUE(rsc::group::parse_node_zones("").zones.empty());
+  EXPECT_EQ(rsc::group::parse_node_zones("").error, "");
+  for (const char* bad : {"10.0.0.1=eu", "10.0.0.1:6379", "10.0.0.1:6379=", "10.0.0.1:63x=eu", ":6379=eu",
+                          "10.0.0.1:6379=eu 1", "a:1=x,,b:2=y", "a:1=x,a:1=y"}) {
+    const auto p = rsc::group::parse_node_zones(bad);
+    EXPECT_NE(p.error, "") << bad;
+    EXPECT_TRUE(p.zones.empty()) << bad;
+  }
+  EXPECT_NE(rsc::group::parse_node_zones("a:1=x,a:1=y").error.find("twice"), std::string::npos);
+  const rsc::group::NodeZones zones{{"n1:1", "z1"}, {"n2:2", "z2"}};
+  auto r = rsc::group::racks_from_zones({"n1:1", "n2:2", "n1:1"}, zones);
+  EXPECT_EQ(r.refusal, "");
+  EXPECT_EQ(r.racks, (std::vector<std::string>{"z1", "z2", "z1"}));
+  r = rsc::group::racks_from_zones({"n1:1", "n3:3", "n4:4", "n3:3"}, zones);
+  EXPECT_TRUE(r.racks.empty());
+  EXPECT_NE(r.refusal.find("no zone for the Redis nodes n3:3, n4:4"), std::string::npos) << r.refusal;
+  r = rsc::group::racks_from_zones({"n1:1"}, {});
+  EXPECT_TRUE(r.racks.empty());
+  EXPECT_NE(r.refusal.find("--redis-node-zones"), std::string::npos) << r.refusal;
+}
+
 // Issue 54, point 3: two groups of two streams, both co-partitioned (each naming the other), give
 // shard i of both to one member whatever order their members came in and whatever each group held
 // before: the split is a function of the members alone. The uniform assignor, given the same
@@ -1734,9 +1827,22 @@ TEST(CoPartitionedAssignor, ALinkNeedsTwoStreamsOfAsManyShardsNeitherShrinkingAn
   grown.shardCount = 8;
   EXPECT_FALSE(rsc::group::link_outdated(grown, link, 8));
   EXPECT_FALSE(rsc::group::link_outdated(grown, rsc::protocol::GroupConfig{}, 4)) << "not a link: nothing to check";
-  EXPECT_TRUE(rsc::group::links_back(linked, with));
-  EXPECT_FALSE(rsc::group::links_back(linked, self));
-  EXPECT_FALSE(rsc::group::links_back(plain, with));
+  // What the other side says: whom it names, and whether that is the caller (the link is whole).
+  auto seen = rsc::group::partner_view(linked, with);
+  EXPECT_TRUE(seen.linksBack);
+  EXPECT_EQ(seen.names, with);
+  seen = rsc::group::partner_view(linked, self);
+  EXPECT_FALSE(seen.linksBack) << "it names a third group";
+  EXPECT_EQ(seen.names, with);
+  seen = rsc::group::partner_view(plain, with);
+  EXPECT_FALSE(seen.linksBack);
+  EXPECT_FALSE(seen.names.has_value());
+  auto unlinked = linked;
+  unlinked.state.assignor = rsc::protocol::AssignorKind::Range;  // a link field under another assignor names nobody
+  EXPECT_FALSE(rsc::group::partner_view(unlinked, with).names.has_value());
+  unlinked = linked;
+  unlinked.exists = false;
+  EXPECT_FALSE(rsc::group::partner_view(unlinked, with).linksBack) << "a group that does not exist names nobody";
 }
 
 // Issue 54, point 5: an external assignor follows the targets a controller posts.

@@ -63,6 +63,30 @@ TEST(ScaleStep, OneChangeAtATimeWhileAShrinkDrains) {
   }
 }
 
+// Issue 54, point 2: a stream's shard racks change at any time, a shrink in progress too (they move
+// no shard by themselves: only the version, so that every group learns them), and the same racks
+// again change nothing.
+TEST(ScaleStep, ShardRacksAreSetAtAnyTimeAndBumpTheVersionOnlyWhenTheyChange) {
+  auto draining = scale_step(stream(8), scale(2), 1000).meta;
+  auto set = op(ScaleOp::SetRacks);
+  set.racks = {"a", "", "b"};
+  auto s = scale_step(draining, set, 2000);
+  EXPECT_EQ(s.outcome, ScaleOutcome::RacksSet);
+  EXPECT_TRUE(s.changed());
+  EXPECT_EQ(s.meta.metadataVersion, draining.metadataVersion + 1);
+  EXPECT_EQ(s.meta.shardRacks, set.racks);
+  EXPECT_EQ(s.meta.shardCount, draining.shardCount);
+  EXPECT_EQ(s.meta.readShardCount(), draining.readShardCount());
+  EXPECT_EQ(s.meta.migration, draining.migration) << "the shrink goes on as it was";
+  auto again = scale_step(s.meta, set, 3000);
+  EXPECT_EQ(again.outcome, ScaleOutcome::Same);
+  EXPECT_FALSE(again.changed());
+  EXPECT_EQ(again.meta, s.meta);
+  set.racksFrom = "cluster-node-zone";  // the same racks, now from the rule: a change (it is shown)
+  EXPECT_EQ(scale_step(s.meta, set, 3000).outcome, ScaleOutcome::RacksSet);
+  EXPECT_EQ(to_string(ScaleOutcome::RacksSet), "racks set");
+}
+
 TEST(ScaleStep, ARollbackRoutesTheDrainingShardsAgainAndOnlyWhileTheyDrain) {
   auto draining = scale_step(stream(8, 3), scale(2), 1000).meta;
   auto back = scale_step(draining, op(ScaleOp::Rollback), 1500);

@@ -299,6 +299,7 @@ TYPED_TEST(StoreContract, TheAssignorShardRacksAndMemberRacksAreStored) {
   ASSERT_TRUE(r.ok()) << r.error.message;
   EXPECT_EQ(r.value->state.assignor, rsc::protocol::AssignorKind::Range);
   EXPECT_EQ(r.value->state.shardRacks, s.shardRacks);
+  EXPECT_TRUE(r.value->state.streamRacks.empty());
   EXPECT_EQ(r.value->state.members.at("b").rackId, "z2");
   EXPECT_EQ(r.value->state.members.at("a").rackId, "");
   expect_same_state(r.value->state, s);
@@ -316,6 +317,57 @@ TYPED_TEST(StoreContract, TheAssignorShardRacksAndMemberRacksAreStored) {
   ASSERT_TRUE(r2.ok()) << r2.error.message;
   EXPECT_EQ(r2.value->state.assignor, rsc::protocol::AssignorKind::CoPartitioned);
   EXPECT_EQ(r2.value->state.coPartitionedWith, linked.coPartitionedWith);
+  // The copy of the stream's racks the group took with its metadata version.
+  auto copied = r2.value->state;
+  copied.streamRacks = {"z2", "", "z1"};
+  CasRequest c3{kKey, copied.storeRevision, &copied, &d};
+  ASSERT_EQ(pod->compare_and_set(c3).value->status, CasStatus::Written);
+  auto r3 = pod->load(kKey);
+  ASSERT_TRUE(r3.ok()) << r3.error.message;
+  EXPECT_EQ(r3.value->state.streamRacks, copied.streamRacks);
+  EXPECT_EQ(r3.value->state.shardRacks, s.shardRacks) << "the group's own, apart";
+}
+
+// Issue 54, point 2: a stream's shard racks are part of its metadata, set through the scale step's
+// rules (a change bumps metadataVersion, so every group learns it the way it learns a new count;
+// the same racks again change nothing), and kept across a later scale.
+TYPED_TEST(StoreContract, AStreamsShardRacksAreStoredWithItsMetadataAndBumpItsVersion) {
+  auto pod = this->backend.pod();
+  ASSERT_TRUE(pod->put_stream("orders", 4).ok());
+  const auto v0 = (*pod->get_stream("orders").value)->metadataVersion;
+  group::ScaleCall set;
+  set.op = group::ScaleOp::SetRacks;
+  set.racks = {"eu-1a", "", "eu-1b"};
+  auto r = pod->scale_stream("orders", set);
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  EXPECT_EQ(r.value->outcome, group::ScaleOutcome::RacksSet);
+  auto m = **pod->get_stream("orders").value;
+  EXPECT_EQ(m.metadataVersion, v0 + 1);
+  EXPECT_EQ(m.shardRacks, set.racks);
+  EXPECT_EQ(m.shardRacksFrom, "");
+  EXPECT_EQ(m.shardCount, 4);
+  EXPECT_FALSE(m.migration.has_value()) << "no migration: the routing did not change";
+  EXPECT_EQ(pod->scale_stream("orders", set).value->outcome, group::ScaleOutcome::Same);
+  EXPECT_EQ((*pod->get_stream("orders").value)->metadataVersion, v0 + 1);
+  set.racks = {"", "", "", "eu-1c"};  // one shard with a rack; the rule's name kept with them
+  set.racksFrom = rsc::protocol::kShardRacksFromClusterZones;
+  ASSERT_EQ(pod->scale_stream("orders", set).value->outcome, group::ScaleOutcome::RacksSet);
+  group::ScaleCall grow;
+  grow.target = 6;
+  ASSERT_EQ(pod->scale_stream("orders", grow).value->outcome, group::ScaleOutcome::Grown);
+  m = **pod->get_stream("orders").value;
+  EXPECT_EQ(m.shardRacks, set.racks);
+  EXPECT_EQ(m.shardRacksFrom, rsc::protocol::kShardRacksFromClusterZones);
+  EXPECT_EQ(m.metadataVersion, v0 + 3);
+  set.racks = {""};  // one shard with none: read back as written, not as none at all
+  set.racksFrom.clear();
+  ASSERT_EQ(pod->scale_stream("orders", set).value->outcome, group::ScaleOutcome::RacksSet);
+  EXPECT_EQ((*pod->get_stream("orders").value)->shardRacks, std::vector<std::string>{""});
+  set.racks.clear();
+  ASSERT_EQ(pod->scale_stream("orders", set).value->outcome, group::ScaleOutcome::RacksSet);
+  m = **pod->get_stream("orders").value;
+  EXPECT_TRUE(m.shardRacks.empty());
+  EXPECT_EQ(m.metadataVersion, v0 + 5);
 }
 
 TYPED_TEST(StoreContract, AStaleRevisionIsAConflictCarryingTheCurrentState) {
@@ -1577,6 +1629,16 @@ TEST(StateCodec, TheAssignorTheShardRacksAndAMembersRackReadBackTheSame) {
   EXPECT_EQ(back.value->shardRacks, s.shardRacks);
   EXPECT_EQ(back.value->members.at(m.id).rackId, "eu-1b");
   EXPECT_EQ(text.find("\"cw\""), std::string::npos) << "no link: no field";
+  EXPECT_EQ(text.find("\"ss\""), std::string::npos) << "no stream racks: no field";
+  s.streamRacks = {"", "eu-1c"};
+  const auto withStream = encode_group_fields(s);
+  EXPECT_NE(withStream.find(R"("ss":["","eu-1c"])"), std::string::npos) << withStream;
+  fields[kGroupField] = withStream;
+  auto sr = decode_group(kKey, fields);
+  ASSERT_TRUE(sr.ok()) << sr.error.message;
+  EXPECT_EQ(sr.value->streamRacks, s.streamRacks);
+  EXPECT_EQ(sr.value->racks(), s.shardRacks) << "the group's own come first";
+  s.streamRacks.clear();
   s.assignor = rsc::protocol::AssignorKind::CoPartitioned;
   s.coPartitionedWith = rsc::protocol::GroupKey{"payments", "billing"};
   const auto linked = encode_group_fields(s);
@@ -1586,7 +1648,7 @@ TEST(StateCodec, TheAssignorTheShardRacksAndAMembersRackReadBackTheSame) {
   ASSERT_TRUE(link.ok()) << link.error.message;
   EXPECT_EQ(link.value->assignor, rsc::protocol::AssignorKind::CoPartitioned);
   EXPECT_EQ(link.value->coPartitionedWith, s.coPartitionedWith);
-  for (const char* bad : {R"("as":"sticky")", R"("as":3)", R"("sr":["a b"])", R"("sr":"a")", R"("cw":["payments"])",
+  for (const char* bad : {R"("as":"sticky")", R"("as":3)", R"("sr":["a b"])", R"("sr":"a")", R"("ss":["a b"])", R"("ss":[1])", R"("cw":["payments"])",
                           R"("cw":["payments","a b"])", R"("cw":"payments/billing")"}) {
     fields[kGroupField] = std::string(R"({"v":1,"p":"orders","c":"billing","ge":1,"ae":1,"mv":1,"sc":6,)") + bad + "}";
     auto r = decode_group(kKey, fields);

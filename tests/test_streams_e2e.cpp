@@ -623,6 +623,110 @@ TEST(StreamsOnCluster, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFre
   EXPECT_EQ(cl.crossslot_errors(), 0) << "no command spanned two slots";
 }
 
+// Issue 54, point 2: a stream's shard racks from where its shards live. The coordinator is told the
+// zone of each Redis node (--redis-node-zones); PUT .../racks {"from": "cluster-node-zone"} gives
+// each shard the zone of the master serving its key, as the nodes themselves say. A rack-aware group
+// without racks of its own then reads each shard in its zone as far as the balance allows (the
+// fewest cross-zone shards: checked against the optimum for one member per zone). A pod that knows
+// no zones, or a bad zone map, is refused plainly.
+TEST(StreamsOnCluster, ShardRacksFromTheZoneOfEachShardsNodePlaceARackAwareGroupInItsZones) {
+  auto& cl = shared_cluster();
+  cl.flush_all();
+  std::string zones;
+  for (std::size_t i = 0; i < cl.size(); ++i)
+    zones += (zones.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(cl.server(i).port()) + "=zone-" + std::to_string(i);
+  {
+    FILE* p = popen((std::string(RSC_COORDINATOR_BIN) + " --redis-node-zones 127.0.0.1=eu 2>&1").c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    EXPECT_EQ(WEXITSTATUS(pclose(p)), 2) << out;
+    EXPECT_NE(out.find("--redis-node-zones: '127.0.0.1=eu' is not host:port=zone"), std::string::npos) << out;
+  }
+  Coordinator pod(cl.seeds(), StreamsRun::fast({"--redis-node-zones", zones}));
+  Coordinator unzoned(cl.seeds(), StreamsRun::fast());
+  ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 16})").status, 200);
+  const std::string rule = R"({"from": "cluster-node-zone"})";
+  auto refused = http_call(unzoned.port(), "PUT", "/coord/v1/streams/orders/racks", rule);
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("--redis-node-zones"), std::string::npos) << refused.body;
+  auto set = http_call(pod.port(), "PUT", "/coord/v1/streams/orders/racks", rule);
+  ASSERT_EQ(set.status, 200) << set.body << pod.log();
+  auto j = set.json();
+  EXPECT_EQ(j.at("changed"), true);
+  EXPECT_EQ(j.at("shardRacksFrom"), "cluster-node-zone");
+  std::map<std::string, int> perZone;
+  ASSERT_EQ(j.at("shardRacks").size(), static_cast<std::size_t>(kShards));
+  for (int i = 0; i < kShards; ++i) {
+    const std::string zone = "zone-" + std::to_string(cl.master_of(shard_key(i)));
+    EXPECT_EQ(j.at("shardRacks")[static_cast<std::size_t>(i)], zone) << "shard " << i;
+    ++perZone[zone];
+  }
+  EXPECT_EQ(perZone.size(), 3u) << "the shards live on every master";
+  EXPECT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders/racks", rule).json().at("changed"), false) << "the same again";
+  EXPECT_EQ(http_call(unzoned.port(), "GET", "/coord/v1/streams/orders").json().at("shardRacksFrom"), "cluster-node-zone")
+      << "stored with the stream: every pod reads it";
+
+  ASSERT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/orders/groups/billing", R"({"assignor": "rack-aware"})").status, 200);
+  struct Raw {
+    std::string id, rack;
+    int32_t epoch = 0;
+    std::vector<int32_t> owned;
+  };
+  std::vector<Raw> members;
+  for (const auto& [zone, n] : perZone) members.push_back({"m-" + zone, zone});
+  auto beat = [&](Raw& m, int port) {
+    std::vector<int32_t> revoked;
+    for (int round = 0; round < 2; ++round) {
+      auto body = hb_body(m.id, m.epoch, m.owned, revoked);
+      body["rackId"] = m.rack;
+      const auto r = http_call(port, "POST", hb_path("orders", "billing", m.id), body.dump()).json();
+      const std::string st = r.value("status", "");
+      if (st != "OK" && st != "REVOKE_PENDING") return;
+      m.epoch = r.at("memberEpoch");
+      const auto given = assigned_of(r);
+      revoked.clear();
+      for (auto s : m.owned)
+        if (std::find(given.begin(), given.end(), s) == given.end()) revoked.push_back(s);  // drained at once
+      m.owned = given;
+      if (revoked.empty()) return;
+    }
+  };
+  auto settled = [&](const json& d) {
+    if (!d.is_object() || d.value("state", "") != "STABLE" || !d.contains("members")) return false;
+    int shards = 0;
+    for (const auto& m : d["members"]) shards += static_cast<int>(m["assignedShards"].size());
+    return shards == kShards && d["members"].size() == members.size();
+  };
+  json d;
+  bool ok = false;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+       !ok && std::chrono::steady_clock::now() < until;) {
+    for (std::size_t i = 0; i < members.size(); ++i) beat(members[i], i % 2 == 0 ? pod.port() : unzoned.port());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ok = settled(d = http_call(pod.port(), "GET", "/coord/v1/streams/orders/groups/billing").json());
+  }
+  ASSERT_TRUE(ok) << d.dump();
+  EXPECT_EQ(d.at("shardRacksOf"), "stream");
+  // One member per zone, balanced 6/5/5: the fewest cross-zone shards any balanced split has is the
+  // zones' counts above those caps, largest zone matched with the largest cap.
+  std::vector<int> counts, caps;
+  for (const auto& [zone, n] : perZone) counts.push_back(n);
+  for (std::size_t i = 0; i < members.size(); ++i)
+    caps.push_back(kShards / static_cast<int>(members.size()) + (static_cast<int>(i) < kShards % static_cast<int>(members.size()) ? 1 : 0));
+  std::sort(counts.rbegin(), counts.rend());
+  std::sort(caps.rbegin(), caps.rend());
+  int optimum = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) optimum += std::max(0, counts[i] - caps[i]);
+  EXPECT_EQ(d.at("crossRackShards"), optimum) << d.dump();
+  for (const auto& m : d["members"])
+    EXPECT_GE(m.at("inRackShards").get<int>(), std::min<int>(perZone.at("zone-" + m.at("memberId").get<std::string>().substr(7)), 5))
+        << m.dump();
+  std::cout << "shards per zone:";
+  for (const auto& [zone, n] : perZone) std::cout << " " << zone << "=" << n;
+  std::cout << "; cross-zone shards " << d.at("crossRackShards") << " (optimum " << optimum << ")\n";
+}
+
 // Redis faults under load: first CLUSTER FAILOVER of the master holding shard 0 (no write lost),
 // then SIGKILL of the master holding the group's state, just after its replica's link was cut and
 // a member joined (so the promoted replica may lack the latest group writes: a rollback the

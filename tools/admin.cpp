@@ -32,6 +32,18 @@ struct Command {
   std::size_t argc;
 };
 
+// "a,b,,a": a rack per shard by index, "" for none; "" alone clears them.
+json rack_list(const std::string& text) {
+  json racks = json::array();
+  for (std::size_t from = 0; !text.empty();) {
+    const auto comma = text.find(',', from);
+    racks.push_back(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return racks;
+}
+
 const std::vector<Command>& commands() {
   static const std::vector<Command> all{
       {"list-streams", "", "Every stream the coordinator knows.", 0},
@@ -82,6 +94,12 @@ const std::vector<Command>& commands() {
        "earliest delivers every record again, latest only new ones, an entry id resumes after it,\n"
        "a time in ms at the first record added then or later. Refused while the group has live\n"
        "members unless --fence-members (fenced first: their shards wait for their leases to end).",
+       2},
+      {"set-stream-racks", "STREAM R0,R1,... | STREAM --from-cluster-zones",
+       "Sets the rack (zone) of each of STREAM's shards, by index (\"a,,b\": shard 1 has none; \"\" clears\n"
+       "them), for its rack-aware groups without racks of their own. --from-cluster-zones: each shard\n"
+       "gets the zone of the Redis node serving its key, from the coordinator's --redis-node-zones (run\n"
+       "it again after moving slots). Bumps the stream's metadata version when they change.",
        2},
       {"retention", "STREAM", "The stream's retention policy.", 1},
       {"set-retention", "STREAM none|max-len=N|max-age-ms=N|processed-by-all-groups",
@@ -381,6 +399,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> deadIds;
   std::string count, to;
   std::optional<std::string> shardRacks;
+  bool fromClusterZones = false;    // set-stream-racks STREAM --from-cluster-zones
   std::optional<std::string> with;  // set-assignor co-partitioned --with STREAM/GROUP
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
@@ -422,6 +441,7 @@ int main(int argc, char** argv) {
     else if (a == "--to") to = value("earliest, latest, an entry id or a time in ms");
     else if (a == "--shard-racks") shardRacks = value("a comma-separated list of racks");
     else if (a == "--with") with = value("STREAM/GROUP");
+    else if (a == "--from-cluster-zones") fromClusterZones = true;
     else if (a == "--key-style") {
       keyStyle = value("plain or hashtag");
       keyStyleGiven = true;
@@ -447,7 +467,8 @@ int main(int argc, char** argv) {
     return kOk;
   }
   const std::vector<std::string> args(words.begin() + 1, words.end());
-  const std::size_t wanted = rollback && std::string(cmd->name) == "scale" ? 1 : cmd->argc;
+  if (fromClusterZones && std::string(cmd->name) != "set-stream-racks") bad_usage("--from-cluster-zones is for set-stream-racks", cmd);
+  const std::size_t wanted = (rollback && std::string(cmd->name) == "scale") || fromClusterZones ? 1 : cmd->argc;
   if (args.size() != wanted)
     bad_usage(std::string(cmd->name) + " takes " + std::to_string(wanted) + " argument(s), got " + std::to_string(args.size()), cmd);
   if ((rollback || wait || !reason.empty()) && std::string(cmd->name) != "scale")
@@ -508,17 +529,12 @@ int main(int argc, char** argv) {
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]);
     json b{{"assignor", args[2]}};
     if (with) b["coPartitionedWith"] = {{"prefix", with->substr(0, with->find('/'))}, {"group", with->substr(with->find('/') + 1)}};
-    if (shardRacks) {  // "a,b,,a": shard 2 has none; "" clears them
-      json racks = json::array();
-      for (std::size_t from = 0; !shardRacks->empty();) {
-        const auto comma = shardRacks->find(',', from);
-        racks.push_back(shardRacks->substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-        if (comma == std::string::npos) break;
-        from = comma + 1;
-      }
-      b["shardRacks"] = racks;
-    }
+    if (shardRacks) b["shardRacks"] = rack_list(*shardRacks);
     body = b.dump();
+  } else if (name == "set-stream-racks") {
+    method = "PUT";
+    path = "/coord/v1/streams/" + seg(args[0]) + "/racks";
+    body = (fromClusterZones ? json{{"from", "cluster-node-zone"}} : json{{"shardRacks", rack_list(args[1])}}).dump();
   } else if (name == "target") {
     method = "PUT";
     path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + "/target";
@@ -579,7 +595,7 @@ int main(int argc, char** argv) {
   // Asked again after its Retry-After (at most 5 s each, 30 s in all) only when a second time
   // changes nothing the first did not.
   const bool repeatable = method == "GET" || name == "scale" || name == "grow-stream" || name == "set-retention" ||
-                          name == "set-assignor";
+                          name == "set-assignor" || name == "set-stream-racks";
   // A call asked again goes to the pod that owns the group, as the last answer named it
   // (member/owner_follower.hpp: back to --coordinator at once when that pod does not answer).
   rsc::member::OwnerFollower route(url, followOwner);
@@ -744,6 +760,20 @@ int main(int argc, char** argv) {
   } else if (name == "reset-offsets") {
     std::cout << "group " << args[0] << "/" << args[1] << ": position " << text(j.value("position", json())) << " ("
               << to << ") on " << text(j.value("shards", json())) << " shard streams\n";
+  } else if (name == "set-stream-racks") {
+    const auto racks = j.value("shardRacks", json::array());
+    std::cout << "stream " << args[0] << ": ";
+    if (racks.empty()) std::cout << "no shard racks";
+    else {
+      std::string listed;  // as set-stream-racks takes them: "a,,b"
+      for (std::size_t i = 0; i < racks.size(); ++i) listed += (i == 0 ? "" : ",") + racks[i].get<std::string>();
+      std::cout << "racks of " << racks.size() << " shard(s): " << listed;
+    }
+    if (j.value("shardRacksFrom", json()).is_string()) std::cout << " (from " << text(j["shardRacksFrom"]) << ")";
+    std::cout << (j.value("changed", false) ? ", metadata version now " + text(j.value("metadataVersion", json())) +
+                                                  " (rack-aware groups without racks of their own move shards revoke-before-assign)"
+                                            : " (unchanged)")
+              << "\n";
   } else if (name == "retention" || name == "set-retention") {
     const auto policy = j.value("retention", json::object());
     std::cout << "stream " << text(j.value("streamPrefix", json())) << ": retention " << text(policy.value("policy", json()))
