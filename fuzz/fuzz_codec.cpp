@@ -1,5 +1,5 @@
 // libFuzzer: the heartbeat request and response decoders and the small bodies. Whatever the bytes,
-// an answer (a value or a validation error), never a crash; a decoded request encodes again; an answer
+// an answer (a value or a validation error), never a crash (the stream racks body too); a decoded request encodes again; an answer
 // is written as dump() writes a document and reads back to the same bytes; the
 // request and answer decoders' fast paths agree with the full decoders whenever they decide.
 #include <cstddef>
@@ -38,5 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   }
   (void)rsc::protocol::decode_shard_count_body(body);
   (void)rsc::protocol::decode_stream_metadata(body);
+  if (auto racks = rsc::protocol::decode_stream_racks(body); racks.ok()) {  // every rack taken is "" or a name
+    if (racks.value->fromClusterZones && !racks.value->shardRacks.empty()) __builtin_trap();
+    for (const auto& r : racks.value->shardRacks)
+      if (!r.empty() && !rsc::protocol::valid_name(r)) __builtin_trap();
+  }
   return 0;
 }
