@@ -971,11 +971,15 @@ Outcome apply_metadata(GroupState g, int32_t shardCount, int32_t metadataVersion
   } else if (shardCount < oldCount) {
     // A shrink whose shards were drained: taken back from the members like any revocation
     // (revoke before assign), and gone once nobody holds them.
-    if (s.retireFrom == shardCount) return st.take();
-    s.retireFrom = shardCount;
-    st.event(Event::Kind::METADATA_CHANGED, "", {},
-             "shards " + std::to_string(shardCount) + ".." + std::to_string(oldCount - 1) + " retiring" + version);
-    st.bump_group_epoch("metadata");
+    if (s.retireFrom == shardCount) {  // retiring already: only new racks can move anything
+      if (!racksMove) return st.take();
+      st.bump_group_epoch("shard racks");
+    } else {
+      s.retireFrom = shardCount;
+      st.event(Event::Kind::METADATA_CHANGED, "", {},
+               "shards " + std::to_string(shardCount) + ".." + std::to_string(oldCount - 1) + " retiring" + version);
+      st.bump_group_epoch("metadata");
+    }
   } else {
     // The same shards (a shrink started, or rolled back, while its shards are still read, or new
     // racks): the members learn the new version with their next answers; nothing moves unless the

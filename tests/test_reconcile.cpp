@@ -1668,6 +1668,37 @@ TEST(Assignor, TheStreamsRacksPlaceARackAwareGroupWithoutItsOwnAndOnlyThatOne) {
   EXPECT_EQ(d.at("crossRackShards").get<int>(), rsc::group::cross_rack_shards(h.state()));
 }
 
+// New racks arriving while a shrink's drained shards are being taken back (the group retiring them
+// already) still move a rack-aware group: before, that version was taken for the retirement seen
+// again and the racks waited for the next epoch.
+TEST(Assignor, TheStreamsNewRacksMoveARackAwareGroupWhileItRetiresShards) {
+  Harness h(6);
+  Crowd c{h, {}};
+  c.join("a", "east"), c.settle();
+  c.join("b", "west"), c.settle();
+  rsc::protocol::GroupConfig cfg;
+  cfg.assignor = rsc::protocol::AssignorKind::RackAware;
+  h.apply(rsc::group::set_assignor(h.state(), cfg, h.cfg(), h.now()));
+  c.settle();
+  auto v = h.state().metadataVersion;
+  h.apply(rsc::group::apply_metadata(h.state(), 4, ++v, h.cfg(), h.now()));  // shards 4 and 5 retire
+  ASSERT_EQ(h.state().retireFrom, 4);
+  const auto retiring = h.state().groupEpoch;
+  const std::vector<std::string> racks{"west", "west", "east", "east"};
+  h.apply(rsc::group::apply_metadata(h.state(), 4, ++v, h.cfg(), h.now(), &racks));
+  EXPECT_EQ(h.state().groupEpoch, retiring + 1) << "the racks moved the target";
+  EXPECT_EQ(h.state().retireFrom, 4);
+  EXPECT_EQ(h.member("b").target, (Shards{0, 1})) << "west reads the west shards";
+  EXPECT_EQ(h.member("a").target, (Shards{2, 3}));
+  h.apply(rsc::group::apply_metadata(h.state(), 4, ++v, h.cfg(), h.now(), &racks));
+  EXPECT_EQ(h.state().groupEpoch, retiring + 1) << "the same racks again move nothing";
+  EXPECT_EQ(h.state().metadataVersion, v);
+  c.settle();
+  h.apply(rsc::group::tick(h.state(), h.cfg(), h.now()));
+  EXPECT_EQ(h.state().shardCount, 4) << "retired once nobody held them";
+  EXPECT_EQ(c.members["b"].second, (Shards{0, 1}));
+}
+
 // The zone rule's pure parts: the coordinator's node -> zone map as configured, and each shard's
 // rack from the node serving it, refused whole when any node has no zone.
 TEST(RackZones, TheNodeZoneMapIsReadStrictlyAndAShardOnANodeWithoutAZoneRefusesTheWhole) {
