@@ -1,6 +1,4 @@
 #include "actors/service.hpp"
-
-#include "group/rack_zones.hpp"
 #include <atomic>
 #include <memory>
 
@@ -190,6 +188,15 @@ void Service::heartbeat(const store::GroupKey& key, protocol::HeartbeatRequest r
 }
 
 namespace {
+// The stream's new metadata (count, racks), told now to this pod's copy of each of its groups; the
+// copies on other pods learn it at their next write or tick.
+void tell_groups(const std::vector<caf::actor>& gateways, const std::string& prefix, const std::vector<std::string>& groups,
+                 const protocol::StreamMetadata& m) {
+  for (const auto& g : groups) {
+    const store::GroupKey key{prefix, g};
+    caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
+  }
+}
 // Why the stream's shard count may not change now (group::scale_refusal over its groups as stored).
 std::optional<http::Problem> co_partition_guard(store::GroupStateStore& groups, store::StreamStore& s, const std::string& prefix) {
   auto names = s.list_stream_groups(prefix);
@@ -228,11 +235,7 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
                      // Every group of the stream learns it now (those cached on other pods at
                      // their next write, through the CAS).
                      auto groups = s.list_stream_groups(prefix);
-                     if (groups.ok())
-                       for (const auto& g : *groups.value) {
-                         const store::GroupKey key{prefix, g};
-                         caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
-                       }
+                     if (groups.ok()) tell_groups(gateways, prefix, *groups.value, m);
                    }
                    if (!r.ok()) return done(http::Answer<http::StreamWritten>::failure(problem(r.error)));
                    if (req.retention && r.value->outcome != store::StreamWrite::Outcome::Exists) {  // set with it
@@ -318,10 +321,7 @@ void Service::scale_stream(const std::string& prefix, const http::ScaleAsk& ask,
                                (call.requestedBy.empty() ? std::string() : " requested by " + call.requestedBy) +
                                (call.reason.empty() ? std::string() : " (" + call.reason + ")"));
                      // This pod's copies of the groups learn it now, the others' at their next tick.
-                     for (const auto& g : *groups.value) {
-                       const store::GroupKey key{prefix, g};
-                       caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
-                     }
+                     tell_groups(gateways, prefix, *groups.value, m);
                    }
                    done(A::success(http::ScaleDone{step.outcome, step.meta, *groups.value}));
                  }});
@@ -359,10 +359,7 @@ void Service::set_stream_racks(const std::string& prefix, const protocol::Stream
                      log::info("stream " + prefix + ": shard racks of " + std::to_string(m.shardRacks.size()) + " shard(s)" +
                                (m.shardRacksFrom.empty() ? std::string() : " from " + m.shardRacksFrom) +
                                " metadataVersion=" + std::to_string(m.metadataVersion));
-                     for (const auto& g : *groups.value) {
-                       const store::GroupKey key{prefix, g};
-                       caf::anon_send(gateways[gateway_index(key, gateways.size())], meta_atom::value, key, m);
-                     }
+                     tell_groups(gateways, prefix, *groups.value, m);
                    }
                    done(A::success(http::ScaleDone{step.outcome, step.meta, *groups.value}));
                  }});
