@@ -99,8 +99,9 @@ struct DeleteCall {
 struct ConfigureCall {
   protocol::GroupConfig config;
   std::function<void(store::Result<protocol::GroupConfigSet>)> done;
-  // A link: the shard count both streams had when it was checked (group::link_outdated).
-  std::optional<int32_t> linkShardCount;
+  // A link: the group's stream as the check read it from the store (both streams then had its
+  // shard count): the group learns it first if its copy is older, then group::link_outdated.
+  std::optional<protocol::StreamMetadata> linkStream;
 };
 
 // An admin's (or a controller's) target for an external group (PUT .../groups/{group}/target).

@@ -226,8 +226,8 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
                        if (auto no = co_partition_guard(gs, s, prefix)) return done(http::Answer<http::StreamWritten>::failure(*no));
                    }
                    auto r = s.write_stream(prefix, put);
-                   if (r.ok() && r.value->outcome != store::StreamWrite::Outcome::Same &&
-                       r.value->outcome != store::StreamWrite::Outcome::Exists) {
+                   using WO = store::StreamWrite::Outcome;
+                   if (r.ok() && (r.value->outcome == WO::Created || r.value->outcome == WO::Grown)) {
                      const auto& m = r.value->meta;
                      log::info("stream " + prefix + ": shardCount=" + std::to_string(m.shardCount) +
                                " metadataVersion=" + std::to_string(m.metadataVersion) +
@@ -238,7 +238,7 @@ void Service::write_stream(const std::string& prefix, const protocol::StreamRequ
                      if (groups.ok()) tell_groups(gateways, prefix, *groups.value, m);
                    }
                    if (!r.ok()) return done(http::Answer<http::StreamWritten>::failure(problem(r.error)));
-                   if (req.retention && r.value->outcome != store::StreamWrite::Outcome::Exists) {  // set with it
+                   if (req.retention && r.value->outcome != WO::Exists && r.value->outcome != WO::Busy) {  // set with it
                      auto set = s.set_retention(prefix, *req.retention);
                      if (!set.ok()) return done(http::Answer<http::StreamWritten>::failure(problem(set.error)));
                      log::info("stream " + prefix + ": retention " + protocol::encode_retention(*req.retention));
@@ -471,13 +471,15 @@ void Service::configure_group(const protocol::GroupKey& key, protocol::GroupConf
                    auto partner = groups.load(with);
                    if (!partner.ok()) return done(A::failure(problem(partner.error)));
                    const auto seen = group::partner_view(*partner.value, key);
+                   if (auto why = group::partner_refusal(seen, key, with))  // before anything changes
+                     return done(A::failure(http::Problem::Kind::Conflict, *why));
                    caf::anon_send(gateway, configure_atom::value, key,
                                   ConfigureCall{config,
                                                 [done, seen](store::Result<protocol::GroupConfigSet> r) {
                                                   if (r.ok()) r.value->partnerLinked = seen.linksBack, r.value->partnerCoPartitionedWith = seen.names;
                                                   done(answer(std::move(r)));
                                                 },
-                                                (*own.value)->shardCount});
+                                                *own.value});
                  }});
 }
 

@@ -106,6 +106,10 @@ class CachedGroup {
   const std::string& key() const { return key_; }
   bool held() const { return g_.has_value(); }
   bool exists() const { return exists_; }
+  // An admin call about members or targets (a posted target, a member's removal) for a group that
+  // does not exist makes nothing, not even what loading it found (its stream's metadata): it is
+  // answered (404) without a write. Only a join or a configuration makes a group.
+  bool writes_nothing(WorkKind k) const { return !exists_ && (k == WorkKind::PostTarget || k == WorkKind::Remove); }
   const GroupState& state() const { return *g_; }  // only when held()
   GroupState take() { auto g = std::move(*g_); g_.reset(); return g; }
   CopyConfirmation& calls() { return copy_; }

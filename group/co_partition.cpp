@@ -34,6 +34,12 @@ PartnerView partner_view(const Loaded& other, const protocol::GroupKey& self) {
   return v;
 }
 
+std::optional<std::string> partner_refusal(const PartnerView& seen, const protocol::GroupKey& self, const protocol::GroupKey& with) {
+  if (!seen.names || *seen.names == self) return std::nullopt;
+  return "coPartitionedWith: " + with.str() + " is co-partitioned with " + seen.names->str() +
+         "; that link is left alone and nothing was changed (set another assignor on " + with.str() + " first)";
+}
+
 std::optional<std::string> scale_refusal(const std::string& prefix, const std::vector<Loaded>& groups) {
   for (const auto& g : groups) {
     if (!g.exists || g.state.assignor != protocol::AssignorKind::CoPartitioned || !g.state.coPartitionedWith) continue;

@@ -31,6 +31,10 @@ struct PartnerView {
   bool linksBack = false;
 };
 PartnerView partner_view(const Loaded& other, const protocol::GroupKey& self);
+// Why `self` may not be linked with `with`, whose view is `seen`, or nullopt: `with` is linked with
+// a third group, and that link is left alone (taking it over would break it; linking one side
+// would leave `self` linked alone, its stream frozen). Checked before anything is written.
+std::optional<std::string> partner_refusal(const PartnerView& seen, const protocol::GroupKey& self, const protocol::GroupKey& with);
 
 // Why the shard count of stream `prefix` may not change, or nullopt: one of its groups (as read
 // from the store) is co-partitioned with a group of another stream, whose shard i would no longer

@@ -124,6 +124,12 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
       e["phase"] = "RETIRING";
       e["waitingFor"] = v.owner.empty() ? "nothing: retired at the next tick"
                                         : "its holder " + v.owner + " to hand it back (drained by every group)";
+    } else if (stream != nullptr && stream->metadataVersion > g.metadataVersion && si >= stream->readShardCount()) {
+      // The stream (read after the group) retired it; the group learns that at its next step.
+      // Never shown ACTIVE meanwhile (issue 70, point 4).
+      e["phase"] = "RETIRING";
+      e["waitingFor"] = "the group to learn the stream's metadata version " + std::to_string(stream->metadataVersion) +
+                        " (it has " + std::to_string(g.metadataVersion) + "), at its next step";
     } else if (stream != nullptr && si >= stream->shardCount && si < stream->readShardCount()) {
       e["phase"] = "DRAINING";
       std::string wait = "every consumer group to read and ack it (no longer routed to)";

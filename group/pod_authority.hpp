@@ -53,6 +53,8 @@ struct PodView {
   bool may_write(Millis localNow) const { return writableFrom <= localNow && localNow < writableUntil; }
   // The pod serving `groupKey` at local time t (nullptr: none established).
   const Peer* owner(const std::string& groupKey, Millis localNow) const;
+  // The same among the pods other than `leaving` (nullptr: all of them).
+  const Peer* owner_among(const std::string& groupKey, Millis localNow, const std::string* leaving) const;
   // This pod serves the group now: it writes it and answers from its copy.
   bool owns(const std::string& groupKey, Millis localNow) const;
   // This pod, still waiting to count itself established, will serve the group within `withinMs`:
@@ -65,7 +67,9 @@ struct PodView {
   std::string why_not_serving(const std::string& groupKey, Millis localNow) const;
 
   // Where a call for the group is served: here (this pod serves it, or will within kOwnsSoonMs and
-  // holds what needs a write until then), at another pod's address, or nowhere for now (why).
+  // holds what needs a write until then), at another pod's address, or nowhere for now (why). A pod
+  // whose own window closed while it still counts as the owner sends the call to the pod that takes
+  // its groups next (the owner among the others).
   struct Placement {
     using Kind = protocol::PlacementKind;
     Kind kind = Kind::Here;

@@ -43,10 +43,6 @@ ParsedNodeZones parse_node_zones(std::string_view text) {
 
 RacksFromZones racks_from_zones(const std::vector<std::string>& shardNodes, const NodeZones& zones) {
   RacksFromZones out;
-  if (zones.empty()) {
-    out.refusal = "this coordinator knows no zone of any Redis node (start it with --redis-node-zones host:port=zone,...)";
-    return out;
-  }
   std::set<std::string> unknown;
   out.racks.reserve(shardNodes.size());
   for (const auto& node : shardNodes) {
@@ -60,6 +56,10 @@ RacksFromZones racks_from_zones(const std::vector<std::string>& shardNodes, cons
     out.racks.clear();
     out.refusal = "no zone for the Redis node" + std::string(unknown.size() > 1 ? "s " : " ") + names +
                   " serving some of the shards (--redis-node-zones names them as CLUSTER SLOTS does)";
+    if (zones.empty())  // the node(s) still named: the operator maps exactly those
+      out.refusal = "this coordinator knows no zone of any Redis node, so none for the node" +
+                    std::string(unknown.size() > 1 ? "s " : " ") + names +
+                    " serving the shards (start it with --redis-node-zones host:port=zone,...)";
   }
   return out;
 }

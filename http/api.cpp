@@ -262,6 +262,21 @@ json dead_letters_json(const std::string& stream, const std::string& group, cons
   return json{{"streamPrefix", stream}, {"consumerGroup", group}, {"total", page.total}, {"deadLetters", std::move(items)}};
 }
 
+// A change of the shard count asked while another is under way (a scale, or a growth by PUT):
+// 409 ACTIVE_MIGRATION_EXISTS, saying what still runs.
+HttpResponse busy_answer(const std::string& stream, const protocol::StreamMetadata& m) {
+  if (m.drainingShards() == 0) {  // busy deleting retired shard streams: moments
+    auto r = plain_error(409, "ACTIVE_MIGRATION_EXISTS", protocol::retired_keys_deleting(stream));
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  const std::string current = m.migration ? m.migration->reshardingId : std::string();
+  return plain_error(409, "ACTIVE_MIGRATION_EXISTS",
+                     "stream " + stream + " is scaling in: shards " + std::to_string(m.shardCount) + ".." +
+                         std::to_string(m.readShardCount() - 1) + " still drain (migration " + current +
+                         "); one shard count change at a time: wait for it or roll it back (POST .../scale/rollback)");
+}
+
 // The answer to a scale or a rollback, in the reference implementation's shapes: 202 with
 // {streamPrefix, targetShardCount, affectedConsumerGroups, migrations[]} for a scale, the
 // Migration for a rollback; each with the stream as it is now ("stream").
@@ -286,16 +301,7 @@ HttpResponse scale_answer(const std::string& stream, const std::string& migratio
     body["stream"] = protocol::to_json(m);
     return json_ok(protocol::dump(body), 202);
   }
-  if (o == O::Busy && m.drainingShards() == 0) {  // busy deleting retired shard streams: moments
-    auto r = plain_error(409, "ACTIVE_MIGRATION_EXISTS", protocol::retired_keys_deleting(stream));
-    r.headers.emplace_back("Retry-After", "1");
-    return r;
-  }
-  if (o == O::Busy)
-    return plain_error(409, "ACTIVE_MIGRATION_EXISTS",
-                       "stream " + stream + " is scaling in: shards " + std::to_string(m.shardCount) + ".." +
-                           std::to_string(m.readShardCount() - 1) + " still drain (migration " + current +
-                           "); one change at a time: wait for it or roll it back (POST .../scale/rollback)");
+  if (o == O::Busy) return busy_answer(stream, m);
   json migrations = json::array();
   if (o != O::Same && m.migration)
     for (const auto& g : d.consumerGroups) {
@@ -465,6 +471,7 @@ void on_write_stream(RouteCall& c) {
   c.backend.write_stream(c.rt.stream, asked, post, [answer = c.answer, post, asked](Answer<StreamWritten> r) {
     if (!r.ok()) return answer(store_error(r.error));
     const auto& w = *r.value;
+    if (w.outcome == StreamWritten::Outcome::Busy) return answer(busy_answer(w.meta.streamPrefix, w.meta));
     if (w.outcome == StreamWritten::Outcome::Created) return answer(json_ok(protocol::encode(w.meta), post ? 201 : 200));
     if (w.outcome == StreamWritten::Outcome::Exists) {
       // POST on a stream that exists: fine when it is what was asked for, a conflict otherwise.
@@ -791,9 +798,13 @@ void serve_elsewhere(const HttpRequest& req, Backend& backend, const Route& rt, 
           name_owner(r, url);  // the owner names itself; a pod of an older version does not
           direct(std::move(r));
         },
-        [&backend, direct, unavailable, pod = placed.podId](const std::string& why) {
+        [&backend, direct, unavailable, pod = placed.podId, url = placed.ownerUrl](const std::string& why) {
           backend.forwarded(false);
-          direct(unavailable("pod " + pod + " (which serves the group) " + why));
+          // Still naming the owner: this pod may be the one cut off, and a member that can reach
+          // the owner goes straight there (issue 70, point 2: the guide's promise).
+          auto r = unavailable("pod " + pod + " (which serves the group) " + why);
+          name_owner(r, url);
+          direct(std::move(r));
         });
   }
   if (placed.kind == Placement::Kind::Elsewhere)

@@ -31,10 +31,12 @@ HttpClient& HeartbeatClient::client_for(const std::string& url) {
   return *pods_.emplace(url, std::make_unique<HttpClient>(url_of(url), timeoutMs_, tls_)).first->second;
 }
 
-HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequest& request, const std::string& url) {
+HeartbeatClient::Answer HeartbeatClient::heartbeat(const protocol::HeartbeatRequest& request, const std::string& url,
+                                                   bool fresh) {
   Answer a;
   const std::string body = protocol::encode(request);
   auto& http = client_for(url);
+  if (fresh) http.close();
   auto reply = token_.send([&](const std::string& token) { return http.request("POST", path_, body, token); });
   a.httpStatus = reply.status;
   a.owner = std::move(reply.groupOwner);

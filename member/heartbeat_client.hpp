@@ -29,7 +29,8 @@ class HeartbeatClient {
   };
   // To `url` (a pod's base URL the last answer named; "" or the configured URL: the configured
   // one), on a kept-alive connection of its own per URL.
-  Answer heartbeat(const protocol::HeartbeatRequest& request, const std::string& url = {});
+  // `fresh`: on a new connection (Membership::Reaction::reconnect).
+  Answer heartbeat(const protocol::HeartbeatRequest& request, const std::string& url = {}, bool fresh = false);
 
   // The stream's shard key pattern ("orders:{shardIndex}"), or nullopt with `error` set.
   std::optional<std::string> key_pattern(std::string* error);

@@ -175,6 +175,8 @@ HttpClient::HttpClient(Url url, int64_t timeoutMs, ClientTls tls) : impl_(std::m
 HttpClient::~HttpClient() = default;
 const Url& HttpClient::url() const { return impl_->url; }
 
+void HttpClient::close() { impl_->disconnect(); }
+
 HttpReply HttpClient::request(const std::string& method, const std::string& path, const std::string& body,
                               const std::string& bearerToken) {
   HttpReply out;

@@ -49,6 +49,8 @@ class HttpClient {
   ~HttpClient();
   HttpReply request(const std::string& method, const std::string& path, const std::string& body,
                     const std::string& bearerToken = {});
+  // Closes the kept-alive connection: the next request opens a new one.
+  void close();
   const Url& url() const;
 
  private:

@@ -170,9 +170,9 @@ Membership::Reaction Membership::on_no_answer(const std::string& why, int64_t no
   if (route_.on_failure(nowNs)) {
     ++counters_.ownerFallbacks;
     note("the group's owner pod " + owner + " did not answer (" + why + "); heartbeating " + route_.target() +
-         " at once");
+         " at once, on a new connection");
     reportedRevoked_.clear();  // reported again in the request that goes now
-    return Reaction{false, 0};
+    return Reaction{false, 0, true};
   }
   // A leave nobody answers: once what was in the handler has drained there is nothing left to hand
   // back (reading stopped at leave()), so after a few tries the member goes without the answer and
@@ -193,8 +193,17 @@ Membership::Reaction Membership::on_no_answer(const std::string& why, int64_t no
 Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& r, int64_t sentNs,
                                              const std::string& ownerHeader) {
   ++counters_.heartbeats;
-  route_.on_answer(ownerHeader, sentNs);
-  if (r.status == HeartbeatStatus::RETRY) return not_answered("RETRY: " + r.message.value_or(""), sentNs);
+  const bool wasDirect = route_.direct();
+  const bool moved = route_.on_answer(ownerHeader, sentNs);
+  // Back on the configured URL, or told there that nobody can be named: a new connection, so a
+  // Service that keeps connections on their pod (one cut from the store) places it afresh.
+  const bool reconnect = (moved && wasDirect && !route_.direct()) ||
+                         (r.status == HeartbeatStatus::RETRY && ownerHeader.empty() && !route_.direct());
+  if (r.status == HeartbeatStatus::RETRY) {
+    auto out = not_answered("RETRY: " + r.message.value_or(""), sentNs);
+    out.reconnect = reconnect;
+    return out;
+  }
   backoffMs_ = 50;
   if (const auto line = heartbeatFailures_.recovered("heartbeats answered", sentNs); !line.empty()) note(line);
   joinRequestId_.clear();  // answered: the next join is a new request
@@ -203,6 +212,7 @@ Membership::Reaction Membership::on_response(const protocol::HeartbeatResponse& 
   reportedRevoked_.clear();
   Reaction out;
   out.answered = true;
+  out.reconnect = reconnect;
   // The epoch was refused as never issued: join again. A coordinator that names no field (one
   // older than errorField) cannot say so; a member that fenced itself reads nothing, so joining
   // again costs it nothing and cannot leave it stuck on an epoch no coordinator takes.

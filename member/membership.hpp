@@ -99,6 +99,10 @@ class Membership {
   struct Reaction {
     bool answered = false;   // the coordinator decided (anything but RETRY)
     int64_t waitMs = 0;      // until the next heartbeat (0: at once)
+    // The next request goes on a new connection: the route fell back to the configured URL, or a
+    // pod there answered RETRY naming no owner (it cannot place the group). A Service that keeps
+    // a connection on its pod places a new one afresh, possibly on a pod that serves.
+    bool reconnect = false;
   };
   // Where the next request goes (the configured URL or the group's owner pod).
   const std::string& coordinator() const { return route_.target(); }

@@ -177,6 +177,7 @@ struct Runtime::Impl {
     HeartbeatClient client(opts.coordinatorUrl, opts.httpTimeoutMs, std::move(token), opts.streamPrefix, opts.group,
                            memberId, opts.coordinatorTls);
     bool patternKnown = !keyPattern.empty();  // this thread's own copy of "keyPattern is set"
+    bool reconnect = false;                   // the machine asked for a new connection (Reaction::reconnect)
     std::unique_ptr<store::RedisClient> probe;   // checks Redis answers before a join
     while (!stopping) {
       deliver_events();  // before the request: a revoked shard goes back only after onRevoking
@@ -209,7 +210,7 @@ struct Runtime::Impl {
         target = m->coordinator();
       }
       ev.sentNs = mono_ns();
-      auto answer = client.heartbeat(req, target);
+      auto answer = client.heartbeat(req, target, std::exchange(reconnect, false));
       ev.receivedNs = mono_ns();
       ev.httpStatus = answer.httpStatus;
       ev.coordinator = target;
@@ -218,6 +219,7 @@ struct Runtime::Impl {
         std::lock_guard<std::mutex> lock(mu);
         reaction = answer.response ? m->on_response(*answer.response, ev.sentNs, answer.owner)
                                    : m->on_no_answer(answer.error + " from " + target, ev.receivedNs);
+        reconnect = reaction.reconnect;
         after_machine();
         ev.status = answer.response ? std::string(protocol::to_string(answer.response->status)) : "";
         ev.epoch = m->epoch();

@@ -358,7 +358,11 @@ Decoded<GroupConfig> decode_group_config(std::string_view body) {
   if (!j.contains("assignor") && r.coPartitionedWith) {
     r.assignor = AssignorKind::CoPartitioned;
   } else {
-    if (!j.contains("assignor") || !j["assignor"].is_string()) return refused<R>(std::string("assignor: is required; ") + shape);
+    if (!j.contains("assignor")) return refused<R>(std::string("assignor: is required; ") + shape);
+    if (!j["assignor"].is_string())  // there, but of the wrong type: said so, not "required"
+      return refused<R>("assignor: must be a string (uniform, range, rack-aware, external or co-partitioned), not " +
+                        (j["assignor"].is_null() ? std::string("null")
+                                                 : std::string(j["assignor"].type_name()) + " " + j["assignor"].dump().substr(0, 140)));
     const auto name = j["assignor"].get<std::string>();
     const auto kind = assignor_from(name);
     if (!kind) return refused<R>("assignor: uniform, range, rack-aware, external or co-partitioned, not '" + name.substr(0, 140) + "'");

@@ -8,7 +8,9 @@
 namespace rsc::protocol {
 
 // A stream's PUT or POST.
-enum class StreamWriteOutcome { Created, Grown, Same, Exists };
+// Busy: a growth asked while a shrink still drains (one shard count change at a time): nothing
+// written, answered as a second scale is (409 ACTIVE_MIGRATION_EXISTS).
+enum class StreamWriteOutcome { Created, Grown, Same, Exists, Busy };
 
 // An admin's delete of a group.
 enum class GroupDeletion { Deleted, NotFound, HasLiveMembers };

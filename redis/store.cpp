@@ -28,10 +28,7 @@ Result<StreamWrite> put_result(const std::string& streamPrefix, group::PutStep s
       return R::failure(ErrorKind::Invalid, "stream " + streamPrefix + " has " + std::to_string(m.shardCount) +
                                                 " shards; shard counts only grow");
     case O::Style: return R::failure(ErrorKind::Invalid, key_style_fixed(streamPrefix, m.keyStyle));
-    case O::Busy:
-      return R::failure(ErrorKind::Invalid, "stream " + streamPrefix +
-                                                " is scaling in (shards still draining): one shard count change at a "
-                                                "time; roll it back or wait");
+    case O::Busy: return R::success({std::move(step.meta), StreamWrite::Outcome::Busy});
     case O::Deleting: return R::failure(ErrorKind::Retryable, protocol::retired_keys_deleting(streamPrefix));
     case O::Created: return R::success({std::move(step.meta), StreamWrite::Outcome::Created});
     case O::Grown: return R::success({std::move(step.meta), StreamWrite::Outcome::Grown});

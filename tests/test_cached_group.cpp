@@ -613,6 +613,23 @@ TEST_F(CachedGroupTest, OnlyErrorAnswersStoreNothingForAGroupThatDoesNotExistAnd
   ASSERT_TRUE(p.has_value());  // the tick's findings, written on their own
 }
 
+// Issue 70, point 4: a target posted for a group that does not exist (or a member removed from
+// one) answered 404 but wrote the group, because loading it had found the stream's metadata.
+TEST_F(CachedGroupTest, AnAdminCallAboutMembersOfAGroupThatDoesNotExistWritesNothingAConfigurationMakesIt) {
+  load();
+  c.begin_step(WorkKind::PostTarget);
+  auto loaded = c.prepare(Outcome{c.take()});
+  EXPECT_FALSE(loaded.outcome.delta.empty()) << "what loading found would be written with the step";
+  EXPECT_TRUE(c.writes_nothing(WorkKind::PostTarget));
+  EXPECT_TRUE(c.writes_nothing(WorkKind::Remove));
+  EXPECT_FALSE(c.writes_nothing(WorkKind::Configure)) << "a configuration makes the group";
+  EXPECT_FALSE(c.writes_nothing(WorkKind::Heartbeat)) << "a join makes the group";
+  load();
+  joined("a");
+  EXPECT_FALSE(c.writes_nothing(WorkKind::PostTarget)) << "an existing group's refusals are judged as any step";
+  EXPECT_FALSE(c.writes_nothing(WorkKind::Remove));
+}
+
 // --- ownership and the copy's answers ------------------------------------------------------------
 
 TEST_F(CachedGroupTest, TheOwnerAnswersFromACopyConfirmedInItsTermWithoutAStoreCall) {

@@ -411,6 +411,21 @@ TEST_F(E2E, AdminEndpointsCreateGrowDescribeListAndRemove) {
   EXPECT_EQ(http_call(port(), "DELETE", "/coord/v1/streams/clicks/groups/etl/members/a").status, 404);
 }
 
+// Issue 70, point 4: a target for a group that does not exist answered 404 and made the group.
+TEST_F(E2E, ATargetOrARemovalForAGroupThatDoesNotExistIsRefusedAndMakesNothing) {
+  ASSERT_EQ(http_call(port(), "PUT", "/coord/v1/streams/clicks", R"({"shardCount": 4})").status, 200);
+  Member a{"a"};
+  a.beat(port(), {}, "clicks", "etl");  // one group that does exist
+  auto t = http_call(port(), "PUT", "/coord/v1/streams/clicks/groups/nosuchgroup/target",
+                     R"({"groupEpoch": 1, "targetAssignment": {"m": [0]}})");
+  EXPECT_EQ(t.status, 404) << t.body;
+  EXPECT_EQ(http_call(port(), "DELETE", "/coord/v1/streams/clicks/groups/other/members/m").status, 404);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past a few ticks
+  EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/clicks/groups/nosuchgroup").status, 404);
+  EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/clicks/groups/other").status, 404);
+  EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/clicks/groups").json()["groups"], json::array({"etl"}));
+}
+
 TEST_F(E2E, MetricsAreAcceptedByPromtool) {
   Member a{"a"}, b{"b"};
   a.beat(port());

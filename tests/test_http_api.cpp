@@ -529,7 +529,10 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
   };
   for (const auto& bad : {Bad{R"({"assignor": "sticky"})", "assignor: uniform, range, rack-aware, external or co-partitioned, not 'sticky'"},
                           Bad{R"({"assignor": "RANGE"})", "assignor"},
-                          Bad{R"({"assignor": 3})", "assignor: is required"},
+                          // Issue 70, point 4: a value of the wrong type was called missing.
+                          Bad{R"({"assignor": 3})", "assignor: must be a string (uniform, range, rack-aware, external or co-partitioned), not number 3"},
+                          Bad{R"({"assignor": null})", "assignor: must be a string (uniform, range, rack-aware, external or co-partitioned), not null"},
+                          Bad{R"({"assignor": ["range"]})", "assignor: must be a string"},
                           Bad{R"({})", "assignor: is required"},
                           Bad{R"({"assignor": "range", "racks": []})", "unknown field 'racks'"},
                           Bad{R"({"assignor": "range", "shardRacks": "a"})", "shardRacks: an array"},
@@ -1172,11 +1175,16 @@ TEST(GroupOwner, AForwardedAnswerNamesTheOwnerWhetherOrNotTheOwnerSaidSo) {
   // An owner of an older version names nobody: the forwarding pod says where it sent the call.
   f.ownerAnswer = HttpResponse{200, "{}", "application/json", {}};
   EXPECT_EQ(header(call_via(b, &f, "POST", kHb, body()).res, kGroupOwnerHeader), "http://10.0.0.2:8080");
-  // The owner did not answer: RETRY, and no owner named (the member goes back to its configured URL).
+  // The owner did not answer this pod: RETRY, still naming the owner (issue 70, point 2: this pod
+  // may be the one cut off from the others, and the member may well reach the owner itself; it
+  // falls back to its configured URL only when the owner does not answer it either).
   f.ownerAnswer.reset();
   auto lost = call_via(b, &f, "POST", kHb, body());
   EXPECT_EQ(json::parse(lost.res.body).at("status"), "RETRY");
-  EXPECT_EQ(header(lost.res, kGroupOwnerHeader), "");
+  EXPECT_EQ(header(lost.res, kGroupOwnerHeader), "http://10.0.0.2:8080");
+  auto lostAdmin = call_via(b, &f, "DELETE", "/coord/v1/streams/orders/groups/billing/members/a");
+  EXPECT_EQ(lostAdmin.res.status, 503);
+  EXPECT_EQ(header(lostAdmin.res, kGroupOwnerHeader), "http://10.0.0.2:8080") << "an admin call's refusal too";
   // A call that was forwarded here already and finds another owner: RETRY naming the owner, so a
   // following client goes straight there.
   HttpRequest again{"POST", kHb, "application/json", {}, body()};

@@ -1028,6 +1028,37 @@ TEST_F(FollowingMembership, ALeaveWhoseOwnerDiesIsSentAgainWithoutCountingAsUnan
   EXPECT_FALSE(m.left_unanswered());
 }
 
+// Issue 70, point 1: a member whose kept-alive connection sits on a pod that cannot place its
+// group went on asking that same pod. Falling back to the configured URL, or told RETRY there with
+// no owner named, the next call opens a new connection (a Service places it afresh).
+TEST_F(FollowingMembership, FallingBackToTheServiceOrARetryNamingNobodyThereOpensANewConnection) {
+  auto r = exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), kPod0);
+  EXPECT_FALSE(r.reconnect) << "following an owner: its own connection";
+  r = exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), kPod0);
+  EXPECT_FALSE(r.reconnect) << "a steady answer keeps the connection";
+  m.next_request(now);
+  r = m.on_no_answer("connection refused", now);
+  EXPECT_TRUE(r.reconnect) << "back to the Service after the owner failed";
+  EXPECT_EQ(m.coordinator(), kService);
+  r = exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), "");
+  EXPECT_FALSE(r.reconnect) << "an answer from the Service naming nobody: nothing wrong with the connection";
+  r = exchange(refusal(HeartbeatStatus::RETRY, "this pod's registration has lapsed"), "");
+  EXPECT_TRUE(r.reconnect) << "RETRY with no owner named, at the Service: another pod may serve";
+  EXPECT_FALSE(r.answered);
+  r = exchange(refusal(HeartbeatStatus::RETRY, "coordinator store unavailable"), kPod1);
+  EXPECT_FALSE(r.reconnect) << "a RETRY that names the owner: go there";
+  EXPECT_EQ(m.coordinator(), kPod1);
+  r = exchange(answer(HeartbeatStatus::OK, 1, {0, 1}), "");
+  EXPECT_TRUE(r.reconnect) << "the owner stopped naming itself: back to the Service, afresh";
+  EXPECT_TRUE(r.answered);
+  // With following off the same holds for the Service's connection.
+  Membership off{{"m", "inc", 1, 0, "", kService, false}};
+  off.next_request(now);
+  EXPECT_FALSE(off.on_response(answer(HeartbeatStatus::OK, 1, {0}), now, kPod0).reconnect);
+  off.next_request(now);
+  EXPECT_TRUE(off.on_response(refusal(HeartbeatStatus::RETRY, "lapsed"), now, "").reconnect);
+}
+
 TEST_F(FollowingMembership, WithFollowingOffEveryCallGoesToTheConfiguredUrl) {
   Membership off{{"m", "inc", 1, 0, "", kService, false}};
   off.next_request(now);

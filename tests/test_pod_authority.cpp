@@ -99,6 +99,42 @@ TEST(PodAuthority, APodTheRegistryNoLongerListsHasNoPowers) {
   EXPECT_EQ(v->owner("orders/g1", 302)->id, "b") << "its calls go to b";
 }
 
+// Issue 70, point 1: a pod cut from the store (its beats fail, its window lapses) still counted
+// itself the owner of its groups and answered RETRY naming nobody, so members kept on it by a
+// Service were never served. Its calls now go to the pod that takes its groups next.
+TEST(PodAuthority, APodWhoseWindowLapsedSendsItsGroupsCallsToThePodThatTakesThemNext) {
+  PodAuthority a("a", kLease, kMargin);
+  const std::vector<PodSeen> live{{"a", -5000, "10.0.0.1:8080"}, {"b", -5000, "10.0.0.2:8080"}, {"c", -5000, "10.0.0.3:8080"}};
+  const auto v = a.beat(0, 2, 10'000, live);
+  int mine = 0;
+  for (const auto& g : groups(60)) {
+    if (!v->owns(g, 2)) continue;
+    ++mine;
+    EXPECT_EQ(v->place(g, 2, true).kind, PodView::Placement::Kind::Here) << g;
+    // No beat came back since: past the window it may no longer write ...
+    const Millis lapsed = kLease;
+    EXPECT_FALSE(v->owns(g, lapsed));
+    ASSERT_EQ(v->owner(g, lapsed)->id, "a") << "the registry it read still says a";
+    // ... and sends the call to the pod that will serve the group once a's registration runs out:
+    // the owner among b and c, as their own views will have it without a.
+    const auto p = v->place(g, lapsed, true);
+    EXPECT_EQ(p.kind, PodView::Placement::Kind::Elsewhere) << g;
+    PodAuthority b("b", kLease, kMargin);
+    const auto vb = b.beat(5000, 5002, 12'000, {live[1], live[2]});
+    EXPECT_EQ(p.podId, vb->owner(g, 5002)->id) << g;
+    EXPECT_EQ(p.address, vb->owner(g, 5002)->address);
+  }
+  EXPECT_GT(mine, 5);
+  // Alone, a lapsed pod has nobody to send to: RETRY as before.
+  PodAuthority lone("a", kLease, kMargin);
+  const auto vl = lone.beat(0, 2, 10'000, {{"a", -5000, "10.0.0.1:8080"}});
+  EXPECT_EQ(vl->place("orders/g1", kLease, true).kind, PodView::Placement::Kind::Nowhere);
+  // A successor that has not published its address is not sent to.
+  PodAuthority d("a", kLease, kMargin);
+  const auto vd = d.beat(0, 2, 10'000, {{"a", -5000, "10.0.0.1:8080"}, {"b", -5000, ""}});
+  for (const auto& g : groups(10)) EXPECT_NE(vd->place(g, kLease, true).kind, PodView::Placement::Kind::Elsewhere) << g;
+}
+
 TEST(PodAuthority, AfterStopNothingReopensTheWindows) {
   PodAuthority a("a", kLease, kMargin);
   a.beat(0, 2, 1000, {{"a", -1000, ""}});

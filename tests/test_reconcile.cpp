@@ -955,6 +955,25 @@ TEST_F(TwoMembers, DescribeShowsEachShardsOwnerAndItsHandoverInProgress) {
   }
 }
 
+// Issue 70, point 4: right after a shrink retired shards, a describe (the group read, then the
+// stream) showed them ACTIVE until the group's own copy learned the stream's new version.
+TEST_F(TwoMembers, DescribeNeverShowsAShardTheStreamRetiredAsActiveBeforeTheGroupLearnsIt) {
+  rsc::protocol::StreamMetadata stream;
+  stream.streamPrefix = h.state().streamPrefix;
+  stream.shardCount = 4;  // 6 -> 4, drained and retired: nothing draining
+  stream.metadataVersion = h.state().metadataVersion + 1;
+  auto shards = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now(), nullptr, nullptr, &stream)).at("shards");
+  ASSERT_EQ(shards.size(), 6u) << "the group's copy still has 6";
+  for (int s : {0, 1, 2, 3}) EXPECT_EQ(shards[s].at("phase"), "ACTIVE") << s;
+  for (int s : {4, 5}) {
+    EXPECT_EQ(shards[s].at("phase"), "RETIRING") << s;
+    EXPECT_NE(shards[s].at("waitingFor").get<std::string>().find("metadata version"), std::string::npos);
+  }
+  stream.metadataVersion = h.state().metadataVersion;  // as old as the group's: the group's own word
+  shards = nlohmann::json::parse(rsc::group::describe_json(h.state(), h.now(), nullptr, nullptr, &stream)).at("shards");
+  for (int s : {4, 5}) EXPECT_EQ(shards[s].at("phase"), "ACTIVE") << s;
+}
+
 // The signature stands for what may_need_telling compares: a steady heartbeat keeps it, anything
 // that changes a member's to-do (a join, a revocation, an ack) changes it.
 TEST(Notify, TheShapeSignatureChangesExactlyWhenSomebodyMayNeedTelling) {
@@ -1724,6 +1743,11 @@ TEST(RackZones, TheNodeZoneMapIsReadStrictlyAndAShardOnANodeWithoutAZoneRefusesT
   r = rsc::group::racks_from_zones({"n1:1"}, {});
   EXPECT_TRUE(r.racks.empty());
   EXPECT_NE(r.refusal.find("--redis-node-zones"), std::string::npos) << r.refusal;
+  // Issue 70, point 4: knowing no zone at all, the refusal still names the node it needs.
+  EXPECT_NE(r.refusal.find("knows no zone of any Redis node"), std::string::npos) << r.refusal;
+  EXPECT_NE(r.refusal.find("n1:1"), std::string::npos) << r.refusal;
+  r = rsc::group::racks_from_zones({}, {});  // a stream of no shards needs no zone
+  EXPECT_EQ(r.refusal, "");
 }
 
 // Issue 54, point 3: two groups of two streams, both co-partitioned (each naming the other), give
@@ -1862,9 +1886,12 @@ TEST(CoPartitionedAssignor, ALinkNeedsTwoStreamsOfAsManyShardsNeitherShrinkingAn
   auto seen = rsc::group::partner_view(linked, with);
   EXPECT_TRUE(seen.linksBack);
   EXPECT_EQ(seen.names, with);
+  EXPECT_FALSE(rsc::group::partner_refusal(seen, with, self)) << "it names the caller";
   seen = rsc::group::partner_view(linked, self);
   EXPECT_FALSE(seen.linksBack) << "it names a third group";
   EXPECT_EQ(seen.names, with);
+  // Issue 70, point 4: linking with a group linked to a third one is refused before anything changes.
+  EXPECT_NE(rsc::group::partner_refusal(seen, self, with).value_or("").find("is co-partitioned with"), std::string::npos);
   seen = rsc::group::partner_view(plain, with);
   EXPECT_FALSE(seen.linksBack);
   EXPECT_FALSE(seen.names.has_value());

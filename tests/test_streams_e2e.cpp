@@ -64,13 +64,15 @@ class StreamsRun {
  public:
   // `behindProxy`: a third pod, and the consumers reach the pods through rsc-proxy (one URL, each
   // connection to the next pod in turn, as a Kubernetes Service does).
-  // `podArgs`: more flags for the pods.
-  StreamsRun(const std::string& redis, uint64_t seed, bool behindProxy = false, const std::vector<std::string>& podArgs = {})
+  // `podArgs`: more flags for the pods. `podRedis`: where pods A, B (and C) reach Redis, when not
+  // `redis` itself (a proxy the test can cut); the consumers and the producer always use `redis`.
+  StreamsRun(const std::string& redis, uint64_t seed, bool behindProxy = false, const std::vector<std::string>& podArgs = {},
+             const std::vector<std::string>& podRedis = {})
       : rng(seed), seed_(seed), dir(temp_dir()), redis_(redis),
-        podA(redis, fast(podArgs)), podB(redis, fast(podArgs)) {
+        podA(podRedis.size() > 0 ? podRedis[0] : redis, fast(podArgs)), podB(podRedis.size() > 1 ? podRedis[1] : redis, fast(podArgs)) {
     EXPECT_EQ(http_call(podA.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 16})").status, 200);
     if (behindProxy) {
-      podC = std::make_unique<Coordinator>(redis, fast());
+      podC = std::make_unique<Coordinator>(podRedis.size() > 2 ? podRedis[2] : redis, fast(podArgs));
       proxyPort = free_loopback_port();
       proxy = std::make_unique<Process>(
           std::vector<std::string>{RSC_PROXY_BIN, "--listen", "127.0.0.1:" + std::to_string(proxyPort), "--backends",
@@ -210,6 +212,7 @@ class StreamsRun {
   std::set<std::string> killed, frozen;
   int64_t stopNs = 0, contNs = 0;
   int lastKeysOutOfOrder = 0, lastKeys = 0;  // the figure check() printed
+  std::map<std::string, std::string> outputs;  // each consumer's stdout and stderr, as check() stopped it
   // > 0: the consumers' handler fails on every record whose seq is a multiple of this (poison
   // records: dead-lettered after 4 deliveries, and counted as processed by I4 once there).
   long failEvery = 0;
@@ -286,6 +289,7 @@ void StreamsRun::check(const std::set<long>& required, int minHandovers, bool re
     if (!killed.count(id)) consumers[id]->signal(SIGTERM);
   for (const auto& id : ids)
     if (!killed.count(id)) consumers[id]->wait(15000);
+  for (const auto& id : ids) outputs[id] = consumers[id]->output();  // kept: the logs' folder may go below
   load(recs, beats);
   if (failEvery > 0) dead = dead_lettered();
 
@@ -514,6 +518,72 @@ TEST(Streams, BehindAProxyOverThreePodsOneFrozenPodOneReaderPerShardNothingLost)
   std::printf("behind the proxy: %.0f calls forwarded to the group's owner\n", forwarded);
   EXPECT_GT(forwarded, 0) << "the consumers' calls reached pods that do not serve the group";
 }
+
+// Issue 70, points 1 and 2: the pod that owns the group is cut from Redis both ways (the proxy it
+// reaches Redis through is frozen) while its clients still reach it, through a Service that keeps
+// connections on their pod (rsc-proxy). The other pods take the group within a pod lease. Members
+// whose connection sits on the cut pod must go on being served (it sends their calls to the pod
+// that takes its groups, and names the owner), never expired: no member fenced or rejoined, none
+// fenced itself, nothing lost, one reader per shard throughout. On ec8ced2 the cut pod answered
+// RETRY naming nobody for the whole outage and its members expired.
+void cut_the_owner_from_redis(bool followOwner) {
+  RedisServer redis;
+  const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
+  const std::string dir = temp_dir();
+  std::vector<std::string> links;
+  std::vector<std::unique_ptr<Process>> linkProcs;
+  for (int i = 0; i < 3; ++i) {
+    const int port = free_loopback_port();
+    links.push_back("127.0.0.1:" + std::to_string(port));
+    linkProcs.push_back(std::make_unique<Process>(std::vector<std::string>{RSC_PROXY_BIN, "--listen", links.back(), "--backends", addr},
+                                                  dir + "/redis-link-" + std::to_string(i) + ".out"));
+  }
+  for (const auto& l : links) {  // each link answers a PING before the pods start (bounded)
+    rsc::store::RedisOptions o;
+    ASSERT_TRUE(rsc::store::set_redis_nodes(o, l).empty());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    bool up = false;
+    while (!up && std::chrono::steady_clock::now() < until) {
+      rsc::store::RedisClient c(o);
+      auto r = c.command({"PING"});
+      up = r.ok() && r.value->str == "PONG";
+      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_TRUE(up) << "the Redis link " << l << " did not come up";
+  }
+  StreamsRun run(addr, seed_from_env() + 70, /*behindProxy=*/true, {}, links);
+  run.followOwner = followOwner;
+  for (const char* id : {"c1", "c2", "c3", "c4", "c5"}) run.start_consumer(id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  run.start_producer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto o = http_call(run.podA.port(), "GET", "/coord/v1/streams/orders/groups/billing/owner");
+  ASSERT_EQ(o.status, 200) << o.body;
+  const std::string owner = json::parse(o.body).at("owner");
+  const std::vector<int> ports{run.podA.port(), run.podB.port(), run.podC->port()};
+  int cut = -1;
+  for (int i = 0; i < 3; ++i)
+    if (owner == "http://127.0.0.1:" + std::to_string(ports[i])) cut = i;
+  ASSERT_GE(cut, 0) << "the owner " << owner << " is none of the pods";
+  linkProcs[cut]->signal(SIGSTOP);  // cut: its Redis connections hang, new ones are never answered
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * kLeaseMs));
+  const auto during = http_call(run.podA.port() == ports[cut] ? run.podB.port() : run.podA.port(), "GET",
+                                "/coord/v1/streams/orders/groups/billing/owner");
+  EXPECT_NE(json::parse(during.body).value("owner", std::string()), owner) << "the group moved to a pod that reaches Redis";
+  linkProcs[cut]->signal(SIGCONT);
+  run.check(run.all_records(), 0);
+  for (const auto& id : run.ids) {
+    EXPECT_FALSE(run.heard(id, "FENCED_MEMBER_EPOCH")) << id << " was expired while its pod was cut from Redis";
+    EXPECT_FALSE(run.heard(id, "UNKNOWN_MEMBER_ID")) << id;
+    const std::string out = run.outputs[id];
+    EXPECT_NE(out.find(" 0 rejoins, 0 self-fences"), std::string::npos) << id << " lost its lease:\n" << out;
+  }
+  std::printf("pod %d (the owner) cut from Redis for %lld ms; following owners: %s; no member lost its lease\n", cut,
+              static_cast<long long>(3 * kLeaseMs), followOwner ? "yes" : "no");
+}
+
+TEST(Streams, AnOwnerCutFromRedisBehindAServiceThatKeepsConnectionsExpiresNobody) { cut_the_owner_from_redis(false); }
+TEST(Streams, AnOwnerCutFromRedisExpiresNoMemberFollowingIt) { cut_the_owner_from_redis(true); }
 
 // Issue 24: two processes with one member id. The first is frozen (SIGSTOP) while it reads; a
 // second starts with the same id (a restart whose old incarnation is not dead) and joins; the
@@ -1558,6 +1628,11 @@ static void scale_in_16_to_4(const std::string& addr) {
   auto second = http_call(run.podB.port(), "POST", "/coord/v1/streams/orders/scale", scale_body(2));
   EXPECT_EQ(second.status, 409) << second.body;
   EXPECT_NE(second.body.find("ACTIVE_MIGRATION_EXISTS"), std::string::npos) << second.body;
+  // Issue 70, point 4: a growth by PUT meanwhile gets the same documented answer (it was a bare CONFLICT).
+  auto grow = http_call(run.podB.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 20})");
+  EXPECT_EQ(grow.status, 409) << grow.body;
+  EXPECT_NE(grow.body.find("ACTIVE_MIGRATION_EXISTS"), std::string::npos) << grow.body;
+  EXPECT_EQ(get_json(pod, "/coord/v1/streams/orders")["shardCount"], 4) << "nothing written";
   auto routing = get_json(pod, "/coord/v1/streams/orders/groups/billing/producer-routing");
   EXPECT_EQ(routing["shardCount"], 4);
   EXPECT_EQ(routing["shards"].size(), 4u);
