@@ -66,6 +66,7 @@ bool Membership::take_wake() {
 protocol::HeartbeatRequest Membership::next_request(int64_t nowNs) {
   // The deadline may pass while no worker looks (all idle or blocked): the user still hears of it.
   if (lastOkSentNs_ != 0 && nowNs >= deadline_ns() && !selfFenced_) self_fence();
+  step_out_if_silent(nowNs);  // a worker may still be blocked in a call to the silent Redis
   protocol::HeartbeatRequest r;
   r.memberId = o_.memberId;
   // A static member that steps out because it cannot read gives its shards away (-1): it would
@@ -382,19 +383,26 @@ bool Membership::must_probe() const {
   return o_.checkDataPlane && !dataPlaneOk_ && epoch_ == 0 && !leaving_ && !left_ && fatal_.empty();
 }
 
-int64_t Membership::data_plane_failed(const std::string& why, int64_t nowNs) {
+int64_t Membership::data_plane_failed(const std::string& why, int64_t nowNs, int64_t sentNs) {
   dataPlaneOk_ = false;
   const bool joined = epoch_ > 0 && !leaving_;
+  const int64_t since = sentNs > 0 ? std::min(sentNs, nowNs) : nowNs;
+  if (!dataPlane_.failing() || since < dataFailingSinceNs_) dataFailingSinceNs_ = since;
+  dataFailingWhy_ = why;
   const auto step = dataPlane_.failed(joined ? "cannot read the shards from Redis" : "does not join: cannot reach Redis", why, nowNs);
   if (!step.say.empty()) note(step.say);
-  const int64_t failingMs = (nowNs - dataPlane_.failing_since_ns()) / 1'000'000;
-  if (o_.checkDataPlane && joined && !owned().empty() && failingMs >= leaseMs_) {
-    note("Redis has failed for " + std::to_string(failingMs) + " ms, a whole lease, with no call answered (the latest: " +
-         why + "): hands its shards back to members that can read them, and joins again once Redis answers");
-    leave();
-    steppingOut_ = true;
-  }
+  step_out_if_silent(nowNs);
   return step.waitMs;
+}
+
+void Membership::step_out_if_silent(int64_t nowNs) {
+  if (!o_.checkDataPlane || !dataPlane_.failing() || dataPlaneOk_ || epoch_ <= 0 || leaving_ || owned().empty()) return;
+  const int64_t failingMs = (nowNs - dataFailingSinceNs_) / 1'000'000;
+  if (failingMs < leaseMs_) return;
+  note("Redis has failed for " + std::to_string(failingMs) + " ms, a whole lease, with no call answered (the latest: " +
+       dataFailingWhy_ + "): hands its shards back to members that can read them, and joins again once Redis answers");
+  leave();
+  steppingOut_ = true;
 }
 
 void Membership::data_plane_ok(int64_t nowNs) {

@@ -148,8 +148,12 @@ class Membership {
   // caller waits before its next try (doubling from kDataPlaneFirstRetryMs up to
   // kDataPlaneMaxRetryMs). A member holding shards whose Redis has failed for a whole lease, with
   // no call answered since, hands them all back (a leave, its shards going to members that can
-  // read them; a static member's too) and joins again once the probe passes.
-  int64_t data_plane_failed(const std::string& why, int64_t nowNs);
+  // read them; a static member's too) and joins again once the probe passes. `sentNs`: when the
+  // failed call was sent (a blocked read fails only at its timeout): the failure counts from there,
+  // and the lease is also judged at each heartbeat (next_request), so the shards go back within
+  // about one lease plus one heartbeat interval of Redis going silent, not a lease after a long
+  // read timed out (issue 70, point 4).
+  int64_t data_plane_failed(const std::string& why, int64_t nowNs, int64_t sentNs = 0);
   // A call to Redis was answered at `nowNs`.
   void data_plane_ok(int64_t nowNs);
   // Handed its shards back because Redis failed, and not yet joined again.
@@ -267,6 +271,9 @@ class Membership {
   bool steppingOut_ = false;   // leaving because Redis failed: joins again afterwards
   bool out_ = false;           // stepped out: waits for Redis before joining again
   FailurePace dataPlane_{kDataPlaneFirstRetryMs, kDataPlaneMaxRetryMs};
+  int64_t dataFailingSinceNs_ = 0;  // the earliest send of a call in the current run of failures
+  std::string dataFailingWhy_;       // the latest failure's reason
+  void step_out_if_silent(int64_t nowNs);
   FailurePace heartbeatFailures_{50, 1000};  // for the log only: not_answered() paces the calls
   // Heartbeats the coordinator refused for a reason that changes nothing here (its token, a
   // protocol version): said once per kind, then in summaries; for the log only.

@@ -405,13 +405,14 @@ struct Runtime::Impl {
   // Takes over what earlier owners (or this member, before a fence) left pending.
   // A Redis call failed in a way that says this member cannot read at all: the machine's
   // backoff before this worker tries again (it lets its shards go first), 0 for any other answer.
-  int64_t data_plane(bool answered, const std::string& why = {}) {
+  // `sentNs`: when the failed call was sent (0: now).
+  int64_t data_plane(bool answered, const std::string& why = {}, int64_t sentNs = 0) {
     std::lock_guard<std::mutex> lock(mu);
     int64_t wait = 0;
     if (answered)
       m->data_plane_ok(mono_ns());
     else
-      wait = m->data_plane_failed(why, mono_ns());
+      wait = m->data_plane_failed(why, mono_ns(), sentNs);
     after_machine();
     return wait;
   }
@@ -476,6 +477,7 @@ struct Runtime::Impl {
       due = m->progress_due(held, mono_ns());
     }
     for (int32_t s : due) {
+      const int64_t sentNs = mono_ns();
       auto leftovers = reader.claim_leftovers(s, opts.maxBlockMs + 2000);
       if (!leftovers.empty())
         log("claimed " + std::to_string(leftovers.size()) + " leftover record(s) on shard " + std::to_string(s));
@@ -483,6 +485,11 @@ struct Runtime::Impl {
       if (auto p = reader.progress(s)) {
         std::lock_guard<std::mutex> lock(mu);
         m->set_progress(s, p->pending, p->lag);
+      }
+      // A silent Redis is counted from this call's send, as a read's is (issue 70, point 4).
+      if (auto e = reader.take_unanswered(); !e.empty() && cannot_read(true, e)) {
+        data_plane(false, e, sentNs);
+        break;
       }
     }
   }
@@ -526,6 +533,7 @@ struct Runtime::Impl {
       if (backoffMs > 0) {
         // Nothing read this round: the shards are let go below, then the worker waits.
       } else if (!readable.empty() && block >= 1) {
+        const int64_t readSentNs = mono_ns();
         auto r = reader.read(readable, opts.readCount, block,
                              [&] { return Membership::block_ms(lease, mono_ns(), opts.maxBlockMs); });
         if (r.outcome == ShardReader::Read::Outcome::Records) {
@@ -539,7 +547,7 @@ struct Runtime::Impl {
             for (int32_t s : readable) m->needs_claim(s);
           }
           if (cannot_read(r.outcome == ShardReader::Read::Outcome::Lost, r.error))
-            backoffMs = data_plane(false, r.error);  // said by the machine, once and then in summaries
+            backoffMs = data_plane(false, r.error, readSentNs);  // said by the machine, once and then in summaries
           else
             log("XREADGROUP: " + r.error);
         }

@@ -246,9 +246,10 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   for (const auto& f : fds) failedSend = failedSend || f.fd < 0;
   if (interruptFd_ >= 0) fds.push_back(pollfd{interruptFd_, POLLIN, 0});
   if (!failedSend) ::poll(fds.data(), fds.size(), static_cast<int>(blockMs + 100));
+  std::vector<std::string> silent(waits.size());  // no answer to CLIENT UNBLOCK either: not waited for
   for (std::size_t i = 0; i < waits.size(); ++i) {
     if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    release(*waits[i], blockMs + 100);
+    silent[i] = release(*waits[i], blockMs + 100);
   }
   if (interruptFd_ >= 0) {  // drained: an interrupt ends one read
     uint64_t n = 0;
@@ -256,7 +257,15 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
     }
   }
   bool moved = false;
-  for (Waiter* w : waits) {
+  for (std::size_t i = 0; i < waits.size(); ++i) {
+    Waiter* w = waits[i];
+    if (!silent[i].empty()) {  // Redis answers neither: lost (what it may yet deliver is claimed later)
+      if (out.outcome == Read::Outcome::Records) {
+        out.outcome = Read::Outcome::Lost;
+        out.error = silent[i];
+      }
+      continue;
+    }
     auto r = w->conn->receive();
     const auto& reply = r.front();
     if (reply.ok() && reply.value->is_error() && store::cluster::parse_redirect(reply.value->str, w->node.host)) {
@@ -274,15 +283,17 @@ ShardReader::Read ShardReader::read(const std::vector<int32_t>& shards, int coun
   return out;
 }
 
-void ShardReader::release(Waiter& w, int64_t untilMs) {
-  if (w.clientId < 0) return;
+std::string ShardReader::release(Waiter& w, int64_t untilMs) {
+  if (w.clientId < 0) return {};
   for (int64_t waited = 0; waited <= untilMs; waited += 2) {
     auto r = control_for(w).command({"CLIENT", "UNBLOCK", std::to_string(w.clientId)});
-    if (!r.ok() || (r.value->type == Value::Type::Integer && r.value->integer == 1)) return;
+    if (!r.ok()) return r.error.message;
+    if (r.value->type == Value::Type::Integer && r.value->integer == 1) return {};
     // Not blocked (yet, or any more): its answer is on the way, or the read is still on its way.
     pollfd f{w.conn->fd(), POLLIN, 0};
-    if (f.fd < 0 || ::poll(&f, 1, 2) != 0) return;
+    if (f.fd < 0 || ::poll(&f, 1, 2) != 0) return {};
   }
+  return {};
 }
 
 std::string ShardReader::ack(int32_t shard, const std::string& id) {
@@ -307,6 +318,7 @@ std::vector<Record> ShardReader::claim_leftovers(int32_t shard, int64_t minIdleM
   std::vector<Record> out;
   const std::string minIdle = std::to_string(minIdleMs);
   auto p = conn_.command({"XPENDING", keyOf_(shard), group_, "IDLE", minIdle, "-", "+", "100"});
+  if (!p.ok()) unanswered_ = p.error.message;
   if (!p.ok() || p.value->type != Value::Type::Array || p.value->elements.empty()) return out;
   store::Command claimCmd{"XCLAIM", keyOf_(shard), group_, consumer_, minIdle};
   std::map<std::string, int64_t> count;
@@ -317,6 +329,7 @@ std::vector<Record> ShardReader::claim_leftovers(int32_t shard, int64_t minIdleM
     }
   if (claimCmd.size() == 5) return out;
   auto c = conn_.command(claimCmd);
+  if (!c.ok()) unanswered_ = c.error.message;
   if (c.ok() && c.value->type == Value::Type::Array) append_entries(*c.value, shard, out);
   for (auto& rec : out)
     if (auto it = count.find(rec.id); it != count.end()) rec.deliveries = it->second;
@@ -325,6 +338,7 @@ std::vector<Record> ShardReader::claim_leftovers(int32_t shard, int64_t minIdleM
 
 std::optional<ShardReader::Progress> ShardReader::progress(int32_t shard) {
   auto r = conn_.command({"XINFO", "GROUPS", keyOf_(shard)});
+  if (!r.ok()) unanswered_ = r.error.message;
   if (!r.ok() || r.value->type != Value::Type::Array) return std::nullopt;
   for (const auto& g : r.value->elements) {
     Progress p;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "member/record.hpp"
@@ -79,6 +80,9 @@ class ShardReader {
   };
   // This group's pending and lag on the shard (XINFO GROUPS); nullopt when Redis does not say.
   std::optional<Progress> progress(int32_t shard);
+  // Why the last claim_leftovers or progress call got no answer at all (the connection's error),
+  // "" when it was answered; taken (cleared) by the call.
+  std::string take_unanswered() { return std::exchange(unanswered_, std::string()); }
 
  private:
   store::RedisClient conn_;
@@ -95,9 +99,12 @@ class ShardReader {
   std::map<std::string, std::unique_ptr<store::RedisConnection>> controls_;  // per node: CLIENT UNBLOCK
   std::function<std::string(int32_t)> keyOf_;
   int interruptFd_ = -1;
+  std::string unanswered_;
   // CLIENT UNBLOCK for a waiter whose answer has not come, until it comes (the XREADGROUP may not
-  // have reached Redis yet when the first one is sent), within `untilMs`.
-  void release(Waiter& w, int64_t untilMs);
+  // have reached Redis yet when the first one is sent), within `untilMs`. Returns the control
+  // connection's error when CLIENT UNBLOCK got no answer at all ("" otherwise): Redis is silent, and
+  // the read's own answer is not waited for a second command timeout.
+  std::string release(Waiter& w, int64_t untilMs);
 };
 
 }  // namespace rsc::member

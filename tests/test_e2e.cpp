@@ -426,6 +426,30 @@ TEST_F(E2E, ATargetOrARemovalForAGroupThatDoesNotExistIsRefusedAndMakesNothing) 
   EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/clicks/groups").json()["groups"], json::array({"etl"}));
 }
 
+// Issue 70, point 4: linking a group with one linked to a third group exited 1 in rsc-admin but had
+// linked the caller's side already, freezing its stream. Refused before anything changes.
+TEST_F(E2E, ALinkWithAGroupLinkedToAThirdOneIsRefusedAndChangesNothing) {
+  for (const char* s : {"sa", "sb", "sc"})
+    ASSERT_EQ(http_call(port(), "PUT", std::string("/coord/v1/streams/") + s, R"({"shardCount": 4})").status, 200);
+  auto link = [&](const std::string& self, const std::string& other) {
+    return http_call(port(), "PUT", "/coord/v1/streams/" + self + "/groups/g",
+                     json{{"assignor", "co-partitioned"}, {"coPartitionedWith", {{"prefix", other}, {"group", "g"}}}}.dump());
+  };
+  ASSERT_EQ(link("sb", "sc").status, 200);
+  ASSERT_EQ(link("sc", "sb").status, 200);
+  Member a{"a"};
+  a.beat(port(), {}, "sa", "g");
+  const auto before = http_call(port(), "GET", "/coord/v1/streams/sa/groups/g").json();
+  auto refused = link("sa", "sb");
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("sb/g is co-partitioned with sc/g"), std::string::npos) << refused.body;
+  const auto after = http_call(port(), "GET", "/coord/v1/streams/sa/groups/g").json();
+  EXPECT_EQ(after["assignor"], "uniform") << "nothing linked on the caller's side";
+  EXPECT_EQ(after["groupEpoch"], before["groupEpoch"]);
+  EXPECT_EQ(http_call(port(), "PUT", "/coord/v1/streams/sa", R"({"shardCount": 6})").status, 200) << "sa is not frozen";
+  EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/sb/groups/g").json()["coPartitionedWith"], (json{{"prefix", "sc"}, {"group", "g"}}));
+}
+
 TEST_F(E2E, MetricsAreAcceptedByPromtool) {
   Member a{"a"}, b{"b"};
   a.beat(port());
@@ -1292,6 +1316,50 @@ TEST(E2EMultiPod, AChangeWrittenAtOnePodIsSeenByTheNextHeartbeatAtAnother) {
   EXPECT_GE(forwarded, 6.0) << "each group's calls at the pod that does not serve it went to the one that does";
   EXPECT_EQ(metric(podB.port(), "rsc_copy_checks_total{result=\"stale\"}", 0), 0.0) << "no copy was ever stale";
   EXPECT_EQ(metric(podA.port(), "rsc_copy_checks_total{result=\"stale\"}", 0), 0.0);
+}
+
+// Issue 70, point 3: the README's procedure for co-partitioned groups (another assignor on both,
+// scale both streams, link again) run at once on two pods: the link reached the group's owner
+// before the owner had learned the growth and was refused as a shrink that never happened ("went
+// from 12 to 10 shards"). The link is judged on the store's version of the stream.
+TEST(E2EMultiPod, ARelinkRightAfterBothStreamsGrewThroughAnotherPodIsJudgedOnTheStoredStreams) {
+  RedisServer redis;
+  Coordinator podA(redis.port(), kFast), podB(redis.port(), kFast);
+  const std::vector<int> ports{podA.port(), podB.port()};
+  for (const char* s : {"cpa", "cpb"})
+    ASSERT_EQ(http_call(podA.port(), "PUT", std::string("/coord/v1/streams/") + s, R"({"shardCount": 4})").status, 200);
+  Member ma{"m"}, mb{"m"};
+  ma.beat(podA.port(), {}, "cpa", "g");  // both groups exist, each cached by its owner
+  mb.beat(podA.port(), {}, "cpb", "g");
+  auto set = [&](int port, const std::string& self, const std::string& other) {
+    const json body = other.empty() ? json{{"assignor", "uniform"}}
+                                    : json{{"assignor", "co-partitioned"}, {"coPartitionedWith", {{"prefix", other}, {"group", "g"}}}};
+    return http_call(port, "PUT", "/coord/v1/streams/" + self + "/groups/g", body.dump());
+  };
+  // The pod that does not own the group: a change of the stream made there reaches the owner later.
+  auto not_owner = [&](const std::string& stream) {
+    const std::string owner = http_call(podA.port(), "GET", "/coord/v1/streams/" + stream + "/groups/g/owner").json().value("owner", "");
+    return owner == "http://127.0.0.1:" + std::to_string(podA.port()) ? podB.port() : podA.port();
+  };
+  int linked = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    const int n = 6 + 2 * trial;
+    ASSERT_EQ(set(podA.port(), "cpa", "").status, 200);
+    ASSERT_EQ(set(podA.port(), "cpb", "").status, 200);
+    for (const char* s : {"cpa", "cpb"}) {
+      auto grown = http_call(not_owner(s), "PUT", std::string("/coord/v1/streams/") + s, json{{"shardCount", n}}.dump());
+      ASSERT_EQ(grown.status, 200) << grown.body;
+      ASSERT_EQ(grown.json()["shardCount"], n);
+    }
+    const auto one = set(ports[trial % 2], "cpa", "cpb");
+    EXPECT_EQ(one.status, 200) << "trial " << trial << ": " << one.body;
+    const auto two = set(ports[(trial + 1) % 2], "cpb", "cpa");
+    EXPECT_EQ(two.status, 200) << "trial " << trial << ": " << two.body;
+    linked += one.status == 200 && two.status == 200;
+    const auto d = http_call(podB.port(), "GET", "/coord/v1/streams/cpa/groups/g").json();
+    EXPECT_EQ(d["shardCount"], n) << "the group learned the growth before it was linked";
+  }
+  EXPECT_EQ(linked, 6);
 }
 
 // Issue 25, point 5: the pod lease (how long a frozen pod keeps its groups' deadline work) follows

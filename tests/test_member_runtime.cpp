@@ -22,6 +22,7 @@
 #include "member/http_client.hpp"
 #include "member/runtime.hpp"
 #include "member/shard_reader.hpp"
+#include "redis/client.hpp"
 #include "redis_cluster.hpp"
 
 using namespace rsc;
@@ -685,6 +686,50 @@ TEST(RuntimeDataPlane, AMemberWhoseRedisRefusesItForALeaseHandsItsShardsBackAndR
   EXPECT_TRUE(eventually([&] { return processed.load() == 80; })) << processed.load();
   EXPECT_TRUE(b.shutdown(5000));
   EXPECT_TRUE(a.shutdown(5000));
+}
+
+// Issue 70, point 4: a member whose Redis goes silent (cut both ways: its connection's proxy is
+// frozen) noticed it only when its blocked read timed out, and counted a whole lease from there. It
+// now counts from that read's send and judges it at each heartbeat: its shards go back within one
+// lease (and a heartbeat) of the cut, or at the read's timeout if that is later.
+TEST(RuntimeDataPlane, AMemberWhoseRedisGoesSilentHandsItsShardsBackWithinALeaseOfTheCut) {
+  RedisServer redis;
+  constexpr int64_t kLease = 3000;
+  Coordinator coord(redis.port(), std::vector<std::string>{"--tick-interval-ms", "50", "--heartbeat-interval-ms", "100", "--member-lease-ttl-ms",
+                                   std::to_string(kLease), "--rebalance-timeout-ms", "8000", "--mutex-ttl-ms", "300"});
+  ASSERT_EQ(http_call(coord.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 2})").status, 200);
+  const int linkPort = free_loopback_port();
+  char tmpl[] = "/tmp/rsc-silent-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  Process link({RSC_PROXY_BIN, "--listen", "127.0.0.1:" + std::to_string(linkPort), "--backends",
+                "127.0.0.1:" + std::to_string(redis.port())},
+               dir + "/link.out");
+  std::atomic<int> processed{0};
+  member::Runtime a(runtime_options(coord, redis, "a"), [&](const member::Record&, int64_t) { ++processed; });
+  a.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2; })) << coord.log();
+  auto o = runtime_options(coord, redis, "b");
+  ASSERT_EQ(store::set_redis_nodes(o.redis, "127.0.0.1:" + std::to_string(linkPort)), "");
+  o.maxBlockMs = 500;  // the default: a blocked read gives up 2.5 s after it was sent
+  member::Runtime b(o, [&](const member::Record&, int64_t) { ++processed; });
+  b.start();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 1 && b.stats().owned.size() == 1; }, 8000)) << coord.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // b's worker is in a blocked read
+  link.signal(SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return a.stats().owned.size() == 2 && b.stats().owned.empty(); }, 12000))
+      << "b hands its shard back\n" << coord.log();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("b's shard read by a %ld ms after b's Redis went silent (lease %ld ms, blocked read timeout 2500 ms)\n",
+              static_cast<long>(ms), static_cast<long>(kLease));
+  // A lease from the cut, a heartbeat interval, and the hand-over's own round trips; counted from the
+  // read's timeout (as before) it took about 2.5 s more.
+  EXPECT_LE(ms, kLease + 900);
+  link.signal(SIGCONT);
+  EXPECT_TRUE(b.shutdown(8000));
+  EXPECT_TRUE(a.shutdown(5000));
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 // Tokens from files rotate without a restart (issue 56, point 4): the coordinator reads its token

@@ -1224,6 +1224,47 @@ TEST_F(SteppingOut, AStaticMemberGivesItsShardsAwayToo) {
   EXPECT_EQ(s.next_request(now).memberEpoch, -1) << "-2 would keep its shards from members that can read them";
 }
 
+// Issue 70, point 4: Redis went silent (cut both ways) while a blocked read was out; the read
+// failed only at its timeout, and a whole lease was counted from there (shards handed back 9-15 s
+// after the cut). The failure counts from the failed call's send, and the heartbeat checks it.
+TEST_F(SteppingOut, ASilentRedisIsCountedFromTheSendOfTheReadThatFailedAndJudgedAtEachHeartbeat) {
+  const int64_t cut = now;
+  auto beat = [&] {  // the coordinator answers: only Redis is gone
+    const auto r = m.next_request(now);
+    if (r.memberEpoch > 0) m.on_response(answer(HeartbeatStatus::OK, 3, m.owned()), now);
+    return r;
+  };
+  for (int i = 0; i < 5; ++i) {  // the read sent at the cut is still blocked
+    now += kIntervalMs * kMs;
+    beat();
+  }
+  now = cut + (kLeaseMs - 300) * kMs;  // it times out late
+  m.data_plane_failed("127.0.0.1:6390: timed out", now, cut);
+  EXPECT_FALSE(m.stepped_out()) << "not a lease yet";
+  now += 200 * kMs;  // the worker is blocked again in its next try; the heartbeat thread is not
+  beat();
+  EXPECT_FALSE(m.stepped_out());
+  now += 150 * kMs;  // a lease and 50 ms after the read was sent
+  EXPECT_EQ(beat().memberEpoch, -1) << "judged at the heartbeat, with no further failure reported: its shards go back";
+  EXPECT_TRUE(m.stepped_out());
+  bool said = false;
+  for (const auto& l : m.take_log()) said = said || l.find("timed out") != std::string::npos;
+  EXPECT_TRUE(said) << "the log names the latest failure";
+}
+
+TEST_F(SteppingOut, ACallThatFailsAtOnceCountsFromItsOwnTimeAsBefore) {
+  m.data_plane_failed("connection refused", now, 0);
+  const int64_t failed = now;
+  while (now < failed + (kLeaseMs - 100) * kMs) {
+    now += kIntervalMs * kMs / 3;
+    if (m.next_request(now).memberEpoch > 0) m.on_response(answer(HeartbeatStatus::OK, 3, m.owned()), now);
+  }
+  EXPECT_FALSE(m.stepped_out());
+  now = failed + (kLeaseMs + 10) * kMs;
+  m.next_request(now);
+  EXPECT_TRUE(m.stepped_out());
+}
+
 TEST_F(SteppingOut, TheUsersStopDuringTheHandBackEndsAsALeave) {
   reads_fail(kLeaseMs + 200);
   ASSERT_TRUE(m.stepped_out());
