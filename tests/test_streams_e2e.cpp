@@ -2401,8 +2401,12 @@ TEST(CoPartitioned, UnderChurnShardIOfBothStreamsGoesToOneProcessAndNothingIsLos
   const auto taken = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) +
                                      " set-assignor third g co-partitioned --with left/g 2>&1", &rc);
   EXPECT_EQ(rc, 1) << taken;
-  EXPECT_NE(taken.find("left/g is co-partitioned with right/g and was left so"), std::string::npos) << taken;
+  // Refused by the coordinator before anything changes (issue 70, point 4: rsc-admin used to link
+  // third/g first, then refuse, leaving third/g linked alone and its stream frozen).
+  EXPECT_NE(taken.find("left/g is co-partitioned with right/g; that link is left alone and nothing was changed"), std::string::npos) << taken;
   EXPECT_EQ(get_json(pod, "/coord/v1/streams/left/groups/g")["coPartitionedWith"], (json{{"prefix", "right"}, {"group", "g"}}));
+  EXPECT_EQ(http_call(pod, "GET", "/coord/v1/streams/third/groups/g").status, 404) << "third/g was not made, nor linked";
+  EXPECT_EQ(http_call(pod, "PUT", "/coord/v1/streams/third", R"({"shardCount": 10})").status, 200) << "third is not frozen";
   // Both streams keep their shard count while linked: a scale and a growth are refused.
   auto scale = http_call(pod, "POST", "/coord/v1/streams/left/scale", R"({"targetShardCount": 4})");
   EXPECT_EQ(scale.status, 409) << scale.body;
