@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -526,6 +527,8 @@ TEST(Streams, BehindAProxyOverThreePodsOneFrozenPodOneReaderPerShardNothingLost)
 // that takes its groups, and names the owner), never expired: no member fenced or rejoined, none
 // fenced itself, nothing lost, one reader per shard throughout. On ec8ced2 the cut pod answered
 // RETRY naming nobody for the whole outage and its members expired.
+constexpr const char* kGroupOwnerHeaderName = "Rsc-Group-Owner";
+
 void cut_the_owner_from_redis(bool followOwner) {
   RedisServer redis;
   const std::string addr = "127.0.0.1:" + std::to_string(redis.port());
@@ -566,7 +569,29 @@ void cut_the_owner_from_redis(bool followOwner) {
     if (owner == "http://127.0.0.1:" + std::to_string(ports[i])) cut = i;
   ASSERT_GE(cut, 0) << "the owner " << owner << " is none of the pods";
   linkProcs[cut]->signal(SIGSTOP);  // cut: its Redis connections hang, new ones are never answered
+  // Meanwhile every answer about the group, from every pod (the cut one too), names an owner: a
+  // stranger's heartbeat is refused by the owner, or RETRY, never without the header (point 2).
+  std::atomic<bool> probing{true};
+  int probes = 0, unnamed = 0;
+  std::string unnamedSample;
+  std::thread prober([&] {
+    for (int i = 0; probing; ++i) {
+      const int port = ports[i % 3];
+      const auto r = http_call(port, "POST", hb_path("orders", "billing", "stranger"), hb_body("stranger", 3).dump());
+      if (r.status == 0) continue;
+      ++probes;
+      if (!r.headers.count(kGroupOwnerHeaderName)) {
+        ++unnamed;
+        unnamedSample = "pod port " + std::to_string(port) + ": " + r.body;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(3 * kLeaseMs));
+  probing = false;
+  prober.join();
+  EXPECT_GT(probes, 30);
+  EXPECT_EQ(unnamed, 0) << unnamed << " of " << probes << " answers named no owner, e.g. " << unnamedSample;
   const auto during = http_call(run.podA.port() == ports[cut] ? run.podB.port() : run.podA.port(), "GET",
                                 "/coord/v1/streams/orders/groups/billing/owner");
   EXPECT_NE(json::parse(during.body).value("owner", std::string()), owner) << "the group moved to a pod that reaches Redis";
@@ -578,8 +603,8 @@ void cut_the_owner_from_redis(bool followOwner) {
     const std::string out = run.outputs[id];
     EXPECT_NE(out.find(" 0 rejoins, 0 self-fences"), std::string::npos) << id << " lost its lease:\n" << out;
   }
-  std::printf("pod %d (the owner) cut from Redis for %lld ms; following owners: %s\n", cut,
-              static_cast<long long>(3 * kLeaseMs), followOwner ? "yes" : "no");
+  std::printf("pod %d (the owner) cut from Redis for %lld ms; following owners: %s; %d of %d probes' answers named no owner\n",
+              cut, static_cast<long long>(3 * kLeaseMs), followOwner ? "yes" : "no", unnamed, probes);
 }
 
 TEST(Streams, AnOwnerCutFromRedisBehindAServiceThatKeepsConnectionsExpiresNobody) { cut_the_owner_from_redis(false); }
