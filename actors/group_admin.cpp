@@ -65,7 +65,8 @@ void start_describe(Self self, const WorkPtr& w) {
   auto& st = self->state;
   using R = store::Result<std::optional<std::string>>;
   auto done = [w](R r) { std::get<Describe>(w->what).call.done(std::move(r)); };
-  ask<LoadReply>(self, std::make_tuple(load_atom::value, LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self), true}),
+  ask<LoadReply>(self, std::make_tuple(load_atom::value, LoadCall{st.key, st.cfg->defaultShardCount, false, false, give_up_at(self), true,
+                                                                std::get<Describe>(w->what).call.fresh}),
       [=](LoadReply& r) {
         if (!r.loaded.ok()) return done(R::failure(r.loaded.error));
         std::optional<std::string> body;
@@ -73,7 +74,7 @@ void start_describe(Self self, const WorkPtr& w) {
         if (r.reading) lag = group::group_lag(*r.reading, self->state.key.consumerGroup);
         if (r.loaded.value->exists)
           body = group::describe_json(r.loaded.value->state, now(self), &self->state.report.recent(), lag ? &*lag : nullptr,
-                                      r.stream.ok() ? &*r.stream.value : nullptr);
+                                      r.stream.ok() ? &*r.stream.value : nullptr, &r.readingAge);
         done(R::success(std::move(body)));
       }, [=](const store::Error& e) { done(R::failure(e)); });
 }

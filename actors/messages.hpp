@@ -80,6 +80,7 @@ struct HeartbeatCall {
 };
 struct DescribeCall {
   std::function<void(store::Result<std::optional<std::string>>)> done;
+  bool fresh = false;  // the shard streams read now, not the lag snapshot (http::Backend::describe)
 };
 struct RemoveCall {
   std::string memberId;
@@ -117,13 +118,15 @@ struct LoadCall {
   bool createStream = false;  // a heartbeat creates a missing stream; a describe must not
   bool countGroups = false;   // for a group that does not exist: how many the stream has
   int64_t giveUpAt = group::kNeverGiveUp;  // pod-local ms: not run from then on (group::store_call_abandoned)
-  bool readStream = false;    // describe: the shard streams as Redis holds them too (best effort)
+  bool readStream = false;    // describe: the group's position on the shards too (best effort) ...
+  bool freshReading = false;  // ... read from the shard streams now, not the lag snapshot
 };
 struct LoadReply {
   store::Result<store::Loaded> loaded;
   store::Result<protocol::StreamMetadata> stream;  // created with the default count if missing
   std::optional<int64_t> groupsInStream;
   std::optional<group::StreamReading> reading;  // readStream: when it could be read
+  group::LagReadingAge readingAge;              // readStream: where it comes from, and when it was read
 };
 struct CasCall {
   store::GroupKey key;

@@ -32,6 +32,8 @@ struct PodState {
   std::chrono::steady_clock::time_point lastTrim = std::chrono::steady_clock::now();
   // Lag sampling: the rounds (what they read and forget), and when the one in progress started.
   group::LagRounds lag{0};
+  // Per sampled stream, what this pod last wrote of its lag snapshot (only changes are written).
+  std::map<std::string, group::LagSnapshotMemory> snapshots;
   std::map<std::string, std::string> drainSaid;  // per draining stream, what its last log line said
   std::optional<group::Millis> lastDrainingRead;
   std::optional<group::Millis> retiredWake;  // local clock: the next deletion of retired shard streams due
@@ -103,6 +105,27 @@ void beat(Self self) {
 // round lists the streams, then reads at most lagBudgetMs of them per beat, so that a pod with
 // many streams never delays its own registration; at its end, series of streams that are no
 // longer this pod's leave /metrics (a stream whose read failed keeps its last figures).
+// The reading, kept for every pod's describe and list (group/stream_lag.hpp: only what changed
+// since this pod's last write; the whole of it when this pod does not know what the store holds).
+void write_snapshot(Self self, const std::string& stream, const group::StreamReading& r, const std::vector<std::string>& known) {
+  auto& st = self->state;
+  const auto fields = group::encode_lag_snapshot(r, known);
+  auto& memory = st.snapshots[stream];
+  const auto diff = memory.diff(fields);
+  store::StreamStore::LagSnapshotWrite w;
+  w.atMs = st.pod->now();
+  w.shards = fields.shards;
+  w.replace = diff.replace;
+  w.removed = diff.removed;
+  w.positions.reserve(diff.changed.size());
+  w.sums.reserve(diff.changed.size());
+  for (auto i : diff.changed) w.positions.push_back(fields.positions[i]), w.sums.push_back(fields.sums[i]);
+  auto written = st.streams->write_lag_snapshot(stream, w);
+  if (written.ok()) return memory.written(fields);
+  memory.forget();
+  log::warn("stream " + stream + ": could not keep its lag reading for describe and lists: " + written.error.message);
+}
+
 void sample_lag(Self self) {
   auto& st = self->state;
   auto* m = st.cfg.metrics.get();
@@ -149,13 +172,15 @@ void sample_lag(Self self) {
     if (!reading.value->has_value()) continue;
     auto groups = st.streams->list_stream_groups(stream);
     const auto& r = **reading.value;
+    const auto known = groups.ok() ? *groups.value : std::vector<std::string>{};
     int64_t length = 0;
     for (const auto& shard : r.shards) length += shard.length.value_or(0);
-    m->stream_lag(stream, group::lag_by_group(r, groups.ok() ? *groups.value : std::vector<std::string>{}), length);
+    write_snapshot(self, stream, r, known);  // first: once /metrics shows the figures, describe does
+    m->stream_lag(stream, group::lag_by_group(r, known), length);
   }
   if (st.lag.in_progress()) return;  // the round goes on at the next beat
   const auto end = st.lag.finish();
-  for (const auto& s : end.forget) m->forget_stream_lag(s);
+  for (const auto& s : end.forget) m->forget_stream_lag(s), st.snapshots.erase(s);
   if (end.changed) log::info("pod " + st.pod->pod_id() + ": samples the lag of " + std::to_string(end.sampled) + " stream(s)");
   m->lag_round(end.ok, std::chrono::duration<double>(std::chrono::steady_clock::now() - st.lagRoundStart).count());
 }

@@ -1,4 +1,5 @@
 #include "actors/service.hpp"
+#include <algorithm>
 #include <atomic>
 #include <memory>
 
@@ -374,24 +375,39 @@ void Service::set_retention(const std::string& prefix, protocol::Retention r, st
                  }});
 }
 
-void Service::list_groups(const std::string& prefix, std::function<void(http::Answer<http::StreamGroups>)> done) {
+void Service::list_groups(const std::string& prefix, const http::GroupPage& page,
+                          std::function<void(http::Answer<http::StreamGroups>)> done) {
   caf::anon_send(impl_->any_store(), task_atom::value, StoreTask{[=](store::StreamStore& s) {
                    using A = http::Answer<http::StreamGroups>;
-                   auto names = s.list_stream_groups(prefix);
+                   auto names = s.list_stream_groups(prefix);  // sorted
                    if (!names.ok()) return done(A::failure(problem(names.error)));
                    http::StreamGroups out;
-                   out.groups = std::move(*names.value);
-                   // Where each group stands: one reading of the shard streams (the groups' list still
-                   // answers when Redis cannot give it).
-                   auto reading = s.read_stream(prefix);
-                   if (!reading.ok())
-                     log::warn("stream " + prefix + ": could not read its shard streams for the groups' lag: " +
-                               reading.error.message);
-                   else if (*reading.value)
-                     for (const auto& g : out.groups) {
-                       const auto lag = group::group_lag(**reading.value, g);
-                       out.positions.push_back({g, lag.lag(), lag.pending, lag.unknownShards});
+                   auto& all = *names.value;
+                   out.total = all.size();
+                   auto from = std::upper_bound(all.begin(), all.end(), page.after);
+                   if (page.after.empty()) from = all.begin();
+                   auto to = all.end();
+                   if (page.limit && all.end() - from > *page.limit) to = from + *page.limit;
+                   out.groups.assign(std::make_move_iterator(from), std::make_move_iterator(to));
+                   if (to != all.end() && !out.groups.empty()) out.nextAfter = out.groups.back();
+                   // Where each group stands: its sums in the lag snapshot (a field per group, what
+                   // the last lag round read), never a reading of every group's shards per call.
+                   auto sums = s.read_lag_snapshot(prefix, out.groups, true);
+                   if (!sums.ok()) {
+                     log::warn("stream " + prefix + ": could not read its lag snapshot for the groups' lag: " + sums.error.message);
+                   } else {
+                     out.lagReadAtMs = sums.value->atMs;
+                     const int32_t shards = [&] {
+                       auto meta = s.get_stream(prefix);
+                       return meta.ok() && meta.value->has_value() ? (*meta.value)->readShardCount() : 0;
+                     }();
+                     for (std::size_t i = 0; i < out.groups.size(); ++i) {
+                       const auto sum = sums.value->values[i] ? group::decode_lag_sums(*sums.value->values[i]) : std::nullopt;
+                       if (sum) out.positions.push_back({out.groups[i], sum->unknownShards == 0 ? std::optional<int64_t>(sum->knownLag) : std::nullopt,
+                                                         sum->pending, sum->unknownShards});
+                       else out.positions.push_back({out.groups[i], std::nullopt, 0, shards});  // not read yet: unknown
                      }
+                   }
                    done(A::success(std::move(out)));
                  }});
 }
@@ -402,7 +418,7 @@ void Service::list_streams(std::function<void(http::Answer<std::vector<std::stri
 
 void Service::audit(const std::string& line) { log::info(line); }
 
-void Service::describe(const protocol::GroupKey& key,
+void Service::describe(const protocol::GroupKey& key, bool fresh,
                        std::function<void(http::Answer<std::optional<std::string>>)> done) {
   // The group's view (its actor), then how many dead letters it has (the store): added to it.
   auto store = impl_->any_store();
@@ -421,7 +437,8 @@ void Service::describe(const protocol::GroupKey& key,
                                     }
                                     done(http::Answer<std::optional<std::string>>::success(std::move(*body)));
                                   }});
-                 }});
+                 },
+                              fresh});
 }
 
 void Service::remove_member(const protocol::GroupKey& key, const std::string& memberId,

@@ -89,9 +89,9 @@ class Service : public http::Backend {
                         std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override;
   void get_stream(const std::string& prefix,
                   std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override;
-  void list_groups(const std::string& prefix, std::function<void(http::Answer<http::StreamGroups>)> done) override;
+  void list_groups(const std::string& prefix, const http::GroupPage& page, std::function<void(http::Answer<http::StreamGroups>)> done) override;
   void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override;
-  void describe(const protocol::GroupKey& key,
+  void describe(const protocol::GroupKey& key, bool fresh,
                 std::function<void(http::Answer<std::optional<std::string>>)> done) override;
   void audit(const std::string& line) override;
   void remove_member(const protocol::GroupKey& key, const std::string& memberId,

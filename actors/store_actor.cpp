@@ -48,8 +48,8 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
   return {
       [=](load_atom, const LoadCall& c) -> LoadReply {
         auto& s = *self->state.store;
-        if (self->state.gave_up(c.giveUpAt)) return LoadReply{gone<store::Loaded>(), gone<protocol::StreamMetadata>(), {}, {}};
-        LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, ""), {}, {}};
+        if (self->state.gave_up(c.giveUpAt)) return LoadReply{gone<store::Loaded>(), gone<protocol::StreamMetadata>(), {}, {}, {}};
+        LoadReply r{s.load(c.key), store::Result<protocol::StreamMetadata>::failure(store::ErrorKind::Fatal, ""), {}, {}, {}};
         if (!r.loaded.ok()) {
           r.stream = store::Result<protocol::StreamMetadata>::failure(r.loaded.error);
           return r;
@@ -73,9 +73,16 @@ caf::behavior store_actor(caf::stateful_actor<StoreState>* self, std::shared_ptr
           }
           r.groupsInStream = *n.value;
         }
-        if (c.readStream && r.loaded.value->exists) {
+        if (c.readStream && r.loaded.value->exists && c.freshReading) {
           auto read = s.read_stream(c.key.streamPrefix, c.key.consumerGroup);
           if (read.ok() && read.value->has_value()) r.reading = std::move(**read.value);
+          r.readingAge.live = true;
+        } else if (c.readStream && r.loaded.value->exists) {  // a few fields, whatever the number of groups
+          auto snap = s.read_lag_snapshot(c.key.streamPrefix, {c.key.consumerGroup}, false);
+          if (snap.ok() && snap.value->atMs) {
+            r.readingAge.atMs = snap.value->atMs;
+            r.reading = group::decode_lag_snapshot(snap.value->shards, c.key.consumerGroup, snap.value->values.front());
+          }
         }
         return r;
       },

@@ -31,14 +31,14 @@ struct Fake : http::Backend {
   void get_stream(const std::string&, std::function<void(http::Answer<std::optional<protocol::StreamMetadata>>)> done) override {
     done(http::Answer<std::optional<protocol::StreamMetadata>>::success(std::nullopt));
   }
-  void list_groups(const std::string&, std::function<void(http::Answer<http::StreamGroups>)> done) override {
+  void list_groups(const std::string&, const http::GroupPage&, std::function<void(http::Answer<http::StreamGroups>)> done) override {
     done(http::Answer<http::StreamGroups>::success({}));
   }
   void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override {
     done(http::Answer<std::vector<std::string>>::success({"orders"}));
   }
   void audit(const std::string&) override {}
-  void describe(const protocol::GroupKey&, std::function<void(http::Answer<std::optional<std::string>>)> done) override {
+  void describe(const protocol::GroupKey&, bool, std::function<void(http::Answer<std::optional<std::string>>)> done) override {
     done(http::Answer<std::optional<std::string>>::failure(http::Problem::Kind::Unavailable, "down"));
   }
   void remove_member(const protocol::GroupKey&, const std::string&, std::function<void(http::Answer<bool>)> done) override {

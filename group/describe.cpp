@@ -38,7 +38,7 @@ RackLocality rack_locality(const GroupState& g) {
 }
 
 std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent, const GroupLag* redis,
-                          const protocol::StreamMetadata* stream) {
+                          const protocol::StreamMetadata* stream, const LagReadingAge* age) {
   using json = nlohmann::json;
   json members = json::array();
   const bool racked = !g.racks().empty();
@@ -198,6 +198,11 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
     for (const auto& [inst, r] : g.reservations)
       rs.push_back({{"instanceId", inst}, {"shards", r.shards}, {"memberId", r.memberId}, {"endsInMs", r.untilMs - now}});
     j["reservations"] = std::move(rs);
+  }
+  if (age != nullptr) {
+    j["redisLagSource"] = age->live ? "live" : "lag-round";
+    j["redisLagReadAt"] = !age->live && age->atMs ? json(*age->atMs) : json(nullptr);
+    j["redisLagAgeMs"] = !age->live && age->atMs ? json(std::max<Millis>(0, now - *age->atMs)) : json(nullptr);
   }
   if (redis != nullptr) {
     const auto lag = redis->lag();

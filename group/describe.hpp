@@ -26,7 +26,10 @@ int32_t cross_rack_shards(const GroupState& g);
 // when Redis cannot tell) and the group "redisLag" (the sums; "records" null unless every shard's
 // lag is known).
 // `stream`: the stream's metadata, for each shard's phase in a change of its shard count.
+// `age`: where the Redis figures come from ("redisLagSource": live or lag-round) and, for the
+// snapshot, when they were read ("redisLagReadAt", "redisLagAgeMs"; null before the first round).
 std::string describe_json(const GroupState& g, Millis now, const RecentEvents* recent = nullptr,
-                          const GroupLag* redis = nullptr, const protocol::StreamMetadata* stream = nullptr);
+                          const GroupLag* redis = nullptr, const protocol::StreamMetadata* stream = nullptr,
+                          const LagReadingAge* age = nullptr);
 
 }  // namespace rsc::group

@@ -83,6 +83,52 @@ struct LagSums {
 using LagByGroup = std::unordered_map<std::string, LagSums>;
 LagByGroup lag_by_group(const StreamReading& reading, const std::vector<std::string>& known);
 
+// ---- The lag snapshot (issue 71) -----------------------------------------------------------------
+// XINFO GROUPS lists every group of a shard, so reading one group's position costs Redis time that
+// grows with the number of groups on the stream. The lag round (which reads them all anyway) keeps
+// what it read in the store: one field for the shards' own figures, one per group for its position
+// on each shard, and, in a second hash, one short field per group for its sums (lists). Describing
+// a group or listing a stream's groups then reads a few fields, at any pod, whatever the number of
+// groups; the answer says when the reading was made.
+struct LagSnapshotFields {
+  std::string shards;                                          // each shard's own figures
+  std::vector<std::pair<std::string, std::string>> positions;  // group -> its position on each shard
+  std::vector<std::pair<std::string, std::string>> sums;       // group -> its sums (same order)
+};
+// Every group of the reading and of `known` (unknown everywhere when not on any shard).
+LagSnapshotFields encode_lag_snapshot(const StreamReading& r, const std::vector<std::string>& known);
+// The reading of the shards with `group` alone on them (or nobody, without a position), from the
+// fields read back; nullopt when they do not decode (a field written by another version).
+std::optional<StreamReading> decode_lag_snapshot(const std::string& shards, const std::string& group,
+                                                 const std::optional<std::string>& position);
+std::optional<LagSums> decode_lag_sums(const std::string& text);
+
+// What a pod last wrote of a stream's snapshot (a hash of each group's fields), so that a round
+// writes only the groups whose figures changed and drops the groups that are gone. Forgotten after
+// a failed write: the next write then replaces the whole snapshot.
+class LagSnapshotMemory {
+ public:
+  struct Diff {
+    std::vector<std::size_t> changed;  // indices into the fields' positions (and sums)
+    std::vector<std::string> removed;  // groups written before and gone now
+    bool replace = false;              // nothing known of what the store holds: every other field goes
+  };
+  Diff diff(const LagSnapshotFields& next) const;
+  void written(const LagSnapshotFields& next);
+  void forget() { known_ = false, hashes_.clear(); }
+
+ private:
+  bool known_ = false;
+  std::unordered_map<std::string, uint64_t> hashes_;
+};
+
+// Where a describe's Redis figures come from: read now (`live`), or the lag snapshot written at
+// `atMs` (store time; nullopt: no round has written it yet, the figures are unknown).
+struct LagReadingAge {
+  bool live = false;
+  std::optional<int64_t> atMs;
+};
+
 // Lag sampling runs every `intervalMs` (0: never); `last` is when the previous round ran.
 bool lag_round_due(std::optional<int64_t> last, int64_t now, int64_t intervalMs);
 

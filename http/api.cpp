@@ -1,5 +1,8 @@
 #include "http/api.hpp"
 
+#include <cerrno>
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "protocol/codec.hpp"
@@ -575,8 +578,45 @@ void on_status_page(RouteCall& c) {
   c.answer(std::move(page));
 }
 
+// A page's cursor: opaque to clients ("g1." and the last name's bytes in hex), checked when it comes back.
+std::string group_cursor(const std::string& after) {
+  static const char* hex = "0123456789abcdef";
+  std::string c = "g1.";
+  for (unsigned char ch : after) c += hex[ch >> 4], c += hex[ch & 15];
+  return c;
+}
+std::optional<std::string> group_after(const std::string& cursor) {
+  if (cursor.rfind("g1.", 0) != 0 || cursor.size() % 2 != 1 || cursor.size() < 5) return std::nullopt;
+  auto nibble = [](char ch) { return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1; };
+  std::string out;
+  for (std::size_t i = 3; i + 1 < cursor.size(); i += 2) {
+    const int hi = nibble(cursor[i]), lo = nibble(cursor[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  if (!protocol::valid_name(out)) return std::nullopt;
+  return out;
+}
+
 void on_list_groups(RouteCall& c) {
-  c.backend.list_groups(c.rt.stream, [answer = c.answer, s = c.rt.stream](Answer<StreamGroups> r) {
+  GroupPage page;
+  if (const auto l = query_param(c.req.target, "limit")) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(l->c_str(), &end, 10);
+    if (l->empty() || errno != 0 || *end != '\0' || v < 1 || v > kMaxGroupPage)
+      return c.answer(plain_error(400, "INVALID_REQUEST", "limit: a whole number from 1 to " + std::to_string(kMaxGroupPage) +
+                                                             ", not '" + l->substr(0, 40) + "'"));
+    page.limit = static_cast<int32_t>(v);
+  }
+  if (const auto cur = query_param(c.req.target, "cursor")) {
+    const auto after = group_after(*cur);
+    if (!after)
+      return c.answer(plain_error(400, "INVALID_REQUEST", "cursor: '" + cur->substr(0, 60) +
+                                                             "' is not a cursor this coordinator gave (nextCursor of the previous page)"));
+    page.after = *after;
+  }
+  c.backend.list_groups(c.rt.stream, page, [answer = c.answer, s = c.rt.stream](Answer<StreamGroups> r) {
     if (!r.ok()) return answer(store_error(r.error));
     json positions = json::array();
     for (const auto& p : r.value->positions)
@@ -584,12 +624,21 @@ void on_list_groups(RouteCall& c) {
                            {"lag", p.lag ? json(*p.lag) : json(nullptr)},
                            {"pending", p.pending},
                            {"unknownShards", p.unknownShards}});
-    answer(json_ok(protocol::dump(json{{"streamPrefix", s}, {"groups", r.value->groups}, {"groupLag", std::move(positions)}})));
+    const auto& v = *r.value;
+    answer(json_ok(protocol::dump(json{{"streamPrefix", s},
+                                       {"groups", v.groups},
+                                       {"groupLag", std::move(positions)},
+                                       {"total", v.total},
+                                       {"nextCursor", v.nextAfter ? json(group_cursor(*v.nextAfter)) : json(nullptr)},
+                                       {"lagReadAt", v.lagReadAtMs ? json(*v.lagReadAtMs) : json(nullptr)}})));
   });
 }
 
 void on_describe(RouteCall& c) {
-  c.backend.describe({c.rt.stream, c.rt.group}, [answer = c.answer, rt = c.rt](Answer<std::optional<std::string>> r) {
+  const auto q = query_param(c.req.target, "fresh");
+  if (q && *q != "true" && *q != "false")
+    return c.answer(plain_error(400, "INVALID_REQUEST", "fresh: must be true or false, not '" + q->substr(0, 40) + "'"));
+  c.backend.describe({c.rt.stream, c.rt.group}, q && *q == "true", [answer = c.answer, rt = c.rt](Answer<std::optional<std::string>> r) {
     if (!r.ok()) return answer(store_error(r.error));
     if (!r.value->has_value()) return answer(no_group(rt));
     answer(json_ok(**r.value));

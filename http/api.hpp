@@ -140,8 +140,17 @@ struct GroupPosition {
 };
 struct StreamGroups {
   std::vector<std::string> groups;
-  std::vector<GroupPosition> positions;  // empty when the shard streams could not be read
+  std::vector<GroupPosition> positions;  // empty when the lag snapshot could not be read
+  std::size_t total = 0;                 // groups of the stream, all pages
+  std::optional<std::string> nextAfter;  // a page: more groups follow this name
+  std::optional<int64_t> lagReadAtMs;    // when the lag round read the figures (store time)
 };
+// A page of a stream's groups, in name order: at most `limit` (none: all), after the name `after`.
+struct GroupPage {
+  std::optional<int32_t> limit;
+  std::string after;
+};
+inline constexpr int32_t kMaxGroupPage = 1000;
 
 // What the coordinator does; every call answers exactly once through its callback, from any thread.
 class Backend {
@@ -163,11 +172,13 @@ class Backend {
   virtual void get_stream(const std::string& prefix,
                           std::function<void(Answer<std::optional<protocol::StreamMetadata>>)> done) = 0;
   // The stream's groups, each with where it stands in Redis.
-  virtual void list_groups(const std::string& prefix, std::function<void(Answer<StreamGroups>)> done) = 0;
+  virtual void list_groups(const std::string& prefix, const GroupPage& page, std::function<void(Answer<StreamGroups>)> done) = 0;
   // Every stream the coordinator knows (created, or carrying a group), sorted.
   virtual void list_streams(std::function<void(Answer<std::vector<std::string>>)> done) = 0;
-  // The describe JSON; std::nullopt when the group does not exist.
-  virtual void describe(const protocol::GroupKey& key,
+  // The describe JSON; std::nullopt when the group does not exist. Its Redis figures come from the
+  // stream's lag snapshot (the last lag round), or with `fresh` from reading the shard streams now
+  // (XINFO GROUPS of each: its cost grows with the number of groups on the stream).
+  virtual void describe(const protocol::GroupKey& key, bool fresh,
                         std::function<void(Answer<std::optional<std::string>>)> done) = 0;
   // true when the member existed and was fenced.
   virtual void remove_member(const protocol::GroupKey& key, const std::string& memberId,

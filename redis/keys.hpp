@@ -31,6 +31,9 @@ struct KeySpace {
   std::string group_index() const { return ns + ":groups"; }
   std::string stream_meta(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}"; }
   std::string stream_groups(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}:groups"; }
+  // The lag snapshot (group/stream_lag.hpp): positions and shards' figures, and the groups' sums.
+  std::string lag_snapshot(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}:lag"; }
+  std::string lag_sums(const std::string& prefix) const { return ns + ":stream:{" + prefix + "}:lagsum"; }
   std::string shard_stream(const std::string& prefix, int32_t shard) const;
 };
 

@@ -336,6 +336,40 @@ Result<StreamWrite> MemoryStore::write_stream(const std::string& streamPrefix, c
   return put_result(streamPrefix, std::move(step));
 }
 
+Result<bool> MemoryStore::write_lag_snapshot(const std::string& streamPrefix, const LagSnapshotWrite& w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<bool>::failure(e);
+  auto& lag = lagSnapshot_[streamPrefix];
+  auto& sums = lagSums_[streamPrefix];
+  if (w.replace) lag.clear(), sums.clear();
+  lag["@at"] = sums["@at"] = std::to_string(w.atMs);
+  lag["@shards"] = w.shards;
+  for (const auto& [g, v] : w.positions) lag[g] = v;
+  for (const auto& [g, v] : w.sums) sums[g] = v;
+  for (const auto& g : w.removed) lag.erase(g), sums.erase(g);
+  return Result<bool>::success(true);
+}
+
+Result<StreamStore::LagSnapshotRead> MemoryStore::read_lag_snapshot(const std::string& streamPrefix,
+                                                                    const std::vector<std::string>& groups, bool sums) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Error e;
+  if (injected_failure(e)) return Result<LagSnapshotRead>::failure(e);
+  LagSnapshotRead out;
+  const auto& all = sums ? lagSums_ : lagSnapshot_;
+  const auto it = all.find(streamPrefix);
+  auto field = [&](const std::string& f) -> std::optional<std::string> {
+    if (it == all.end()) return std::nullopt;
+    const auto v = it->second.find(f);
+    return v == it->second.end() ? std::nullopt : std::optional<std::string>(v->second);
+  };
+  if (const auto at = field("@at")) out.atMs = std::atoll(at->c_str());
+  out.shards = field("@shards").value_or("");
+  for (const auto& g : groups) out.values.push_back(field(g));
+  return Result<LagSnapshotRead>::success(std::move(out));
+}
+
 Result<group::ScaleStep> MemoryStore::scale_stream(const std::string& streamPrefix, const group::ScaleCall& call) {
   using R = Result<group::ScaleStep>;
   std::lock_guard<std::mutex> lock(mu_);

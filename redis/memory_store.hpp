@@ -42,6 +42,9 @@ class MemoryStore : public GroupStore {
   Result<int64_t> delete_shard_streams(const std::string& streamPrefix, protocol::KeyStyle style, int32_t from,
                                        int32_t to) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
+  Result<bool> write_lag_snapshot(const std::string& streamPrefix, const LagSnapshotWrite& w) override;
+  Result<LagSnapshotRead> read_lag_snapshot(const std::string& streamPrefix, const std::vector<std::string>& groups,
+                                            bool sums) override;
   Result<int32_t> provision(const GroupKey& key, int32_t shardCount, const std::string& startId) override;
   int64_t rollbacks_detected() const override { return tracker_.rollbacks(); }
   // (shard stream key, consumer group) pairs provisioned so far (tests).
@@ -85,6 +88,8 @@ class MemoryStore : public GroupStore {
   std::map<std::string, std::string> podAddress_;
   void set_deadline_locked(const std::string& g, std::optional<Millis> due, int64_t rev, bool lower);
   std::map<std::string, protocol::StreamMetadata> streams_;
+  // The lag snapshot's two hashes per stream (field -> value), as Redis keeps them.
+  std::map<std::string, std::map<std::string, std::string>> lagSnapshot_, lagSums_;
   std::set<std::string> draining_;
   std::set<std::pair<std::string, std::string>> consumerGroups_;  // (shard stream key, group)
   int failProvisioning_ = 0;

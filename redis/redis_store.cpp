@@ -568,6 +568,77 @@ Result<std::vector<std::string>> RedisStore::list_streams() {
   return R::success(std::vector<std::string>(names.begin(), names.end()));
 }
 
+// Fields of the snapshot's two hashes: "@at" and "@shards" beside one field per group. Long writes
+// go in commands of at most kSnapshotChunk fields, pipelined.
+namespace {
+constexpr std::size_t kSnapshotChunk = 512;
+}
+
+Result<bool> RedisStore::write_lag_snapshot(const std::string& streamPrefix, const LagSnapshotWrite& w) {
+  using R = Result<bool>;
+  const auto lagKey = keys_.lag_snapshot(streamPrefix), sumKey = keys_.lag_sums(streamPrefix);
+  std::vector<Command> cmds;
+  if (w.replace) {  // what the store holds that this write does not give goes
+    auto held = run({{"HKEYS", lagKey}, {"HKEYS", sumKey}});
+    std::set<std::string> keep{"@at", "@shards"};
+    for (const auto& [g, text] : w.positions) keep.insert(g);
+    for (std::size_t k = 0; k < held.size(); ++k) {
+      if (!held[k].ok()) return R::failure(held[k].error);
+      Command del{"HDEL", k == 0 ? lagKey : sumKey};
+      for (const auto& f : held[k].value->elements)
+        if (!keep.count(f.str)) del.push_back(f.str);
+      if (del.size() > 2) cmds.push_back(std::move(del));
+    }
+  }
+  const std::string at = std::to_string(w.atMs);
+  auto sets = [&](const std::string& key, const std::vector<std::pair<std::string, std::string>>& fields, bool withShards) {
+    Command c{"HSET", key, "@at", at};
+    if (withShards) c.insert(c.end(), {"@shards", w.shards});
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      c.push_back(fields[i].first);
+      c.push_back(fields[i].second);
+      if ((i + 1) % kSnapshotChunk == 0 && i + 1 < fields.size()) {
+        cmds.push_back(std::move(c));
+        c = Command{"HSET", key};
+      }
+    }
+    if (c.size() > 2) cmds.push_back(std::move(c));
+  };
+  sets(lagKey, w.positions, true);
+  sets(sumKey, w.sums, false);
+  if (!w.removed.empty()) {
+    Command a{"HDEL", lagKey}, b{"HDEL", sumKey};
+    a.insert(a.end(), w.removed.begin(), w.removed.end());
+    b.insert(b.end(), w.removed.begin(), w.removed.end());
+    cmds.push_back(std::move(a));
+    cmds.push_back(std::move(b));
+  }
+  for (const auto& r : run(cmds)) {
+    if (!r.ok()) return R::failure(r.error);
+    if (r.value->is_error()) return reply_failure<bool>(*r.value, "lag snapshot of " + streamPrefix);
+  }
+  return R::success(true);
+}
+
+Result<StreamStore::LagSnapshotRead> RedisStore::read_lag_snapshot(const std::string& streamPrefix,
+                                                                   const std::vector<std::string>& groups, bool sums) {
+  using R = Result<LagSnapshotRead>;
+  Command c{"HMGET", sums ? keys_.lag_sums(streamPrefix) : keys_.lag_snapshot(streamPrefix), "@at", "@shards"};
+  c.insert(c.end(), groups.begin(), groups.end());
+  auto r = run({c}).front();
+  if (!r.ok()) return R::failure(r.error);
+  if (r.value->type != Value::Type::Array || r.value->elements.size() != groups.size() + 2)
+    return reply_failure<LagSnapshotRead>(*r.value, "lag snapshot of " + streamPrefix);
+  LagSnapshotRead out;
+  const auto& e = r.value->elements;
+  if (e[0].type == Value::Type::String) out.atMs = std::atoll(e[0].str.c_str());
+  if (e[1].type == Value::Type::String) out.shards = e[1].str;
+  out.values.reserve(groups.size());
+  for (std::size_t i = 2; i < e.size(); ++i)
+    out.values.push_back(e[i].type == Value::Type::String ? std::optional<std::string>(e[i].str) : std::nullopt);
+  return R::success(std::move(out));
+}
+
 Result<std::vector<std::string>> RedisStore::list_stream_groups(const std::string& streamPrefix) {
   using R = Result<std::vector<std::string>>;
   auto r = run({{"SMEMBERS", keys_.stream_groups(streamPrefix)}}).front();

@@ -45,6 +45,9 @@ class RedisStore : public GroupStore {
                                        int32_t to) override;
   Result<StreamWrite> write_stream(const std::string& streamPrefix, const StreamPut& put) override;
   Result<std::string> stream_fingerprint(const std::string& streamPrefix) override;
+  Result<bool> write_lag_snapshot(const std::string& streamPrefix, const LagSnapshotWrite& w) override;
+  Result<LagSnapshotRead> read_lag_snapshot(const std::string& streamPrefix, const std::vector<std::string>& groups,
+                                            bool sums) override;
   Result<protocol::Retention> get_retention(const std::string& streamPrefix) override;
   Result<bool> set_retention(const std::string& streamPrefix, const protocol::Retention& r) override;
   Result<group::TrimOutcome> trim_stream(const std::string& streamPrefix, const group::Trim& t) override;

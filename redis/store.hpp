@@ -221,6 +221,36 @@ class StreamStore {
     return Result<std::optional<group::StreamReading>>::failure(ErrorKind::Fatal, "this store has no shard streams");
   }
 
+  // The lag snapshot (group/stream_lag.hpp): what a lag round read, kept for every pod. A write sets
+  // the fields given (and when it was read), drops the groups named, and with `replace` every field
+  // not given (a pod that does not know what the store holds).
+  struct LagSnapshotWrite {
+    int64_t atMs = 0;  // store time of the reading
+    std::string shards;
+    std::vector<std::pair<std::string, std::string>> positions, sums;
+    std::vector<std::string> removed;
+    bool replace = false;
+  };
+  virtual Result<bool> write_lag_snapshot(const std::string& streamPrefix, const LagSnapshotWrite& w) {
+    (void)streamPrefix, (void)w;
+    return Result<bool>::failure(ErrorKind::Fatal, "this store keeps no lag snapshot");
+  }
+  // What the snapshot holds for these groups: their positions (`sums` false: with the shards'
+  // figures) or their sums (`sums` true), nullopt for a group it does not hold; `atMs` nullopt when
+  // no round has written it.
+  struct LagSnapshotRead {
+    std::optional<int64_t> atMs;
+    std::string shards;
+    std::vector<std::optional<std::string>> values;  // one per group asked, in order
+  };
+  virtual Result<LagSnapshotRead> read_lag_snapshot(const std::string& streamPrefix, const std::vector<std::string>& groups,
+                                                    bool sums) {
+    (void)streamPrefix, (void)sums;
+    LagSnapshotRead r;
+    r.values.resize(groups.size());
+    return Result<LagSnapshotRead>::success(std::move(r));
+  }
+
   // A fingerprint of the stream's shards that changes when records are added, deleted or trimmed
   // or a consumer group is created (XINFO STREAM of each, one round trip); "" when unknown.
   virtual Result<std::string> stream_fingerprint(const std::string& streamPrefix) {

@@ -24,7 +24,7 @@ chrome() {  # chrome ARGS... URL: a throwaway profile each time; bounded in time
 # 1. Open server: the page shows everything.
 port=$(free_port)
 "$B/rsc-coordinator" --listen "127.0.0.1:$port" --redis "127.0.0.1:$rport" --member-lease-ttl-ms 60000 \
-  --rebalance-timeout-ms 60000 --scale-in-grace-ms 60000 2>"$dir/pod.log" &
+  --rebalance-timeout-ms 60000 --scale-in-grace-ms 60000 --lag-interval-ms 1000 2>"$dir/pod.log" &
 pids+=($!)
 for _ in $(seq 1 100); do curl -sf "localhost:$port/readyz" >/dev/null && break; sleep 0.05; done
 python3 scripts/lib/handover.py "http://127.0.0.1:$port" orders billing >"$dir/handover.json"
@@ -35,6 +35,12 @@ for i in 1 2; do
 done
 # Three records on shard 1 nobody has read yet: Redis's lag for the group there is 3.
 for i in 1 2 3; do redis-cli -p "$rport" XADD orders:1 '*' key "r$i" >/dev/null; done
+# The page shows what the lag round last read (describe's snapshot): wait for the round (1 s here).
+for _ in $(seq 1 100); do
+  curl -sf "localhost:$port/coord/v1/streams/orders/groups/billing" |
+    python3 -c 'import json,sys; sys.exit(0 if (json.load(sys.stdin).get("redisLag") or {}).get("records") == 3 else 1)' && break
+  sleep 0.1
+done
 chrome --dump-dom "http://127.0.0.1:$port/" >"$dir/dom.html"
 chrome --window-size=1280,900 --screenshot="$shots/status-laptop.png" "http://127.0.0.1:$port/" >/dev/null
 chrome --window-size=390,844 --screenshot="$shots/status-phone.png" "http://127.0.0.1:$port/" >/dev/null

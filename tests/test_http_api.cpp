@@ -72,9 +72,12 @@ struct FakeBackend : Backend {
     if (prefix == "missing") return done(R::success(std::nullopt));
     done(R::success(protocol::StreamMetadata{prefix, 16, 1}));
   }
-  void list_groups(const std::string&, std::function<void(http::Answer<http::StreamGroups>)> done) override {
-    done(http::Answer<http::StreamGroups>::success(
-        {{"audit", "billing"}, {{"audit", 12, 3, 0}, {"billing", std::nullopt, 0, 1}}}));
+  std::vector<http::GroupPage> pages;
+  void list_groups(const std::string&, const http::GroupPage& page, std::function<void(http::Answer<http::StreamGroups>)> done) override {
+    pages.push_back(page);
+    http::StreamGroups g{{"audit", "billing"}, {{"audit", 12, 3, 0}, {"billing", std::nullopt, 0, 1}}, 2, std::nullopt, 5000};
+    if (page.limit == 1) g.groups = {"audit"}, g.positions.resize(1), g.nextAfter = "audit";
+    done(http::Answer<http::StreamGroups>::success(std::move(g)));
   }
   void list_streams(std::function<void(http::Answer<std::vector<std::string>>)> done) override {
     using R = http::Answer<std::vector<std::string>>;
@@ -83,8 +86,10 @@ struct FakeBackend : Backend {
   }
   std::vector<std::string> audits;
   void audit(const std::string& line) override { audits.push_back(line); }
-  void describe(const protocol::GroupKey& key, std::function<void(http::Answer<std::optional<std::string>>)> done) override {
+  std::vector<bool> describedFresh;
+  void describe(const protocol::GroupKey& key, bool fresh, std::function<void(http::Answer<std::optional<std::string>>)> done) override {
     using R = http::Answer<std::optional<std::string>>;
+    describedFresh.push_back(fresh);
     if (key.consumerGroup == "missing") return done(R::success(std::nullopt));
     done(R::success(std::string(R"({"state":"STABLE"})")));
   }
@@ -752,6 +757,45 @@ TEST(Admin, StreamsAreCreatedGrownAndReadWithClearErrors) {
   // Each group with where it stands (several groups over one stream: each reads every record).
   EXPECT_EQ(listed.at("groupLag").at(0), json::parse(R"({"consumerGroup":"audit","lag":12,"pending":3,"unknownShards":0})"));
   EXPECT_TRUE(listed.at("groupLag").at(1).at("lag").is_null()) << "unknown, never 0";
+  EXPECT_EQ(listed.at("total"), 2);
+  EXPECT_TRUE(listed.at("nextCursor").is_null()) << "no limit: every group";
+  EXPECT_EQ(listed.at("lagReadAt"), 5000);
+}
+
+// Issue 71, point 3: the list is paged (limit, cursor), and what is not one of ours is refused,
+// naming the parameter, before anything is read.
+TEST(Admin, AStreamsGroupsArePagedByLimitAndCursorAndBadOnesAreRefusedNamingThem) {
+  FakeBackend b;
+  const std::string path = "/coord/v1/streams/orders/groups";
+  auto first = call(b, {}, "GET", path + "?limit=1");
+  ASSERT_EQ(first.res.status, 200) << first.res.body;
+  const auto j = json::parse(first.res.body);
+  EXPECT_EQ(j.at("groups"), json::array({"audit"}));
+  ASSERT_TRUE(j.at("nextCursor").is_string());
+  const std::string cursor = j.at("nextCursor");
+  EXPECT_EQ(b.pages.back().limit, 1);
+  EXPECT_EQ(b.pages.back().after, "");
+  ASSERT_EQ(call(b, {}, "GET", path + "?limit=500&cursor=" + cursor).res.status, 200);
+  EXPECT_EQ(b.pages.back().limit, 500);
+  EXPECT_EQ(b.pages.back().after, "audit") << "the cursor names the last group of the page before";
+  const auto asked = b.pages.size();
+  for (const std::string bad : {"limit=0", "limit=-3", "limit=1001", "limit=ten", "limit=", "limit=1.5", "limit=99999999999999999999"}) {
+    auto r = call(b, {}, "GET", path + "?" + bad);
+    EXPECT_EQ(r.res.status, 400) << bad;
+    EXPECT_NE(r.res.body.find("limit: a whole number from 1 to 1000"), std::string::npos) << bad << ": " << r.res.body;
+  }
+  for (const std::string bad : {std::string("cursor=abc"), std::string("cursor=g1."), std::string("cursor=g1.6"), std::string("cursor=g1.zz"),
+                                std::string("cursor=g1.2020"), "cursor=" + cursor + "0"}) {
+    auto r = call(b, {}, "GET", path + "?" + bad);
+    EXPECT_EQ(r.res.status, 400) << bad;
+    EXPECT_NE(r.res.body.find("cursor: "), std::string::npos) << bad << ": " << r.res.body;
+  }
+  EXPECT_EQ(b.pages.size(), asked) << "a refused page reads nothing";
+  // Describe's live reading is asked for explicitly; anything but true or false is refused.
+  ASSERT_EQ(call(b, {}, "GET", path + "/billing").res.status, 200);
+  ASSERT_EQ(call(b, {}, "GET", path + "/billing?fresh=true").res.status, 200);
+  EXPECT_EQ(b.describedFresh, (std::vector<bool>{false, true}));
+  EXPECT_EQ(call(b, {}, "GET", path + "/billing?fresh=yes").res.status, 400);
 }
 
 // POST creates (201), answers 200 for the same stream again and 409 for another layout; PUT and

@@ -653,3 +653,76 @@ TEST(Ownership, GroupsMoveWhenAPodDiesAndWhenOneJoinsWhileMembersCallOnePod) {
   hb.stop();
   if (HasFailure()) dump_logs({&a, &c});
 }
+
+// Issue 71, point 1: describing one group read XINFO GROUPS on every shard, which lists every
+// group of the shard: its Redis cost grew with the number of groups on the stream (1.4 ms of
+// Redis time at 200 groups, about 300 ms at 10,000). Now it reads the lag round's snapshot: the
+// same calls, and about the same Redis time, at 20 groups and at 2,000 on a 16-shard stream.
+namespace {
+struct DescribeCost {
+  double callsPer = 0, usecPer = 0, xinfoPer = 0;
+};
+// Redis's own count and time of every command, reset before and read after `n` describes.
+DescribeCost describe_cost(RedisServer& redis, int port, int n) {
+  auto admin = redis.admin();
+  EXPECT_TRUE(admin.command({"CONFIG", "RESETSTAT"}).ok());
+  for (int i = 0; i < n; ++i) EXPECT_EQ(http_call(port, "GET", "/coord/v1/streams/wide/groups/billing").status, 200);
+  auto v = admin.command({"INFO", "commandstats"});
+  std::istringstream in(v.value->str);
+  std::string line;
+  DescribeCost c;
+  while (std::getline(in, line)) {
+    // cmdstat_xinfo|groups:calls=32,usec=120,usec_per_call=3.75,...
+    if (line.rfind("cmdstat_", 0) != 0 || line.rfind("cmdstat_config", 0) == 0 || line.rfind("cmdstat_info", 0) == 0) continue;
+    const auto calls = std::stoll(line.substr(line.find("calls=") + 6));
+    const auto usec = std::stoll(line.substr(line.find("usec=") + 5));
+    if (std::getenv("RSC_DESCRIBE_COST_LINES")) std::printf("  %s\n", line.c_str());
+    // The pod's own beats (a registry script every few hundred ms) are no describe's: only
+    // commands called at least once per describe count.
+    if (calls < n) continue;
+    c.callsPer += static_cast<double>(calls) / n;
+    c.usecPer += static_cast<double>(usec) / n;
+    if (line.rfind("cmdstat_xinfo", 0) == 0) c.xinfoPer += static_cast<double>(calls) / n;
+  }
+  return c;
+}
+
+// `groups` Redis consumer groups on each of the stream's 16 shard streams (as that many services'
+// groups would have), then a pod that samples the lag once, at its start.
+DescribeCost measure_with_groups(RedisServer& redis, int groups) {
+  auto admin = redis.admin();
+  std::vector<rsc::store::Command> cmds;
+  for (int s = 0; s < 16; ++s)
+    for (int g = 0; g < groups; ++g)
+      cmds.push_back({"XGROUP", "CREATE", "wide:" + std::to_string(s), "other-" + std::to_string(g), "$", "MKSTREAM"});
+  for (std::size_t from = 0; from < cmds.size(); from += 2000) {
+    std::vector<rsc::store::Command> part(cmds.begin() + static_cast<long>(from),
+                                          cmds.begin() + static_cast<long>(std::min(cmds.size(), from + 2000)));
+    admin.pipeline(part);  // BUSYGROUP for those made before: fine
+  }
+  Coordinator pod(redis.port(), {"--tick-interval-ms", "100", "--heartbeat-interval-ms", "500", "--member-lease-ttl-ms", "5000",
+                                 "--lag-interval-ms", "600000"});
+  EXPECT_EQ(http_call(pod.port(), "PUT", "/coord/v1/streams/wide", R"({"shardCount": 16})").status, 200);
+  const json join{{"protocolVersion", 1}, {"requestId", "r-" + std::to_string(groups)}, {"memberId", "m"}, {"memberEpoch", 0},
+                  {"metadataVersion", 0}, {"runtimeConsumerCapacity", {{"runtimeMaxConcurrency", 1}, {"availableConcurrency", 1}}},
+                  {"ownedShards", json::array()}};
+  EXPECT_EQ(http_call(pod.port(), "POST", "/coord/v1/streams/wide/groups/billing/members/m/heartbeat", join.dump()).status, 200);
+  // A live reading is still there for whoever asks (its cost grows with the groups: not measured below).
+  auto fresh = http_call(pod.port(), "GET", "/coord/v1/streams/wide/groups/billing?fresh=true").json();
+  EXPECT_EQ(fresh["redisLagSource"], "live");
+  EXPECT_TRUE(fresh["shards"][0]["redis"].is_object()) << fresh.dump();
+  const auto cost = describe_cost(redis, pod.port(), 100);
+  std::printf("describe with %d groups on a 16-shard stream: %.2f Redis calls, %.1f us of Redis time, %.2f XINFO per describe\n",
+              groups, cost.callsPer, cost.usecPer, cost.xinfoPer);
+  return cost;
+}
+}  // namespace
+
+TEST(ManyGroups, DescribeCostsTheSameRedisWorkAt20And2000GroupsOnTheStream) {
+  RedisServer redis;
+  const auto few = measure_with_groups(redis, 20);
+  const auto many = measure_with_groups(redis, 2000);
+  EXPECT_EQ(many.xinfoPer, 0) << "no call that lists every group";
+  EXPECT_NEAR(many.callsPer, few.callsPer, 0.05) << "the same calls";
+  EXPECT_LE(many.usecPer, 2 * few.usecPer) << "Redis time per describe does not grow with the groups";
+}

@@ -74,6 +74,10 @@ class Forward : public GroupStore {
   Result<std::vector<std::string>> list_streams() override { return s_.list_streams(); }
   Result<std::optional<protocol::StreamMetadata>> get_stream(const std::string& p) override { return s_.get_stream(p); }
   Result<StreamWrite> write_stream(const std::string& p, const StreamPut& w) override { return s_.write_stream(p, w); }
+  Result<bool> write_lag_snapshot(const std::string& p, const LagSnapshotWrite& w) override { return s_.write_lag_snapshot(p, w); }
+  Result<LagSnapshotRead> read_lag_snapshot(const std::string& p, const std::vector<std::string>& g, bool sums) override {
+    return s_.read_lag_snapshot(p, g, sums);
+  }
   Result<group::ScaleStep> scale_stream(const std::string& p, const group::ScaleCall& c) override {
     return s_.scale_stream(p, c);
   }
@@ -331,6 +335,73 @@ TYPED_TEST(StoreContract, TheAssignorShardRacksAndMemberRacksAreStored) {
 // Issue 54, point 2: a stream's shard racks are part of its metadata, set through the scale step's
 // rules (a change bumps metadataVersion, so every group learns it the way it learns a new count;
 // the same racks again change nothing), and kept across a later scale.
+// Issue 71: the lag snapshot is written field by field (changed groups, dropped groups, or replaced
+// whole by a pod that does not know what is there) and read back a few fields at a time.
+TYPED_TEST(StoreContract, TheLagSnapshotIsWrittenByFieldAndReadBackForTheGroupsAsked) {
+  auto pod = this->backend.pod();
+  auto none = pod->read_lag_snapshot("orders", {"a"}, false);
+  ASSERT_TRUE(none.ok()) << none.error.message;
+  EXPECT_FALSE(none.value->atMs.has_value()) << "no round wrote it yet";
+  ASSERT_EQ(none.value->values.size(), 1u);
+  EXPECT_FALSE(none.value->values[0].has_value());
+  StreamStore::LagSnapshotWrite w;
+  w.atMs = 1000;
+  w.shards = "1,3,1-0,3-0,0;0,,,,0";
+  w.positions = {{"a", "2-0,2,1,1,0;"}, {"b", ";"}};
+  w.sums = {{"a", "1,1,1"}, {"b", "0,2,0"}};
+  w.replace = true;
+  ASSERT_TRUE(pod->write_lag_snapshot("orders", w).ok());
+  auto r = pod->read_lag_snapshot("orders", {"b", "a", "zz"}, false);
+  ASSERT_TRUE(r.ok()) << r.error.message;
+  EXPECT_EQ(r.value->atMs, 1000);
+  EXPECT_EQ(r.value->shards, w.shards);
+  EXPECT_EQ(r.value->values, (std::vector<std::optional<std::string>>{";", "2-0,2,1,1,0;", std::nullopt}));
+  auto s = pod->read_lag_snapshot("orders", {"a", "b"}, true);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.value->atMs, 1000);
+  EXPECT_EQ(s.value->values, (std::vector<std::optional<std::string>>{"1,1,1", "0,2,0"}));
+  // A later round: a changed, b gone; c new.
+  StreamStore::LagSnapshotWrite next;
+  next.atMs = 2000;
+  next.shards = w.shards;
+  next.positions = {{"a", "3-0,3,0,0,0;"}, {"c", ";"}};
+  next.sums = {{"a", "0,1,0"}, {"c", "0,2,0"}};
+  next.removed = {"b"};
+  ASSERT_TRUE(pod->write_lag_snapshot("orders", next).ok());
+  r = pod->read_lag_snapshot("orders", {"a", "b", "c"}, false);
+  EXPECT_EQ(r.value->atMs, 2000);
+  EXPECT_EQ(r.value->values, (std::vector<std::optional<std::string>>{"3-0,3,0,0,0;", std::nullopt, ";"}));
+  // Another pod, knowing nothing, replaces it: what it does not give is gone, from both hashes.
+  StreamStore::LagSnapshotWrite whole;
+  whole.atMs = 3000;
+  whole.shards = "1,0,,3-0,3";
+  whole.positions = {{"c", "3-0,3,0,0,0"}};
+  whole.sums = {{"c", "0,0,0"}};
+  whole.replace = true;
+  ASSERT_TRUE(this->backend.pod()->write_lag_snapshot("orders", whole).ok());
+  r = pod->read_lag_snapshot("orders", {"a", "c"}, false);
+  EXPECT_EQ(r.value->values, (std::vector<std::optional<std::string>>{std::nullopt, "3-0,3,0,0,0"}));
+  s = pod->read_lag_snapshot("orders", {"a", "c"}, true);
+  EXPECT_EQ(s.value->values, (std::vector<std::optional<std::string>>{std::nullopt, "0,0,0"}));
+  EXPECT_EQ(s.value->atMs, 3000);
+  // Many groups: written in several commands, read back.
+  StreamStore::LagSnapshotWrite many;
+  many.atMs = 4000;
+  many.shards = "1,0,,,0";
+  std::vector<std::string> names;
+  for (int i = 0; i < 1500; ++i) {
+    names.push_back("g" + std::to_string(i));
+    many.positions.emplace_back(names.back(), std::to_string(i) + "-0,,,0,0");
+    many.sums.emplace_back(names.back(), "0,1,0");
+  }
+  many.replace = true;
+  ASSERT_TRUE(pod->write_lag_snapshot("orders", many).ok());
+  r = pod->read_lag_snapshot("orders", names, false);
+  ASSERT_EQ(r.value->values.size(), 1500u);
+  EXPECT_EQ(r.value->values[1499], "1499-0,,,0,0");
+  EXPECT_EQ(pod->read_lag_snapshot("orders", {"c"}, false).value->values[0], std::nullopt);
+}
+
 TYPED_TEST(StoreContract, AStreamsShardRacksAreStoredWithItsMetadataAndBumpItsVersion) {
   auto pod = this->backend.pod();
   ASSERT_TRUE(pod->put_stream("orders", 4).ok());

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace rsc::group;
 
 namespace {
@@ -224,4 +226,78 @@ TEST(LagRounds, APodWithNothingToSampleReportsNothingAndOffMeansNever) {
   LagRounds off(0);
   EXPECT_FALSE(off.due(0));
   EXPECT_FALSE(off.due(1000000));
+}
+
+// Issue 71: the lag snapshot gives back, for one group, exactly what the whole reading says of it:
+// its position on each shard (unknown stays unknown), the shards' own figures and its sums.
+TEST(LagSnapshot, OneGroupDecodedFromTheSnapshotHasTheLagTheWholeReadingGivesIt) {
+  auto r = two_shards({on("billing", 7, 2, "5-0"), on("audit", std::nullopt, 1, "1-0")}, {on("billing", 3, 1)});
+  r.shards[0].length = 12;
+  r.shards[0].firstId = "1-0";
+  r.shards[0].lastId = "12-0";
+  r.shards[0].trimmed = 4;
+  r.shards[0].groups[0].trimmedUnread = 2;
+  const auto f = encode_lag_snapshot(r, {"billing", "audit", "idle"});
+  ASSERT_EQ(f.positions.size(), 3u) << "every group read, and the known one on no shard";
+  ASSERT_EQ(f.sums.size(), 3u);
+  for (const std::string g : {"billing", "audit", "idle"}) {
+    const auto it = std::find_if(f.positions.begin(), f.positions.end(), [&](const auto& p) { return p.first == g; });
+    ASSERT_NE(it, f.positions.end()) << g;
+    const auto back = decode_lag_snapshot(f.shards, g, it->second);
+    ASSERT_TRUE(back.has_value()) << g << ": " << it->second;
+    const auto want = group_lag(r, g), got = group_lag(*back, g);
+    EXPECT_EQ(got.lag(), want.lag()) << g;
+    EXPECT_EQ(got.knownLag, want.knownLag) << g;
+    EXPECT_EQ(got.unknownShards, want.unknownShards) << g;
+    EXPECT_EQ(got.pending, want.pending) << g;
+    ASSERT_EQ(got.shards.size(), want.shards.size());
+    for (std::size_t i = 0; i < got.shards.size(); ++i) {
+      EXPECT_EQ(got.shards[i].onShard, want.shards[i].onShard) << g << " " << i;
+      EXPECT_EQ(got.shards[i].lastDeliveredId, want.shards[i].lastDeliveredId);
+      EXPECT_EQ(got.shards[i].entriesRead, want.shards[i].entriesRead);
+      EXPECT_EQ(got.shards[i].lag, want.shards[i].lag);
+      EXPECT_EQ(got.shards[i].length, want.shards[i].length);
+      EXPECT_EQ(got.shards[i].trimmed, want.shards[i].trimmed);
+      EXPECT_EQ(got.shards[i].trimmedUnread, want.shards[i].trimmedUnread);
+    }
+    const auto sums = decode_lag_sums(f.sums[static_cast<std::size_t>(it - f.positions.begin())].second);
+    ASSERT_TRUE(sums.has_value());
+    EXPECT_EQ(sums->knownLag, want.knownLag) << g;
+    EXPECT_EQ(sums->unknownShards, want.unknownShards) << g;
+    EXPECT_EQ(sums->pending, want.pending) << g;
+  }
+  // A group the snapshot does not hold: the shards without it (unknown everywhere, never 0).
+  const auto absent = decode_lag_snapshot(f.shards, "new", std::nullopt);
+  ASSERT_TRUE(absent.has_value());
+  EXPECT_EQ(group_lag(*absent, "new").unknownShards, 2);
+  // What another version wrote, or a position of another shard count, does not decode.
+  EXPECT_FALSE(decode_lag_snapshot("1,2,3", "g", std::nullopt).has_value());
+  EXPECT_FALSE(decode_lag_snapshot(f.shards, "g", std::string("1-0,1,1,0,0")).has_value()) << "one shard of two";
+  EXPECT_FALSE(decode_lag_snapshot(f.shards, "g", std::string("1-0,x,1,0,0;")).has_value());
+  EXPECT_FALSE(decode_lag_sums("1,2").has_value());
+  EXPECT_FALSE(decode_lag_sums("a,b,c").has_value());
+  EXPECT_TRUE(decode_lag_snapshot("", "g", std::nullopt).has_value()) << "a stream of no shards";
+}
+
+TEST(LagSnapshot, ARoundWritesOnlyTheGroupsThatChangedAndDropsThoseThatWentAfterAWholeFirstWrite) {
+  LagSnapshotMemory mem;
+  auto r = two_shards({on("a", 1), on("b", 2)}, {on("a", 0)});
+  auto f = encode_lag_snapshot(r, {});
+  auto d = mem.diff(f);
+  EXPECT_TRUE(d.replace) << "nothing known of what the store holds";
+  EXPECT_EQ(d.changed.size(), 2u);
+  mem.written(f);
+  d = mem.diff(f);
+  EXPECT_FALSE(d.replace);
+  EXPECT_TRUE(d.changed.empty()) << "nothing changed: nothing written";
+  EXPECT_TRUE(d.removed.empty());
+  r = two_shards({on("a", 5)}, {on("a", 0), on("c", 1)});  // a moved, b gone, c new
+  f = encode_lag_snapshot(r, {});
+  d = mem.diff(f);
+  std::vector<std::string> changed;
+  for (auto i : d.changed) changed.push_back(f.positions[i].first);
+  EXPECT_EQ(changed, (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(d.removed, (std::vector<std::string>{"b"}));
+  mem.forget();  // a write failed
+  EXPECT_TRUE(mem.diff(f).replace);
 }

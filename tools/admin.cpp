@@ -48,9 +48,11 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> all{
       {"list-streams", "", "Every stream the coordinator knows.", 0},
       {"list-groups", "STREAM", "The consumer groups of STREAM, each with its lag and pending records.", 1},
-      {"describe", "STREAM GROUP",
+      {"describe", "STREAM GROUP [--fresh]",
        "The group's state and epochs, each shard (owner, state, pending, lag, last delivered id),\n"
-       "then each member (state, epoch, heartbeat age, capacity, shards) and the recent events.",
+       "then each member (state, epoch, heartbeat age, capacity, shards) and the recent events.\n"
+       "Redis's figures are the last lag round's; --fresh reads them now (XINFO GROUPS of every\n"
+       "shard: its cost grows with the number of groups on the stream).",
        2},
       {"create-stream", "STREAM SHARDS [--key-style plain|hashtag]",
        "Creates STREAM with SHARDS shards (POST). An existing stream of that size is fine;\n"
@@ -261,7 +263,13 @@ void print_describe(const json& d) {
     std::cout << "LAG " << (records.is_null() ? "unknown on " + text(rl.value("unknownShards", json())) + " shard(s) (at least " +
                                                     text(rl.value("knownRecords", json())) + ")"
                                               : text(records))
-              << " records, " << text(rl.value("pending", json())) << " delivered and not acked (read from Redis)\n";
+              << " records, " << text(rl.value("pending", json())) << " delivered and not acked (read from Redis"
+              << (d.value("redisLagSource", json()) == "lag-round" && d.value("redisLagAgeMs", json()).is_number()
+                      ? " by the lag round " + text(d["redisLagAgeMs"]) + " ms ago"
+                      : d.value("redisLagSource", json()) == "live" ? " now" : "")
+              << ")\n";
+  } else if (d.value("redisLagSource", json()) == "lag-round") {
+    std::cout << "LAG not read yet: the lag round reads it within --lag-interval-ms (describe --fresh reads it now)\n";
   }
   if (const auto mig = d.value("activeMigration", json()); mig.is_object())
     std::cout << "SCALING " << text(mig.value("fromShardCount", json())) << " -> " << text(mig.value("toShardCount", json()))
@@ -393,7 +401,7 @@ int main(int argc, char** argv) {
   bool followOwner = true;
   rsc::member::ClientTls coordinatorTls;
   if (const char* f = std::getenv("RSC_COORDINATOR_CA_FILE")) coordinatorTls.caFile = f;
-  bool help = false, fence = false, keyStyleGiven = false, all = false, rollback = false, wait = false;
+  bool help = false, fence = false, keyStyleGiven = false, all = false, rollback = false, wait = false, fresh = false;
   long waitTimeoutMs = 600000;
   std::string reason;
   std::vector<std::string> deadIds;
@@ -429,6 +437,7 @@ int main(int argc, char** argv) {
     else if (a == "--all") all = true;
     else if (a == "--rollback") rollback = true;
     else if (a == "--wait") wait = true;
+    else if (a == "--fresh") fresh = true;
     else if (a == "--wait-timeout-ms") {
       const std::string v = value("a number");
       char* end = nullptr;
@@ -481,6 +490,7 @@ int main(int argc, char** argv) {
   if (keyStyleGiven && std::string(cmd->name) != "create-stream") bad_usage("--key-style is for create-stream", cmd);
   if (keyStyleGiven && keyStyle != "plain" && keyStyle != "hashtag") bad_usage("--key-style: plain or hashtag", cmd);
   if (!count.empty() && std::string(cmd->name) != "dead-letters") bad_usage("--count is for dead-letters", cmd);
+  if (fresh && std::string(cmd->name) != "describe") bad_usage("--fresh is for describe", cmd);
   if (shardRacks && std::string(cmd->name) != "set-assignor") bad_usage("--shard-racks is for set-assignor", cmd);
   if (with && std::string(cmd->name) != "set-assignor") bad_usage("--with is for set-assignor co-partitioned", cmd);
   if (std::string(cmd->name) == "set-assignor" && (args[2] == "co-partitioned") != with.has_value())
@@ -500,8 +510,8 @@ int main(int argc, char** argv) {
     return n;
   };
   if (name == "list-streams") path = "/coord/v1/streams";
-  else if (name == "list-groups") path = "/coord/v1/streams/" + seg(args[0]) + "/groups";
-  else if (name == "describe") path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]);
+  else if (name == "list-groups") path = "/coord/v1/streams/" + seg(args[0]) + "/groups?limit=1000";  // page by page
+  else if (name == "describe") path = "/coord/v1/streams/" + seg(args[0]) + "/groups/" + seg(args[1]) + (fresh ? "?fresh=true" : "");
   else if (name == "create-stream") {
     method = "POST";
     path = "/coord/v1/streams/" + seg(args[0]);
@@ -639,7 +649,7 @@ int main(int argc, char** argv) {
     std::cerr << "rsc-admin: no answer from " << url << ": " << r.error << "\n";
     return kUnreachable;
   }
-  const auto j = json::parse(r.body, nullptr, false);
+  auto j = json::parse(r.body, nullptr, false);  // list-groups: later pages are added
   if (r.status < 200 || r.status >= 300) {
     std::string msg = j.is_object() && j.contains("message") ? text(j["message"]) : r.body;
     std::string code = j.is_object() && j.contains("error") ? text(j["error"]) : "";
@@ -650,6 +660,20 @@ int main(int argc, char** argv) {
   if (j.is_discarded()) {
     std::cerr << "rsc-admin: the answer is not JSON: " << r.body.substr(0, 200) << "\n";
     return kRefused;
+  }
+  // The groups come a page at a time: the next pages are asked for and added to the first.
+  for (int pages = 1; name == "list-groups" && j.is_object() && j.value("nextCursor", json()).is_string(); ++pages) {
+    path = "/coord/v1/streams/" + seg(args[0]) + "/groups?limit=1000&cursor=" + text(j["nextCursor"]);
+    const auto more = ask_until_answered();
+    const auto next = json::parse(more.body, nullptr, false);
+    if (more.status != 200 || !next.is_object() || pages > 100000) {
+      std::cerr << "rsc-admin: list-groups: page " << pages + 1 << " refused (HTTP " << more.status << "): "
+                << (next.is_object() && next.contains("message") ? text(next["message"]) : more.body + more.error) << "\n";
+      return more.status == 0 ? kUnreachable : kRefused;
+    }
+    for (const char* field : {"groups", "groupLag"})
+      for (const auto& e : next.value(field, json::array())) j[field].push_back(e);
+    j["nextCursor"] = next.value("nextCursor", json());
   }
   // Named dead letters that were not there: said on stderr, exit 1 (the others were moved).
   auto named_missing = [&]() {
