@@ -88,7 +88,7 @@ void run_admin_step(Self self, const WorkPtr& w, group::Millis t, double compute
       return c->call.done(store::Result<protocol::GroupConfigSet>::failure(store::ErrorKind::Invalid, *why));
     }
     // A pod's copy may not have learned a change of the stream yet (told to other pods' groups
-    // moments later): judged on what the store said at the check (issue 70, point 3).
+    // moments later): judged on what the store said at the check.
     st.c.stream_read(c->call.linkStream, t);
     const auto checked = c->call.linkStream ? std::optional<int32_t>(c->call.linkStream->shardCount) : std::nullopt;
     if (auto why = group::link_outdated(st.c.state(), c->call.config, checked))

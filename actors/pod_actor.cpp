@@ -107,9 +107,10 @@ void beat(Self self) {
 // longer this pod's leave /metrics (a stream whose read failed keeps its last figures).
 // The reading, kept for every pod's describe and list (group/stream_lag.hpp: only what changed
 // since this pod's last write; the whole of it when this pod does not know what the store holds).
-void write_snapshot(Self self, const std::string& stream, const group::StreamReading& r, const std::vector<std::string>& known) {
+void write_snapshot(Self self, const std::string& stream, const group::StreamReading& r, const std::vector<std::string>& known,
+                    const group::LagByGroup& sums) {
   auto& st = self->state;
-  const auto fields = group::encode_lag_snapshot(r, known);
+  const auto fields = group::encode_lag_snapshot(r, known, sums);
   auto& memory = st.snapshots[stream];
   const auto diff = memory.diff(fields);
   store::StreamStore::LagSnapshotWrite w;
@@ -175,8 +176,9 @@ void sample_lag(Self self) {
     const auto known = groups.ok() ? *groups.value : std::vector<std::string>{};
     int64_t length = 0;
     for (const auto& shard : r.shards) length += shard.length.value_or(0);
-    write_snapshot(self, stream, r, known);  // first: once /metrics shows the figures, describe does
-    m->stream_lag(stream, group::lag_by_group(r, known), length);
+    auto sums = group::lag_by_group(r, known);  // once, for the snapshot and /metrics
+    write_snapshot(self, stream, r, known, sums);  // first: once /metrics shows the figures, describe does
+    m->stream_lag(stream, std::move(sums), length);
   }
   if (st.lag.in_progress()) return;  // the round goes on at the next beat
   const auto end = st.lag.finish();

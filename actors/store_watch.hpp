@@ -1,6 +1,6 @@
 // One timer for all the group actors of a gateway that wait on a store call, instead of one timer
 // per call: each per-call delayed message woke CAF's clock thread, about 4 µs of a written
-// heartbeat's CPU (issue 32). A group actor starting a call notes it here; the sweeper actor wakes
+// heartbeat's CPU. A group actor starting a call notes it here; the sweeper actor wakes
 // at the earliest deadline among the calls still in flight and sends `watchdog` to the actors whose
 // call is overdue, which give it up as before (actors/store_asker.hpp decides, on its own line).
 // A group actor spawned without a watch (tests of one actor) keeps a timer of its own.

@@ -126,7 +126,7 @@ std::string describe_json(const GroupState& g, Millis now, const RecentEvents* r
                                         : "its holder " + v.owner + " to hand it back (drained by every group)";
     } else if (stream != nullptr && stream->metadataVersion > g.metadataVersion && si >= stream->readShardCount()) {
       // The stream (read after the group) retired it; the group learns that at its next step.
-      // Never shown ACTIVE meanwhile (issue 70, point 4).
+      // Never shown ACTIVE meanwhile.
       e["phase"] = "RETIRING";
       e["waitingFor"] = "the group to learn the stream's metadata version " + std::to_string(stream->metadataVersion) +
                         " (it has " + std::to_string(g.metadataVersion) + "), at its next step";

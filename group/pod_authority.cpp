@@ -57,7 +57,7 @@ PodView::Placement PodView::place(const std::string& groupKey, Millis localNow, 
     // This pod's window closed (it cannot reach the store, or it is stopping) while the registry it
     // last read still makes it the owner: the group goes to the pod that serves it once this one's
     // registration runs out, so its calls go there, and clients kept on this pod are still served
-    // (issue 70, point 1). That pod judges its own authority: until it owns the group it answers
+    // too. That pod judges its own authority: until it owns the group it answers
     // RETRY naming the owner it sees; a forwarded call is never forwarded again.
     const auto* next = owner_among(groupKey, localNow, &self);
     if (next != nullptr && !next->address.empty()) return {K::Elsewhere, next->id, next->address, {}};

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 namespace rsc::group {
 
@@ -112,6 +114,10 @@ uint64_t fnv(const std::string& a, const std::string& b) {
 // "" (not on it) or "lastDeliveredId,entriesRead,lag,pending,trimmedUnread", joined by ';'. Sums:
 // "knownLag,unknownShards,pending". Ids and numbers hold none of ',' and ';'.
 LagSnapshotFields encode_lag_snapshot(const StreamReading& r, const std::vector<std::string>& known) {
+  return encode_lag_snapshot(r, known, lag_by_group(r, known));
+}
+
+LagSnapshotFields encode_lag_snapshot(const StreamReading& r, const std::vector<std::string>& known, const LagByGroup& sums) {
   LagSnapshotFields f;
   const auto shards = static_cast<std::size_t>(std::max<int32_t>(0, r.shardCount));
   std::vector<const ShardReading*> byIndex(shards, nullptr);
@@ -140,7 +146,6 @@ LagSnapshotFields encode_lag_snapshot(const StreamReading& r, const std::vector<
              "," + std::to_string(g.trimmedUnread);
     }
   }
-  const auto sums = lag_by_group(r, known);
   std::vector<std::string> names;
   names.reserve(cells.size());
   for (const auto& [n, c] : cells) names.push_back(n);
@@ -209,7 +214,8 @@ std::optional<LagSums> decode_lag_sums(const std::string& text) {
 LagSnapshotMemory::Diff LagSnapshotMemory::diff(const LagSnapshotFields& next) const {
   Diff d;
   d.replace = !known_;
-  std::set<std::string> present;
+  std::unordered_set<std::string_view> present;
+  present.reserve(next.positions.size());
   for (std::size_t i = 0; i < next.positions.size(); ++i) {
     const auto& [name, text] = next.positions[i];
     present.insert(name);

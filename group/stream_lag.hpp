@@ -83,7 +83,7 @@ struct LagSums {
 using LagByGroup = std::unordered_map<std::string, LagSums>;
 LagByGroup lag_by_group(const StreamReading& reading, const std::vector<std::string>& known);
 
-// ---- The lag snapshot (issue 71) -----------------------------------------------------------------
+// ---- The lag snapshot -----------------------------------------------------------------------------
 // XINFO GROUPS lists every group of a shard, so reading one group's position costs Redis time that
 // grows with the number of groups on the stream. The lag round (which reads them all anyway) keeps
 // what it read in the store: one field for the shards' own figures, one per group for its position
@@ -96,6 +96,8 @@ struct LagSnapshotFields {
   std::vector<std::pair<std::string, std::string>> sums;       // group -> its sums (same order)
 };
 // Every group of the reading and of `known` (unknown everywhere when not on any shard).
+// `sums`: lag_by_group(r, known) when the caller has it already (the lag round does, for /metrics).
+LagSnapshotFields encode_lag_snapshot(const StreamReading& r, const std::vector<std::string>& known, const LagByGroup& sums);
 LagSnapshotFields encode_lag_snapshot(const StreamReading& r, const std::vector<std::string>& known);
 // The reading of the shards with `group` alone on them (or nobody, without a position), from the
 // fields read back; nullopt when they do not decode (a field written by another version).

@@ -850,7 +850,7 @@ void serve_elsewhere(const HttpRequest& req, Backend& backend, const Route& rt, 
         [&backend, direct, unavailable, pod = placed.podId, url = placed.ownerUrl](const std::string& why) {
           backend.forwarded(false);
           // Still naming the owner: this pod may be the one cut off, and a member that can reach
-          // the owner goes straight there (issue 70, point 2: the guide's promise).
+          // the owner goes straight there, as docs/guide.md promises.
           auto r = unavailable("pod " + pod + " (which serves the group) " + why);
           name_owner(r, url);
           direct(std::move(r));

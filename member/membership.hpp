@@ -152,7 +152,7 @@ class Membership {
   // failed call was sent (a blocked read fails only at its timeout): the failure counts from there,
   // and the lease is also judged at each heartbeat (next_request), so the shards go back within
   // about one lease plus one heartbeat interval of Redis going silent, not a lease after a long
-  // read timed out (issue 70, point 4).
+  // read timed out.
   int64_t data_plane_failed(const std::string& why, int64_t nowNs, int64_t sentNs = 0);
   // A call to Redis was answered at `nowNs`.
   void data_plane_ok(int64_t nowNs);

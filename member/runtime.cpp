@@ -486,7 +486,7 @@ struct Runtime::Impl {
         std::lock_guard<std::mutex> lock(mu);
         m->set_progress(s, p->pending, p->lag);
       }
-      // A silent Redis is counted from this call's send, as a read's is (issue 70, point 4).
+      // A silent Redis is counted from this call's send, as a read's is.
       if (auto e = reader.take_unanswered(); !e.empty() && cannot_read(true, e)) {
         data_plane(false, e, sentNs);
         break;

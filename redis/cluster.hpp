@@ -1,4 +1,4 @@
-// Redis Cluster routing, the pure part (issue 14, first step): which node serves a key, what a
+// Redis Cluster routing, the pure part: which node serves a key, what a
 // CLUSTER SLOTS answer says about that, and what a MOVED or ASK refusal asks for. No I/O here: a
 // client on hiredis keeps one connection per node and consults this to route, pipelines per node
 // and follows redirects.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many groups on one stream (issue 71): GROUPS coordinator groups on a 16-shard stream (one member
+# Many groups on one stream: GROUPS coordinator groups on a 16-shard stream (one member
 # joined each, so each has its Redis consumer group on every shard), one pod sampling the lag every
 # second. Prints describe's latency (p50/p99 over 200 calls, default and ?fresh=true) and its Redis
 # work per call (INFO commandstats: calls and microseconds of the commands issued per describe), and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# More pods, more capacity (issue 52): the steady-heartbeat figures of one pod, of three pods whose
+# More pods, more capacity: the steady-heartbeat figures of one pod, of three pods whose
 # members follow the Rsc-Group-Owner header (each group's heartbeats straight to its owner), and of
 # three pods behind rsc-proxy with members that ignore it (a Service only: two calls in three are
 # forwarded), side by side in one run and with both load generators: rsc-load (scripts/load.sh,

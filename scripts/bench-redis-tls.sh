@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Redis over TLS against plain TCP (issue 29), side by side in one run: one redis-server with a
+# Redis over TLS against plain TCP, side by side in one run: one redis-server with a
 # plain port and a TLS-only port (mutual TLS, certificates made here with openssl). For each mode,
 # ROUNDS times, alternating: rsc-produce writes RECORDS records to a fresh 4-shard stream
 # (pipelined, as fast as Redis answers), then rsc-consume (4 workers) reads and acks them all; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Retention under load (issue 28): two groups on one 4-shard stream, "fast" (4 workers) and "slow"
+# Retention under load: two groups on one 4-shard stream, "fast" (4 workers) and "slow"
 # (1 worker, SLOW_MS per record: about ten times slower), RECORDS records produced at RATE/s, the
 # stream under POLICY: processed (processedByAllGroups) or maxlen=N (maxLen N per shard). Every
 # second it prints the stream's length, Redis's memory and each group's lag (read from Redis); when

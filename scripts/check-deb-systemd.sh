@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The rsc-coordinator package under systemd (issue 55): boots systemd as PID 1 of a PID namespace of
+# The rsc-coordinator package under systemd: boots systemd as PID 1 of a PID namespace of
 # its own, in a throwaway copy of this machine's root (an overlay whose writes go to a tmpfs, in a
 # private mount namespace; it shares the network and nothing else), installs the package there with
 # dpkg and checks what an administrator would: the service is enabled and running, as the system

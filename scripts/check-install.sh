@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rsc as an installable package (issue 30): installs a build into a temp prefix (cmake --install),
+# rsc as an installable package: installs a build into a temp prefix (cmake --install),
 # builds examples/consumer, a project outside the source tree, against it twice (find_package(rsc
 # CONFIG) and pkg-config), runs both against a coordinator from the installed binaries and a
 # private redis-server (free loopback ports, stopped by pid), and builds the .deb with cpack and
@@ -31,7 +31,7 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig" c++ -O1 examples/consumer/main.cpp $(PKG
   -o "$dir/example-pkgconfig" >"$dir/example-pc.log" 2>&1
 check $? "examples/consumer builds with pkg-config rsc"
 # pkg-config imposes no language standard, and a C++20 application builds against the headers, with
-# pkg-config and with find_package (issue 55).
+# pkg-config and with find_package.
 ! PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags rsc | grep -q -- '-std='
 check $? "pkg-config's Cflags force no -std ($(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags rsc))"
 # The headers are <rsc/...> and include each other by relative paths: an application whose own
@@ -71,7 +71,7 @@ for b in cmake-build/example-consumer example-pkgconfig; do
   check $? "$b produced 20 records and consumed them through the coordinator"
 done
 
-# The packages (issue 55): rsc-coordinator, rsc-tools and librsc-dev, binaries stripped, a server
+# The packages: rsc-coordinator, rsc-tools and librsc-dev, binaries stripped, a server
 # and tools that depend on no development package, the unit, the configuration as a conffile, the
 # service user made by postinst, a copyright file in each; their sizes; lintian where installed.
 if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then

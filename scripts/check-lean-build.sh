@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lean path (issue 55, point 2): scripts/run.sh installs only what building and running the
+# The lean path: scripts/run.sh installs only what building and running the
 # server and the tools needs, and builds only them. Checked without uninstalling anything: the
 # --run package list holds no test, fuzz, benchmark or browser package, and a configure of the lean
 # build with CMake forbidden to find GoogleTest and Google Benchmark succeeds and generates the four

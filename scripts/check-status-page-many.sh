@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The status page with many groups (issue 71, point 2; run by ctest): GROUPS groups (1000 by
+# The status page with many groups (run by ctest): GROUPS groups (1000 by
 # default) on one 16-shard stream, one member each, a pod sampling the lag every second. Headless
 # Chromium loads the page once (its refreshes within the virtual time budget counted); the rendered
 # DOM must show every group, and Redis's own count (INFO commandstats) bounds the Redis time one

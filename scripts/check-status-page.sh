@@ -164,7 +164,7 @@ if problems:
 print("check-status-page: a static member away shows its instance id, its reservation and shards 0,1 reserved for it")
 PY
 
-# 1e. A rack-aware group (issue 54): the page names its assignor, the shards read across racks and
+# 1e. A rack-aware group: the page names its assignor, the shards read across racks and
 # each member's rack with how many of its shards are in it.
 python3 - "http://127.0.0.1:$port" <<'PY'
 import json, sys, urllib.request

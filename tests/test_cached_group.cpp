@@ -613,7 +613,7 @@ TEST_F(CachedGroupTest, OnlyErrorAnswersStoreNothingForAGroupThatDoesNotExistAnd
   ASSERT_TRUE(p.has_value());  // the tick's findings, written on their own
 }
 
-// Issue 70, point 4: a target posted for a group that does not exist (or a member removed from
+// A target posted for a group that does not exist (or a member removed from
 // one) answered 404 but wrote the group, because loading it had found the stream's metadata.
 TEST_F(CachedGroupTest, AnAdminCallAboutMembersOfAGroupThatDoesNotExistWritesNothingAConfigurationMakesIt) {
   load();

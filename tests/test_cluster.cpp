@@ -1,4 +1,4 @@
-// Redis Cluster routing (issue 14, first step): addresses, MOVED/ASK refusals and the slot map, on
+// Redis Cluster routing: addresses, MOVED/ASK refusals and the slot map, on
 // answers built by hand and on a real two-node cluster of redis-server 7 on loopback.
 #include <gtest/gtest.h>
 

@@ -165,7 +165,7 @@ TEST(Codec, ErrorBodyHasTheResponseShapeWithAMessage) {
   EXPECT_FALSE(j.contains("errorField")) << "no field named, none sent";
 }
 
-// Issue 26: one builder for every refused heartbeat answer, wherever it is decided.
+// One builder for every refused heartbeat answer, wherever it is decided.
 TEST(Codec, ARefusalCarriesEveryTimingAndEchoesTheMembersEpochWhenKnown) {
   const Timings t{3000, 60000, 15000};
   auto retry = refusal("rq", "m", HeartbeatStatus::RETRY, "store down", t, {}, 7);

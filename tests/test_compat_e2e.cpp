@@ -1,4 +1,4 @@
-// Wire compatibility with the clients of the reference implementation (issue 11), against a real
+// Wire compatibility with the clients of the reference implementation, against a real
 // redis-server and the real coordinator. The request bodies below are written the way those
 // clients write them (from the issue's description of them): `memberName` null, owned shards
 // without a state, revokes and progress nested as {"shard": {"shardIndex": n}}, `pendingCount`.

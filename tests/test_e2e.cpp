@@ -411,7 +411,7 @@ TEST_F(E2E, AdminEndpointsCreateGrowDescribeListAndRemove) {
   EXPECT_EQ(http_call(port(), "DELETE", "/coord/v1/streams/clicks/groups/etl/members/a").status, 404);
 }
 
-// Issue 70, point 4: a target for a group that does not exist answered 404 and made the group.
+// A target for a group that does not exist answered 404 and made the group.
 TEST_F(E2E, ATargetOrARemovalForAGroupThatDoesNotExistIsRefusedAndMakesNothing) {
   ASSERT_EQ(http_call(port(), "PUT", "/coord/v1/streams/clicks", R"({"shardCount": 4})").status, 200);
   Member a{"a"};
@@ -426,7 +426,7 @@ TEST_F(E2E, ATargetOrARemovalForAGroupThatDoesNotExistIsRefusedAndMakesNothing) 
   EXPECT_EQ(http_call(port(), "GET", "/coord/v1/streams/clicks/groups").json()["groups"], json::array({"etl"}));
 }
 
-// Issue 70, point 4: linking a group with one linked to a third group exited 1 in rsc-admin but had
+// Linking a group with one linked to a third group exited 1 in rsc-admin but had
 // linked the caller's side already, freezing its stream. Refused before anything changes.
 TEST_F(E2E, ALinkWithAGroupLinkedToAThirdOneIsRefusedAndChangesNothing) {
   for (const char* s : {"sa", "sb", "sc"})
@@ -610,7 +610,7 @@ TEST(E2EConfig, BadFlagsExitWithAMessageNamingThem) {
 }
 
 // The actor scheduler's threads are a setting; by default half the cores (at least one), which on
-// a 2-core machine measured faster than two (issue 9's note has the figures).
+// a 2-core machine measured faster than two.
 TEST(E2EConfig, SchedulerThreadsDefaultToHalfTheCoresAndCanBeSet) {
   const auto run = run_command;
   int rc = 0;
@@ -676,7 +676,7 @@ TEST(E2EConfig, ANumberTooLargeForJsonIsRefusedNotACrash) {
   std::filesystem::remove_all(dir);
 }
 
-// Issue 52: --advertise takes a host name (a headless Service's pod record, which the pod's
+// --advertise takes a host name (a headless Service's pod record, which the pod's
 // certificate can name), as well as an IP; anything else is refused with why.
 TEST(E2EConfig, AdvertiseTakesAnIpOrAHostName) {
   auto run = [](const std::string& args, int* rc) {
@@ -694,7 +694,7 @@ TEST(E2EConfig, AdvertiseTakesAnIpOrAHostName) {
   }
 }
 
-// Issue 51: a typo anywhere in the file is refused with its path (a misspelt key used to be ignored:
+// A typo anywhere in the file is refused with its path (a misspelt key used to be ignored:
 // the setting kept its default, a token meant for some streams was left unlimited); the flags'
 // spellings are taken in the file too; a JSON error says where; --check-config shows each token's
 // scope and whether /metrics needs a token.
@@ -734,7 +734,7 @@ TEST(E2EConfig, UnknownKeysAnywhereInTheFileAreRefusedWithTheirPath) {
   std::filesystem::remove_all(dir);
 }
 
-// Redis TLS and secrets from files (issue 29): --check-config names the TLS files, never the
+// Redis TLS and secrets from files: --check-config names the TLS files, never the
 // password or a token, and a missing or unusable file is refused before anything connects.
 TEST(E2EConfig, RedisTlsAndSecretFilesAreCheckedAndNoSecretIsPrinted) {
   const auto run = run_command;
@@ -785,7 +785,7 @@ TEST(E2EConfig, RedisTlsAndSecretFilesAreCheckedAndNoSecretIsPrinted) {
   }
 }
 
-// Secrets from files never leak (issue 29): a coordinator with a token and a Redis password read
+// Secrets from files never leak: a coordinator with a token and a Redis password read
 // from files, called with the right token, a wrong one and none, and against a Redis that refuses a
 // wrong password: neither secret appears in its log, /metrics, the status page or an answer.
 TEST(E2ESecrets, TokensAndTheRedisPasswordNeverAppearInLogsMetricsPagesOrAnswers) {
@@ -891,7 +891,7 @@ TEST(E2ESecrets, ATokenFileThatChangesIsReadAgainWithoutARestart) {
   for (const auto& secret : {first, second, inlineTok}) EXPECT_EQ(log.find(secret), std::string::npos) << log;
 }
 
-// What an operator reads about the running build and process (issue 55, point 4): every binary's
+// What an operator reads about the running build and process: every binary's
 // --version names the commit, /metrics has rsc_build_info{commit,version}, the standard process_*
 // figures, and rsc_store_clock_offset_seconds in seconds between the store's clock and this host's
 // wall clock (the same host here: near 0; it was the store's clock minus a monotonic one, ~1.8e9).
@@ -1071,7 +1071,7 @@ bool shares(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
 }
 }  // namespace
 
-// Coarse lease renewal (issue 9, target 4) on two real pods. Lease 1000 ms, slack 400 ms.
+// Coarse lease renewal on two real pods. Lease 1000 ms, slack 400 ms.
 // 1. Members whose heartbeats land on either pod at random are never expired, and most of their
 //    steady heartbeats are answered without a write.
 // 2. A member removed through one pod while it heartbeats to the other, which may go on answering
@@ -1287,7 +1287,7 @@ TEST_F(E2E, ALateJoinOfAMemberThatIsDrainingHandsNothingAwayBeforeItsOldLeaseEnd
   EXPECT_NE(coord->log().find("held until its lease ends"), std::string::npos) << "the log says what is held back";
 }
 
-// Issue 25: a change made through one pod reaches a member whose next heartbeat lands at another
+// A change made through one pod reaches a member whose next heartbeat lands at another
 // at once: each group has one owner pod, the other forwards to it (group/pod_authority.hpp), so the
 // answer to m at pod B comes from the copy n's join (made through pod A) was written from.
 TEST(E2EMultiPod, AChangeWrittenAtOnePodIsSeenByTheNextHeartbeatAtAnother) {
@@ -1318,7 +1318,7 @@ TEST(E2EMultiPod, AChangeWrittenAtOnePodIsSeenByTheNextHeartbeatAtAnother) {
   EXPECT_EQ(metric(podA.port(), "rsc_copy_checks_total{result=\"stale\"}", 0), 0.0);
 }
 
-// Issue 70, point 3: the README's procedure for co-partitioned groups (another assignor on both,
+// The README's procedure for co-partitioned groups (another assignor on both,
 // scale both streams, link again) run at once on two pods: the link reached the group's owner
 // before the owner had learned the growth and was refused as a shrink that never happened ("went
 // from 12 to 10 shards"). The link is judged on the store's version of the stream.
@@ -1362,7 +1362,7 @@ TEST(E2EMultiPod, ARelinkRightAfterBothStreamsGrewThroughAnotherPodIsJudgedOnThe
   EXPECT_EQ(linked, 6);
 }
 
-// Issue 25, point 5: the pod lease (how long a frozen pod keeps its groups' deadline work) follows
+// The pod lease (how long a frozen pod keeps its groups' deadline work) follows
 // the member lease by default and may not reach it.
 TEST(E2EConfig, ThePodLeaseDefaultsToAThirdOfTheMemberLeaseAndMustStayBelowIt) {
   const std::string bin = RSC_COORDINATOR_BIN;

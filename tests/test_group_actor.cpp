@@ -294,7 +294,7 @@ TEST_F(GroupActorTest, AnIdleGroupRetiresFromMemoryAndComesBackWithItsState) {
   EXPECT_EQ(back.memberEpoch, a.memberEpoch);
 }
 
-// Issue 51: retirement is a handshake. The gateway has forgotten a retiring actor, but that actor
+// Retirement is a handshake. The gateway has forgotten a retiring actor, but that actor
 // may still hold calls in its mailbox (sent to it through the directory before it was forgotten)
 // and answer them from its copy: no second actor for the group may start, and write, before the
 // first is gone. Here the first gets a heartbeat in its mailbox, the gateway then handles its
@@ -843,7 +843,7 @@ TEST_F(GroupActorTest, APodWhoseWindowLapsedChecksItsCopyAgain) {
   EXPECT_EQ(mem_->calls(), after) << "then it answers alone again";
 }
 
-// Issue 26: the store deadline is kept on the pod's clock, so it is tested: a store that never
+// The store deadline is kept on the pod's clock, so it is tested: a store that never
 // answers costs a heartbeat the store deadline (1000 ms here), then RETRY; nothing hangs.
 struct SilentStoreState {
   std::vector<caf::typed_response_promise<LoadReply>> held;  // never delivered
@@ -860,7 +860,7 @@ caf::behavior silent_store(caf::stateful_actor<SilentStoreState>* self, std::str
   };
 }
 
-// Issue 32: the group actors of a gateway share one timer for their store calls (a sweeper that
+// The group actors of a gateway share one timer for their store calls (a sweeper that
 // wakes at the earliest deadline in flight) instead of one delayed message per call; the give-up
 // keeps its moment: each call at its own deadline, not before.
 TEST_F(GroupActorTest, StoreCallsWatchedByOneSweeperAreEachGivenUpAtTheirOwnDeadline) {

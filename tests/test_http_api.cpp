@@ -465,7 +465,7 @@ TEST(Admin, DeadLettersAreListedAndRedrivenByAdminsWithClearErrors) {
   }
 }
 
-// Issue 51: an id the dead-letter stream does not hold is named back (nothing done for it); a group
+// An id the dead-letter stream does not hold is named back (nothing done for it); a group
 // that does not exist is a 404 like describe's, for listing, redriving and discarding alike; dead
 // letters are discarded for good through their own audited endpoint.
 TEST(Admin, DeadLettersOfAnUnknownGroupAre404AndUnknownIdsAreNamedBack) {
@@ -534,7 +534,7 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
   };
   for (const auto& bad : {Bad{R"({"assignor": "sticky"})", "assignor: uniform, range, rack-aware, external or co-partitioned, not 'sticky'"},
                           Bad{R"({"assignor": "RANGE"})", "assignor"},
-                          // Issue 70, point 4: a value of the wrong type was called missing.
+                          // A value of the wrong type was called missing.
                           Bad{R"({"assignor": 3})", "assignor: must be a string (uniform, range, rack-aware, external or co-partitioned), not number 3"},
                           Bad{R"({"assignor": null})", "assignor: must be a string (uniform, range, rack-aware, external or co-partitioned), not null"},
                           Bad{R"({"assignor": ["range"]})", "assignor: must be a string"},
@@ -561,7 +561,7 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
     EXPECT_NE(r.res.body.find(bad.names), std::string::npos) << bad.body << " -> " << r.res.body;
   }
   EXPECT_EQ(b.configs.size(), 2u) << "nothing refused reached the group";
-  // A link (issue 54, point 3): the assignor may be left out; the answer names the other group and
+  // A link: the assignor may be left out; the answer names the other group and
   // whether it names this one back.
   auto link = call(b, auth, "PUT", path, R"({"coPartitionedWith": {"prefix": "payments", "group": "g"}})", "application/json", admin);
   ASSERT_EQ(link.res.status, 200) << link.res.body;
@@ -576,7 +576,7 @@ TEST(Admin, AGroupsAssignorIsSetByAnAdminAndABadOneIsRefusedNamingTheField) {
   EXPECT_EQ(call(b, auth, "PUT", path, R"({"assignor": "range"})", "text/plain", admin).res.status, 415);
 }
 
-// PUT .../streams/{prefix}/racks (issue 54, point 2): the admin's, audited; the racks listed or the
+// PUT .../streams/{prefix}/racks: the admin's, audited; the racks listed or the
 // zone rule; a bad body is refused naming the field and reaches nothing; no stream: 404; a rule the
 // pod cannot work out: 409 with its reason.
 TEST(Admin, AStreamsShardRacksAreSetByAnAdminListedOrFromTheNodesZones) {
@@ -635,7 +635,7 @@ TEST(Admin, AStreamsShardRacksAreSetByAnAdminListedOrFromTheNodesZones) {
   EXPECT_NE(unzoned.res.body.find("no zone for the Redis node n:1"), std::string::npos) << unzoned.res.body;
 }
 
-// PUT .../groups/{group}/target (issue 54, point 5): an admin's call, audited; a body that is no
+// PUT .../groups/{group}/target: an admin's call, audited; a body that is no
 // target is refused naming the field; what the group decides maps to 200, 400, 404 and 409 (a
 // stale epoch carries the group's current one, to compute the next target for).
 TEST(Admin, APostedTargetIsDecodedJudgedByTheGroupAndItsVerdictMapped) {
@@ -762,7 +762,7 @@ TEST(Admin, StreamsAreCreatedGrownAndReadWithClearErrors) {
   EXPECT_EQ(listed.at("lagReadAt"), 5000);
 }
 
-// Issue 71, point 3: the list is paged (limit, cursor), and what is not one of ours is refused,
+// The list is paged (limit, cursor), and what is not one of ours is refused,
 // naming the parameter, before anything is read.
 TEST(Admin, AStreamsGroupsArePagedByLimitAndCursorAndBadOnesAreRefusedNamingThem) {
   FakeBackend b;
@@ -1133,7 +1133,7 @@ TEST(StatusPage, IsOneSelfContainedDocumentServedWithoutAToken) {
   EXPECT_EQ(call(b, AuthConfig{}, "POST", "/", "{}").res.status, 405);
 }
 
-// ---- Rsc-Group-Owner: every answer about a group names the pod that owns it (issue 52) ----------
+// ---- Rsc-Group-Owner: every answer about a group names the pod that owns it ----------
 
 namespace {
 
@@ -1219,7 +1219,7 @@ TEST(GroupOwner, AForwardedAnswerNamesTheOwnerWhetherOrNotTheOwnerSaidSo) {
   // An owner of an older version names nobody: the forwarding pod says where it sent the call.
   f.ownerAnswer = HttpResponse{200, "{}", "application/json", {}};
   EXPECT_EQ(header(call_via(b, &f, "POST", kHb, body()).res, kGroupOwnerHeader), "http://10.0.0.2:8080");
-  // The owner did not answer this pod: RETRY, still naming the owner (issue 70, point 2: this pod
+  // The owner did not answer this pod: RETRY, still naming the owner (this pod
   // may be the one cut off from the others, and the member may well reach the owner itself; it
   // falls back to its configured URL only when the owner does not answer it either).
   f.ownerAnswer.reset();

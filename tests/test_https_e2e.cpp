@@ -1,4 +1,4 @@
-// The coordinator over HTTPS (issue 29): real rsc-coordinator processes started with the test
+// The coordinator over HTTPS: real rsc-coordinator processes started with the test
 // PKI's certificates (made by `openssl` at test time), called by the member library's HTTP client
 // and the member runtime; mutual TLS, forwarding between pods over TLS, certificate rotation (files
 // replaced, SIGHUP) without dropping open connections, and each bad client getting one clear line.
@@ -138,7 +138,7 @@ TEST(Https, MutualTlsServesTheApiStatusPageMetricsAndProbesAndPodsForwardOverTls
   EXPECT_TRUE(rt.shutdown(5000));
 }
 
-// Issue 52: pods advertise a host name their certificate covers (here "localhost"); a member that
+// Pods advertise a host name their certificate covers (here "localhost"); a member that
 // knows one pod's address follows the Rsc-Group-Owner header straight to the owner over mutual
 // TLS, verifying it by that name and presenting the same client certificate, and the pods forward
 // nothing more once it does.
@@ -253,7 +253,7 @@ std::string agreed(int port, const std::string& clientArgs) {
 }
 }  // namespace
 
-// TLS policy (issue 56, point 5): TLS 1.2 is served with forward-secret AEAD suites only (no static
+// TLS policy: TLS 1.2 is served with forward-secret AEAD suites only (no static
 // RSA key exchange, no CBC), TLS 1.3 as OpenSSL offers it; --tls-min-version 1.3 refuses 1.2, and
 // --tls-ciphers replaces the 1.2 list. A setting OpenSSL cannot use is refused at start.
 TEST(Https, OnlyForwardSecretAeadSuitesAndTheMinimumVersionAreServed) {
@@ -299,7 +299,7 @@ TEST(Https, OnlyForwardSecretAeadSuitesAndTheMinimumVersionAreServed) {
   }
 }
 
-// Probes under mutual TLS (issue 56, point 5): the kubelet presents no client certificate, so
+// Probes under mutual TLS: the kubelet presents no client certificate, so
 // --probe-listen serves /healthz and /readyz over plain HTTP on a port of their own, and nothing
 // else there; the API port still refuses a client without a certificate.
 TEST(Https, UnderMutualTlsTheProbesAnswerOnAPlainPortOfTheirOwnAndNothingElseDoes) {
@@ -332,7 +332,7 @@ TEST(Https, UnderMutualTlsTheProbesAnswerOnAPlainPortOfTheirOwnAndNothingElseDoe
   EXPECT_NE(out.find("probe-listen: port 18080 is the API's"), std::string::npos) << out;
 }
 
-// Visibility (issue 56, point 5): the served certificate's seconds left are exported
+// Visibility: the served certificate's seconds left are exported
 // (rsc_tls_certificate_expiry_seconds) and said in the log when fewer than
 // --tls-expiry-warning-days (default 14) remain or it has expired; failed handshakes are counted
 // by reason (rsc_tls_handshake_failures_total).
@@ -382,7 +382,7 @@ TEST(Https, TheCertificatesExpiryIsExportedAndSaidWhenNearAndFailedHandshakesAre
     std::cout << "  " << text.substr(at2 + 1, text.find('\n', at2 + 1) - at2 - 1) << "\n";
 }
 
-// A client CA taken out of the client CA file (issue 56, point 5): at the rotation that removes it,
+// A client CA taken out of the client CA file: at the rotation that removes it,
 // the open connections whose client certificate it signed are closed (a kept-alive connection would
 // otherwise go on being served for as long as the client keeps it), and those of a CA still in the
 // file stay open.

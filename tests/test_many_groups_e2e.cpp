@@ -160,7 +160,7 @@ void dump_logs(const std::vector<Coordinator*>& pods) {
 
 }  // namespace
 
-// A short Redis blip does not empty the Service (issue 55, point 3): a 1.2 s SIGSTOP, shorter than
+// A short Redis blip does not empty the Service: a 1.2 s SIGSTOP, shorter than
 // the readiness grace (one lease, 2 s), leaves /readyz 200 throughout while heartbeats answer RETRY;
 // with --ready-store-grace-ms 0 the same blip makes the pod not ready (the rule before).
 TEST(StoreStall, AShortBlipLeavesThePodReadyAndItsHeartbeatsAnswerRetry) {
@@ -565,7 +565,7 @@ void run_skewed(const std::string& skew) {
 TEST(ClockSkew, APodTenSecondsAheadExpiresNobody) { run_skewed("+10s"); }
 TEST(ClockSkew, APodTenSecondsBehindStillExpiresADeadMemberOnTime) { run_skewed("-10s"); }
 
-// Issue 25, point 5: a frozen pod holds its groups' deadline work only for its pod lease, which by
+// A frozen pod holds its groups' deadline work only for its pod lease, which by
 // default is a third of the member lease: members that went silent in groups whose duty was the
 // frozen pod's are expired by the others within about one member lease, while it is still frozen.
 TEST(TickDuty, AFrozenPodsGroupsAreJudgedByTheOthersWithinItsPodLeaseWhichStaysBelowTheMemberLease) {
@@ -601,7 +601,7 @@ TEST(TickDuty, AFrozenPodsGroupsAreJudgedByTheOthersWithinItsPodLeaseWhichStaysB
   if (HasFailure()) dump_logs({&survivor});
 }
 
-// Issue 25: each group has one owner pod; the others forward its calls there. Members that call
+// Each group has one owner pod; the others forward its calls there. Members that call
 // only pod A see no difference when the groups' owners change: a pod dies (its groups come back
 // to A within its pod lease) and another one joins (it takes its share once established).
 TEST(Ownership, GroupsMoveWhenAPodDiesAndWhenOneJoinsWhileMembersCallOnePod) {
@@ -654,7 +654,7 @@ TEST(Ownership, GroupsMoveWhenAPodDiesAndWhenOneJoinsWhileMembersCallOnePod) {
   if (HasFailure()) dump_logs({&a, &c});
 }
 
-// Issue 71, point 1: describing one group read XINFO GROUPS on every shard, which lists every
+// Describing one group read XINFO GROUPS on every shard, which lists every
 // group of the shard: its Redis cost grew with the number of groups on the stream (1.4 ms of
 // Redis time at 200 groups, about 300 ms at 10,000). Now it reads the lag round's snapshot: the
 // same calls, and about the same Redis time, at 20 groups and at 2,000 on a 16-shard stream.

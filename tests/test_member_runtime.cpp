@@ -166,7 +166,7 @@ TEST_F(RuntimeTest, WithoutAnsweredHeartbeatsAMemberFencesItselfThenResumesWithI
   EXPECT_TRUE(a.shutdown(5000));
 }
 
-// Issue 51: a join that lands on a stalled store is answered RETRY at the pod's store deadline, yet
+// A join that lands on a stalled store is answered RETRY at the pod's store deadline, yet
 // its write goes through once the store is back. The runtime sends it again with the same
 // requestId, so the pod replays the stored answer: no second incarnation of the member, nothing
 // held from it for a lease, its shards read as soon as the store answers.
@@ -325,7 +325,7 @@ TEST_F(RuntimeTest, ARecordThatAlwaysFailsIsTriedMaxDeliveriesTimesThenDeadLette
     EXPECT_EQ(seen, (std::vector<std::string>{"k0", "poison", "poison", "poison", "poison", "k1", "k2"}));
     EXPECT_EQ(deliveries, (std::vector<int64_t>{1, 2, 3, 4})) << "Redis's delivery count, one per attempt";
     // Read with the poison record and never tried before it was handled: its count is its own
-    // attempts, 1, however often the record ahead of it was claimed (issue 51: the records behind
+    // attempts, 1, however often the record ahead of it was claimed (the records behind
     // a failure are claimed JUSTID; this test used to expect 2, the charge the issue calls a defect).
     EXPECT_EQ(k1Deliveries, 1);
   }
@@ -580,7 +580,7 @@ TEST(RuntimeOverTls, TheCoordinatorAndTwoMembersWorkOnATlsOnlyRedis) {
   EXPECT_TRUE(b.shutdown(5000));
 }
 
-// Issue 56, point 1: a member with the wrong Redis CA beside a good one. It must not join (it
+// A member with the wrong Redis CA beside a good one. It must not join (it
 // could never read what it would be given): the good member reads every shard, and the bad one says
 // why once, naming Redis and the reason, and then stays quiet (a summary every 30 s).
 TEST(RuntimeOverTls, AMemberThatCannotReachRedisDoesNotJoinAndSaysWhyOnce) {
@@ -634,7 +634,7 @@ TEST(RuntimeOverTls, AMemberThatCannotReachRedisDoesNotJoinAndSaysWhyOnce) {
   EXPECT_TRUE(good.shutdown(5000));
 }
 
-// Issue 56, point 1: a member whose Redis stops answering it (its ACL user turned off and its
+// A member whose Redis stops answering it (its ACL user turned off and its
 // connections killed) while the coordinator is fine hands its shards back after a lease, so the
 // other member reads them; once Redis takes it again it joins again and gets its share.
 TEST(RuntimeDataPlane, AMemberWhoseRedisRefusesItForALeaseHandsItsShardsBackAndRejoinsWhenItCanRead) {
@@ -688,7 +688,7 @@ TEST(RuntimeDataPlane, AMemberWhoseRedisRefusesItForALeaseHandsItsShardsBackAndR
   EXPECT_TRUE(a.shutdown(5000));
 }
 
-// Issue 70, point 4: a member whose Redis goes silent (cut both ways: its connection's proxy is
+// A member whose Redis goes silent (cut both ways: its connection's proxy is
 // frozen) noticed it only when its blocked read timed out, and counted a whole lease from there. It
 // now counts from that read's send and judges it at each heartbeat: its shards go back within one
 // lease (and a heartbeat) of the cut, or at the read's timeout if that is later.
@@ -732,7 +732,7 @@ TEST(RuntimeDataPlane, AMemberWhoseRedisGoesSilentHandsItsShardsBackWithinALease
   std::filesystem::remove_all(dir, ec);
 }
 
-// Tokens from files rotate without a restart (issue 56, point 4): the coordinator reads its token
+// Tokens from files rotate without a restart: the coordinator reads its token
 // file again, and a member whose token file changed reads it again when the coordinator refuses the
 // old token, so it keeps its shards and its epoch. A member given the old token as a string (as
 // every member was before) is refused from then on and fences itself: the rotation is real.
@@ -813,7 +813,7 @@ TEST(RuntimeNotifications, AnOwnerHearsOfAJoinAtOnceInsteadOfAtItsNextHeartbeat)
   EXPECT_TRUE(a.shutdown(5000));
 }
 
-// Issue 25: a revoke does not wait for a blocked read. a reads two idle shards with a 3 s BLOCK;
+// A revoke does not wait for a blocked read. a reads two idle shards with a 3 s BLOCK;
 // when b joins, a is told (notification, heartbeat) to give shard 1 up while its XREADGROUP
 // waits: the read is released at once (CLIENT UNBLOCK), so b reads its shard well before the
 // BLOCK would have ended, and a's read after it still serves shard 0.
@@ -990,7 +990,7 @@ TEST(HttpClient, AServerThatNeverAnswersCostsTheTimeoutNotMore) {
   EXPECT_LT(ms, 2000) << "the call must not hang past its 300 ms timeout";
 }
 
-// Issue 51: with no coordinator at all, the log names the URL it keeps failing to reach, and a
+// With no coordinator at all, the log names the URL it keeps failing to reach, and a
 // graceful stop ends after a few unanswered leaves instead of waiting out its timeout.
 TEST(RuntimeWithoutCoordinator, TheLogNamesTheUrlAndAStopIsQuick) {
   RedisServer redis;
@@ -1025,7 +1025,7 @@ TEST(RuntimeWithoutCoordinator, TheLogNamesTheUrlAndAStopIsQuick) {
   EXPECT_TRUE(said("left without an answer from " + o.coordinatorUrl));
 }
 
-// Issue 51: the default id is the process's own (host, pid, a random part), so two consumers on
+// The default id is the process's own (host, pid, a random part), so two consumers on
 // one host never share one and fence each other in a loop.
 TEST(MemberId, IsTheHostThePidAndARandomPartUniquePerCall) {
   char host[256] = {};
@@ -1139,7 +1139,7 @@ TEST(ShardReaderOnCluster, ARecordOnAnySlotEndsTheWaitAtOnceAndNoReadOutlivesThe
   EXPECT_EQ(blocked_clients(cl), 0);
 }
 
-// Issue 51: a dead-letter stream no longer grows without bound: the runtime's XADD carries
+// A dead-letter stream no longer grows without bound: the runtime's XADD carries
 // MAXLEN ~ (RetryPolicy::deadLetterMaxLen), so Redis drops the oldest whole nodes past the cap;
 // 0 keeps everything.
 TEST_F(RuntimeTest, TheDeadLetterStreamIsCappedNearItsMaximumLength) {

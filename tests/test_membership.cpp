@@ -248,7 +248,7 @@ TEST_F(MembershipMachine, UnsupportedProtocolAndAuthorizationFailuresChangeNothi
   EXPECT_EQ(m.take_log().size(), 2u);
 }
 
-// A refused heartbeat is said once per kind, then in summaries (issue 56: a member whose token
+// A refused heartbeat is said once per kind, then in summaries (a member whose token
 // was revoked heartbeats on, each refused, and would otherwise log a line per beat); the first
 // accepted one says it is over. The self-fence still comes at the lease's end.
 TEST_F(MembershipMachine, ARefusedTokenIsSaidOnceThenInSummariesAndTheLeaseStillRunsOut) {
@@ -344,7 +344,7 @@ TEST_F(MembershipMachine, RequestIdsAreUniqueAndCarryTheIncarnation) {
   EXPECT_NE(restarted.next_request(now).requestId, a) << "a restart does not repeat an old requestId";
 }
 
-// Issue 51: a join the coordinator stored but whose answer was lost (a timeout) or said RETRY (its
+// A join the coordinator stored but whose answer was lost (a timeout) or said RETRY (its
 // store deadline passed while the write went through) is sent again with the same requestId, so
 // the coordinator replays its answer instead of taking it for a new incarnation of the id (which
 // fences the first and holds its shards until its lease ends).
@@ -374,7 +374,7 @@ TEST_F(MembershipMachine, AnUnansweredJoinIsResentWithItsRequestIdUntilItIsAnswe
   EXPECT_NE(leave.requestId, rejoin.requestId) << "a leave is never taken for the join it follows";
 }
 
-// Issue 51: three times in a row a member fenced again soon after it rejoined: the log says plainly
+// Three times in a row a member fenced again soon after it rejoined: the log says plainly
 // that another process probably uses its member id.
 TEST_F(MembershipMachine, BeingFencedAgainAndAgainIsSaidPlainlyInTheLog) {
   joined({0});
@@ -396,7 +396,7 @@ TEST_F(MembershipMachine, BeingFencedAgainAndAgainIsSaidPlainlyInTheLog) {
   for (const auto& l : m.take_log()) EXPECT_EQ(l.find("another process"), std::string::npos) << l;
 }
 
-// Issue 51: a join refused UNRELEASED_INSTANCE_ID (another member id holds the instance live) is
+// A join refused UNRELEASED_INSTANCE_ID (another member id holds the instance live) is
 // tried again at the interval: a crashed holder's lease ends and the join goes through. Refused for
 // longer than a lease plus two intervals and a grace, the holder is alive: the member stops for
 // good, fatal() naming the instance, and nothing more is sent or read.
@@ -441,7 +441,7 @@ TEST(StaticMembership, RefusedJoinsAreTriedForALeaseThenTheMemberStopsForGood) {
   }
 }
 
-// Issue 51: a leave nobody answers (no coordinator at all) ends after three tries once nothing is
+// A leave nobody answers (no coordinator at all) ends after three tries once nothing is
 // in the handler, instead of the stop waiting out its timeout; not while a record is in flight.
 TEST_F(MembershipMachine, ALeaveNobodyAnswersEndsAfterThreeTriesOnceNothingIsInFlight) {
   joined({0});
@@ -772,7 +772,7 @@ TEST_F(MembershipMachine, ALeavesOkAnswerDoesNotLiftASelfFenceButRevokePendingDo
   m.release(lease.shards);
 }
 
-// A worker blocked in a read on a shard that is given up must return at once (issue 25): the
+// A worker blocked in a read on a shard that is given up must return at once: the
 // machine names the worker whose read to cut short, for a revocation, a leave and a fence alike,
 // and only workers holding such a shard.
 TEST(MembershipInterrupts, AWorkerReadingAShardThatIsGivenUpOrDroppedIsToldToStopWaiting) {
@@ -815,7 +815,7 @@ TEST(MembershipInterrupts, AWorkerReadingAShardThatIsGivenUpOrDroppedIsToldToSto
 }
 
 
-// Issue 54: the member's rack goes with its joins (a rejoin after a fence too), not with every
+// The member's rack goes with its joins (a rejoin after a fence too), not with every
 // heartbeat; a member without one sends none.
 TEST(RackMembership, TheRackIsSentWithEveryJoinAndOnlyThen) {
   Membership::Options o{"m", "inc", 1, 0};
@@ -867,7 +867,7 @@ TEST(StaticMembership, EveryRequestCarriesTheInstanceAndTheLeaveIsMinusTwo) {
 }  // namespace
 }  // namespace rsc::member
 
-// ---- following the group's owner pod (issue 52) -------------------------------------------
+// ---- following the group's owner pod -------------------------------------------
 
 namespace rsc::member {
 namespace {
@@ -1028,7 +1028,7 @@ TEST_F(FollowingMembership, ALeaveWhoseOwnerDiesIsSentAgainWithoutCountingAsUnan
   EXPECT_FALSE(m.left_unanswered());
 }
 
-// Issue 70, point 1: a member whose kept-alive connection sits on a pod that cannot place its
+// A member whose kept-alive connection sits on a pod that cannot place its
 // group went on asking that same pod. Falling back to the configured URL, or told RETRY there with
 // no owner named, the next call opens a new connection (a Service places it afresh).
 TEST_F(FollowingMembership, FallingBackToTheServiceOrARetryNamingNobodyThereOpensANewConnection) {
@@ -1072,7 +1072,7 @@ TEST_F(FollowingMembership, WithFollowingOffEveryCallGoesToTheConfiguredUrl) {
 }  // namespace
 }  // namespace rsc::member
 
-// ---- a member that cannot read its data (issue 56, points 1 and 2) ---------------------------
+// ---- a member that cannot read its data ---------------------------
 
 namespace rsc::member {
 namespace {
@@ -1224,7 +1224,7 @@ TEST_F(SteppingOut, AStaticMemberGivesItsShardsAwayToo) {
   EXPECT_EQ(s.next_request(now).memberEpoch, -1) << "-2 would keep its shards from members that can read them";
 }
 
-// Issue 70, point 4: Redis went silent (cut both ways) while a blocked read was out; the read
+// Redis went silent (cut both ways) while a blocked read was out; the read
 // failed only at its timeout, and a whole lease was counted from there (shards handed back 9-15 s
 // after the cut). The failure counts from the failed call's send, and the heartbeat checks it.
 TEST_F(SteppingOut, ASilentRedisIsCountedFromTheSendOfTheReadThatFailedAndJudgedAtEachHeartbeat) {

@@ -99,7 +99,7 @@ TEST(PodAuthority, APodTheRegistryNoLongerListsHasNoPowers) {
   EXPECT_EQ(v->owner("orders/g1", 302)->id, "b") << "its calls go to b";
 }
 
-// Issue 70, point 1: a pod cut from the store (its beats fail, its window lapses) still counted
+// A pod cut from the store (its beats fail, its window lapses) still counted
 // itself the owner of its groups and answered RETRY naming nobody, so members kept on it by a
 // Service were never served. Its calls now go to the pod that takes its groups next.
 TEST(PodAuthority, APodWhoseWindowLapsedSendsItsGroupsCallsToThePodThatTakesThemNext) {

@@ -454,7 +454,7 @@ TEST_F(TwoMembers, AGrownStreamBumpsTheEpochAndSpreadsTheNewShards) {
   EXPECT_EQ(r.metadataVersion, 2);
 }
 
-// Rule 9, a shrink (issue 30): while the removed shards drain, the stream's metadata moves but the
+// Rule 9, a shrink: while the removed shards drain, the stream's metadata moves but the
 // group reads the same shards; nothing is revoked and the epoch stays.
 TEST_F(TwoMembers, AShrinkStillDrainingMovesOnlyTheMetadataVersion) {
   hand_over();
@@ -955,7 +955,7 @@ TEST_F(TwoMembers, DescribeShowsEachShardsOwnerAndItsHandoverInProgress) {
   }
 }
 
-// Issue 70, point 4: right after a shrink retired shards, a describe (the group read, then the
+// Right after a shrink retired shards, a describe (the group read, then the
 // stream) showed them ACTIVE until the group's own copy learned the stream's new version.
 TEST_F(TwoMembers, DescribeNeverShowsAShardTheStreamRetiredAsActiveBeforeTheGroupLearnsIt) {
   rsc::protocol::StreamMetadata stream;
@@ -1039,7 +1039,7 @@ TEST(Notify, AJoinWakesTheOwnerThatMustGiveUpAndItsAckWakesTheNewcomer) {
       << "with no earlier state known, whoever has something to do is woken";
 }
 
-// Issue 52, point 6: heartbeats that meet in one batch are answered in order, and a member
+// Heartbeats that meet in one batch are answered in order, and a member
 // answered before a later heartbeat of the batch freed the shards it waits for was told "pending,
 // come back in a quarter interval" (750 ms at the 3 s default). Leaving it out of the wake list
 // because it was answered made a graceful leave converge in ~760 ms in some trials. An answered
@@ -1327,7 +1327,7 @@ TEST(LeaseRenewal, OnlyAMemberReportingExactlyWhatTheCopySaysItReadsIsAnsweredWi
 
 // --- A join of a known id (SPEC §3 rule 1): the old incarnation may still be reading ----------
 
-// The sequence of issue 24: m owns 0-3, n joins, m is told to give up 2 and 3 and is draining
+// The sequence of m owns 0-3, n joins, m is told to give up 2 and 3 and is draining
 // them when a join for m (one it had retried, arriving late) reaches the coordinator.
 TEST(StaleJoin, TheShardsTheOldIncarnationOwnedOrDrainedGoToNobodyBeforeItsStoredLeaseEnds) {
   Harness h(4, slack_config(300));
@@ -1504,7 +1504,7 @@ TEST(StaleLeave, ALeaveWithoutAnEpochOrWithTheCurrentOrPreviousOneIsAppliedAndAH
   }
 }
 
-// Issue 54: the group's assignor, set by an admin, moves shards like any rebalance.
+// The group's assignor, set by an admin, moves shards like any rebalance.
 namespace {
 // Members that do what they are told at once: each heartbeat reports what it reads and acks what
 // it was asked to give up. After every heartbeat no shard is read by two of them.
@@ -1622,7 +1622,7 @@ TEST(Assignor, RackAwareReadsEachShardInItsRackWhereAMemberThereExistsAndDescrib
   EXPECT_FALSE(rsc::group::set_assignor(h.state(), keep, h.cfg(), h.now()).changed()) << "absent racks are kept";
 }
 
-// Issue 54, point 2: racks set on the stream (PUT .../racks) reach each group with the stream's
+// Racks set on the stream (PUT .../racks) reach each group with the stream's
 // metadata version. A rack-aware group without racks of its own places by them (a new group epoch:
 // shards move revoke-before-assign); a group with its own keeps placing by those; a group of another
 // assignor only counts by them. An older version with other racks is ignored.
@@ -1743,14 +1743,14 @@ TEST(RackZones, TheNodeZoneMapIsReadStrictlyAndAShardOnANodeWithoutAZoneRefusesT
   r = rsc::group::racks_from_zones({"n1:1"}, {});
   EXPECT_TRUE(r.racks.empty());
   EXPECT_NE(r.refusal.find("--redis-node-zones"), std::string::npos) << r.refusal;
-  // Issue 70, point 4: knowing no zone at all, the refusal still names the node it needs.
+  // Knowing no zone at all, the refusal still names the node it needs.
   EXPECT_NE(r.refusal.find("knows no zone of any Redis node"), std::string::npos) << r.refusal;
   EXPECT_NE(r.refusal.find("n1:1"), std::string::npos) << r.refusal;
   r = rsc::group::racks_from_zones({}, {});  // a stream of no shards needs no zone
   EXPECT_EQ(r.refusal, "");
 }
 
-// Issue 54, point 3: two groups of two streams, both co-partitioned (each naming the other), give
+// Two groups of two streams, both co-partitioned (each naming the other), give
 // shard i of both to one member whatever order their members came in and whatever each group held
 // before: the split is a function of the members alone. The uniform assignor, given the same
 // histories, does not (the check below would fail with it).
@@ -1890,7 +1890,7 @@ TEST(CoPartitionedAssignor, ALinkNeedsTwoStreamsOfAsManyShardsNeitherShrinkingAn
   seen = rsc::group::partner_view(linked, self);
   EXPECT_FALSE(seen.linksBack) << "it names a third group";
   EXPECT_EQ(seen.names, with);
-  // Issue 70, point 4: linking with a group linked to a third one is refused before anything changes.
+  // Linking with a group linked to a third one is refused before anything changes.
   EXPECT_NE(rsc::group::partner_refusal(seen, self, with).value_or("").find("is co-partitioned with"), std::string::npos);
   seen = rsc::group::partner_view(plain, with);
   EXPECT_FALSE(seen.linksBack);
@@ -1903,7 +1903,7 @@ TEST(CoPartitionedAssignor, ALinkNeedsTwoStreamsOfAsManyShardsNeitherShrinkingAn
   EXPECT_FALSE(rsc::group::partner_view(unlinked, with).linksBack) << "a group that does not exist names nobody";
 }
 
-// Issue 54, point 5: an external assignor follows the targets a controller posts.
+// An external assignor follows the targets a controller posts.
 TEST(ExternalAssignor, APostedTargetIsCheckedThenCarriedOutRevokeBeforeAssignAndKeptUntilTheNext) {
   using O = rsc::protocol::TargetPosted::Outcome;
   Harness h(6);

@@ -1,4 +1,4 @@
-// Redis over TLS (issue 29): a real redis-server started TLS-only (plain port 0) with certificates
+// Redis over TLS: a real redis-server started TLS-only (plain port 0) with certificates
 // made for the test by the `openssl` command; the client verifies the server (CA, name, dates),
 // presents its own certificate (mutual TLS), and each bad setting fails once, fast, with one line
 // naming the peer and the reason.

@@ -63,7 +63,7 @@ TEST(ScaleStep, OneChangeAtATimeWhileAShrinkDrains) {
   }
 }
 
-// Issue 54, point 2: a stream's shard racks change at any time, a shrink in progress too (they move
+// A stream's shard racks change at any time, a shrink in progress too (they move
 // no shard by themselves: only the version, so that every group learns them), and the same racks
 // again change nothing.
 TEST(ScaleStep, ShardRacksAreSetAtAnyTimeAndBumpTheVersionOnlyWhenTheyChange) {

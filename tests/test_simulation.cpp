@@ -20,7 +20,7 @@
 //
 //   RSC_SIM_SEEDS=N   number of seeds (default 200)     RSC_SIM_STEPS=N  steps per seed (3000)
 //   RSC_SIM_SEED=S    replay one seed, printing every event
-//   RSC_SIM_LENIENT=1 I1 as before issue 24: a fence ends the member's reading time
+//   RSC_SIM_LENIENT=1 I1 as before a fence ends the member's reading time
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -141,7 +141,7 @@ struct SimOptions {
   // Static members (rule 12): half the members have an instanceId; they leave with -2, and an
   // instance comes back under a new member id, at times while its old process still runs.
   bool staticMembers = false;
-  // Issue 54: members say a rack (one of three) when they join, and an admin sets the group's
+  // Members say a rack (one of three) when they join, and an admin sets the group's
   // assignor (uniform, range, rack-aware or external) and the shards' racks at random times, through
   // any pod; while it is external, a controller posts targets at random times through any pod,
   // valid ones and invalid ones (computed for an old epoch, naming a member that is not there,
@@ -1261,7 +1261,7 @@ TEST(Simulation, StaticMembersLeavingDyingReturningAndDuplicatedKeepEveryInvaria
   });
 }
 
-// Issue 54: the group's assignor and the shards' racks change at random times (members say their
+// The group's assignor and the shards' racks change at random times (members say their
 // rack when they join), with crashes, freezes, outages and two pods: every invariant holds, and the
 // settled group is what the last assignor promises (range: blocks; rack-aware: fewest cross-rack).
 TEST(Simulation, AssignorsChangedAtRandomKeepEveryInvariant) {
@@ -1283,7 +1283,7 @@ TEST(Simulation, AssignorsChangedAtRandomKeepEveryInvariant) {
   });
 }
 
-// Issue 54, point 3: half the assignor changes make the group co-partitioned (linked with a group
+// Half the assignor changes make the group co-partitioned (linked with a group
 // of another stream), the others pick one of the four other assignors, under the same faults: every
 // invariant holds, and each time the group settles co-partitioned its split is exactly the blocks
 // its members alone give (what a linked group with the same members computes too). A stream grow
@@ -1302,7 +1302,7 @@ TEST(Simulation, CoPartitionedAmongTheOtherAssignorsKeepsEveryInvariant) {
   });
 }
 
-// Coarse lease renewal (issue 9, target 4): two pods, members moving between them, steady
+// Coarse lease renewal: two pods, members moving between them, steady
 // heartbeats answered without a write while the stored lease covers one more lease. No member that
 // kept heartbeating is expired (rule 8, checked at every expiry), and a member a stale pod answered
 // OK after its fence never reads a shard somebody else holds (the quarantine).

@@ -196,7 +196,7 @@ TEST_F(StaticGroup, ACrashThatDoesNotReturnWithinTheTimeoutIsRebalancedLikeAnyLe
   EXPECT_EQ(h.state().groupEpoch, epoch + 2) << "a late return is a join like any";
 }
 
-// Issue 51: one live process per instance. A join under another member id while the instance's
+// One live process per instance. A join under another member id while the instance's
 // holder is live is refused UNRELEASED_INSTANCE_ID with nothing changed: the holder keeps its
 // shards and epoch, the group epoch stays, nobody is fenced (two processes of one instance used to
 // fence each other in a loop). The holder may be a crashed process: once its lease ends (its

@@ -290,7 +290,7 @@ TYPED_TEST(StoreContract, ACreatedGroupLoadsBackEqual) {
   EXPECT_TRUE(r.value->state.members.at("a").lastResponse.has_value());
 }
 
-// Issue 54: the group's assignor and shard racks and each member's rack live in the store.
+// The group's assignor and shard racks and each member's rack live in the store.
 TYPED_TEST(StoreContract, TheAssignorShardRacksAndMemberRacksAreStored) {
   auto pod = this->backend.pod();
   auto s = sample_group();
@@ -332,10 +332,10 @@ TYPED_TEST(StoreContract, TheAssignorShardRacksAndMemberRacksAreStored) {
   EXPECT_EQ(r3.value->state.shardRacks, s.shardRacks) << "the group's own, apart";
 }
 
-// Issue 54, point 2: a stream's shard racks are part of its metadata, set through the scale step's
+// A stream's shard racks are part of its metadata, set through the scale step's
 // rules (a change bumps metadataVersion, so every group learns it the way it learns a new count;
 // the same racks again change nothing), and kept across a later scale.
-// Issue 71: the lag snapshot is written field by field (changed groups, dropped groups, or replaced
+// The lag snapshot is written field by field (changed groups, dropped groups, or replaced
 // whole by a pod that does not know what is there) and read back a few fields at a time.
 TYPED_TEST(StoreContract, TheLagSnapshotIsWrittenByFieldAndReadBackForTheGroupsAsked) {
   auto pod = this->backend.pod();
@@ -751,7 +751,7 @@ TYPED_TEST(StoreContract, EveryCreatedGroupIsListed) {
   EXPECT_EQ(*orders.value, (std::vector<std::string>{"audit", "billing"}));
 }
 
-// A change of the shard count (issue 30) follows group::scale_step's rules, atomically in the store
+// A change of the shard count follows group::scale_step's rules, atomically in the store
 // (a Lua script beside the stream's metadata in Redis): each step is compared with the pure rules
 // applied to the stream as it was (times aside: the store's clock).
 TYPED_TEST(StoreContract, ScaleShrinkRollbackRetireAndGrowFollowThePureRules) {
@@ -789,7 +789,7 @@ TYPED_TEST(StoreContract, ScaleShrinkRollbackRetireAndGrowFollowThePureRules) {
   // One change at a time: another scale and a growth by PUT are refused, nothing written.
   shrink.target = 1;
   expect_step(shrink, group::ScaleOutcome::Busy);
-  // Issue 70, point 4: the growth's refusal is the scale's (Busy, 409 ACTIVE_MIGRATION_EXISTS), not a bare conflict.
+  // The growth's refusal is the scale's (Busy, 409 ACTIVE_MIGRATION_EXISTS), not a bare conflict.
   auto grow = pod->write_stream("orders", StreamPut{12, std::nullopt, false});
   ASSERT_TRUE(grow.ok()) << grow.error.message;
   EXPECT_EQ(grow.value->outcome, StreamWrite::Outcome::Busy);
@@ -1078,7 +1078,7 @@ TEST_F(RedisStoreTest, AskingAboutGroupsThatDoNotExistIsRememberedNowhere) {
   EXPECT_TRUE(gone.value->rollback.detected) << "the deleted group's revision went back to 0";
 }
 
-// Issue 51: an offset reset is guarded like every write of the group. Judged on a state another pod
+// An offset reset is guarded like every write of the group. Judged on a state another pod
 // has since written, it moves nothing and says so (the group actor then judges it again on a fresh
 // read); judged on the stored state, it moves every shard's position and the revision on by one, so
 // a pod still holding the older state must read it again before it writes.
@@ -1116,7 +1116,7 @@ TEST_F(RedisStoreTest, AnOffsetResetJudgedOnAnOlderStateMovesNothing) {
       << "a pod that judged on the state before the reset must read it again";
 }
 
-// Issue 51, point 8: dead letters of a group that does not exist are "not found", not an empty
+// Dead letters of a group that does not exist are "not found", not an empty
 // page; a redrive names back the ids it could not find and marks what it writes back with where
 // it came from; a discard drops them for good; deleting the group takes its dead letters and its
 // Redis consumer groups with it.
@@ -1679,7 +1679,7 @@ TEST(RedisStall, AStalledRedisTimesOutAsRetryableAndTheStoreRecoversWhenItResume
   ASSERT_TRUE(again.ok()) << again.error.message;
 }
 
-// Issue 54: the group's assignor and shard racks, and a member's rack, are stored (and left out
+// The group's assignor and shard racks, and a member's rack, are stored (and left out
 // when they are the defaults, so records written before them read the same); a name that is no
 // assignor or no rack is a corrupt record, said plainly.
 TEST(StateCodec, TheAssignorTheShardRacksAndAMembersRackReadBackTheSame) {

@@ -228,7 +228,7 @@ TEST(LagRounds, APodWithNothingToSampleReportsNothingAndOffMeansNever) {
   EXPECT_FALSE(off.due(1000000));
 }
 
-// Issue 71: the lag snapshot gives back, for one group, exactly what the whole reading says of it:
+// The lag snapshot gives back, for one group, exactly what the whole reading says of it:
 // its position on each shard (unknown stays unknown), the shards' own figures and its sums.
 TEST(LagSnapshot, OneGroupDecodedFromTheSnapshotHasTheLagTheWholeReadingGivesIt) {
   auto r = two_shards({on("billing", 7, 2, "5-0"), on("audit", std::nullopt, 1, "1-0")}, {on("billing", 3, 1)});

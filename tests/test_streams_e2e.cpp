@@ -485,7 +485,7 @@ TEST(Streams, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFreezes) {
   run.check(run.all_records(), 8);
 }
 
-// Issue 27: the same chaos with poison records (every 500th fails always): each is tried 4 times,
+// The same chaos with poison records (every 500th fails always): each is tried 4 times,
 // then dead-lettered; its shard goes on in order; one reader per shard, nothing lost (a dead
 // letter counts as processed once it is in the dead-letter stream).
 TEST(Streams, PoisonRecordsAreDeadLetteredAndTheChaosStillHoldsOneReaderPerShardNothingLost) {
@@ -496,7 +496,7 @@ TEST(Streams, PoisonRecordsAreDeadLetteredAndTheChaosStillHoldsOneReaderPerShard
   run.check(run.all_records(), 8);
 }
 
-// Issue 25: the same behind a load balancer over three pods (each consumer's connection goes to
+// The same behind a load balancer over three pods (each consumer's connection goes to
 // the next pod in turn, so a group's calls reach all three and two of them forward to the owner),
 // while one pod is frozen for longer than a member lease and resumed: one reader per shard,
 // nothing lost.
@@ -520,7 +520,7 @@ TEST(Streams, BehindAProxyOverThreePodsOneFrozenPodOneReaderPerShardNothingLost)
   EXPECT_GT(forwarded, 0) << "the consumers' calls reached pods that do not serve the group";
 }
 
-// Issue 70, points 1 and 2: the pod that owns the group is cut from Redis both ways (the proxy it
+// The pod that owns the group is cut from Redis both ways (the proxy it
 // reaches Redis through is frozen) while its clients still reach it, through a Service that keeps
 // connections on their pod (rsc-proxy). The other pods take the group within a pod lease. Members
 // whose connection sits on the cut pod must go on being served (it sends their calls to the pod
@@ -610,7 +610,7 @@ void cut_the_owner_from_redis(bool followOwner) {
 TEST(Streams, AnOwnerCutFromRedisBehindAServiceThatKeepsConnectionsExpiresNobody) { cut_the_owner_from_redis(false); }
 TEST(Streams, AnOwnerCutFromRedisExpiresNoMemberFollowingIt) { cut_the_owner_from_redis(true); }
 
-// Issue 24: two processes with one member id. The first is frozen (SIGSTOP) while it reads; a
+// Two processes with one member id. The first is frozen (SIGSTOP) while it reads; a
 // second starts with the same id (a restart whose old incarnation is not dead) and joins; the
 // first resumes within its lease and reads on until its next heartbeat is fenced, then is killed
 // (an orchestrator replacing it). The join must hand the first process's shards to nobody, the
@@ -718,7 +718,7 @@ TEST(StreamsOnCluster, OneReaderPerShardNothingLostThroughJoinsLeavesKillsAndFre
   EXPECT_EQ(cl.crossslot_errors(), 0) << "no command spanned two slots";
 }
 
-// Issue 54, point 2: a stream's shard racks from where its shards live. The coordinator is told the
+// A stream's shard racks from where its shards live. The coordinator is told the
 // zone of each Redis node (--redis-node-zones); PUT .../racks {"from": "cluster-node-zone"} gives
 // each shard the zone of the master serving its key, as the nodes themselves say. A rack-aware group
 // without racks of its own then reads each shard in its zone as far as the balance allows (the
@@ -881,7 +881,7 @@ TEST(StreamsOnCluster, AFailoverAndAKilledMasterUnderLoadLoseNothingAndKeepOneRe
   EXPECT_GT(static_cast<long>(present.size()), kRecords * 9 / 10) << "most records survived the faults";
 }
 
-// ---- any language as the handler: rsc-consume --exec and --exec-lines (issue 27) ---------------
+// ---- any language as the handler: rsc-consume --exec and --exec-lines ---------------
 namespace {
 
 // A coordinator on `redis`, a 2-shard stream "orders", records added by the test.
@@ -1051,7 +1051,7 @@ TEST(Consume, APoisonRecordIsTriedExactlyMaxDeliveriesTimesAcrossASigkillAndAHan
   EXPECT_EQ(b->wait(10000), 0);
 }
 
-// Issue 51: two consumers on one host without --member-id get ids of their own (host, pid and a
+// Two consumers on one host without --member-id get ids of their own (host, pid and a
 // random part), so they share the group instead of fencing each other in a loop.
 TEST(Consume, TwoConsumersOnOneHostWithoutAMemberIdShareTheGroup) {
   ExecRun run;
@@ -1094,7 +1094,7 @@ TEST(Consume, TwoConsumersOnOneHostWithoutAMemberIdShareTheGroup) {
   EXPECT_EQ(b->wait(10000), 0);
 }
 
-// A record's allowance is its own (issue 51): records queued behind failing ones are not charged
+// A record's allowance is its own: records queued behind failing ones are not charged
 // for the claims that bring the failing ones back. The first read holds three records that always
 // fail, one that fails twice then succeeds, and six good ones; --max-deliveries 4.
 namespace {
@@ -1175,7 +1175,7 @@ TEST(Consume, ExecExit65DeadLettersAtOnce) {
   EXPECT_EQ(c->wait(10000), 0);
 }
 
-// ---- what Redis holds: lag read by the coordinator, members or not (issue 28) ------------------
+// ---- what Redis holds: lag read by the coordinator, members or not ------------------
 namespace {
 
 const std::string kLag = R"(rsc_stream_group_lag{group="billing",stream="orders"})";
@@ -1235,7 +1235,7 @@ TEST(Lag, ReadFromRedisWithNoMemberAliveThenZeroOnceConsumersCatchUpAndUnknownAf
   EXPECT_EQ(d["shards"][1]["redis"]["lag"], 400);
   EXPECT_EQ(d["shards"][0]["redis"]["length"], 600);
   EXPECT_TRUE(d["shards"][0]["lag"].is_null()) << "no member reported it: the members' figure stays unknown";
-  // Issue 71: those figures are the lag round's (its snapshot, and when it read them); a live
+  // Those figures are the lag round's (its snapshot, and when it read them); a live
   // reading, asked for, says the same.
   EXPECT_EQ(d["redisLagSource"], "lag-round") << d.dump();
   ASSERT_TRUE(d["redisLagReadAt"].is_number()) << d.dump();
@@ -1290,7 +1290,7 @@ TEST(Lag, TheListOfAStreamsGroupsGivesEachOnesLagAndPending) {
   add_records(redis, 1, 400);
   // indexer-2 reads shard 0 and acknowledges nothing yet.
   ASSERT_TRUE(redis.admin().command({"XREADGROUP", "GROUP", "indexer-2", "c", "COUNT", "1000", "STREAMS", "orders:0", ">"}).ok());
-  // The list gives what the lag round last read (issue 71: a field per group, not a reading of
+  // The list gives what the lag round last read (a field per group, not a reading of
   // every group's shards per call): within a lag interval (1 s here) of the records' arrival.
   json listed;
   ASSERT_TRUE(within([&] {
@@ -1371,7 +1371,7 @@ TEST(LagOnCluster, ReadFromEveryMasterWithNoMemberAlive) {
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
 }
 
-// ---- retention: what one pod trims, and what it counts (issue 28) -------------------------------
+// ---- retention: what one pod trims, and what it counts -------------------------------
 namespace {
 
 // A 1-shard stream "orders" on its own redis-server; Redis makes a node of every 10 records, so
@@ -1561,7 +1561,7 @@ TEST(RetentionOnCluster, ProcessedByAllGroupsTrimsEveryShardOnItsMasterAndKeepsW
   EXPECT_EQ(cl.crossslot_errors(), 0) << "no command spanned two slots";
 }
 
-// ---- Fewer shards (issue 30, SPEC §3 rule 9) ------------------------------------------------
+// ---- Fewer shards ------------------------------------------------
 
 namespace {
 
@@ -1671,7 +1671,7 @@ static void scale_in_16_to_4(const std::string& addr) {
   auto second = http_call(run.podB.port(), "POST", "/coord/v1/streams/orders/scale", scale_body(2));
   EXPECT_EQ(second.status, 409) << second.body;
   EXPECT_NE(second.body.find("ACTIVE_MIGRATION_EXISTS"), std::string::npos) << second.body;
-  // Issue 70, point 4: a growth by PUT meanwhile gets the same documented answer (it was a bare CONFLICT).
+  // A growth by PUT meanwhile gets the same documented answer (it was a bare CONFLICT).
   auto grow = http_call(run.podB.port(), "PUT", "/coord/v1/streams/orders", R"({"shardCount": 20})");
   EXPECT_EQ(grow.status, 409) << grow.body;
   EXPECT_NE(grow.body.find("ACTIVE_MIGRATION_EXISTS"), std::string::npos) << grow.body;
@@ -1877,7 +1877,7 @@ TEST(Streams, RetiredShardStreamsAreDeletedAfterTheirTtlAndAGrowthBackLosesNothi
   run.check(required, 0);
 }
 
-// ---- Static membership (issue 31, SPEC §3 rule 12) ---------------------------------------
+// ---- Static membership ---------------------------------------
 
 namespace {
 
@@ -1910,7 +1910,7 @@ json wait_settled(int port, std::size_t members, int shards, int ms = 20000) {
 // lease ends its shards are reserved (no bump, nobody else moves); the new process gets exactly
 // them back, the other two are never asked to revoke, the group epoch never moves, and every
 // record is processed with one reader per shard.
-// Issue 54: the group's assignor changed twice while a producer writes, through rsc-admin and the
+// The group's assignor changed twice while a producer writes, through rsc-admin and the
 // HTTP API, on two pods: the shards move into range's blocks, then into rack-aware's split (the
 // fewest cross-rack reads a balanced split allows), then a member is SIGKILLed; nothing is lost and
 // no shard has two readers (check()); describe and rsc-admin show the assignor and the racks.
@@ -1988,7 +1988,7 @@ TEST(Assignors, ChangedUnderLoadShardsMoveIntoBlocksThenIntoTheirRacksWithNothin
   run.check(run.all_records(), 1);
 }
 
-// Issue 54, point 5: an external assignor driven by the example controller (examples/
+// An external assignor driven by the example controller (examples/
 // weighted-controller.py), which splits the shards by each member's capacity and posts the split at
 // every group-epoch change: the group follows it as members join and one is killed, nothing is lost
 // and no shard has two readers (check()). A target computed for an old epoch is refused (409) by
@@ -2097,7 +2097,7 @@ TEST(StaticMembers, AKilledStaticMemberRestartedWithItsInstanceIdGetsItsShardsBa
             << " s after the kill (lease 2 s), group epoch unchanged at " << epoch << "\n";
 }
 
-// Issue 51: two live processes of one instance. The second is refused (UNRELEASED_INSTANCE_ID)
+// Two live processes of one instance. The second is refused (UNRELEASED_INSTANCE_ID)
 // while the first lives: the first keeps its shards, nobody is fenced, the group epoch never moves;
 // after a lease of refusals the second stops, non-zero, naming the instance (they used to fence
 // each other in a loop, the group epoch climbing by hundreds a second). Both with the runtime's own
@@ -2217,7 +2217,7 @@ TEST(StaticMembers, ARollingRestartWithInstanceIdsMovesNoShardAndBumpsNoEpoch) {
   EXPECT_GE(plain.epochBumps, 10) << "a leave and a join per restart";
 }
 
-// Issue 52, point 6: a graceful leave of one of 5+1 members (16 shards, the default 3 s
+// A graceful leave of one of 5+1 members (16 shards, the default 3 s
 // heartbeat interval) converged in ~10 ms in most trials and in ~760 ms in some: a member answered
 // "pending" in the same batch as the leaver's release was not woken and waited out its quarter
 // interval. Over three pods (each member calls one of them and follows the group's owner), every
@@ -2249,7 +2249,7 @@ TEST(Rebalance, AGracefulLeaveConvergesWithoutWaitingOutAHeartbeatInterval) {
 }
 #endif
 
-// Issue 52: members that follow the group's owner (the Rsc-Group-Owner header; the runtime's
+// Members that follow the group's owner (the Rsc-Group-Owner header; the runtime's
 // default) through a pod SIGKILLed, a pod joining (reachable only by following: it is not behind
 // the proxy) and a rolling restart of the first two pods: one reader per shard, nothing lost, no
 // member's lease missed, and most heartbeats go straight to the owner. Printed: how long after the
@@ -2331,7 +2331,7 @@ TEST(Streams, MembersFollowingOwnersThroughAPodKillAJoinAndARollingRestartLoseNo
   run.check(run.all_records(), 0);  // last: it removes the logs when everything holds
 }
 
-// ---- Co-partitioned groups (issue 54, point 3) --------------------------------------------
+// ---- Co-partitioned groups --------------------------------------------
 
 namespace {
 
@@ -2444,7 +2444,7 @@ TEST(CoPartitioned, UnderChurnShardIOfBothStreamsGoesToOneProcessAndNothingIsLos
   const auto taken = run_command(std::string(RSC_ADMIN_BIN) + " --coordinator http://127.0.0.1:" + std::to_string(pod) +
                                      " set-assignor third g co-partitioned --with left/g 2>&1", &rc);
   EXPECT_EQ(rc, 1) << taken;
-  // Refused by the coordinator before anything changes (issue 70, point 4: rsc-admin used to link
+  // Refused by the coordinator before anything changes (rsc-admin used to link
   // third/g first, then refuse, leaving third/g linked alone and its stream frozen).
   EXPECT_NE(taken.find("left/g is co-partitioned with right/g; that link is left alone and nothing was changed"), std::string::npos) << taken;
   EXPECT_EQ(get_json(pod, "/coord/v1/streams/left/groups/g")["coPartitionedWith"], (json{{"prefix", "right"}, {"group", "g"}}));

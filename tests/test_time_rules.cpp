@@ -229,7 +229,7 @@ TEST(StoreAvailability, QuickRepliesAreNoOutageAndOverlappingOutagesMerge) {
   EXPECT_EQ(s.outages()[0].to, 6100);
 }
 
-// Readiness through a store outage (issue 55, point 3): within the grace the pod stays ready (every
+// Readiness through a store outage: within the grace the pod stays ready (every
 // pod shares the store: emptying the Service helps no member), beyond it not; grace 0 is the old
 // rule (not ready at once); a failed probe of the store counts as an outage starting now.
 TEST(Readiness, AStoreOutageShorterThanTheGraceKeepsThePodReadyALongerOneDoesNot) {
